@@ -1,0 +1,45 @@
+"""swarp: a GPU-resident, differentiable, vectorized simulator of 2D robot swarms on NVIDIA Warp."""
+
+import warp as _wp
+
+_wp.config.quiet = True
+
+from swarp.core.config import (  # noqa: E402
+    AgentConfig,
+    ControlMode,
+    DynamicsModel,
+    Integrator,
+    Obstacle,
+    ObstacleShape,
+    WorldConfig,
+)
+from swarp.core.types import Model, State, TorchState  # noqa: E402
+from swarp.physics.step import Stepper  # noqa: E402
+from swarp.physics.world import World  # noqa: E402
+from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
+from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
+from swarp.env.environment import Environment, make  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentConfig",
+    "Environment",
+    "FusedScenario",
+    "Scenario",
+    "WorldSpec",
+    "make",
+    "register_scenario",
+    "scenario_names",
+    "ControlMode",
+    "DynamicsModel",
+    "Integrator",
+    "Model",
+    "Obstacle",
+    "ObstacleShape",
+    "State",
+    "Stepper",
+    "TorchState",
+    "World",
+    "WorldConfig",
+]

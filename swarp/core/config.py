@@ -1,0 +1,270 @@
+"""Configuration records and enums: what an agent is and what the world around it is.
+
+Everything here is plain host-side data, validated when constructed, so a bad value fails
+at the line that wrote it instead of deep inside a kernel.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+class DynamicsModel(enum.IntEnum):
+    """How an agent turns its action into motion.
+
+    ========================  =========  ======================================================
+    model                     act_dim    action (VELOCITY control / ACCELERATION control)
+    ========================  =========  ======================================================
+    ``HOLONOMIC``             2          world-frame velocity [m/s] / acceleration [m/s^2]
+    ``DIFF_DRIVE``            2          (forward speed [m/s], yaw rate [rad/s]) /
+                                         (forward accel [m/s^2], yaw accel [rad/s^2])
+    ``KINEMATIC_BICYCLE``     2          (speed [m/s], steering angle [rad]) /
+                                         (accel [m/s^2], steering angle [rad])
+    ========================  =========  ======================================================
+    """
+
+    HOLONOMIC = 0
+    DIFF_DRIVE = 1
+    KINEMATIC_BICYCLE = 2
+
+
+#: Number of action components each dynamics model consumes. ``act_dim`` of a fleet is the max.
+ACTION_ARITY: dict[DynamicsModel, int] = {
+    DynamicsModel.HOLONOMIC: 2,
+    DynamicsModel.DIFF_DRIVE: 2,
+    DynamicsModel.KINEMATIC_BICYCLE: 2,
+}
+
+
+class ControlMode(enum.IntEnum):
+    """Whether actions command velocities directly or the accelerations that change them."""
+
+    VELOCITY = 0
+    ACCELERATION = 1
+
+
+class Integrator(enum.IntEnum):
+    """Time integration of one substep.
+
+    ``EULER`` is semi-implicit: velocity-level quantities are updated first and the pose is
+    advanced with the updated ones. ``RK4`` is the classic fourth-order Runge-Kutta scheme on the
+    same ODE, with the action and the contact force held constant over the substep.
+    """
+
+    EULER = 0
+    RK4 = 1
+
+
+BoundsMode = Literal["soft", "clamp"]
+NeighborMethod = Literal["brute", "grid", "auto"]
+
+
+def _coerce_enum(enum_type: type[enum.IntEnum], value: object, name: str) -> enum.IntEnum:
+    """Accept an enum member, its name (any case) or its integer value; raise a clear error else."""
+    if isinstance(value, enum_type):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_type[value.upper()]
+        except KeyError:
+            pass
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return enum_type(value)
+        except ValueError:
+            pass
+    valid = ", ".join(m.name for m in enum_type)
+    raise ValueError(f"{name} must be one of {enum_type.__name__}.{{{valid}}}, got {value!r}")
+
+
+def _check_positive(name: str, value: float, *, allow_zero: bool = False, allow_inf: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} ({value!r})")
+    if math.isnan(value):
+        raise ValueError(f"{name} must not be NaN")
+    if math.isinf(value) and not allow_inf:
+        raise ValueError(f"{name} must be finite, got {value}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Static description of one agent. All quantities are SI units (m, kg, s, rad).
+
+    Attributes:
+        model: Dynamics model (a ``DynamicsModel`` or its name).
+        ctrl_mode: Whether actions are velocities or accelerations (``ControlMode`` or name).
+        radius: Collision radius [m], > 0.
+        mass: Mass [kg], > 0. Contact forces are divided by it.
+        max_speed: Speed limit [m/s]; velocity commands and integrated speeds are clamped to it.
+        max_accel: Linear acceleration limit [m/s^2] for ACCELERATION control.
+        max_ang_vel: Yaw-rate limit [rad/s] (diff drive), >= 0.
+        max_ang_accel: Yaw-acceleration limit [rad/s^2] (diff drive, ACCELERATION control).
+        wheelbase: Axle-to-axle length [m] of the kinematic bicycle.
+        rear_axle_ratio: Rear axle to centre of mass distance as a fraction of the wheelbase,
+            in (0, 1]; sets the slip angle of the bicycle.
+        max_steer: Steering-angle limit [rad] of the kinematic bicycle, in [0, pi/2).
+        drag: Linear velocity damping [1/s] of holonomic agents under ACCELERATION control.
+    """
+
+    model: DynamicsModel = DynamicsModel.HOLONOMIC
+    ctrl_mode: ControlMode = ControlMode.VELOCITY
+    radius: float = 0.05
+    mass: float = 1.0
+    max_speed: float = 1.0
+    max_accel: float = 2.0
+    max_ang_vel: float = 3.0
+    max_ang_accel: float = 6.0
+    wheelbase: float = 0.1
+    rear_axle_ratio: float = 0.5
+    max_steer: float = 0.6
+    drag: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", _coerce_enum(DynamicsModel, self.model, "AgentConfig.model"))
+        object.__setattr__(self, "ctrl_mode", _coerce_enum(ControlMode, self.ctrl_mode, "AgentConfig.ctrl_mode"))
+        for name in ("radius", "mass", "wheelbase"):
+            _check_positive(f"AgentConfig.{name}", getattr(self, name))
+        for name in ("max_speed", "max_accel", "max_ang_vel", "max_ang_accel", "drag", "max_steer"):
+            _check_positive(f"AgentConfig.{name}", getattr(self, name), allow_zero=True)
+        if not 0.0 < self.rear_axle_ratio <= 1.0:
+            raise ValueError(f"AgentConfig.rear_axle_ratio must be in (0, 1], got {self.rear_axle_ratio}")
+        if self.max_steer >= math.pi / 2:
+            raise ValueError(f"AgentConfig.max_steer must be < pi/2 rad, got {self.max_steer}")
+
+    @property
+    def act_dim(self) -> int:
+        """Number of action components this agent consumes."""
+        return ACTION_ARITY[self.model]
+
+
+class ObstacleShape(enum.IntEnum):
+    """Shape of a static obstacle. ``NONE`` marks an unused padding slot."""
+
+    NONE = 0
+    CIRCLE = 1
+    BOX = 2
+    SEGMENT = 3
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """A static obstacle, described by its centre, orientation and size.
+
+    Attributes:
+        shape: ``ObstacleShape`` (or its name).
+        center: (x, y) centre [m].
+        angle: Orientation [rad] of the box or segment axis.
+        size: Shape extents [m]: CIRCLE ``(radius, 0)``; BOX ``(half_width, half_height)``;
+            SEGMENT ``(half_length, thickness)`` where the thickness is the capsule radius (may be 0).
+    """
+
+    shape: ObstacleShape
+    center: tuple[float, float]
+    size: tuple[float, float]
+    angle: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _coerce_enum(ObstacleShape, self.shape, "Obstacle.shape"))
+        if self.shape == ObstacleShape.NONE:
+            raise ValueError("Obstacle.shape must be CIRCLE, BOX or SEGMENT, got NONE")
+        if len(self.center) != 2 or len(self.size) != 2:
+            raise ValueError(f"Obstacle.center and Obstacle.size must be pairs, got {self.center}, {self.size}")
+        for v in (*self.center, self.angle):
+            if not math.isfinite(v):
+                raise ValueError(f"Obstacle center/angle must be finite, got {self.center}, {self.angle}")
+        _check_positive("Obstacle.size[0]", self.size[0])
+        _check_positive("Obstacle.size[1]", self.size[1], allow_zero=self.shape != ObstacleShape.BOX)
+
+    @classmethod
+    def circle(cls, center: tuple[float, float], radius: float) -> Obstacle:
+        """A disc of ``radius`` [m] at ``center`` [m]."""
+        return cls(ObstacleShape.CIRCLE, center, (radius, 0.0))
+
+    @classmethod
+    def box(cls, center: tuple[float, float], half_extents: tuple[float, float], angle: float = 0.0) -> Obstacle:
+        """An oriented rectangle with half extents [m] along its own axes, rotated by ``angle`` [rad]."""
+        return cls(ObstacleShape.BOX, center, tuple(half_extents), angle)
+
+    @classmethod
+    def segment(cls, start: tuple[float, float], end: tuple[float, float], thickness: float = 0.0) -> Obstacle:
+        """A capsule around the segment ``start``-``end`` [m] with radius ``thickness`` [m]."""
+        dx, dy = end[0] - start[0], end[1] - start[1]
+        half = 0.5 * math.hypot(dx, dy)
+        center = (0.5 * (start[0] + end[0]), 0.5 * (start[1] + end[1]))
+        return cls(ObstacleShape.SEGMENT, center, (half, thickness), math.atan2(dy, dx))
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """The world the agents share. SI units throughout.
+
+    Attributes:
+        bounds: Arena ``(x_min, x_max, y_min, y_max)`` [m], a half-size ``s`` meaning
+            ``(-s, s, -s, s)``, or ``None`` for an unbounded plane.
+        bounds_mode: ``"soft"``: walls push back with the contact spring (agents may penetrate
+            slightly); ``"clamp"``: positions are projected inside and the outward velocity is
+            zeroed after every substep. Ignored when ``bounds`` is ``None``.
+        collision_k: Contact stiffness [N/m] for agent-agent, agent-obstacle and agent-wall contact.
+        collision_damping: Contact damping [N s/m] along the contact normal.
+        collisions: Whether agents collide with each other (obstacles and walls always act).
+        max_neighbors: Width K of the padded neighbor list; lists with more agents in range keep
+            the K nearest and raise the device-side overflow flag.
+        neighbor_radius: Radius [m] of the neighbor lists. ``None`` picks twice the largest agent
+            radius plus a 50% skin, enough for contacts within one step at moderate speeds.
+        neighbor_method: ``"brute"`` (all pairs of an env), ``"grid"`` (sort-based uniform grid,
+            for hundreds or thousands of agents per env) or ``"auto"`` (grid above
+            ``grid_threshold`` agents per env).
+        grid_threshold: Agents per env from which ``"auto"`` uses the grid.
+        obstacles: Static obstacles shared by every env (scenarios may install per-env ones).
+    """
+
+    bounds: tuple[float, float, float, float] | float | None = None
+    bounds_mode: BoundsMode = "soft"
+    collision_k: float = 100.0
+    collision_damping: float = 2.0
+    collisions: bool = True
+    max_neighbors: int = 16
+    neighbor_radius: float | None = None
+    neighbor_method: NeighborMethod = "auto"
+    grid_threshold: int = 128
+    obstacles: tuple[Obstacle, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.bounds is not None:
+            bounds = self.bounds
+            if isinstance(bounds, (int, float)) and not isinstance(bounds, bool):
+                _check_positive("WorldConfig.bounds", float(bounds))
+                bounds = (-float(bounds), float(bounds), -float(bounds), float(bounds))
+            if len(bounds) != 4 or not all(math.isfinite(float(b)) for b in bounds):
+                raise ValueError(f"WorldConfig.bounds must be (x_min, x_max, y_min, y_max), got {self.bounds!r}")
+            bounds = tuple(float(b) for b in bounds)
+            if not (bounds[0] < bounds[1] and bounds[2] < bounds[3]):
+                raise ValueError(f"WorldConfig.bounds must satisfy x_min < x_max and y_min < y_max, got {bounds}")
+            object.__setattr__(self, "bounds", bounds)
+        if self.bounds_mode not in ("soft", "clamp"):
+            raise ValueError(f"WorldConfig.bounds_mode must be 'soft' or 'clamp', got {self.bounds_mode!r}")
+        if not isinstance(self.collisions, bool):
+            raise TypeError(f"WorldConfig.collisions must be a bool, got {self.collisions!r}")
+        _check_positive("WorldConfig.collision_k", self.collision_k, allow_zero=True)
+        _check_positive("WorldConfig.collision_damping", self.collision_damping, allow_zero=True)
+        if isinstance(self.max_neighbors, bool) or not isinstance(self.max_neighbors, int) or self.max_neighbors < 1:
+            raise ValueError(f"WorldConfig.max_neighbors must be an int >= 1, got {self.max_neighbors!r}")
+        if self.neighbor_radius is not None:
+            _check_positive("WorldConfig.neighbor_radius", self.neighbor_radius)
+        if self.neighbor_method not in ("brute", "grid", "auto"):
+            raise ValueError(
+                f"WorldConfig.neighbor_method must be 'brute', 'grid' or 'auto', got {self.neighbor_method!r}"
+            )
+        if isinstance(self.grid_threshold, bool) or not isinstance(self.grid_threshold, int) or self.grid_threshold < 1:
+            raise ValueError(f"WorldConfig.grid_threshold must be an int >= 1, got {self.grid_threshold!r}")
+        obstacles = tuple(self.obstacles)
+        for i, ob in enumerate(obstacles):
+            if not isinstance(ob, Obstacle):
+                raise TypeError(f"WorldConfig.obstacles[{i}] must be an Obstacle, got {type(ob).__name__}")
+        object.__setattr__(self, "obstacles", obstacles)

@@ -1,0 +1,69 @@
+"""Counter-based random numbers: a pure function of (seed, env, episode, draw index).
+
+Resets draw from this on the device, with no generator state to advance, so a reset is
+capturable in a CUDA graph, replays identically, and gives the same numbers whichever envs are
+reset together. The torch twin computes the very same bits, so the torch reference of a
+scenario's reset and its Warp kernel agree exactly. Uniforms have 24 random bits, exactly
+representable in float32 and float64 alike.
+"""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+_MASK32 = 0xFFFFFFFF
+_M1 = 0x7FEB352D
+_M2 = 0x846CA68B
+_INV_2_24 = 1.0 / 16777216.0
+_M1_U32 = wp.constant(wp.uint32(_M1))
+_M2_U32 = wp.constant(wp.uint32(_M2))
+
+
+@wp.func
+def hash_u32(x: wp.uint32) -> wp.uint32:
+    """32-bit integer mixer (lowbias32): every input bit affects every output bit."""
+    x = x ^ (x >> wp.uint32(16))
+    x = x * _M1_U32
+    x = x ^ (x >> wp.uint32(15))
+    x = x * _M2_U32
+    x = x ^ (x >> wp.uint32(16))
+    return x
+
+
+@wp.func
+def stream_key(seed: int, env: int, episode: int) -> wp.uint32:
+    """The key of one env's episode; combine with a draw index in ``uniform``."""
+    h = hash_u32(wp.uint32(seed))
+    h = hash_u32(h ^ wp.uint32(env))
+    return hash_u32(h ^ wp.uint32(episode))
+
+
+@wp.func
+def uniform_u24(key: wp.uint32, index: int) -> int:
+    """24 random bits (an int in [0, 2^24)) of draw ``index`` under ``key``."""
+    return int(hash_u32(key ^ hash_u32(wp.uint32(index))) >> wp.uint32(8))
+
+
+def _hash_torch(x: torch.Tensor) -> torch.Tensor:
+    x = x ^ (x >> 16)
+    x = (x * _M1) & _MASK32
+    x = x ^ (x >> 15)
+    x = (x * _M2) & _MASK32
+    return x ^ (x >> 16)
+
+
+def stream_key_torch(seed: torch.Tensor, env: torch.Tensor, episode: torch.Tensor) -> torch.Tensor:
+    """Torch twin of ``stream_key``; int64 tensors broadcast together, result int64 in [0, 2^32)."""
+    h = _hash_torch(seed.long() & _MASK32)
+    h = _hash_torch(h ^ (env.long() & _MASK32))
+    return _hash_torch(h ^ (episode.long() & _MASK32))
+
+
+def uniform_u24_torch(key: torch.Tensor, index: int | torch.Tensor) -> torch.Tensor:
+    """Torch twin of ``uniform_u24``: int64 in [0, 2^24)."""
+    index = torch.as_tensor(index, device=key.device, dtype=torch.int64)
+    return _hash_torch(key ^ _hash_torch(index & _MASK32)) >> 8
+
+
+INV_2_24 = _INV_2_24

@@ -1,0 +1,274 @@
+"""Model (static parameters and geometry) and State (per-step dynamic arrays).
+
+Shapes use ``E`` = n_envs, ``A`` = n_agents, ``P`` = number of agent parameters, ``O`` = obstacle
+slots. Every array lives on the simulation device; torch views of the state are created once, at
+allocation, and never copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import warp as wp
+
+from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
+from swarp.core.precision import vec2_type
+
+# Columns of the per-agent parameter table ``Model.params`` [E_p, A, P]. Kernels read them by name.
+PARAM_RADIUS = 0  # [m]
+PARAM_MASS = 1  # [kg]
+PARAM_MAX_SPEED = 2  # [m/s]
+PARAM_MAX_ACCEL = 3  # [m/s^2]
+PARAM_MAX_ANG_VEL = 4  # [rad/s]
+PARAM_MAX_ANG_ACCEL = 5  # [rad/s^2]
+PARAM_WHEELBASE = 6  # [m]
+PARAM_REAR_RATIO = 7  # [-]
+PARAM_MAX_STEER = 8  # [rad]
+PARAM_DRAG = 9  # [1/s]
+N_PARAMS = 10
+
+_PARAM_FIELDS = (
+    "radius",
+    "mass",
+    "max_speed",
+    "max_accel",
+    "max_ang_vel",
+    "max_ang_accel",
+    "wheelbase",
+    "rear_axle_ratio",
+    "max_steer",
+    "drag",
+)
+
+
+class TorchState(NamedTuple):
+    """Zero-copy torch views of a batch of world states.
+
+    Fields (``E`` envs, ``A`` agents, the simulation dtype, SI units):
+        pos: [E, A, 2] position [m].
+        theta: [E, A] heading [rad], wrapped to [-pi, pi).
+        vel: [E, A, 2] world-frame velocity [m/s].
+        speed: [E, A] signed forward speed [m/s] (diff drive, bicycle); |vel| for holonomic agents.
+        ang_vel: [E, A] yaw rate [rad/s].
+    """
+
+    pos: torch.Tensor
+    theta: torch.Tensor
+    vel: torch.Tensor
+    speed: torch.Tensor
+    ang_vel: torch.Tensor
+
+
+STATE_FIELDS = TorchState._fields
+
+
+class State:
+    """Dynamic per-agent state of ``n_envs`` worlds as structure-of-arrays Warp arrays.
+
+    Attributes:
+        pos: ``wp.array2d(vec2)`` [E, A] position [m].
+        theta: ``wp.array2d(scalar)`` [E, A] heading [rad].
+        vel: ``wp.array2d(vec2)`` [E, A] world-frame velocity [m/s].
+        speed: ``wp.array2d(scalar)`` [E, A] forward speed [m/s].
+        ang_vel: ``wp.array2d(scalar)`` [E, A] yaw rate [rad/s].
+        torch: ``TorchState`` of zero-copy views of the arrays above, built once.
+    """
+
+    def __init__(self, n_envs: int, n_agents: int, scalar: type, device: str, requires_grad: bool = False):
+        vec2 = vec2_type(scalar)
+        shape = (n_envs, n_agents)
+        self.n_envs, self.n_agents, self.scalar, self.device = n_envs, n_agents, scalar, device
+        self.pos = wp.zeros(shape, dtype=vec2, device=device, requires_grad=requires_grad)
+        self.theta = wp.zeros(shape, dtype=scalar, device=device, requires_grad=requires_grad)
+        self.vel = wp.zeros(shape, dtype=vec2, device=device, requires_grad=requires_grad)
+        self.speed = wp.zeros(shape, dtype=scalar, device=device, requires_grad=requires_grad)
+        self.ang_vel = wp.zeros(shape, dtype=scalar, device=device, requires_grad=requires_grad)
+        self.torch = TorchState(*(wp.to_torch(getattr(self, name), requires_grad=False) for name in STATE_FIELDS))
+
+    @classmethod
+    def from_torch(cls, state: TorchState, scalar: type) -> State:
+        """Wrap the tensors of ``state`` as Warp arrays without copying (they must be contiguous)."""
+        self = cls.__new__(cls)
+        vec2 = vec2_type(scalar)
+        self.n_envs, self.n_agents = state.pos.shape[:2]
+        self.scalar, self.device = scalar, str(wp.device_from_torch(state.pos.device))
+        for name in STATE_FIELDS:
+            tensor = getattr(state, name)
+            dtype = vec2 if name in ("pos", "vel") else scalar
+            setattr(self, name, wp.from_torch(tensor, dtype=dtype, requires_grad=tensor.requires_grad))
+        self.torch = state
+        return self
+
+    def arrays(self) -> tuple[wp.array, ...]:
+        """The five state arrays in ``TorchState`` field order."""
+        return tuple(getattr(self, name) for name in STATE_FIELDS)
+
+    def assign(self, other: State) -> None:
+        """Copy every field of ``other`` into this state's own arrays (device-side, no sync)."""
+        for dst, src in zip(self.arrays(), other.arrays(), strict=True):
+            wp.copy(dst, src)
+
+
+@dataclass
+class ObstacleArrays:
+    """Obstacle geometry, shared by every env (leading dim 1) or per env (leading dim E).
+
+    Attributes:
+        shape: ``wp.array2d(int32)`` [E_o, O] ``ObstacleShape`` codes; ``NONE`` pads unused slots.
+        center: ``wp.array2d(vec2)`` [E_o, O] centre [m].
+        angle: ``wp.array2d(scalar)`` [E_o, O] orientation [rad].
+        size: ``wp.array2d(vec2)`` [E_o, O] extents [m] (see ``Obstacle.size``).
+    """
+
+    shape: wp.array
+    center: wp.array
+    angle: wp.array
+    size: wp.array
+
+    @property
+    def per_env(self) -> bool:
+        return self.shape.shape[0] > 1
+
+    @property
+    def n_slots(self) -> int:
+        return self.shape.shape[1]
+
+
+def allocate_obstacles(n_env_rows: int, n_slots: int, scalar: type, device: str) -> ObstacleArrays:
+    """Zeroed obstacle arrays [n_env_rows, n_slots] (all slots ``NONE``)."""
+    vec2 = vec2_type(scalar)
+    shape = (n_env_rows, n_slots)
+    return ObstacleArrays(
+        shape=wp.zeros(shape, dtype=wp.int32, device=device),
+        center=wp.zeros(shape, dtype=vec2, device=device),
+        angle=wp.zeros(shape, dtype=scalar, device=device),
+        size=wp.zeros(shape, dtype=vec2, device=device),
+    )
+
+
+class Model:
+    """Static description of the simulated world: agent parameters, obstacles, world constants.
+
+    Attributes:
+        agents: The ``AgentConfig`` of each of the A agents.
+        world: The ``WorldConfig``.
+        n_agents: A.
+        act_dim: Width of the action vector: the largest action arity over the fleet.
+        scalar: Warp scalar type of every float array (``wp.float32`` or ``wp.float64``).
+        params: ``wp.array3d(scalar)`` [1, A, P] agent parameters, columns ``PARAM_*``.
+        kinds: ``wp.array(int32)`` [A] ``DynamicsModel`` code per agent.
+        ctrl_modes: ``wp.array(int32)`` [A] ``ControlMode`` code per agent.
+        obstacles: ``ObstacleArrays`` of the world's static obstacles (leading dim 1).
+        neighbor_radius: Radius [m] of the neighbor lists.
+        max_radius: Largest agent radius [m].
+    """
+
+    def __init__(self, agents: list[AgentConfig], world: WorldConfig, scalar: type, device: str):
+        self.agents = tuple(agents)
+        self.world = world
+        self.n_agents = len(agents)
+        self.act_dim = max(cfg.act_dim for cfg in agents)
+        self.scalar, self.device = scalar, device
+        np_dtype = np.float64 if scalar is wp.float64 else np.float32
+        table = np.array([[float(getattr(cfg, f)) for f in _PARAM_FIELDS] for cfg in agents], dtype=np_dtype)
+        self.params = wp.array(table[None], dtype=scalar, device=device)
+        self.kinds = wp.array(np.array([int(cfg.model) for cfg in agents], np.int32), dtype=wp.int32, device=device)
+        self.ctrl_modes = wp.array(
+            np.array([int(cfg.ctrl_mode) for cfg in agents], np.int32), dtype=wp.int32, device=device
+        )
+        self.max_radius = max(cfg.radius for cfg in agents)
+        if world.neighbor_radius is None:
+            self.neighbor_radius = 3.0 * self.max_radius
+        else:
+            self.neighbor_radius = float(world.neighbor_radius)
+            if world.collisions and self.neighbor_radius < 2.0 * self.max_radius:
+                raise ValueError(
+                    f"WorldConfig.neighbor_radius={self.neighbor_radius} is smaller than twice the largest "
+                    f"agent radius ({2.0 * self.max_radius}); contacts would be missed"
+                )
+        self.first_free_obstacle = len(world.obstacles)
+        self.obstacles = allocate_obstacles(1, len(world.obstacles), scalar, device)
+        if world.obstacles:
+            self.set_obstacles([list(world.obstacles)])
+
+    def set_obstacles(self, per_env: list[list]) -> None:
+        """Install obstacles: one list of ``Obstacle`` per env row (one row = shared by all envs).
+
+        Reallocates the obstacle arrays when the row or slot count changes; anything that recorded
+        launches or captured a graph against the old arrays must be invalidated by the caller.
+        """
+        n_rows = len(per_env)
+        n_slots = max((len(row) for row in per_env), default=0)
+        np_dtype = np.float64 if self.scalar is wp.float64 else np.float32
+        shape = np.zeros((n_rows, n_slots), np.int32)
+        center = np.zeros((n_rows, n_slots, 2), np_dtype)
+        angle = np.zeros((n_rows, n_slots), np_dtype)
+        size = np.zeros((n_rows, n_slots, 2), np_dtype)
+        for r, row in enumerate(per_env):
+            for s, ob in enumerate(row):
+                shape[r, s] = int(ob.shape)
+                center[r, s] = ob.center
+                angle[r, s] = ob.angle
+                size[r, s] = ob.size
+        vec2 = vec2_type(self.scalar)
+        self.obstacles = ObstacleArrays(
+            shape=wp.array(shape, dtype=wp.int32, device=self.device),
+            center=wp.array(center, dtype=vec2, device=self.device),
+            angle=wp.array(angle, dtype=self.scalar, device=self.device),
+            size=wp.array(size, dtype=vec2, device=self.device),
+        )
+
+    def set_obstacle_slots(self, n_envs: int, n_slots: int) -> None:
+        """Give every env its own ``n_slots`` obstacle slots (all empty), after the shared ones.
+
+        Scenarios that sample obstacles at reset write into these rows. Callers must invalidate
+        recorded launches and graphs made against the previous arrays.
+        """
+        shared = list(self.world.obstacles)
+        rows = allocate_obstacles(n_envs, len(shared) + n_slots, self.scalar, self.device)
+        if shared:
+            self.set_obstacles([shared])
+            for name in ("shape", "center", "angle", "size"):
+                src = wp.to_torch(getattr(self.obstacles, name))
+                wp.to_torch(getattr(rows, name))[:, : len(shared)] = src
+        self.obstacles = rows
+        self.first_free_obstacle = len(shared)
+
+    def obstacle_tensors(self) -> dict[str, torch.Tensor]:
+        """Zero-copy torch views of the obstacle arrays: shape [E_o, O] int32, center [E_o, O, 2],
+        angle [E_o, O], size [E_o, O, 2]."""
+        return {name: wp.to_torch(getattr(self.obstacles, name)) for name in ("shape", "center", "angle", "size")}
+
+    def action_bounds(self, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(low, high)`` [A, act_dim]: the physical box each agent's actions are clamped to.
+
+        Velocity-controlled holonomic agents clamp the *norm* of their command to max_speed (the
+        box is its bounding box); components an agent does not use have bounds (0, 0).
+        """
+        from swarp.core.config import ControlMode, DynamicsModel
+
+        high = torch.zeros(self.n_agents, self.act_dim, dtype=dtype)
+        for i, cfg in enumerate(self.agents):
+            velocity = cfg.ctrl_mode == ControlMode.VELOCITY
+            if cfg.model == DynamicsModel.HOLONOMIC:
+                limits = [cfg.max_speed if velocity else cfg.max_accel] * 2
+            elif cfg.model == DynamicsModel.DIFF_DRIVE:
+                limits = [cfg.max_speed, cfg.max_ang_vel] if velocity else [cfg.max_accel, cfg.max_ang_accel]
+            else:
+                limits = [cfg.max_speed if velocity else cfg.max_accel, cfg.max_steer]
+            high[i, : len(limits)] = torch.tensor(limits, dtype=dtype)
+        high = high.to(device)
+        return -high, high
+
+    def bounds_vectors(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """World bounds as ``(lower, upper)`` corners [m]; infinite when unbounded."""
+        b = self.world.bounds
+        if b is None:
+            return (-np.inf, -np.inf), (np.inf, np.inf)
+        return (b[0], b[2]), (b[1], b[3])
+
+
+__all__ = ["Model", "State", "TorchState", "ObstacleArrays", "ObstacleShape", "allocate_obstacles"]

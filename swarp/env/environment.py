@@ -1,0 +1,404 @@
+"""Environment: the batched RL interface over a scenario and its physics world.
+
+Everything it returns is a persistent device tensor (or a clone of one with
+``clone_outputs=True``); nothing in ``step``, ``reset`` or ``reset_at`` moves data to the host.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any
+
+import torch
+import warp as wp
+
+from swarp.core.launch import EAGER, Launcher
+from swarp.core.rng import stream_key_torch
+from swarp.core.types import STATE_FIELDS
+from swarp.env import episode
+from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
+from swarp.physics.step import Stepper
+from swarp.physics.world import World
+from swarp.scenarios.base import FusedScenario, Scenario, get_scenario
+
+
+@wp.kernel(enable_backward=False)
+def _save_final_obs(done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=wp.float32),
+                    final_obs_out: wp.array3d(dtype=wp.float32)):
+    env, agent, k = wp.tid()
+    if done[env]:
+        final_obs_out[env, agent, k] = obs[env, agent, k]
+
+
+@wp.kernel(enable_backward=False)
+def _save_final_obs_f64(done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=wp.float64),
+                        final_obs_out: wp.array3d(dtype=wp.float64)):
+    env, agent, k = wp.tid()
+    if done[env]:
+        final_obs_out[env, agent, k] = obs[env, agent, k]
+
+
+class Environment:
+    """A batch of ``n_envs`` copies of a scenario, stepped together on one device.
+
+    Args:
+        scenario: A ``Scenario`` instance (or use ``swarp.make``).
+        n_envs: Number of parallel envs E (>= 1).
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (default: CUDA when available).
+        seed: Seed of the counter-based reset RNG (int in [0, 2^31)).
+        auto_reset: Reset finished envs inside ``step``; their last observation goes to
+            ``info["final_obs"]`` and the returned ``obs`` is already the new episode's.
+        max_steps: Episode length limit [steps] (``truncated`` when reached); ``"default"`` takes
+            the scenario's, ``None`` disables it.
+        fused: ``"auto"`` uses the scenario's Warp kernels when it has them; ``True`` requires them;
+            ``False`` runs the torch reference.
+        use_graph: ``"auto"`` captures the whole step (auto-reset included) in one CUDA graph when
+            possible; ``True`` demands persistent execution (warns once and replays recorded launches
+            where no graph is possible); ``False`` never captures (recorded-launch replay).
+        clone_outputs: Return clones instead of the persistent output buffers. By default the
+            tensors returned by ``step``/``reset`` are overwritten in place by the next call.
+        dtype: ``"float32"`` (default) or ``"float64"``.
+
+    Attributes:
+        obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        n_envs: int,
+        device: str | torch.device | None = None,
+        seed: int = 0,
+        auto_reset: bool = False,
+        max_steps: int | None | str = "default",
+        fused: bool | str = "auto",
+        use_graph: bool | str = "auto",
+        clone_outputs: bool = False,
+        dtype: str | torch.dtype = "float32",
+    ):
+        if not isinstance(scenario, Scenario):
+            raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
+        if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+            raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
+        _check_seed(seed)
+        if fused not in (True, False, "auto"):
+            raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
+        if fused is True and not scenario.fused_available:
+            raise ValueError(f"fused=True but scenario {scenario.name!r} has no fused kernels")
+        spec = scenario.make_world()
+        if max_steps == "default":
+            max_steps = spec.max_steps
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+            raise ValueError(f"max_steps must be an int >= 1, None or 'default', got {max_steps!r}")
+        self.scenario = scenario
+        self.n_envs = n_envs
+        self.auto_reset = bool(auto_reset)
+        self.max_steps = max_steps
+        self.clone_outputs = bool(clone_outputs)
+        self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
+        self.world = World(self.stepper, n_envs)
+        if spec.n_obstacle_slots:
+            self.world.model.set_obstacle_slots(n_envs, spec.n_obstacle_slots)
+            self.world.invalidate()
+        self.device = self.stepper.device
+        self.torch_device = self.stepper.torch_device
+        self.dtype = self.stepper.torch_dtype
+        self.fused = scenario.fused_available if fused == "auto" else bool(fused)
+        self._allocate_buffers()
+        scenario.bind(self)
+        self.obs_dim = scenario.obs_dim
+        self._allocate_outputs()
+        self.info = dict(scenario.info_buffers())
+        if self.auto_reset:
+            self.info["final_obs"] = self.final_obs
+
+        capturable = self.fused and scenario.supports_graph_reset()
+        self._mode, warning = choose_mode(self.device, use_graph, capturable)
+        if warning:
+            warnings.warn(warning, stacklevel=2)
+        self.streams = TorchStreamScope(self.device)
+        if self.fused:
+            self._step_seq = CompiledSequence(self._fused_step, self._mode, self.device, self.streams)
+            self._reset_seq = CompiledSequence(self._fused_reset, self._mode, self.device, self.streams)
+        self.seed_value = int(seed)
+        self.reset(seed=seed)
+
+    # --- buffers ----------------------------------------------------------------------------
+
+    def _allocate_buffers(self) -> None:
+        E, dev = self.n_envs, self.device
+        self._seed = wp.zeros(1, dtype=wp.int32, device=dev)
+        self._episode = wp.zeros(E, dtype=wp.int32, device=dev)
+        self._step_count = wp.zeros(E, dtype=wp.int32, device=dev)
+        self._terminated = wp.zeros(E, dtype=wp.bool, device=dev)
+        self._truncated = wp.zeros(E, dtype=wp.bool, device=dev)
+        self._done = wp.zeros(E, dtype=wp.bool, device=dev)
+        self._reset_mask = wp.zeros(E, dtype=wp.bool, device=dev)
+        self.seed_tensor = wp.to_torch(self._seed)
+        self.episode = wp.to_torch(self._episode)
+        self.step_count = wp.to_torch(self._step_count)
+        self.terminated = wp.to_torch(self._terminated)
+        self.truncated = wp.to_torch(self._truncated)
+        self.done = wp.to_torch(self._done)
+        self.reset_mask = wp.to_torch(self._reset_mask)
+        self._reward = wp.zeros((E, self.n_agents), dtype=self.stepper.scalar, device=dev)
+        self.reward = wp.to_torch(self._reward)
+
+    def _allocate_outputs(self) -> None:
+        shape = (self.n_envs, self.n_agents, self.obs_dim)
+        self._obs = wp.zeros(shape, dtype=self.stepper.scalar, device=self.device)
+        self._final_obs = wp.zeros(shape, dtype=self.stepper.scalar, device=self.device)
+        self.obs = wp.to_torch(self._obs)
+        self.final_obs = wp.to_torch(self._final_obs)
+
+    # --- properties -------------------------------------------------------------------------
+
+    @property
+    def n_agents(self) -> int:
+        """Agents per env A."""
+        return self.stepper.n_agents
+
+    @property
+    def act_dim(self) -> int:
+        """Action width: the largest action arity over the fleet."""
+        return self.stepper.act_dim
+
+    @property
+    def graph_mode(self) -> bool:
+        """Whether the step runs as a captured CUDA graph."""
+        return self._mode == "graph"
+
+    @property
+    def execution_mode(self) -> str:
+        """``"graph"``, ``"replay"`` (recorded launches) or ``"eager"``; the torch path reports how
+        its physics launches run."""
+        return self._mode
+
+    @property
+    def state(self):
+        """``TorchState`` of zero-copy views of the world state ([E, A, ...])."""
+        return self.world.state.torch
+
+    @property
+    def action_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(low, high)``, each [A, act_dim] in physical units: the box the kernels clamp actions to."""
+        return self.stepper.model.action_bounds(self.torch_device, self.dtype)
+
+    def rng_keys(self) -> torch.Tensor:
+        """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' keys)."""
+        envs = torch.arange(self.n_envs, device=self.torch_device)
+        return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
+
+    # --- the launch sequences ---------------------------------------------------------------
+
+    def _fused_step(self, launcher: Launcher) -> None:
+        scenario: FusedScenario = self.scenario  # type: ignore[assignment]
+        self.world.simulate(launcher)
+        scenario.launch_observe(launcher)
+        self._launch_advance(launcher)
+        if self.auto_reset:
+            self._launch_save_final_obs(launcher, self._done)
+            scenario.launch_reset(launcher, self._done)
+            self.world.build_neighbors(self._done, launcher)
+            scenario.launch_observe(launcher, env_mask=self._done, rewards=False)
+
+    def _fused_reset(self, launcher: Launcher) -> None:
+        launcher.launch(episode.begin_episodes, dim=self.n_envs, inputs=[self._reset_mask],
+                        outputs=[self._step_count, self._episode], device=self.device)
+        self.scenario.launch_reset(launcher, self._reset_mask)
+        self.world.build_neighbors(self._reset_mask, launcher)
+        self.scenario.launch_observe(launcher, env_mask=self._reset_mask, rewards=False)
+
+    def _launch_advance(self, launcher: Launcher) -> None:
+        launcher.launch(episode.advance_episodes, dim=self.n_envs,
+                        inputs=[self.max_steps or 0, int(self.auto_reset), self._terminated],
+                        outputs=[self._step_count, self._episode, self._truncated, self._done], device=self.device)
+
+    def _launch_save_final_obs(self, launcher: Launcher, mask: wp.array) -> None:
+        kernel = _save_final_obs if self.dtype == torch.float32 else _save_final_obs_f64
+        launcher.launch(kernel, dim=(self.n_envs, self.n_agents, self.obs_dim), inputs=[mask, self._obs],
+                        outputs=[self._final_obs], device=self.device)
+
+    def _torch_step(self) -> None:
+        sc = self.scenario
+        self.world.run_step()
+        self.obs.copy_(sc.observations())
+        self.reward.copy_(sc.rewards())
+        self.terminated.copy_(sc.done())
+        for key, value in sc.info().items():
+            self.info[key].copy_(value)
+        with self.streams.scope():
+            self._launch_advance(EAGER)
+        if self.auto_reset:
+            with self.streams.scope():
+                self._launch_save_final_obs(EAGER, self._done)
+            self._torch_reset_envs(self.done, self._done)
+
+    def _torch_reset(self) -> None:
+        with self.streams.scope():
+            EAGER.launch(episode.begin_episodes, dim=self.n_envs, inputs=[self._reset_mask],
+                         outputs=[self._step_count, self._episode], device=self.device)
+        self._torch_reset_envs(self.reset_mask, self._reset_mask)
+
+    def _torch_reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
+        self.scenario.reset_world(mask)
+        with self.streams.scope():
+            self.world.build_neighbors(mask_wp)
+        self.obs.copy_(torch.where(mask.view(-1, 1, 1), self.scenario.observations(), self.obs))
+
+    # --- public API -------------------------------------------------------------------------
+
+    def step(self, actions: torch.Tensor):
+        """Advance every env by one step.
+
+        Args:
+            actions: [E, A, act_dim] tensor of the sim dtype on the sim device, physical units
+                (see ``action_bounds``; values outside are clamped, non-finite ones act as 0 and
+                raise ``invalid_actions()``).
+
+        Returns:
+            ``(obs [E, A, obs_dim], reward [E, A], terminated [E] bool, truncated [E] bool, info)``.
+            With ``auto_reset``, finished envs are already reset: ``obs`` starts their new episode
+            and ``info["final_obs"]`` holds their last observation (rows of other envs are stale).
+        """
+        self.stepper.check_actions(actions, self.n_envs)
+        if actions.requires_grad and torch.is_grad_enabled():
+            raise NotImplementedError(
+                "Environment.step does not propagate gradients to actions yet; detach the actions or step "
+                "under torch.no_grad() (use swarp's differentiable warp_step/rollout for gradients)"
+            )
+        self.world.actions.copy_(actions)
+        if self.fused:
+            self._step_seq()
+        else:
+            self._torch_step()
+        return self._outputs(self.obs, self.reward, self.terminated, self.truncated)
+
+    def reset(self, seed: int | None = None):
+        """Reset every env; with ``seed``, restart the reset RNG and episode counters from it.
+
+        Returns:
+            ``(obs [E, A, obs_dim], info)``.
+        """
+        if seed is not None:
+            _check_seed(seed)
+            self.seed_value = int(seed)
+            self.seed_tensor.fill_(int(seed))
+            self.episode.fill_(-1)  # begin_episodes advances it to 0
+        self.reset_mask.fill_(True)
+        self._run_reset()
+        self.terminated.zero_()
+        self.truncated.zero_()
+        self.done.zero_()
+        info = dict(self.info)
+        if self.clone_outputs:
+            return self.obs.clone(), {k: v.clone() for k, v in info.items()}
+        return self.obs, info
+
+    def reset_at(self, mask: torch.Tensor) -> torch.Tensor:
+        """Reset the envs where ``mask`` [E] bool is set; others are untouched. No host sync.
+
+        Returns:
+            The observation buffer [E, A, obs_dim] (rows of reset envs start a new episode).
+        """
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+        if tuple(mask.shape) != (self.n_envs,):
+            raise ValueError(f"mask must have shape [n_envs] = [{self.n_envs}], got {list(mask.shape)}")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must have dtype torch.bool, got {mask.dtype}")
+        if mask.device != self.torch_device:
+            raise ValueError(f"mask must be on device {self.torch_device}, got {mask.device}")
+        self.reset_mask.copy_(mask)
+        self._run_reset()
+        return self.obs.clone() if self.clone_outputs else self.obs
+
+    def _run_reset(self) -> None:
+        if self.fused:
+            self._reset_seq()
+        else:
+            self._torch_reset()
+
+    def _outputs(self, *tensors):
+        if self.clone_outputs:
+            return (*(t.clone() for t in tensors), {k: v.clone() for k, v in self.info.items()})
+        return (*tensors, self.info)
+
+    def invalid_actions(self) -> torch.Tensor:
+        """0-d bool device tensor: was a non-finite action seen since construction (or last clear)?"""
+        return self.world.invalid_actions()
+
+    def neighbor_overflow(self) -> torch.Tensor:
+        """0-d bool device tensor: has any neighbor list been truncated since the last clear?"""
+        return self.world.neighbor_overflow()
+
+    def invalidate(self) -> None:
+        """Drop captured graphs and recorded launches (after changing scenario parameters in place)."""
+        self.world.invalidate()
+        if self.fused:
+            self._step_seq.invalidate()
+            self._reset_seq.invalidate()
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def _snapshot_tensors(self) -> dict[str, torch.Tensor]:
+        tensors = {f"state.{name}": getattr(self.state, name) for name in STATE_FIELDS}
+        tensors.update({
+            "env.seed": self.seed_tensor, "env.episode": self.episode, "env.step_count": self.step_count,
+            "env.obs": self.obs, "env.reward": self.reward, "env.terminated": self.terminated,
+            "env.truncated": self.truncated, "env.final_obs": self.final_obs,
+        })
+        tensors.update({f"obstacles.{k}": v for k, v in self.world.model.obstacle_tensors().items()})
+        tensors.update({f"scenario.{k}": v for k, v in self.scenario.state_tensors().items()})
+        tensors.update({f"info.{k}": v for k, v in self.info.items() if k != "final_obs"})
+        return tensors
+
+    def get_state(self) -> dict[str, torch.Tensor]:
+        """An exact snapshot of the whole batch (device tensors, cloned)."""
+        return {k: v.clone() for k, v in self._snapshot_tensors().items()}
+
+    def set_state(self, snapshot: dict[str, torch.Tensor]) -> None:
+        """Restore a ``get_state`` snapshot in place (buffers keep their addresses: graphs stay valid)."""
+        tensors = self._snapshot_tensors()
+        missing = sorted(set(tensors) - set(snapshot))
+        extra = sorted(set(snapshot) - set(tensors))
+        if missing or extra:
+            raise ValueError(f"snapshot does not match this environment: missing {missing}, unexpected {extra}")
+        for key, dst in tensors.items():
+            src = snapshot[key]
+            if src.shape != dst.shape or src.dtype != dst.dtype:
+                raise ValueError(f"snapshot[{key!r}] must be {dst.dtype} {list(dst.shape)}, "
+                                 f"got {src.dtype} {list(src.shape)}")
+            dst.copy_(src)
+        self.seed_value = None
+        with self.streams.scope():
+            self.world.build_neighbors()
+
+
+def _check_seed(seed: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        raise ValueError(f"seed must be an int in [0, 2^31), got {seed!r}")
+
+
+_ENV_KWARGS = [p for p in inspect.signature(Environment.__init__).parameters if p not in ("self", "scenario")]
+
+
+def make(name: str, n_envs: int = 1, device: str | torch.device | None = None, seed: int = 0, **kwargs: Any
+         ) -> Environment:
+    """Build an ``Environment`` for a registered scenario.
+
+    Keywords that ``Environment`` takes (``auto_reset``, ``max_steps``, ``fused``, ``use_graph``,
+    ``clone_outputs``, ``dtype``) configure the environment; every other keyword is a scenario
+    option. An unknown keyword is an error that lists the valid ones.
+    """
+    cls = get_scenario(name)
+    env_kwargs = {k: v for k, v in kwargs.items() if k in _ENV_KWARGS}
+    scenario_kwargs = {k: v for k, v in kwargs.items() if k not in _ENV_KWARGS}
+    unknown = sorted(set(scenario_kwargs) - set(cls.option_names()))
+    if unknown:
+        raise TypeError(
+            f"unknown keyword(s) {unknown} for swarp.make({name!r}); environment keywords: {sorted(_ENV_KWARGS)}; "
+            f"scenario options: {cls.option_names()}"
+        )
+    return Environment(cls(**scenario_kwargs), n_envs=n_envs, device=device, seed=seed, **env_kwargs)

@@ -1,0 +1,122 @@
+"""StepRuntime: runs a launch sequence as a CUDA graph, a recorded program, or eagerly.
+
+The environment describes *what* a step (or a reset) launches as a function of a ``Launcher``;
+the runtime decides *how* it runs, once, at construction:
+
+* ``"graph"``: the sequence is captured into one CUDA graph on first use and replayed after.
+* ``"replay"``: the sequence is recorded on first use (``wp.launch(..., record_cmd=True)``) and
+  replayed with pre-packed arguments (CPU, or CUDA where capture is unavailable).
+* ``"eager"``: plain launches every time (the A/B baseline, ``SWARP_LAUNCH_MODE=eager``).
+
+Stream rules: Warp launches go to Warp's stream for the device, which is created blocking against
+torch's legacy default stream, so on the default stream ordering with torch comes free and no
+scope is opened (it would cost a large share of a small step). Under a user-created
+``torch.cuda.Stream`` every entry point scopes onto torch's current stream. Capture itself always
+happens on Warp's own stream: capturing the legacy stream is a CUDA error; replaying anywhere is fine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+import warp as wp
+
+from swarp.core.launch import EAGER, Launcher, Preloader, Program, Recorder, replay_enabled
+
+Sequence_ = Callable[[Launcher], None]
+
+
+class TorchStreamScope:
+    """Cheaply answers "is torch on a user stream?" and scopes Warp onto it when it is."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self._index = wp.get_device(device).ordinal if self.cuda else -1
+        self._streams: dict[int, wp.Stream] = {}
+
+    def current(self) -> wp.Stream | None:
+        """The Warp stream wrapping torch's current stream, or ``None`` on the legacy default stream."""
+        if not self.cuda:
+            return None
+        raw = torch._C._cuda_getCurrentRawStream(self._index)
+        if raw == 0:
+            return None
+        stream = self._streams.get(raw)
+        if stream is None:
+            stream = wp.Stream(self.device, cuda_stream=raw)
+            self._streams[raw] = stream
+        return stream
+
+    def scope(self):
+        """Context manager: a ``wp.ScopedStream`` onto torch's user stream, or a no-op."""
+        stream = self.current()
+        if stream is None:
+            return contextlib.nullcontext()
+        return wp.ScopedStream(stream, sync_enter=False, sync_exit=False)
+
+
+class CompiledSequence:
+    """One launch sequence (e.g. "a step") bound to an execution mode, built lazily on first run."""
+
+    def __init__(self, sequence: Sequence_, mode: str, device: str, streams: TorchStreamScope):
+        self.sequence = sequence
+        self.mode = mode
+        self.device = device
+        self.streams = streams
+        self._graph = None
+        self._program: Program | None = None
+
+    def __call__(self) -> None:
+        stream = self.streams.current()
+        if self.mode == "graph":
+            if self._graph is None:
+                self._capture()
+            wp.capture_launch(self._graph, stream=stream)
+            return
+        with self.streams.scope() if stream is not None else contextlib.nullcontext():
+            if self.mode == "replay":
+                if self._program is None:
+                    recorder = Recorder()
+                    self.sequence(recorder)
+                    self._program = recorder.program(source=self.sequence)
+                else:
+                    self._program()
+            else:
+                self.sequence(EAGER)
+
+    def _capture(self) -> None:
+        self.sequence(Preloader())
+        # Work already queued by torch on the default stream (e.g. buffer initialisation) must land
+        # before the captured work is first replayed; capture itself never runs anything.
+        with wp.ScopedCapture(device=self.device, force_module_load=False) as capture:
+            self.sequence(EAGER)
+        self._graph = capture.graph
+
+    def invalidate(self) -> None:
+        """Forget the graph/program (after a change to anything they baked in)."""
+        self._graph = None
+        self._program = None
+
+
+def choose_mode(device: str, use_graph: bool | str, capturable: bool) -> tuple[str, str | None]:
+    """Pick the execution mode; returns ``(mode, warning_or_None)``.
+
+    ``use_graph="auto"``: a graph when on CUDA and the whole sequence is capturable, else replay.
+    ``True``: demand persistent execution; where no graph is possible fall back to replay with a
+    warning. ``False``: no graph. ``SWARP_LAUNCH_MODE=eager`` turns replay into eager launches.
+    """
+    if use_graph not in (True, False, "auto"):
+        raise ValueError(f"use_graph must be True, False or 'auto', got {use_graph!r}")
+    fallback = "replay" if replay_enabled() else "eager"
+    can_graph = device.startswith("cuda") and capturable
+    if use_graph is False:
+        return fallback, None
+    if can_graph:
+        return "graph", None
+    if use_graph is True:
+        why = "the device is not CUDA" if not device.startswith("cuda") else "the step is not capturable"
+        return fallback, f"use_graph=True but {why}: running the persistent step without a CUDA graph ({fallback})"
+    return fallback, None

@@ -1,0 +1,269 @@
+"""Dynamics: turn actions and contact forces into the next state of every agent.
+
+One thread per agent integrates one substep of length ``h``. Actions are physical and clamped
+in-kernel to the agent's limits; a non-finite action component is treated as 0 and raises the
+device-side ``invalid_action`` flag (checking on the host would cost a sync every step).
+
+Models (contact acceleration ``a_c = F / m``):
+
+* HOLONOMIC, VELOCITY: ``v = clip(u, max_speed) + a_c h``, ``p += v h``. Contacts act as a
+  velocity correction within the substep, so commanded motion is exact when nothing touches.
+* HOLONOMIC, ACCELERATION: ``v' = clip(u, max_accel) + a_c - drag v``, ``p' = v``; speed clipped.
+* DIFF_DRIVE and KINEMATIC_BICYCLE share a unicycle core: ``p' = s (cos, sin)(theta + beta) + a_c h``,
+  ``theta' = omega``. Diff drive has ``beta = 0`` and integrates its own ``omega``; the bicycle
+  uses the slip angle ``beta = atan(l_r / L tan delta)`` and ``omega = s cos(beta) tan(delta) / L``.
+  Under ACCELERATION control ``s`` (and the diff drive's ``omega``) are integrated from the action.
+
+EULER is semi-implicit (velocity-level first, then the pose with the new velocities); RK4 is the
+classic scheme on the same ODE with action and contact force held over the substep.
+"""
+
+import functools
+import math
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.config import ControlMode, DynamicsModel, Integrator
+from swarp.core.precision import vec2_type
+from swarp.core.types import (
+    PARAM_DRAG,
+    PARAM_MASS,
+    PARAM_MAX_ACCEL,
+    PARAM_MAX_ANG_ACCEL,
+    PARAM_MAX_ANG_VEL,
+    PARAM_MAX_SPEED,
+    PARAM_MAX_STEER,
+    PARAM_RADIUS,
+    PARAM_REAR_RATIO,
+    PARAM_WHEELBASE,
+)
+from swarp.physics import bounds
+
+_HOLONOMIC = wp.constant(int(DynamicsModel.HOLONOMIC))
+_DIFF_DRIVE = wp.constant(int(DynamicsModel.DIFF_DRIVE))
+_BICYCLE = wp.constant(int(DynamicsModel.KINEMATIC_BICYCLE))
+_VELOCITY = wp.constant(int(ControlMode.VELOCITY))
+_RK4 = wp.constant(int(Integrator.RK4))
+_P_RADIUS = wp.constant(PARAM_RADIUS)
+_P_MASS = wp.constant(PARAM_MASS)
+_P_MAX_SPEED = wp.constant(PARAM_MAX_SPEED)
+_P_MAX_ACCEL = wp.constant(PARAM_MAX_ACCEL)
+_P_MAX_ANG_VEL = wp.constant(PARAM_MAX_ANG_VEL)
+_P_MAX_ANG_ACCEL = wp.constant(PARAM_MAX_ANG_ACCEL)
+_P_WHEELBASE = wp.constant(PARAM_WHEELBASE)
+_P_REAR_RATIO = wp.constant(PARAM_REAR_RATIO)
+_P_MAX_STEER = wp.constant(PARAM_MAX_STEER)
+_P_DRAG = wp.constant(PARAM_DRAG)
+
+
+@functools.cache
+def funcs(scalar: type) -> SimpleNamespace:
+    vec2 = vec2_type(scalar)
+    vec3 = wp.types.vector(3, scalar)
+    zero = scalar(0.0)
+    pi = scalar(math.pi)
+    two_pi = scalar(2.0 * math.pi)
+
+    @wp.func
+    def clip_norm(v: vec2, limit: scalar) -> vec2:
+        n2 = wp.dot(v, v)
+        if n2 > limit * limit:
+            return v * (limit / wp.sqrt(n2))
+        return v
+
+    @wp.func
+    def safe_norm(v: vec2) -> scalar:
+        n2 = wp.dot(v, v)
+        if n2 > zero:
+            return wp.sqrt(n2)
+        return zero
+
+    @wp.func
+    def wrap_angle(theta: scalar) -> scalar:
+        wrapped = theta - two_pi * wp.floor((theta + pi) / two_pi)
+        # The quotient can round up to the next integer just below pi (and its odd multiples),
+        # landing one ulp below -pi: fold such values back into [-pi, pi).
+        if wrapped < -pi:
+            wrapped = wrapped + two_pi
+        elif wrapped >= pi:
+            wrapped = wrapped - two_pi
+        return wrapped
+
+    @wp.func
+    def heading(theta: scalar) -> vec2:
+        return vec2(wp.cos(theta), wp.sin(theta))
+
+    @wp.func
+    def unicycle_rates(
+        theta: scalar, s: scalar, omega: scalar, beta: scalar, kappa: scalar, bicycle: bool, push: vec2
+    ) -> vec3:
+        """(x', y', theta') of the unicycle core; the bicycle's yaw rate is ``s * kappa``."""
+        d = heading(theta + beta) * s + push
+        yaw = omega
+        if bicycle:
+            yaw = s * kappa
+        return vec3(d[0], d[1], yaw)
+
+    return SimpleNamespace(
+        clip_norm=clip_norm, safe_norm=safe_norm, wrap_angle=wrap_angle, heading=heading, unicycle_rates=unicycle_rates
+    )
+
+
+@functools.cache
+def kernels(scalar: type) -> SimpleNamespace:
+    """The integration kernel for one precision."""
+    vec2 = vec2_type(scalar)
+    vec3 = wp.types.vector(3, scalar)
+    f = funcs(scalar)
+    b = bounds.funcs(scalar)
+    zero = scalar(0.0)
+    half = scalar(0.5)
+    two = scalar(2.0)
+    sixth = scalar(1.0 / 6.0)
+
+    @wp.func
+    def action(
+        actions: wp.array3d(dtype=scalar), env: int, agent: int, k: int, invalid_out: wp.array(dtype=wp.int32)
+    ) -> scalar:
+        u = actions[env, agent, k]
+        if not wp.isfinite(u):
+            invalid_out[0] = 1
+            return zero
+        return u
+
+    @wp.kernel(module="unique")
+    def integrate(
+        # model
+        params: wp.array3d(dtype=scalar),
+        per_env_params: int,
+        kinds: wp.array(dtype=wp.int32),
+        ctrl_modes: wp.array(dtype=wp.int32),
+        h: scalar,
+        integrator: int,
+        clamp_bounds: int,
+        lower: vec2,
+        upper: vec2,
+        # inputs
+        actions: wp.array3d(dtype=scalar),
+        forces: wp.array2d(dtype=vec2),
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        vel: wp.array2d(dtype=vec2),
+        speed: wp.array2d(dtype=scalar),
+        ang_vel: wp.array2d(dtype=scalar),
+        # outputs (may alias the inputs on the no-grad path: each thread touches only its agent)
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        invalid_out: wp.array(dtype=wp.int32),
+    ):
+        env, agent = wp.tid()
+        pe = env * per_env_params
+        kind = kinds[agent]
+        velocity_ctrl = ctrl_modes[agent] == _VELOCITY
+        u0 = action(actions, env, agent, 0, invalid_out)
+        u1 = action(actions, env, agent, 1, invalid_out)
+        max_speed = params[pe, agent, _P_MAX_SPEED]
+        accel_c = forces[env, agent] / params[pe, agent, _P_MASS]
+        p = pos[env, agent]
+        th = theta[env, agent]
+        v = vel[env, agent]
+        s = speed[env, agent]
+        om = ang_vel[env, agent]
+        rk4 = integrator == _RK4
+
+        if kind == _HOLONOMIC:
+            u = vec2(u0, u1)
+            if velocity_ctrl:
+                v = f.clip_norm(u, max_speed) + accel_c * h
+                p = p + v * h
+            else:
+                a_cmd = f.clip_norm(u, params[pe, agent, _P_MAX_ACCEL]) + accel_c
+                drag = params[pe, agent, _P_DRAG]
+                if rk4:
+                    k1v = a_cmd - v * drag
+                    v2 = v + k1v * (h * half)
+                    k2v = a_cmd - v2 * drag
+                    v3 = v + k2v * (h * half)
+                    k3v = a_cmd - v3 * drag
+                    v4 = v + k3v * h
+                    k4v = a_cmd - v4 * drag
+                    p = p + (v + (v2 + v3) * two + v4) * (h * sixth)
+                    v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
+                else:
+                    v = f.clip_norm(v + (a_cmd - v * drag) * h, max_speed)
+                    p = p + v * h
+                v = f.clip_norm(v, max_speed)
+            s = f.safe_norm(v)
+            om = zero
+        else:
+            bicycle = kind == _BICYCLE
+            push = accel_c * h
+            max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
+            beta = zero
+            kappa = zero
+            a_lin = zero
+            a_ang = zero
+            if bicycle:
+                wheelbase = params[pe, agent, _P_WHEELBASE]
+                max_steer = params[pe, agent, _P_MAX_STEER]
+                delta = wp.clamp(u1, -max_steer, max_steer)
+                tan_delta = wp.tan(delta)
+                beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
+                kappa = wp.cos(beta) * tan_delta / wheelbase
+            if velocity_ctrl:
+                s = wp.clamp(u0, -max_speed, max_speed)
+                if not bicycle:
+                    om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
+            else:
+                max_accel = params[pe, agent, _P_MAX_ACCEL]
+                a_lin = wp.clamp(u0, -max_accel, max_accel)
+                if not bicycle:
+                    max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
+                    a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
+            if rk4:
+                # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
+                s2 = s + a_lin * (h * half)
+                om2 = om + a_ang * (h * half)
+                s4 = s + a_lin * h
+                om4 = om + a_ang * h
+                k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+                k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+                k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+                k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
+                rate = (k1 + (k2 + k3) * two + k4) * sixth
+                p = p + vec2(rate[0], rate[1]) * h
+                th = th + rate[2] * h
+                s = s4
+                om = om4
+            else:
+                s = s + a_lin * h
+                om = om + a_ang * h
+                s = wp.clamp(s, -max_speed, max_speed)
+                if not bicycle:
+                    om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+                rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+                p = p + vec2(rate[0], rate[1]) * h
+                th = th + rate[2] * h
+            s = wp.clamp(s, -max_speed, max_speed)
+            if bicycle:
+                om = s * kappa
+            else:
+                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+            th = f.wrap_angle(th)
+            v = f.heading(th + beta) * s + push
+
+        if clamp_bounds != 0:
+            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
+            p = vec2(clamped[0, 0], clamped[0, 1])
+            v = vec2(clamped[1, 0], clamped[1, 1])
+        pos_out[env, agent] = p
+        theta_out[env, agent] = th
+        vel_out[env, agent] = v
+        speed_out[env, agent] = s
+        ang_vel_out[env, agent] = om
+
+    return SimpleNamespace(integrate=integrate, vec3=vec3)

@@ -1,0 +1,298 @@
+"""Neighbor lists: for every agent, the other agents of its env within ``neighbor_radius``.
+
+Lists hold up to ``K = max_neighbors`` entries and are kept sorted by ``(squared distance, agent index)``,
+so they are deterministic whatever order candidates are visited in and the two backends produce
+identical lists, not just the same sets. When more than K agents are in range the K nearest are
+kept, ``total`` keeps the true count and the sticky device-side ``overflow`` flag is raised:
+truncation is never silent. Membership is a discrete structure, so these kernels carry no adjoint.
+
+Backends:
+    brute: one thread per agent scans every agent of its env, O(A^2) per env. Best below a few
+        hundred agents per env.
+    grid: a sort-based uniform grid of cells of side just over ``neighbor_radius``, hashed into a fixed table
+        of buckets per env: count agents per bucket, exclusive scan, scatter, then each agent visits
+        the 3x3 cells around its own. O(A) per env; no allocation after set-up.
+"""
+
+import functools
+from types import SimpleNamespace
+from typing import Optional
+
+import warp as wp
+
+from swarp.core.launch import EAGER, Launcher
+from swarp.core.precision import vec2_type
+
+#: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
+#: cannot overflow int32.
+_CELL_LIMIT = 1.0e6
+#: Grid cells are this fraction wider than the neighbor radius, so rounding in the cell coordinates
+#: and in the squared distances can never put two agents that the distance test accepts two cells
+#: apart (which the 3x3 query would miss). Covers float32 coordinates up to ~10^4 radii from the origin.
+_CELL_MARGIN = 1.0e-2
+
+
+def bucket_count(n_agents: int) -> int:
+    """Hash-table buckets per env for the grid backend: a power of two >= 2 A (and >= 64)."""
+    n = 64
+    while n < 2 * n_agents:
+        n *= 2
+    return n
+
+
+@functools.cache
+def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
+    """Neighbor-list kernels specialised for one float precision and list width K."""
+    vec2 = vec2_type(scalar)
+    cell_limit = scalar(_CELL_LIMIT)
+    max_k = max_neighbors
+    # The top-K list lives in registers while candidates stream past; only kept entries are written.
+    dist_k = wp.types.vector(max_k, scalar)
+    index_k = wp.types.vector(max_k, wp.int32)
+
+    @wp.func
+    def _cell_of(p: vec2, inv_cell: scalar) -> wp.vec2i:
+        cx = wp.clamp(wp.floor(p[0] * inv_cell), -cell_limit, cell_limit)
+        cy = wp.clamp(wp.floor(p[1] * inv_cell), -cell_limit, cell_limit)
+        # NaN survives clamp: route it to cell 0 rather than an undefined int conversion.
+        if not wp.isfinite(cx):
+            cx = scalar(0.0)
+        if not wp.isfinite(cy):
+            cy = scalar(0.0)
+        return wp.vec2i(int(cx), int(cy))
+
+    @wp.func
+    def _bucket_of(cell: wp.vec2i, n_buckets: int) -> int:
+        h = (cell[0] * 73856093) ^ (cell[1] * 19349663)
+        return h & (n_buckets - 1)
+
+    def make_query(grid: bool):
+        @wp.kernel(enable_backward=False, module="unique")
+        def query(
+            pos: wp.array2d(dtype=vec2),
+            radius: scalar,
+            n_buckets: int,
+            bucket_start: wp.array(dtype=wp.int32),
+            bucket_count: wp.array(dtype=wp.int32),
+            agent_cell: wp.array2d(dtype=wp.vec2i),
+            sorted_agents: wp.array(dtype=wp.int32),
+            env_mask: wp.array(dtype=wp.bool),
+            use_mask: int,
+            nbr_out: wp.array3d(dtype=wp.int32),
+            count_out: wp.array2d(dtype=wp.int32),
+            total_out: wp.array2d(dtype=wp.int32),
+            overflow_out: wp.array(dtype=wp.int32),
+        ):
+            env, agent = wp.tid()
+            if use_mask != 0 and not env_mask[env]:
+                return
+            r2 = radius * radius
+            p = pos[env, agent]
+            best_d2 = dist_k()
+            best_j = index_k()
+            n_kept = int(0)
+            n_total = int(0)
+            home = wp.vec2i(0, 0)
+            n_ranges = 1
+            if wp.static(grid):
+                home = agent_cell[env, agent]
+                n_ranges = 9
+            for r in range(n_ranges):
+                # Brute force: one range over the whole env. Grid: the 3x3 cells around home.
+                cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
+                start = int(0)
+                stop = pos.shape[1]
+                if wp.static(grid):
+                    bucket = env * n_buckets + _bucket_of(cell, n_buckets)
+                    start = bucket_start[bucket]
+                    stop = start + bucket_count[bucket]
+                for s in range(start, stop):
+                    j = s
+                    if wp.static(grid):
+                        j = sorted_agents[s]
+                        # Buckets are hashed: an agent of another cell may share this bucket; count
+                        # each candidate only from its own cell, so it is seen exactly once.
+                        cj = agent_cell[env, j]
+                        if cj[0] != cell[0] or cj[1] != cell[1]:
+                            continue
+                    if j == agent:
+                        continue
+                    delta = pos[env, j] - p
+                    d2 = wp.dot(delta, delta)
+                    # Written so that a NaN distance (a non-finite position) is out of range too.
+                    if not (d2 <= r2):
+                        continue
+                    n_total += 1
+                    # Insert (d2, j) into the list sorted by (d2, index); drop it if it is farther
+                    # than the K-th entry of a full list.
+                    slot = n_kept
+                    if n_kept < max_k:
+                        n_kept += 1
+                    elif d2 > best_d2[max_k - 1] or (d2 == best_d2[max_k - 1] and j > best_j[max_k - 1]):
+                        continue
+                    else:
+                        slot = max_k - 1
+                    while slot > 0 and (d2 < best_d2[slot - 1] or (d2 == best_d2[slot - 1] and j < best_j[slot - 1])):
+                        best_d2[slot] = best_d2[slot - 1]
+                        best_j[slot] = best_j[slot - 1]
+                        slot -= 1
+                    best_d2[slot] = d2
+                    best_j[slot] = j
+            # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
+            for k in range(n_kept):
+                nbr_out[env, k, agent] = best_j[k]
+            count_out[env, agent] = n_kept
+            total_out[env, agent] = n_total
+            if n_total > n_kept:
+                overflow_out[0] = 1
+
+        return query
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def grid_count(
+        pos: wp.array2d(dtype=vec2),
+        inv_cell: scalar,
+        n_buckets: int,
+        bucket_count: wp.array(dtype=wp.int32),
+        agent_cell_out: wp.array2d(dtype=wp.vec2i),
+        agent_slot_out: wp.array2d(dtype=wp.int32),
+    ):
+        env, agent = wp.tid()
+        cell = _cell_of(pos[env, agent], inv_cell)
+        bucket = env * n_buckets + _bucket_of(cell, n_buckets)
+        agent_cell_out[env, agent] = cell
+        agent_slot_out[env, agent] = wp.atomic_add(bucket_count, bucket, 1)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def grid_scatter(
+        n_buckets: int,
+        bucket_start: wp.array(dtype=wp.int32),
+        agent_cell: wp.array2d(dtype=wp.vec2i),
+        agent_slot: wp.array2d(dtype=wp.int32),
+        sorted_out: wp.array(dtype=wp.int32),
+    ):
+        env, agent = wp.tid()
+        bucket = env * n_buckets + _bucket_of(agent_cell[env, agent], n_buckets)
+        sorted_out[bucket_start[bucket] + agent_slot[env, agent]] = agent
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def exclusive_scan_per_env(
+        counts: wp.array(dtype=wp.int32), n_buckets: int, agents_per_env: int, start_out: wp.array(dtype=wp.int32)
+    ):
+        # One thread per env: bucket starts index the flat sorted-agent array, env e's block
+        # beginning at e * A. Serial in the env, parallel over envs.
+        env = wp.tid()
+        running = env * agents_per_env
+        for b in range(n_buckets):
+            start_out[env * n_buckets + b] = running
+            running += counts[env * n_buckets + b]
+
+    return SimpleNamespace(
+        brute_neighbors=make_query(False),
+        grid_neighbors=make_query(True),
+        grid_count=grid_count,
+        grid_scatter=grid_scatter,
+        exclusive_scan_per_env=exclusive_scan_per_env,
+    )
+
+
+class NeighborBuffers:
+    """Output and scratch arrays of one neighbor build for a batch of ``n_envs`` worlds.
+
+    Attributes:
+        nbr: ``wp.array3d(int32)`` [E, K, A] neighbor agent indices (within the env), nearest
+            first; entries at ``k >= count`` are stale. Stored K-major so that the k-th neighbors
+            of consecutive agents are adjacent in memory (coalesced writes and reads on the GPU).
+        count: ``wp.array2d(int32)`` [E, A] entries kept (<= K).
+        total: ``wp.array2d(int32)`` [E, A] agents actually in range (> count means truncated).
+        overflow: ``wp.array(int32)`` [1] sticky flag, 1 once any list was truncated.
+    """
+
+    def __init__(self, n_envs: int, n_agents: int, max_neighbors: int, scalar: type, device: str, grid: bool):
+        shape = (n_envs, n_agents)
+        self.n_envs, self.n_agents = n_envs, n_agents
+        self.max_neighbors = max_neighbors
+        self.nbr = wp.full((n_envs, max_neighbors, n_agents), -1, dtype=wp.int32, device=device)
+        self.count = wp.zeros(shape, dtype=wp.int32, device=device)
+        self.total = wp.zeros(shape, dtype=wp.int32, device=device)
+        self.overflow = wp.zeros(1, dtype=wp.int32, device=device)
+        self.n_buckets = bucket_count(n_agents)
+        # The brute-force kernel ignores the grid arrays; it gets one-element placeholders.
+        n_grid = self.n_buckets * n_envs if grid else 1
+        grid_shape = shape if grid else (1, 1)
+        self.bucket_count = wp.zeros(n_grid, dtype=wp.int32, device=device)
+        self.bucket_start = wp.zeros(n_grid, dtype=wp.int32, device=device)
+        self.agent_cell = wp.zeros(grid_shape, dtype=wp.vec2i, device=device)
+        self.agent_slot = wp.zeros(grid_shape, dtype=wp.int32, device=device)
+        self.sorted_agents = wp.zeros(n_envs * n_agents if grid else 1, dtype=wp.int32, device=device)
+        # A one-element placeholder for kernels launched without an env mask.
+        self.no_mask = wp.zeros(1, dtype=wp.bool, device=device)
+
+
+def build_neighbors(
+    pos: wp.array,
+    radius: float,
+    method: str,
+    out: NeighborBuffers,
+    env_mask: Optional[wp.array] = None,
+    launcher: Launcher = EAGER,
+) -> None:
+    """Launch the neighbor build for every env (or only those where ``env_mask`` [E] bool is set).
+
+    Args:
+        pos: ``wp.array2d(vec2)`` [E, A] positions [m].
+        radius: Neighbor radius [m].
+        method: ``"brute"`` or ``"grid"`` (``"auto"`` is resolved by the caller).
+        out: Buffers written in place; ``out.overflow`` is only ever raised, never cleared.
+        env_mask: Optional [E] bool device array; unmasked envs keep their previous lists. The grid
+            backend still bins every env (binning is cheap) but only queries masked ones.
+        launcher: Where the launches go (eager, recorded, or captured by the caller).
+    """
+    scalar = pos.dtype._wp_scalar_type_
+    k = kernels(scalar, out.max_neighbors)
+    n_envs, n_agents = pos.shape
+    mask = env_mask if env_mask is not None else out.no_mask
+    use_mask = 0 if env_mask is None else 1
+    nb = out.n_buckets
+    grid_args = [nb, out.bucket_start, out.bucket_count, out.agent_cell, out.sorted_agents, mask, use_mask]
+    outputs = [out.nbr, out.count, out.total, out.overflow]
+    if method == "brute":
+        launcher.launch(
+            k.brute_neighbors,
+            dim=(n_envs, n_agents),
+            inputs=[pos, scalar(radius), *grid_args],
+            outputs=outputs,
+            device=pos.device,
+        )
+        return
+    if method != "grid":
+        raise ValueError(f"neighbor method must be 'brute' or 'grid', got {method!r}")
+    launcher.zero(out.bucket_count)
+    launcher.launch(
+        k.grid_count,
+        dim=(n_envs, n_agents),
+        inputs=[pos, scalar(1.0 / (radius * (1.0 + _CELL_MARGIN))), nb, out.bucket_count],
+        outputs=[out.agent_cell, out.agent_slot],
+        device=pos.device,
+    )
+    launcher.launch(
+        k.exclusive_scan_per_env,
+        dim=n_envs,
+        inputs=[out.bucket_count, nb, n_agents],
+        outputs=[out.bucket_start],
+        device=pos.device,
+    )
+    launcher.launch(
+        k.grid_scatter,
+        dim=(n_envs, n_agents),
+        inputs=[nb, out.bucket_start, out.agent_cell, out.agent_slot],
+        outputs=[out.sorted_agents],
+        device=pos.device,
+    )
+    launcher.launch(
+        k.grid_neighbors,
+        dim=(n_envs, n_agents),
+        inputs=[pos, scalar(radius), *grid_args],
+        outputs=outputs,
+        device=pos.device,
+    )

@@ -1,0 +1,254 @@
+"""The step pipeline: neighbors -> substeps of (contact forces -> integrate -> bounds).
+
+``Stepper`` knows the one sequence of launches and the two ways of running it:
+
+* no-grad (``simulate``): persistent buffers, integration in place, zero steady-state
+  allocations. This is what every RL rollout runs, eagerly, as a recorded program or as a graph.
+* functional (``simulate_functional``): every array written during the step is freshly
+  allocated, so the launches can be recorded on a ``wp.Tape`` without overwriting anything the
+  adjoint pass will read.
+
+The Stepper is batch-size agnostic; ``World`` (physics/world.py) binds it to a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import warp as wp
+
+from swarp.core.config import AgentConfig, Integrator, WorldConfig, _coerce_enum
+from swarp.core.launch import EAGER, Launcher
+from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
+from swarp.core.types import Model, State
+from swarp.physics import contacts, dynamics
+from swarp.physics.neighbors import NeighborBuffers, build_neighbors
+
+
+class Stepper:
+    """One simulation step for a fleet of agents, for any number of parallel envs.
+
+    Args:
+        agents: One ``AgentConfig`` per agent (models may be mixed).
+        dt: Step length [s], > 0.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (default: CUDA when available).
+        world: ``WorldConfig`` (default: unbounded, collisions on).
+        substeps: Substeps per step (>= 1); each substep is ``dt / substeps`` long.
+        integrator: ``Integrator.EULER`` (semi-implicit) or ``Integrator.RK4`` (or their names).
+        dtype: ``"float32"`` (default) or ``"float64"`` (for strict gradient checks).
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[AgentConfig],
+        dt: float = 0.1,
+        device: str | torch.device | None = None,
+        world: WorldConfig | None = None,
+        substeps: int = 1,
+        integrator: Integrator | str = Integrator.EULER,
+        dtype: str | torch.dtype = "float32",
+    ):
+        agents = list(agents)
+        if not agents:
+            raise ValueError("agents must hold at least one AgentConfig")
+        for i, cfg in enumerate(agents):
+            if not isinstance(cfg, AgentConfig):
+                raise TypeError(f"agents[{i}] must be an AgentConfig, got {type(cfg).__name__}")
+        world = world if world is not None else WorldConfig()
+        if not isinstance(world, WorldConfig):
+            raise TypeError(f"world must be a WorldConfig, got {type(world).__name__}")
+        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0 or dt == float("inf"):
+            raise ValueError(f"dt must be a finite number > 0 [s], got {dt!r}")
+        if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
+            raise ValueError(f"substeps must be an int >= 1, got {substeps!r}")
+        self.integrator = _coerce_enum(Integrator, integrator, "integrator")
+        self.scalar, self.torch_dtype = resolve_dtype(dtype)
+        self.device = resolve_device(device)
+        self.torch_device = torch.device(wp.device_to_torch(self.device))
+        self.dt = float(dt)
+        self.substeps = substeps
+        self.model = Model(agents, world, self.scalar, self.device)
+        self.world = world
+        method = world.neighbor_method
+        if method == "auto":
+            method = "grid" if len(agents) >= world.grid_threshold else "brute"
+        self.neighbor_method = method
+
+    @property
+    def n_agents(self) -> int:
+        """Number of agents A."""
+        return self.model.n_agents
+
+    @property
+    def act_dim(self) -> int:
+        """Action width: the largest action arity over the fleet."""
+        return self.model.act_dim
+
+    # --- allocation -----------------------------------------------------------------------
+
+    def allocate_state(self, n_envs: int, requires_grad: bool = False) -> State:
+        """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision."""
+        if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
+            raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
+        return State(n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad)
+
+    def allocate_neighbors(self, n_envs: int) -> NeighborBuffers:
+        """Neighbor-list buffers for ``n_envs`` envs."""
+        return NeighborBuffers(
+            n_envs,
+            self.n_agents,
+            self.world.max_neighbors,
+            self.scalar,
+            self.device,
+            grid=self.neighbor_method == "grid",
+        )
+
+    def allocate_forces(self, n_envs: int, requires_grad: bool = False) -> wp.array:
+        """Contact-force scratch [E, A] vec2 [N]."""
+        return wp.zeros(
+            (n_envs, self.n_agents), dtype=vec2_type(self.scalar), device=self.device, requires_grad=requires_grad
+        )
+
+    # --- validation -----------------------------------------------------------------------
+
+    def check_actions(self, actions: torch.Tensor, n_envs: int, name: str = "actions") -> None:
+        """Raise a clear error unless ``actions`` is a [n_envs, A, act_dim] tensor of the sim dtype/device."""
+        if not isinstance(actions, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(actions).__name__}")
+        expected = (n_envs, self.n_agents, self.act_dim)
+        if tuple(actions.shape) != expected:
+            raise ValueError(
+                f"{name} must have shape [n_envs, n_agents, act_dim] = {list(expected)}, got {list(actions.shape)}"
+            )
+        if actions.dtype != self.torch_dtype:
+            raise TypeError(f"{name} must have dtype {self.torch_dtype}, got {actions.dtype}")
+        if actions.device != self.torch_device:
+            raise ValueError(f"{name} must be on device {self.torch_device}, got {actions.device}")
+
+    # --- launches -------------------------------------------------------------------------
+
+    def _world_args(self) -> tuple:
+        vec2 = vec2_type(self.scalar)
+        lower, upper = self.model.bounds_vectors()
+        has_bounds = self.world.bounds is not None
+        soft = int(has_bounds and self.world.bounds_mode == "soft")
+        clamp = int(has_bounds and self.world.bounds_mode == "clamp")
+        return vec2(*lower), vec2(*upper), soft, clamp
+
+    def build_neighbors(
+        self, pos: wp.array, out: NeighborBuffers, env_mask: wp.array | None = None, launcher: Launcher = EAGER
+    ) -> None:
+        """Rebuild neighbor lists from ``pos`` [E, A] (see ``physics.neighbors.build_neighbors``)."""
+        build_neighbors(pos, self.model.neighbor_radius, self.neighbor_method, out, env_mask, launcher)
+
+    def substep(
+        self,
+        state_in: State,
+        actions: wp.array,
+        neighbors: NeighborBuffers,
+        forces: wp.array,
+        state_out: State,
+        invalid_flag: wp.array,
+        launcher: Launcher = EAGER,
+    ) -> None:
+        """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``.
+
+        ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped).
+        """
+        m = self.model
+        s = self.scalar
+        lower, upper, soft, clamp = self._world_args()
+        n_envs, n_agents = state_in.pos.shape
+        per_env_params = int(m.params.shape[0] > 1)
+        ob = m.obstacles
+        launcher.launch(
+            contacts.kernels(s).contact_forces,
+            dim=(n_envs, n_agents),
+            inputs=[
+                m.params,
+                per_env_params,
+                ob.shape,
+                ob.center,
+                ob.angle,
+                ob.size,
+                int(ob.per_env),
+                s(self.world.collision_k),
+                s(self.world.collision_damping),
+                int(self.world.collisions),
+                soft,
+                lower,
+                upper,
+                state_in.pos,
+                state_in.vel,
+                neighbors.nbr,
+                neighbors.count,
+            ],
+            outputs=[forces],
+            device=self.device,
+        )
+        launcher.launch(
+            dynamics.kernels(s).integrate,
+            dim=(n_envs, n_agents),
+            inputs=[
+                m.params,
+                per_env_params,
+                m.kinds,
+                m.ctrl_modes,
+                s(self.dt / self.substeps),
+                int(self.integrator),
+                clamp,
+                lower,
+                upper,
+                actions,
+                forces,
+                *state_in.arrays(),
+            ],
+            outputs=[*state_out.arrays(), invalid_flag],
+            device=self.device,
+        )
+
+    def simulate(
+        self,
+        state: State,
+        actions: wp.array,
+        neighbors: NeighborBuffers,
+        forces: wp.array,
+        invalid_flag: wp.array,
+        launcher: Launcher = EAGER,
+        neighbors_valid: bool = False,
+    ) -> None:
+        """No-grad step in place: [neighbor build] then ``substeps`` x (forces -> integrate).
+
+        Args:
+            state: Updated in place.
+            actions: ``wp.array3d(scalar)`` [E, A, act_dim] physical actions.
+            neighbors: Persistent lists; rebuilt first unless ``neighbors_valid`` says they already
+                match ``state.pos`` (the World keeps them current after every step).
+            forces: [E, A] vec2 scratch.
+            invalid_flag: [1] int32, raised when an action component is not finite.
+            launcher: Eager, recording, or under the caller's graph capture.
+            neighbors_valid: Skip the initial rebuild.
+        """
+        if not neighbors_valid:
+            self.build_neighbors(state.pos, neighbors, launcher=launcher)
+        for _ in range(self.substeps):
+            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher)
+
+    def simulate_functional(
+        self, state_in: State, actions: wp.array, invalid_flag: wp.array, requires_grad: bool = True
+    ) -> State:
+        """Tape-safe step: every array written is freshly allocated; returns the new ``State``.
+
+        Neighbor lists are rebuilt from ``state_in`` (membership is not differentiable).
+        """
+        n_envs = state_in.pos.shape[0]
+        neighbors = self.allocate_neighbors(n_envs)
+        self.build_neighbors(state_in.pos, neighbors)
+        state = state_in
+        for _ in range(self.substeps):
+            forces = self.allocate_forces(n_envs, requires_grad=requires_grad)
+            out = self.allocate_state(n_envs, requires_grad=requires_grad)
+            self.substep(state, actions, neighbors, forces, out, invalid_flag)
+            state = out
+        return state

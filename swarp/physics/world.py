@@ -1,0 +1,157 @@
+"""World: a Stepper bound to a batch of ``n_envs`` envs, with its persistent state and buffers.
+
+This is the no-grad hot path's owner. It keeps the neighbor lists current after every step (so
+observations and the next step's contacts can read them without a rebuild), owns the persistent
+action buffer a recorded program or CUDA graph reads from, and owns that recorded program:
+anything that reallocates or changes what was recorded (obstacles, parameters) invalidates it.
+"""
+
+from __future__ import annotations
+
+import torch
+import warp as wp
+
+from swarp.core.launch import EAGER, Launcher, Program, Recorder, replay_enabled
+from swarp.core.types import State
+from swarp.physics.step import Stepper
+
+
+class World:
+    """A batch of ``n_envs`` worlds sharing one ``Stepper``.
+
+    Attributes:
+        stepper: The step pipeline.
+        n_envs: E.
+        state: Persistent ``State`` [E, A], updated in place by ``step``.
+        neighbors: Persistent ``NeighborBuffers``; valid for ``state`` after every ``step`` and
+            every ``build_neighbors``.
+        actions: ``torch.Tensor`` [E, A, act_dim], the persistent action buffer the launches read.
+    """
+
+    def __init__(self, stepper: Stepper, n_envs: int):
+        self.stepper = stepper
+        self.n_envs = n_envs
+        self.state = stepper.allocate_state(n_envs)
+        self.neighbors = stepper.allocate_neighbors(n_envs)
+        self.forces = stepper.allocate_forces(n_envs)
+        self.invalid_action_flag = wp.zeros(1, dtype=wp.int32, device=stepper.device)
+        self._actions_wp = wp.zeros(
+            (n_envs, stepper.n_agents, stepper.act_dim), dtype=stepper.scalar, device=stepper.device
+        )
+        self.actions = wp.to_torch(self._actions_wp)
+        self._program: Program | None = None
+        self.build_neighbors()
+        # The zeroed placeholder state stacks every agent on the origin; truncating those lists is
+        # no event the caller should see, so the sticky flag starts lowered.
+        self.clear_neighbor_overflow()
+
+    @property
+    def model(self):
+        """The stepper's static ``Model``."""
+        return self.stepper.model
+
+    @property
+    def n_agents(self) -> int:
+        return self.stepper.n_agents
+
+    def simulate(self, launcher: Launcher = EAGER) -> None:
+        """The launches of one step from the action buffer: substeps, then the neighbor rebuild."""
+        self.stepper.simulate(
+            self.state,
+            self._actions_wp,
+            self.neighbors,
+            self.forces,
+            self.invalid_action_flag,
+            launcher,
+            neighbors_valid=True,
+        )
+        self.build_neighbors(launcher=launcher)
+
+    def step(self, actions: torch.Tensor) -> None:
+        """Advance every env by one step (no-grad, in place).
+
+        Args:
+            actions: [E, A, act_dim] tensor, sim dtype and device, physical units. Non-finite
+                entries act as 0 and raise ``invalid_actions()``.
+        """
+        self.stepper.check_actions(actions, self.n_envs)
+        self.actions.copy_(actions)
+        self.run_step()
+
+    def run_step(self) -> None:
+        """One step from whatever is in ``actions``: replay the recorded program (or launch eagerly)."""
+        if not replay_enabled():
+            self.simulate(EAGER)
+        elif self._program is None:
+            recorder = Recorder()
+            self.simulate(recorder)
+            self._program = recorder.program(source=self.simulate)
+        else:
+            self._program()
+
+    def invalidate(self) -> None:
+        """Drop the recorded program (call after changing anything it recorded)."""
+        self._program = None
+
+    def build_neighbors(self, env_mask: wp.array | None = None, launcher: Launcher = EAGER) -> None:
+        """Rebuild the neighbor lists of all envs, or of those where ``env_mask`` [E] bool is set."""
+        self.stepper.build_neighbors(self.state.pos, self.neighbors, env_mask, launcher)
+
+    def neighbor_overflow(self) -> torch.Tensor:
+        """0-d bool device tensor: has any neighbor list been truncated since the last clear?"""
+        return wp.to_torch(self.neighbors.overflow)[0] != 0
+
+    def clear_neighbor_overflow(self) -> None:
+        """Reset the sticky overflow flag (device-side)."""
+        self.neighbors.overflow.zero_()
+
+    def invalid_actions(self) -> torch.Tensor:
+        """0-d bool device tensor: has a non-finite action been seen since the last clear?"""
+        return wp.to_torch(self.invalid_action_flag)[0] != 0
+
+    def clear_invalid_actions(self) -> None:
+        self.invalid_action_flag.zero_()
+
+    def neighbor_lists(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(nbr [E, A, K] int32, count [E, A] int32)``: neighbors nearest first, ``-1`` past ``count``.
+
+        ``nbr`` is a padded copy (the storage is K-major and holds stale entries past ``count``);
+        ``count`` is a zero-copy view. For the raw storage use ``neighbors.nbr`` [E, K, A].
+        """
+        raw = wp.to_torch(self.neighbors.nbr).permute(0, 2, 1)
+        count = wp.to_torch(self.neighbors.count)
+        slots = torch.arange(raw.shape[2], device=raw.device)
+        return torch.where(slots < count.unsqueeze(-1), raw, torch.full_like(raw, -1)), count
+
+    def edge_index(self, compact: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """COO radius graph over the whole batch, agents numbered ``env * A + agent``.
+
+        Args:
+            compact: ``False`` (default, no host sync): returns ``(edge_index [2, E*A*K] int64,
+                valid [E*A*K] bool)`` with padding edges marked invalid. ``True``: returns only the
+                valid edges, ``[2, n_edges]`` int64; this needs a device-to-host sync for the size.
+
+        Edges point from neighbor (source, row 0) to agent (target, row 1), PyG's convention.
+        """
+        nbr, _ = self.neighbor_lists()
+        n_envs, n_agents, max_k = nbr.shape
+        base = torch.arange(n_envs, device=nbr.device).view(n_envs, 1, 1) * n_agents
+        target = (base + torch.arange(n_agents, device=nbr.device).view(1, n_agents, 1)).expand(-1, -1, max_k)
+        valid = nbr >= 0
+        source = torch.where(valid, nbr.long() + base, torch.zeros_like(target))
+        edges = torch.stack([source.reshape(-1), target.reshape(-1)])
+        if compact:
+            return edges[:, valid.reshape(-1)]
+        return edges, valid.reshape(-1)
+
+    def set_state(self, **fields: torch.Tensor) -> None:
+        """Overwrite state fields from tensors (e.g. ``pos=[E, A, 2]``) and rebuild the neighbors."""
+        for name, value in fields.items():
+            view = getattr(self.state.torch, name)
+            if tuple(value.shape) != tuple(view.shape):
+                raise ValueError(f"{name} must have shape {list(view.shape)}, got {list(value.shape)}")
+            view.copy_(value)
+        self.build_neighbors()
+
+
+__all__ = ["World", "State"]

@@ -1,0 +1,203 @@
+"""Scenario framework: the torch reference (``Scenario``) and its fast Warp twin (``FusedScenario``).
+
+A scenario author writes the readable torch version first: it *is* the specification of the
+observations, rewards, termination and resets, and it is differentiable. The fused twin
+computes the same quantities with Warp kernels writing into the environment's persistent
+buffers, which is what makes the whole step capturable in one CUDA graph. Tests pin the two
+together. Vocabulary follows VMAS (``make_world``, ``reset_world``, ``observation``...), but every
+method is vectorised over envs and agents: tensors are ``[n_envs, n_agents, ...]``.
+
+Auto-reset, time limits and batching are mechanisms of the ``Environment``, not of scenarios.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from swarp.core.config import AgentConfig, Integrator, WorldConfig
+from swarp.core.launch import Launcher
+
+if TYPE_CHECKING:
+    from swarp.env.environment import Environment
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """What ``Scenario.make_world`` returns: the physical world the scenario runs in.
+
+    Attributes:
+        agents: One ``AgentConfig`` per agent.
+        world: The ``WorldConfig``.
+        dt: Step length [s].
+        substeps: Physics substeps per step.
+        integrator: Time integrator.
+        max_steps: Default episode length [steps] (the environment's ``max_steps`` overrides it;
+            ``None`` means no time limit).
+        n_obstacle_slots: Per-env obstacle slots the scenario writes at reset (0: only the
+            world's shared static obstacles).
+    """
+
+    agents: tuple[AgentConfig, ...]
+    world: WorldConfig = field(default_factory=WorldConfig)
+    dt: float = 0.1
+    substeps: int = 1
+    integrator: Integrator = Integrator.EULER
+    max_steps: int | None = 200
+    n_obstacle_slots: int = 0
+
+
+class Scenario:
+    """Base class of the torch reference of a scenario.
+
+    Subclasses set ``name``, a frozen dataclass ``Config`` of their options (validated in its
+    ``__post_init__``) and implement the methods below. After ``make_world`` the environment calls
+    ``bind(env)``; from then on ``self.env``, ``self.world`` (the ``World``), ``self.n_envs`` and
+    ``self.device`` are available.
+    """
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type] = object
+    #: Whether a Warp twin exists (``FusedScenario`` sets it).
+    fused_available: ClassVar[bool] = False
+
+    def __init__(self, **options: Any):
+        fields = {f.name for f in dataclasses.fields(self.Config)}
+        unknown = sorted(set(options) - fields)
+        if unknown:
+            raise TypeError(
+                f"unknown option(s) {unknown} for scenario {self.name!r}; valid options: {sorted(fields)}"
+            )
+        self.cfg = self.Config(**options)
+        self.env: Environment | None = None
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The keyword options this scenario accepts."""
+        return sorted(f.name for f in dataclasses.fields(cls.Config))
+
+    # --- construction --------------------------------------------------------------------
+
+    def make_world(self) -> WorldSpec:
+        """Describe the agents and the world. Called once, before any buffer exists."""
+        raise NotImplementedError
+
+    def bind(self, env: Environment) -> None:
+        """Attach to the environment and allocate the scenario's persistent device tensors."""
+        self.env = env
+        self.world = env.world
+        self.n_envs = env.n_envs
+        self.n_agents = env.n_agents
+        self.device = env.device
+        self.dtype = env.dtype
+
+    @property
+    def obs_dim(self) -> int:
+        """Width of one agent's observation vector."""
+        raise NotImplementedError
+
+    # --- the torch reference (the spec) ---------------------------------------------------
+
+    def reset_world(self, env_mask: torch.Tensor) -> None:
+        """Re-sample the state of the envs where ``env_mask`` [E] bool is set; leave others untouched.
+
+        Draws must come from ``swarp.core.rng`` keyed by ``(seed, env, episode)`` (see
+        ``Environment.rng_keys``) so the fused twin can reproduce them bit for bit.
+        """
+        raise NotImplementedError
+
+    def observations(self) -> torch.Tensor:
+        """[E, A, obs_dim] observations of the current state."""
+        raise NotImplementedError
+
+    def rewards(self) -> torch.Tensor:
+        """[E, A] rewards of the transition that led to the current state.
+
+        May update per-step scenario memory (e.g. the previous distance for progress shaping);
+        it is called exactly once per step, after ``observations``.
+        """
+        raise NotImplementedError
+
+    def done(self) -> torch.Tensor:
+        """[E] bool: has the episode reached a terminal state (success or failure)?"""
+        raise NotImplementedError
+
+    def info(self) -> dict[str, torch.Tensor]:
+        """Per-step diagnostics, each a tensor with leading dim E (keys as in ``info_buffers``)."""
+        return {}
+
+    def info_buffers(self) -> dict[str, torch.Tensor]:
+        """Persistent device tensors the environment returns as ``info`` (allocated in ``bind``).
+
+        The fused kernels write them in place; on the torch path the environment copies ``info()``
+        into them, so both paths hand out the same tensors.
+        """
+        return {}
+
+    def success(self) -> torch.Tensor:
+        """[E] bool success metric used by training and evaluation (defaults to ``done``)."""
+        return self.done()
+
+    # --- snapshot ---------------------------------------------------------------------------
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The scenario's persistent device tensors that ``get_state`` / ``set_state`` must cover."""
+        return {}
+
+
+class FusedScenario(Scenario):
+    """A scenario with a Warp twin of its observations, rewards, termination and reset.
+
+    The fused launches write into the environment's persistent buffers (``env.obs``,
+    ``env.reward``, ``env.terminated``, the info tensors) and must not allocate, so they can be
+    recorded and captured.
+    """
+
+    fused_available: ClassVar[bool] = True
+
+    def launch_observe(self, launcher: Launcher, env_mask=None, rewards: bool = True) -> None:
+        """Launch the observation (and, with ``rewards``, reward/termination/info) kernels.
+
+        Args:
+            launcher: Where launches go.
+            env_mask: Optional [E] bool Warp array: only these envs are recomputed (used after a
+                masked reset, with ``rewards=False``, which also re-initialises reward memory).
+            rewards: Also compute rewards, termination and info.
+        """
+        raise NotImplementedError
+
+    def launch_reset(self, launcher: Launcher, env_mask) -> None:
+        """Launch the masked single-kernel reset for envs where ``env_mask`` [E] bool is set."""
+        raise NotImplementedError
+
+    def supports_graph_reset(self) -> bool:
+        """Whether ``launch_reset`` is capture-safe (no host RNG, no allocation, no host branching)."""
+        return True
+
+
+_REGISTRY: dict[str, type[Scenario]] = {}
+
+
+def register_scenario(name: str, cls: type[Scenario]) -> None:
+    """Register a scenario class under ``name`` for ``swarp.make``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"scenario name must be a non-empty string, got {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Scenario)):
+        raise TypeError(f"register_scenario({name!r}, ...) needs a Scenario subclass, got {cls!r}")
+    _REGISTRY[name] = cls
+
+
+def scenario_names() -> list[str]:
+    """Names of the registered scenarios, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_scenario(name: str) -> type[Scenario]:
+    """The scenario class registered under ``name`` (clear error listing the known names)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown scenario {name!r}; registered scenarios: {scenario_names()}") from None

@@ -1,0 +1,338 @@
+"""Navigation: every agent drives to its own goal without colliding (torch reference).
+
+Observation of agent i (``obs_dim = 8 + 5 k`` with ``k = obs_neighbors``):
+
+=========  =====  ==============================================================
+slice      size   content
+=========  =====  ==============================================================
+0:2        2      own position [m]
+2:4        2      own velocity [m/s]
+4:6        2      heading (cos theta, sin theta)
+6:8        2      goal - position [m]
+8:8+5k     5 k    k nearest other agents within ``obs_range``, nearest first:
+                  relative position (2) [m], relative velocity (2) [m/s], valid flag (1);
+                  zeros (valid 0) where fewer are in range
+=========  =====  ==============================================================
+
+Reward of agent i: ``shaping_factor * (d_prev - d)`` (its own progress towards its goal, or the
+mean progress of all agents with ``shared_reward``), minus ``collision_penalty`` per other agent
+it overlaps, plus ``final_reward`` for everyone on the step all agents are on goal.
+Terminated when every agent is within ``goal_radius`` of its goal. Info: ``dist_to_goal`` [E, A],
+``on_goal`` [E, A] bool, ``collisions`` [E, A] int32, ``neighbor_overflow`` [E] bool.
+
+Resets draw spawns and goals as uniform random subsets of jittered grid cells (``spawn.py``), and
+optional circle/box obstacles in further cells, all on the device from the counter-based RNG.
+The Warp twin is ``navigation_kernels.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import warp as wp
+
+from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig, _coerce_enum
+from swarp.core.launch import Launcher
+from swarp.scenarios import navigation_kernels as nk
+from swarp.scenarios.base import FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.spawn import (
+    cell_point_torch,
+    cells_per_side,
+    draw_distinct_torch,
+    init_permutation_torch,
+    uniform_torch,
+)
+
+DRAW_SPAWN_CELLS = int(nk.DRAW_SPAWN_CELLS)
+DRAW_GOAL_CELLS = int(nk.DRAW_GOAL_CELLS)
+DRAW_SPAWN_JITTER = int(nk.DRAW_SPAWN_JITTER)
+DRAW_GOAL_JITTER = int(nk.DRAW_GOAL_JITTER)
+DRAW_HEADING = int(nk.DRAW_HEADING)
+DRAW_OBSTACLE = int(nk.DRAW_OBSTACLE)
+#: Spawn clearance from a cell edge, as a multiple of the agent radius.
+CLEARANCE_FACTOR = 1.25
+
+
+@dataclass(frozen=True)
+class NavigationConfig:
+    """Options of the navigation scenario (SI units).
+
+    Attributes:
+        n_agents: Agents per env.
+        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls at its edge).
+        agent_radius: Agent radius [m].
+        max_speed: Speed limit [m/s].
+        model: Dynamics model name (``holonomic``, ``diff_drive``, ``kinematic_bicycle``).
+        ctrl_mode: ``velocity`` or ``acceleration``.
+        n_obstacles: Random obstacles per env, re-sampled at every reset.
+        obstacle_shape: ``circle``, ``box`` or ``mixed``.
+        obs_neighbors: k, the nearest other agents in each observation.
+        obs_range: Sensing range [m] for the neighbor observation.
+        shared_reward: Replace each agent's progress term by the mean progress of all agents.
+        shaping_factor: Weight of the progress term [1/m].
+        collision_penalty: Penalty per overlapping agent pair member per step (>= 0).
+        final_reward: Bonus for every agent on the step all agents are on goal.
+        goal_radius: On-goal distance [m] (default: the agent radius).
+        spawn_cells: Cells per side of the spawn grid (default: chosen from n_agents).
+        dt: Step length [s].
+        substeps: Physics substeps per step.
+        max_steps: Default episode length [steps].
+        max_neighbors: Neighbor-list width K (>= obs_neighbors).
+    """
+
+    n_agents: int = 4
+    world_size: float = 1.0
+    agent_radius: float = 0.05
+    max_speed: float = 1.0
+    model: str = "holonomic"
+    ctrl_mode: str = "velocity"
+    n_obstacles: int = 0
+    obstacle_shape: str = "mixed"
+    obs_neighbors: int = 3
+    obs_range: float = 0.5
+    shared_reward: bool = False
+    shaping_factor: float = 1.0
+    collision_penalty: float = 1.0
+    final_reward: float = 1.0
+    goal_radius: float | None = None
+    spawn_cells: int | None = None
+    dt: float = 0.1
+    substeps: int = 1
+    max_steps: int = 200
+    max_neighbors: int = 16
+
+    def __post_init__(self) -> None:
+        def check_int(name, low, high=None):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+                bound = f">= {low}" + (f" and <= {high}" if high else "")
+                raise ValueError(f"navigation option {name} must be an int {bound}, got {value!r}")
+
+        def check_pos(name, allow_zero=False):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+                value < 0 or (value == 0 and not allow_zero)
+            ):
+                raise ValueError(f"navigation option {name} must be a finite number {'>=' if allow_zero else '>'} 0, "
+                                 f"got {value!r}")
+
+        check_int("n_agents", 1, 2000)
+        check_int("n_obstacles", 0, 2000)
+        check_int("obs_neighbors", 0)
+        check_int("substeps", 1)
+        check_int("max_steps", 1)
+        check_int("max_neighbors", 1)
+        for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
+            check_pos(name)
+        for name in ("shaping_factor", "collision_penalty", "final_reward"):
+            check_pos(name, allow_zero=True)
+        if self.goal_radius is not None:
+            check_pos("goal_radius")
+        if self.spawn_cells is not None:
+            check_int("spawn_cells", 1)
+        _coerce_enum(DynamicsModel, self.model, "navigation option model")
+        _coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
+        if self.obstacle_shape not in ("circle", "box", "mixed"):
+            raise ValueError(f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', "
+                             f"got {self.obstacle_shape!r}")
+        if self.max_neighbors < self.obs_neighbors:
+            raise ValueError(f"navigation option max_neighbors ({self.max_neighbors}) must be >= obs_neighbors "
+                             f"({self.obs_neighbors})")
+
+
+class NavigationScenario(FusedScenario):
+    """Agents reach their own goals; see the module docstring for the observation and reward."""
+
+    name = "navigation"
+    Config = NavigationConfig
+
+    def make_world(self) -> WorldSpec:
+        c = self.cfg
+        agent = AgentConfig(model=c.model, ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
+        self.clearance = CLEARANCE_FACTOR * c.agent_radius
+        self.side = cells_per_side(c.world_size, self.clearance, c.n_agents + c.n_obstacles, c.spawn_cells)
+        self.cell_width = 2.0 * c.world_size / self.side
+        self.jitter = 0.5 * self.cell_width - self.clearance
+        self.obstacle_extent = 0.5 * self.cell_width - (self.clearance - c.agent_radius)
+        world = WorldConfig(
+            bounds=c.world_size,
+            bounds_mode="soft",
+            max_neighbors=c.max_neighbors,
+            neighbor_radius=max(c.obs_range, 3.0 * c.agent_radius),
+        )
+        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps,
+                         max_steps=c.max_steps, n_obstacle_slots=c.n_obstacles)
+
+    @property
+    def obs_dim(self) -> int:
+        return 8 + 5 * self.cfg.obs_neighbors
+
+    @property
+    def goal_radius(self) -> float:
+        return self.cfg.goal_radius if self.cfg.goal_radius is not None else self.cfg.agent_radius
+
+    def bind(self, env) -> None:
+        super().bind(env)
+        E, A, dev, scalar = self.n_envs, self.n_agents, self.device, env.stepper.scalar
+        vec2 = wp.types.vector(2, scalar)
+        self._goals = wp.zeros((E, A), dtype=vec2, device=dev)
+        self._prev_dist = wp.zeros((E, A), dtype=scalar, device=dev)
+        self._progress = wp.zeros((E, A), dtype=scalar, device=dev)
+        self._perm = wp.zeros((E, self.side * self.side), dtype=wp.int32, device=dev)
+        self._dist = wp.zeros((E, A), dtype=scalar, device=dev)
+        self._on_goal = wp.zeros((E, A), dtype=wp.bool, device=dev)
+        self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
+        self._overflow = wp.zeros(E, dtype=wp.bool, device=dev)
+        self.goals = wp.to_torch(self._goals)
+        self.prev_dist = wp.to_torch(self._prev_dist)
+
+    def info_buffers(self) -> dict[str, torch.Tensor]:
+        return {
+            "dist_to_goal": wp.to_torch(self._dist),
+            "on_goal": wp.to_torch(self._on_goal),
+            "collisions": wp.to_torch(self._collisions),
+            "neighbor_overflow": wp.to_torch(self._overflow),
+        }
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"goals": self.goals, "prev_dist": self.prev_dist}
+
+    # --- torch reference --------------------------------------------------------------------
+
+    def reset_world(self, env_mask: torch.Tensor) -> None:
+        c, E, A, O = self.cfg, self.n_envs, self.n_agents, self.cfg.n_obstacles
+        dtype, dev = self.dtype, self.goals.device
+        n_cells = self.side * self.side
+        key = self.env.rng_keys().view(E, 1)
+        perm = init_permutation_torch(E, n_cells, dev)
+        draw_distinct_torch(perm, 0, A + O, n_cells, key.view(E), DRAW_SPAWN_CELLS)
+        agents = torch.arange(A, device=dev).view(1, A)
+        spawn = cell_point_torch(perm[:, :A], self.side, c.world_size, self.jitter, key,
+                                 DRAW_SPAWN_JITTER + 2 * agents, dtype)
+        heading = (uniform_torch(key, DRAW_HEADING + agents, dtype) * 2.0 - 1.0) * math.pi
+        if O:
+            self._reset_obstacles_torch(env_mask, perm[:, A:A + O], key)
+        # Goals: a second uniform subset from every cell that holds no obstacle.
+        perm = torch.cat([perm[:, :A], perm[:, A + O:]], dim=1)
+        draw_distinct_torch(perm, 0, A, n_cells - O, key.view(E), DRAW_GOAL_CELLS)
+        goals = cell_point_torch(perm[:, :A], self.side, c.world_size, self.jitter, key,
+                                 DRAW_GOAL_JITTER + 2 * agents, dtype)
+        m2 = env_mask.view(E, 1)
+        m3 = env_mask.view(E, 1, 1)
+        state = self.env.state
+        state.pos.copy_(torch.where(m3, spawn, state.pos))
+        state.theta.copy_(torch.where(m2, heading, state.theta))
+        state.vel.masked_fill_(m3, 0.0)
+        state.speed.masked_fill_(m2, 0.0)
+        state.ang_vel.masked_fill_(m2, 0.0)
+        self.goals.copy_(torch.where(m3, goals, self.goals))
+        dist = (goals - spawn).square().sum(-1).sqrt()
+        self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
+
+    def _reset_obstacles_torch(self, env_mask: torch.Tensor, cells: torch.Tensor, key: torch.Tensor) -> None:
+        c, dtype = self.cfg, self.dtype
+        O = c.n_obstacles
+        slots = torch.arange(O, device=cells.device).view(1, O)
+        draw = DRAW_OBSTACLE + 4 * slots
+        u_shape = uniform_torch(key, draw, dtype)
+        u_a = uniform_torch(key, draw + 1, dtype)
+        u_b = uniform_torch(key, draw + 2, dtype)
+        u_angle = uniform_torch(key, draw + 3, dtype)
+        if c.obstacle_shape == "mixed":
+            is_circle = u_shape < 0.5
+        else:
+            is_circle = torch.full_like(u_shape, c.obstacle_shape == "circle", dtype=torch.bool)
+        extent = self.obstacle_extent
+        box_extent = extent / math.sqrt(2.0)
+        circle_size = torch.stack([extent * (0.5 + 0.5 * u_a), torch.zeros_like(u_a)], -1)
+        box_size = torch.stack([box_extent * (0.5 + 0.5 * u_a), box_extent * (0.5 + 0.5 * u_b)], -1)
+        size = torch.where(is_circle.unsqueeze(-1), circle_size, box_size)
+        center = cell_point_torch(cells, self.side, c.world_size, 0.0, key, draw, dtype)
+        angle = torch.where(is_circle, torch.zeros_like(u_angle), (u_angle * 2.0 - 1.0) * math.pi)
+        shape = torch.where(is_circle, int(ObstacleShape.CIRCLE), int(ObstacleShape.BOX)).to(torch.int32)
+        obstacles = self.world.model.obstacle_tensors()
+        first = self.world.model.first_free_obstacle
+        m2 = env_mask.view(-1, 1)
+        m3 = env_mask.view(-1, 1, 1)
+        view = slice(first, first + O)
+        obstacles["shape"][:, view] = torch.where(m2, shape, obstacles["shape"][:, view])
+        obstacles["center"][:, view] = torch.where(m3, center, obstacles["center"][:, view])
+        obstacles["angle"][:, view] = torch.where(m2, angle, obstacles["angle"][:, view])
+        obstacles["size"][:, view] = torch.where(m3, size, obstacles["size"][:, view])
+
+    def _pairwise(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(delta [E, A, A, 2] = p_j - p_i, d2 [E, A, A])``."""
+        pos = self.env.state.pos
+        delta = pos.unsqueeze(1) - pos.unsqueeze(2)
+        return delta, delta.square().sum(-1)
+
+    def observations(self) -> torch.Tensor:
+        c, E, A = self.cfg, self.n_envs, self.n_agents
+        state = self.env.state
+        parts = [state.pos, state.vel, torch.cos(state.theta).unsqueeze(-1), torch.sin(state.theta).unsqueeze(-1),
+                 self.goals - state.pos]
+        k = c.obs_neighbors
+        if k:
+            delta, d2 = self._pairwise()
+            eye = torch.eye(A, dtype=torch.bool, device=d2.device)
+            in_range = (d2 <= c.obs_range**2) & ~eye
+            # Nearest first, ties by index (a stable sort of the squared distances).
+            key = torch.where(in_range, d2, torch.full_like(d2, math.inf))
+            order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
+            valid = torch.gather(in_range, 2, order)
+            rel_pos = torch.gather(delta, 2, order.unsqueeze(-1).expand(-1, -1, -1, 2))
+            rel_vel = torch.gather(state.vel.unsqueeze(1).expand(E, A, A, 2), 2,
+                                   order.unsqueeze(-1).expand(-1, -1, -1, 2)) - state.vel.unsqueeze(2)
+            feats = torch.cat([rel_pos, rel_vel, torch.ones_like(rel_pos[..., :1])], -1) * valid.unsqueeze(-1)
+            if feats.shape[2] < k:
+                feats = torch.nn.functional.pad(feats, (0, 0, 0, k - feats.shape[2]))
+            parts.append(feats.reshape(E, A, 5 * k))
+        return torch.cat(parts, dim=-1)
+
+    def _distances(self) -> torch.Tensor:
+        return (self.goals - self.env.state.pos).square().sum(-1).sqrt()
+
+    def _collisions_torch(self) -> torch.Tensor:
+        _, d2 = self._pairwise()
+        r = self.cfg.agent_radius
+        eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
+        reach = torch.tensor(2.0 * r, dtype=self.dtype, device=d2.device)
+        return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
+
+    def rewards(self) -> torch.Tensor:
+        c = self.cfg
+        dist = self._distances()
+        progress = self.prev_dist - dist
+        if c.shared_reward:
+            progress = progress.mean(dim=1, keepdim=True).expand_as(progress)
+        reward = c.shaping_factor * progress - c.collision_penalty * self._collisions_torch().to(self.dtype)
+        reward = reward + c.final_reward * self.done().to(self.dtype).unsqueeze(1)
+        self.prev_dist.copy_(dist)
+        return reward
+
+    def done(self) -> torch.Tensor:
+        return (self._distances() < self.goal_radius).all(dim=1)
+
+    def info(self) -> dict[str, torch.Tensor]:
+        dist = self._distances()
+        total = wp.to_torch(self.world.neighbors.total)
+        count = wp.to_torch(self.world.neighbors.count)
+        return {
+            "dist_to_goal": dist,
+            "on_goal": dist < self.goal_radius,
+            "collisions": self._collisions_torch(),
+            "neighbor_overflow": (total > count).any(dim=1),
+        }
+
+    # --- fused twin -----------------------------------------------------------------------
+
+    def launch_observe(self, launcher: Launcher, env_mask=None, rewards: bool = True) -> None:
+        nk.launch_observe(self, launcher, env_mask, rewards)
+
+    def launch_reset(self, launcher: Launcher, env_mask) -> None:
+        nk.launch_reset(self, launcher, env_mask)
+
+
+register_scenario("navigation", NavigationScenario)

@@ -1,0 +1,279 @@
+"""Navigation, fused: the Warp twin of ``navigation.py`` (observations, rewards, termination, reset).
+
+Three kernels, all writing into persistent buffers so a step can be captured:
+
+* ``nav_observe`` (one thread per agent): the observation row, the distance to goal, collisions
+  and progress; the k nearest neighbors come straight from the world's sorted neighbor list.
+* ``nav_finish`` (one thread per env): termination, the shared/bonus reward terms, overflow.
+* ``nav_reset`` (one thread per env, masked): spawns, goals, headings and obstacles from the
+  counter-based RNG, exactly the draws of the torch reference.
+"""
+
+import functools
+import math
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.config import ObstacleShape
+from swarp.core.launch import Launcher
+from swarp.core.precision import vec2_type
+from swarp.core.rng import stream_key
+from swarp.core.types import PARAM_RADIUS
+from swarp.scenarios import spawn
+
+_RADIUS = wp.constant(PARAM_RADIUS)
+
+# Draw-index blocks of one episode's random stream (see swarp.core.rng), shared with the torch
+# reference in navigation.py so both consume identical random bits.
+DRAW_BLOCK = 1 << 12
+DRAW_SPAWN_CELLS = wp.constant(0)
+DRAW_GOAL_CELLS = wp.constant(1 * DRAW_BLOCK)
+DRAW_SPAWN_JITTER = wp.constant(2 * DRAW_BLOCK)
+DRAW_GOAL_JITTER = wp.constant(4 * DRAW_BLOCK)
+DRAW_HEADING = wp.constant(6 * DRAW_BLOCK)
+DRAW_OBSTACLE = wp.constant(7 * DRAW_BLOCK)
+
+
+@functools.cache
+def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
+    """Kernels for one precision, neighbor count k and obstacle shape mode (0 circle, 1 box, 2 mixed)."""
+    vec2 = vec2_type(scalar)
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+    k_obs = obs_neighbors
+    sp = spawn.funcs(scalar)
+    circle = wp.constant(int(ObstacleShape.CIRCLE))
+    box = wp.constant(int(ObstacleShape.BOX))
+    sqrt_half = scalar(1.0 / math.sqrt(2.0))
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_observe(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        params: wp.array3d(dtype=scalar),
+        goals: wp.array2d(dtype=vec2),
+        nbr: wp.array3d(dtype=wp.int32),
+        nbr_count: wp.array2d(dtype=wp.int32),
+        obs_range: scalar,
+        goal_radius: scalar,
+        collision_penalty: scalar,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        rewards: int,
+        obs_out: wp.array3d(dtype=scalar),
+        prev_dist: wp.array2d(dtype=scalar),
+        progress_out: wp.array2d(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        dist_out: wp.array2d(dtype=scalar),
+        on_goal_out: wp.array2d(dtype=wp.bool),
+        collisions_out: wp.array2d(dtype=wp.int32),
+    ):
+        env, agent = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        p = pos[env, agent]
+        v = vel[env, agent]
+        th = theta[env, agent]
+        rel_goal = goals[env, agent] - p
+        obs_out[env, agent, 0] = p[0]
+        obs_out[env, agent, 1] = p[1]
+        obs_out[env, agent, 2] = v[0]
+        obs_out[env, agent, 3] = v[1]
+        obs_out[env, agent, 4] = wp.cos(th)
+        obs_out[env, agent, 5] = wp.sin(th)
+        obs_out[env, agent, 6] = rel_goal[0]
+        obs_out[env, agent, 7] = rel_goal[1]
+        range2 = obs_range * obs_range
+        r = params[0, agent, _RADIUS]
+        n_written = int(0)
+        n_collisions = int(0)
+        # The list is sorted nearest first, so the in-range entries are a prefix of it.
+        for s in range(nbr_count[env, agent]):
+            j = nbr[env, s, agent]
+            delta = pos[env, j] - p
+            d2 = wp.dot(delta, delta)
+            reach = r + params[0, j, _RADIUS]
+            if d2 < reach * reach:
+                n_collisions += 1
+            if n_written < k_obs and d2 <= range2:
+                dv = vel[env, j] - v
+                base = 8 + 5 * n_written
+                obs_out[env, agent, base + 0] = delta[0]
+                obs_out[env, agent, base + 1] = delta[1]
+                obs_out[env, agent, base + 2] = dv[0]
+                obs_out[env, agent, base + 3] = dv[1]
+                obs_out[env, agent, base + 4] = one
+                n_written += 1
+        for w in range(n_written, k_obs):
+            for c in range(5):
+                obs_out[env, agent, 8 + 5 * w + c] = zero
+        dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
+        if rewards != 0:
+            progress_out[env, agent] = prev_dist[env, agent] - dist
+            reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+            dist_out[env, agent] = dist
+            on_goal_out[env, agent] = dist < goal_radius
+            collisions_out[env, agent] = n_collisions
+        prev_dist[env, agent] = dist
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_finish(
+        progress: wp.array2d(dtype=scalar),
+        on_goal: wp.array2d(dtype=wp.bool),
+        nbr_count: wp.array2d(dtype=wp.int32),
+        nbr_total: wp.array2d(dtype=wp.int32),
+        shared_reward: int,
+        shaping_factor: scalar,
+        final_reward: scalar,
+        reward_out: wp.array2d(dtype=scalar),
+        terminated_out: wp.array(dtype=wp.bool),
+        overflow_out: wp.array(dtype=wp.bool),
+    ):
+        env = wp.tid()
+        n_agents = progress.shape[1]
+        all_on_goal = bool(True)
+        overflow = bool(False)
+        total = zero
+        for a in range(n_agents):
+            if not on_goal[env, a]:
+                all_on_goal = False
+            if nbr_total[env, a] > nbr_count[env, a]:
+                overflow = True
+            total += progress[env, a]
+        mean = total / scalar(n_agents)
+        bonus = zero
+        if all_on_goal:
+            bonus = final_reward
+        for a in range(n_agents):
+            own = progress[env, a]
+            if shared_reward != 0:
+                own = mean
+            reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
+        terminated_out[env] = all_on_goal
+        overflow_out[env] = overflow
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_reset(
+        env_mask: wp.array(dtype=wp.bool),
+        seed: wp.array(dtype=wp.int32),
+        episode: wp.array(dtype=wp.int32),
+        side: int,
+        world_size: scalar,
+        jitter: scalar,
+        obstacle_extent: scalar,
+        first_obstacle: int,
+        n_obstacles: int,
+        perm: wp.array2d(dtype=wp.int32),
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        goals_out: wp.array2d(dtype=vec2),
+        prev_dist_out: wp.array2d(dtype=scalar),
+        obstacle_shape_out: wp.array2d(dtype=wp.int32),
+        obstacle_center_out: wp.array2d(dtype=vec2),
+        obstacle_angle_out: wp.array2d(dtype=scalar),
+        obstacle_size_out: wp.array2d(dtype=vec2),
+    ):
+        env = wp.tid()
+        if not env_mask[env]:
+            return
+        n_agents = pos_out.shape[1]
+        n_cells = side * side
+        key = stream_key(seed[0], env, episode[env])
+        sp.init_permutation(perm, env, n_cells)
+        sp.draw_distinct(perm, env, 0, n_agents + n_obstacles, n_cells, key, DRAW_SPAWN_CELLS)
+        for a in range(n_agents):
+            spawn_point = sp.cell_point(perm[env, a], side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
+            pos_out[env, a] = spawn_point
+            theta_out[env, a] = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+            vel_out[env, a] = vec2(zero, zero)
+            speed_out[env, a] = zero
+            ang_vel_out[env, a] = zero
+        for o in range(n_obstacles):
+            draw = DRAW_OBSTACLE + 4 * o
+            u_shape = sp.uniform(key, draw)
+            u_a = sp.uniform(key, draw + 1)
+            u_b = sp.uniform(key, draw + 2)
+            u_angle = sp.uniform(key, draw + 3)
+            is_circle = bool(False)
+            if wp.static(obstacle_mode == 0):
+                is_circle = True
+            elif wp.static(obstacle_mode == 2):
+                is_circle = u_shape < scalar(0.5)
+            slot = first_obstacle + o
+            obstacle_center_out[env, slot] = sp.cell_point(perm[env, n_agents + o], side, world_size, zero, key, draw)
+            if is_circle:
+                obstacle_shape_out[env, slot] = circle
+                obstacle_size_out[env, slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
+                obstacle_angle_out[env, slot] = zero
+            else:
+                box_extent = obstacle_extent * sqrt_half
+                obstacle_shape_out[env, slot] = box
+                obstacle_size_out[env, slot] = vec2(box_extent * (scalar(0.5) + scalar(0.5) * u_a),
+                                                    box_extent * (scalar(0.5) + scalar(0.5) * u_b))
+                obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
+        # Goals: drop the obstacle cells from the pool, then a second uniform subset.
+        for i in range(n_agents, n_cells - n_obstacles):
+            perm[env, i] = perm[env, i + n_obstacles]
+        sp.draw_distinct(perm, env, 0, n_agents, n_cells - n_obstacles, key, DRAW_GOAL_CELLS)
+        for a in range(n_agents):
+            goal = sp.cell_point(perm[env, a], side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
+            goals_out[env, a] = goal
+            rel = goal - pos_out[env, a]
+            prev_dist_out[env, a] = wp.sqrt(wp.dot(rel, rel))
+
+    return SimpleNamespace(nav_observe=nav_observe, nav_finish=nav_finish, nav_reset=nav_reset)
+
+
+_OBSTACLE_MODES = {"circle": 0, "box": 1, "mixed": 2}
+
+
+def _kernels_for(sc):
+    return kernels(sc.env.stepper.scalar, sc.cfg.obs_neighbors, _OBSTACLE_MODES[sc.cfg.obstacle_shape])
+
+
+def launch_observe(sc, launcher: Launcher, env_mask, rewards: bool) -> None:
+    """Launch ``nav_observe`` (and ``nav_finish`` when ``rewards``) for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state, nb = world.state, world.neighbors
+    mask = env_mask if env_mask is not None else nb.no_mask
+    launcher.launch(
+        k.nav_observe, dim=(sc.n_envs, sc.n_agents),
+        inputs=[state.pos, state.vel, state.theta, world.model.params, sc._goals, nb.nbr, nb.count,
+                s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty), mask, int(env_mask is not None),
+                int(rewards)],
+        outputs=[env._obs, sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions],
+        device=env.device,
+    )
+    if rewards:
+        launcher.launch(
+            k.nav_finish, dim=sc.n_envs,
+            inputs=[sc._progress, sc._on_goal, nb.count, nb.total, int(c.shared_reward), s(c.shaping_factor),
+                    s(c.final_reward)],
+            outputs=[env._reward, env._terminated, sc._overflow],
+            device=env.device,
+        )
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch the masked ``nav_reset`` for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state, ob = world.state, world.model.obstacles
+    launcher.launch(
+        k.nav_reset, dim=sc.n_envs,
+        inputs=[env_mask, env._seed, env._episode, sc.side, s(c.world_size), s(sc.jitter), s(sc.obstacle_extent),
+                world.model.first_free_obstacle, c.n_obstacles, sc._perm],
+        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._goals, sc._prev_dist,
+                 ob.shape, ob.center, ob.angle, ob.size],
+        device=env.device,
+    )
