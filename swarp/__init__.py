@@ -2,7 +2,9 @@
 
 import warp as _wp
 
-_wp.config.quiet = True
+# Module-load chatter on every first launch drowns a training log; keep warnings and errors.
+if _wp.config.log_level == _wp.LOG_INFO:
+    _wp.config.log_level = _wp.LOG_WARNING
 
 from swarp.core.config import (  # noqa: E402
     AgentConfig,
@@ -14,11 +16,11 @@ from swarp.core.config import (  # noqa: E402
     WorldConfig,
 )
 from swarp.core.types import Model, State, TorchState  # noqa: E402
+from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
-from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
-from swarp.env.environment import Environment, make  # noqa: E402
+from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 
 __version__ = "0.1.0"
 

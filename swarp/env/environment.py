@@ -23,22 +23,6 @@ from swarp.physics.world import World
 from swarp.scenarios.base import FusedScenario, Scenario, get_scenario
 
 
-@wp.kernel(enable_backward=False)
-def _save_final_obs(done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=wp.float32),
-                    final_obs_out: wp.array3d(dtype=wp.float32)):
-    env, agent, k = wp.tid()
-    if done[env]:
-        final_obs_out[env, agent, k] = obs[env, agent, k]
-
-
-@wp.kernel(enable_backward=False)
-def _save_final_obs_f64(done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=wp.float64),
-                        final_obs_out: wp.array3d(dtype=wp.float64)):
-    env, agent, k = wp.tid()
-    if done[env]:
-        final_obs_out[env, agent, k] = obs[env, agent, k]
-
-
 class Environment:
     """A batch of ``n_envs`` copies of a scenario, stepped together on one device.
 
@@ -204,21 +188,34 @@ class Environment:
             scenario.launch_observe(launcher, env_mask=self._done, rewards=False)
 
     def _fused_reset(self, launcher: Launcher) -> None:
-        launcher.launch(episode.begin_episodes, dim=self.n_envs, inputs=[self._reset_mask],
-                        outputs=[self._step_count, self._episode], device=self.device)
+        launcher.launch(
+            episode.begin_episodes,
+            dim=self.n_envs,
+            inputs=[self._reset_mask],
+            outputs=[self._step_count, self._episode],
+            device=self.device,
+        )
         self.scenario.launch_reset(launcher, self._reset_mask)
         self.world.build_neighbors(self._reset_mask, launcher)
         self.scenario.launch_observe(launcher, env_mask=self._reset_mask, rewards=False)
 
     def _launch_advance(self, launcher: Launcher) -> None:
-        launcher.launch(episode.advance_episodes, dim=self.n_envs,
-                        inputs=[self.max_steps or 0, int(self.auto_reset), self._terminated],
-                        outputs=[self._step_count, self._episode, self._truncated, self._done], device=self.device)
+        launcher.launch(
+            episode.advance_episodes,
+            dim=self.n_envs,
+            inputs=[self.max_steps or 0, int(self.auto_reset), self._terminated],
+            outputs=[self._step_count, self._episode, self._truncated, self._done],
+            device=self.device,
+        )
 
     def _launch_save_final_obs(self, launcher: Launcher, mask: wp.array) -> None:
-        kernel = _save_final_obs if self.dtype == torch.float32 else _save_final_obs_f64
-        launcher.launch(kernel, dim=(self.n_envs, self.n_agents, self.obs_dim), inputs=[mask, self._obs],
-                        outputs=[self._final_obs], device=self.device)
+        launcher.launch(
+            episode.save_final_obs(self.stepper.scalar),
+            dim=self.n_envs,
+            inputs=[mask, self._obs],
+            outputs=[self._final_obs],
+            device=self.device,
+        )
 
     def _torch_step(self) -> None:
         sc = self.scenario
@@ -237,8 +234,13 @@ class Environment:
 
     def _torch_reset(self) -> None:
         with self.streams.scope():
-            EAGER.launch(episode.begin_episodes, dim=self.n_envs, inputs=[self._reset_mask],
-                         outputs=[self._step_count, self._episode], device=self.device)
+            EAGER.launch(
+                episode.begin_episodes,
+                dim=self.n_envs,
+                inputs=[self._reset_mask],
+                outputs=[self._step_count, self._episode],
+                device=self.device,
+            )
         self._torch_reset_envs(self.reset_mask, self._reset_mask)
 
     def _torch_reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
@@ -344,11 +346,18 @@ class Environment:
 
     def _snapshot_tensors(self) -> dict[str, torch.Tensor]:
         tensors = {f"state.{name}": getattr(self.state, name) for name in STATE_FIELDS}
-        tensors.update({
-            "env.seed": self.seed_tensor, "env.episode": self.episode, "env.step_count": self.step_count,
-            "env.obs": self.obs, "env.reward": self.reward, "env.terminated": self.terminated,
-            "env.truncated": self.truncated, "env.final_obs": self.final_obs,
-        })
+        tensors.update(
+            {
+                "env.seed": self.seed_tensor,
+                "env.episode": self.episode,
+                "env.step_count": self.step_count,
+                "env.obs": self.obs,
+                "env.reward": self.reward,
+                "env.terminated": self.terminated,
+                "env.truncated": self.truncated,
+                "env.final_obs": self.final_obs,
+            }
+        )
         tensors.update({f"obstacles.{k}": v for k, v in self.world.model.obstacle_tensors().items()})
         tensors.update({f"scenario.{k}": v for k, v in self.scenario.state_tensors().items()})
         tensors.update({f"info.{k}": v for k, v in self.info.items() if k != "final_obs"})
@@ -368,8 +377,9 @@ class Environment:
         for key, dst in tensors.items():
             src = snapshot[key]
             if src.shape != dst.shape or src.dtype != dst.dtype:
-                raise ValueError(f"snapshot[{key!r}] must be {dst.dtype} {list(dst.shape)}, "
-                                 f"got {src.dtype} {list(src.shape)}")
+                raise ValueError(
+                    f"snapshot[{key!r}] must be {dst.dtype} {list(dst.shape)}, got {src.dtype} {list(src.shape)}"
+                )
             dst.copy_(src)
         self.seed_value = None
         with self.streams.scope():
@@ -384,8 +394,9 @@ def _check_seed(seed: Any) -> None:
 _ENV_KWARGS = [p for p in inspect.signature(Environment.__init__).parameters if p not in ("self", "scenario")]
 
 
-def make(name: str, n_envs: int = 1, device: str | torch.device | None = None, seed: int = 0, **kwargs: Any
-         ) -> Environment:
+def make(
+    name: str, n_envs: int = 1, device: str | torch.device | None = None, seed: int = 0, **kwargs: Any
+) -> Environment:
     """Build an ``Environment`` for a registered scenario.
 
     Keywords that ``Environment`` takes (``auto_reset``, ``max_steps``, ``fused``, ``use_graph``,

@@ -1,5 +1,7 @@
 """Episode bookkeeping kernels shared by every scenario: step counters, time limits, resets."""
 
+import functools
+
 import warp as wp
 
 
@@ -28,10 +30,28 @@ def advance_episodes(
 
 
 @wp.kernel(enable_backward=False)
-def begin_episodes(env_mask: wp.array(dtype=wp.bool), step_count: wp.array(dtype=wp.int32),
-                   episode: wp.array(dtype=wp.int32)):
+def begin_episodes(
+    env_mask: wp.array(dtype=wp.bool), step_count: wp.array(dtype=wp.int32), episode: wp.array(dtype=wp.int32)
+):
     """Start a new episode in every env where ``env_mask`` is set (before its state is re-sampled)."""
     env = wp.tid()
     if env_mask[env]:
         episode[env] = episode[env] + 1
         step_count[env] = 0
+
+
+@functools.cache
+def save_final_obs(scalar: type):
+    """Kernel copying the observation rows of finished envs into ``final_obs`` (one thread per env)."""
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def save_final_obs_kernel(done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=scalar),
+                              final_obs_out: wp.array3d(dtype=scalar)):
+        # Most envs are not done and leave at once.
+        env = wp.tid()
+        if done[env]:
+            for agent in range(obs.shape[1]):
+                for k in range(obs.shape[2]):
+                    final_obs_out[env, agent, k] = obs[env, agent, k]
+
+    return save_final_obs_kernel

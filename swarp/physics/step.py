@@ -162,6 +162,9 @@ class Stepper:
         n_envs, n_agents = state_in.pos.shape
         per_env_params = int(m.params.shape[0] > 1)
         ob = m.obstacles
+        for what, rows in (("parameter", m.params.shape[0]), ("obstacle", ob.shape.shape[0])):
+            if rows not in (1, n_envs):
+                raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
         launcher.launch(
             contacts.kernels(s).contact_forces,
             dim=(n_envs, n_agents),

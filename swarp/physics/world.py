@@ -147,7 +147,13 @@ class World:
     def set_state(self, **fields: torch.Tensor) -> None:
         """Overwrite state fields from tensors (e.g. ``pos=[E, A, 2]``) and rebuild the neighbors."""
         for name, value in fields.items():
+            if name not in self.state.torch._fields:
+                raise ValueError(f"unknown state field {name!r}; fields: {list(self.state.torch._fields)}")
             view = getattr(self.state.torch, name)
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+            if value.dtype != view.dtype:
+                raise TypeError(f"{name} must have dtype {view.dtype}, got {value.dtype}")
             if tuple(value.shape) != tuple(view.shape):
                 raise ValueError(f"{name} must have shape {list(view.shape)}, got {list(value.shape)}")
             view.copy_(value)

@@ -68,9 +68,7 @@ class Scenario:
         fields = {f.name for f in dataclasses.fields(self.Config)}
         unknown = sorted(set(options) - fields)
         if unknown:
-            raise TypeError(
-                f"unknown option(s) {unknown} for scenario {self.name!r}; valid options: {sorted(fields)}"
-            )
+            raise TypeError(f"unknown option(s) {unknown} for scenario {self.name!r}; valid options: {sorted(fields)}")
         self.cfg = self.Config(**options)
         self.env: Environment | None = None
 

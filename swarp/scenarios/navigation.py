@@ -112,11 +112,15 @@ class NavigationConfig:
 
         def check_pos(name, allow_zero=False):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-                value < 0 or (value == 0 and not allow_zero)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or (value < 0 or (value == 0 and not allow_zero))
             ):
-                raise ValueError(f"navigation option {name} must be a finite number {'>=' if allow_zero else '>'} 0, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"navigation option {name} must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}"
+                )
 
         check_int("n_agents", 1, 2000)
         check_int("n_obstacles", 0, 2000)
@@ -135,11 +139,14 @@ class NavigationConfig:
         _coerce_enum(DynamicsModel, self.model, "navigation option model")
         _coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
         if self.obstacle_shape not in ("circle", "box", "mixed"):
-            raise ValueError(f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', "
-                             f"got {self.obstacle_shape!r}")
+            raise ValueError(
+                f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', got {self.obstacle_shape!r}"
+            )
         if self.max_neighbors < self.obs_neighbors:
-            raise ValueError(f"navigation option max_neighbors ({self.max_neighbors}) must be >= obs_neighbors "
-                             f"({self.obs_neighbors})")
+            raise ValueError(
+                f"navigation option max_neighbors ({self.max_neighbors}) must be >= obs_neighbors "
+                f"({self.obs_neighbors})"
+            )
 
 
 class NavigationScenario(FusedScenario):
@@ -162,8 +169,14 @@ class NavigationScenario(FusedScenario):
             max_neighbors=c.max_neighbors,
             neighbor_radius=max(c.obs_range, 3.0 * c.agent_radius),
         )
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps,
-                         max_steps=c.max_steps, n_obstacle_slots=c.n_obstacles)
+        return WorldSpec(
+            agents=(agent,) * c.n_agents,
+            world=world,
+            dt=c.dt,
+            substeps=c.substeps,
+            max_steps=c.max_steps,
+            n_obstacle_slots=c.n_obstacles,
+        )
 
     @property
     def obs_dim(self) -> int:
@@ -202,23 +215,25 @@ class NavigationScenario(FusedScenario):
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        c, E, A, O = self.cfg, self.n_envs, self.n_agents, self.cfg.n_obstacles
+        c, E, A, n_obs = self.cfg, self.n_envs, self.n_agents, self.cfg.n_obstacles
         dtype, dev = self.dtype, self.goals.device
         n_cells = self.side * self.side
         key = self.env.rng_keys().view(E, 1)
         perm = init_permutation_torch(E, n_cells, dev)
-        draw_distinct_torch(perm, 0, A + O, n_cells, key.view(E), DRAW_SPAWN_CELLS)
+        draw_distinct_torch(perm, 0, A + n_obs, n_cells, key.view(E), DRAW_SPAWN_CELLS)
         agents = torch.arange(A, device=dev).view(1, A)
-        spawn = cell_point_torch(perm[:, :A], self.side, c.world_size, self.jitter, key,
-                                 DRAW_SPAWN_JITTER + 2 * agents, dtype)
+        spawn = cell_point_torch(
+            perm[:, :A], self.side, c.world_size, self.jitter, key, DRAW_SPAWN_JITTER + 2 * agents, dtype
+        )
         heading = (uniform_torch(key, DRAW_HEADING + agents, dtype) * 2.0 - 1.0) * math.pi
-        if O:
-            self._reset_obstacles_torch(env_mask, perm[:, A:A + O], key)
+        if n_obs:
+            self._reset_obstacles_torch(env_mask, perm[:, A : A + n_obs], key)
         # Goals: a second uniform subset from every cell that holds no obstacle.
-        perm = torch.cat([perm[:, :A], perm[:, A + O:]], dim=1)
-        draw_distinct_torch(perm, 0, A, n_cells - O, key.view(E), DRAW_GOAL_CELLS)
-        goals = cell_point_torch(perm[:, :A], self.side, c.world_size, self.jitter, key,
-                                 DRAW_GOAL_JITTER + 2 * agents, dtype)
+        perm = torch.cat([perm[:, :A], perm[:, A + n_obs :]], dim=1)
+        draw_distinct_torch(perm, 0, A, n_cells - n_obs, key.view(E), DRAW_GOAL_CELLS)
+        goals = cell_point_torch(
+            perm[:, :A], self.side, c.world_size, self.jitter, key, DRAW_GOAL_JITTER + 2 * agents, dtype
+        )
         m2 = env_mask.view(E, 1)
         m3 = env_mask.view(E, 1, 1)
         state = self.env.state
@@ -233,8 +248,8 @@ class NavigationScenario(FusedScenario):
 
     def _reset_obstacles_torch(self, env_mask: torch.Tensor, cells: torch.Tensor, key: torch.Tensor) -> None:
         c, dtype = self.cfg, self.dtype
-        O = c.n_obstacles
-        slots = torch.arange(O, device=cells.device).view(1, O)
+        n_obs = c.n_obstacles
+        slots = torch.arange(n_obs, device=cells.device).view(1, n_obs)
         draw = DRAW_OBSTACLE + 4 * slots
         u_shape = uniform_torch(key, draw, dtype)
         u_a = uniform_torch(key, draw + 1, dtype)
@@ -256,7 +271,7 @@ class NavigationScenario(FusedScenario):
         first = self.world.model.first_free_obstacle
         m2 = env_mask.view(-1, 1)
         m3 = env_mask.view(-1, 1, 1)
-        view = slice(first, first + O)
+        view = slice(first, first + n_obs)
         obstacles["shape"][:, view] = torch.where(m2, shape, obstacles["shape"][:, view])
         obstacles["center"][:, view] = torch.where(m3, center, obstacles["center"][:, view])
         obstacles["angle"][:, view] = torch.where(m2, angle, obstacles["angle"][:, view])
@@ -271,8 +286,13 @@ class NavigationScenario(FusedScenario):
     def observations(self) -> torch.Tensor:
         c, E, A = self.cfg, self.n_envs, self.n_agents
         state = self.env.state
-        parts = [state.pos, state.vel, torch.cos(state.theta).unsqueeze(-1), torch.sin(state.theta).unsqueeze(-1),
-                 self.goals - state.pos]
+        parts = [
+            state.pos,
+            state.vel,
+            torch.cos(state.theta).unsqueeze(-1),
+            torch.sin(state.theta).unsqueeze(-1),
+            self.goals - state.pos,
+        ]
         k = c.obs_neighbors
         if k:
             delta, d2 = self._pairwise()
@@ -283,8 +303,9 @@ class NavigationScenario(FusedScenario):
             order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
             valid = torch.gather(in_range, 2, order)
             rel_pos = torch.gather(delta, 2, order.unsqueeze(-1).expand(-1, -1, -1, 2))
-            rel_vel = torch.gather(state.vel.unsqueeze(1).expand(E, A, A, 2), 2,
-                                   order.unsqueeze(-1).expand(-1, -1, -1, 2)) - state.vel.unsqueeze(2)
+            rel_vel = torch.gather(
+                state.vel.unsqueeze(1).expand(E, A, A, 2), 2, order.unsqueeze(-1).expand(-1, -1, -1, 2)
+            ) - state.vel.unsqueeze(2)
             feats = torch.cat([rel_pos, rel_vel, torch.ones_like(rel_pos[..., :1])], -1) * valid.unsqueeze(-1)
             if feats.shape[2] < k:
                 feats = torch.nn.functional.pad(feats, (0, 0, 0, k - feats.shape[2]))

@@ -215,8 +215,9 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
             else:
                 box_extent = obstacle_extent * sqrt_half
                 obstacle_shape_out[env, slot] = box
-                obstacle_size_out[env, slot] = vec2(box_extent * (scalar(0.5) + scalar(0.5) * u_a),
-                                                    box_extent * (scalar(0.5) + scalar(0.5) * u_b))
+                obstacle_size_out[env, slot] = vec2(
+                    box_extent * (scalar(0.5) + scalar(0.5) * u_a), box_extent * (scalar(0.5) + scalar(0.5) * u_b)
+                )
                 obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
         # Goals: drop the obstacle cells from the pool, then a second uniform subset.
         for i in range(n_agents, n_cells - n_obstacles):
@@ -246,18 +247,39 @@ def launch_observe(sc, launcher: Launcher, env_mask, rewards: bool) -> None:
     state, nb = world.state, world.neighbors
     mask = env_mask if env_mask is not None else nb.no_mask
     launcher.launch(
-        k.nav_observe, dim=(sc.n_envs, sc.n_agents),
-        inputs=[state.pos, state.vel, state.theta, world.model.params, sc._goals, nb.nbr, nb.count,
-                s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty), mask, int(env_mask is not None),
-                int(rewards)],
+        k.nav_observe,
+        dim=(sc.n_envs, sc.n_agents),
+        inputs=[
+            state.pos,
+            state.vel,
+            state.theta,
+            world.model.params,
+            sc._goals,
+            nb.nbr,
+            nb.count,
+            s(c.obs_range),
+            s(sc.goal_radius),
+            s(c.collision_penalty),
+            mask,
+            int(env_mask is not None),
+            int(rewards),
+        ],
         outputs=[env._obs, sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions],
         device=env.device,
     )
     if rewards:
         launcher.launch(
-            k.nav_finish, dim=sc.n_envs,
-            inputs=[sc._progress, sc._on_goal, nb.count, nb.total, int(c.shared_reward), s(c.shaping_factor),
-                    s(c.final_reward)],
+            k.nav_finish,
+            dim=sc.n_envs,
+            inputs=[
+                sc._progress,
+                sc._on_goal,
+                nb.count,
+                nb.total,
+                int(c.shared_reward),
+                s(c.shaping_factor),
+                s(c.final_reward),
+            ],
             outputs=[env._reward, env._terminated, sc._overflow],
             device=env.device,
         )
@@ -270,10 +292,32 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     s = env.stepper.scalar
     state, ob = world.state, world.model.obstacles
     launcher.launch(
-        k.nav_reset, dim=sc.n_envs,
-        inputs=[env_mask, env._seed, env._episode, sc.side, s(c.world_size), s(sc.jitter), s(sc.obstacle_extent),
-                world.model.first_free_obstacle, c.n_obstacles, sc._perm],
-        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._goals, sc._prev_dist,
-                 ob.shape, ob.center, ob.angle, ob.size],
+        k.nav_reset,
+        dim=sc.n_envs,
+        inputs=[
+            env_mask,
+            env._seed,
+            env._episode,
+            sc.side,
+            s(c.world_size),
+            s(sc.jitter),
+            s(sc.obstacle_extent),
+            world.model.first_free_obstacle,
+            c.n_obstacles,
+            sc._perm,
+        ],
+        outputs=[
+            state.pos,
+            state.theta,
+            state.vel,
+            state.speed,
+            state.ang_vel,
+            sc._goals,
+            sc._prev_dist,
+            ob.shape,
+            ob.center,
+            ob.angle,
+            ob.size,
+        ],
         device=env.device,
     )

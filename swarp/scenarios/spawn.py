@@ -66,8 +66,9 @@ def funcs(scalar: type) -> SimpleNamespace:
             perm[env, c] = c
 
     @wp.func
-    def draw_distinct(perm: wp.array2d(dtype=wp.int32), env: int, first: int, count: int, pool: int,
-                      key: wp.uint32, draw_base: int):
+    def draw_distinct(
+        perm: wp.array2d(dtype=wp.int32), env: int, first: int, count: int, pool: int, key: wp.uint32, draw_base: int
+    ):
         """Partial Fisher-Yates: make ``perm[env, first:first+count]`` a uniform random ordered subset of
         ``perm[env, first:pool]``, using draws ``draw_base + i``."""
         for i in range(first, first + count):
@@ -88,8 +89,9 @@ def funcs(scalar: type) -> SimpleNamespace:
         uy = uniform(key, draw + 1) * two - one
         return vec2(-world_size + (cx + half) * width + ux * jitter, -world_size + (cy + half) * width + uy * jitter)
 
-    return SimpleNamespace(uniform=uniform, init_permutation=init_permutation, draw_distinct=draw_distinct,
-                           cell_point=cell_point)
+    return SimpleNamespace(
+        uniform=uniform, init_permutation=init_permutation, draw_distinct=draw_distinct, cell_point=cell_point
+    )
 
 
 # --- torch twins ------------------------------------------------------------------------------
@@ -105,8 +107,9 @@ def init_permutation_torch(n_envs: int, n_cells: int, device) -> torch.Tensor:
     return torch.arange(n_cells, device=device).expand(n_envs, n_cells).clone()
 
 
-def draw_distinct_torch(perm: torch.Tensor, first: int, count: int, pool: int, key: torch.Tensor,
-                        draw_base: int) -> None:
+def draw_distinct_torch(
+    perm: torch.Tensor, first: int, count: int, pool: int, key: torch.Tensor, draw_base: int
+) -> None:
     """Torch twin of ``draw_distinct`` on [E, C] ``perm`` in place; ``key`` is [E] int64."""
     rows = torch.arange(perm.shape[0], device=perm.device)
     for i in range(first, first + count):
@@ -116,8 +119,15 @@ def draw_distinct_torch(perm: torch.Tensor, first: int, count: int, pool: int, k
         perm[rows, j] = a
 
 
-def cell_point_torch(cell: torch.Tensor, side: int, world_size: float, jitter: float, key: torch.Tensor,
-                     draw: torch.Tensor | int, dtype: torch.dtype) -> torch.Tensor:
+def cell_point_torch(
+    cell: torch.Tensor,
+    side: int,
+    world_size: float,
+    jitter: float,
+    key: torch.Tensor,
+    draw: torch.Tensor | int,
+    dtype: torch.dtype,
+) -> torch.Tensor:
     """Torch twin of ``cell_point``: cells [...] int64 -> points [..., 2]."""
     world_size_t = torch.tensor(world_size, dtype=dtype, device=cell.device)
     width = 2.0 * world_size_t / torch.tensor(float(side), dtype=dtype, device=cell.device)

@@ -1,0 +1,103 @@
+"""Environment throughput over a grid of (n_envs, n_agents): env-steps/s and agent-steps/s.
+
+    python -m swarp.benchmark.throughput                     # the default grid on CPU or CUDA
+    python -m swarp.benchmark.throughput --envs 16384 --agents 16 --use-graph auto false
+    python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
+
+Each cell times ``env.step(actions)`` on navigation with neighbor observations and the given
+flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
+median over repetitions. With ``--auto-reset`` (default) episode clocks start desynchronised so a
+realistic share of envs (about 1/max_steps) resets each step; ``--reset-cost`` also runs the worst
+case where every env resets every step. Set ``SWARP_LAUNCH_MODE=eager`` for the no-replay A/B.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+import warp as wp
+
+import swarp
+from swarp.benchmark.common import print_table, synchronize, time_wall
+
+
+def _flag(value: str):
+    return {"auto": "auto", "true": True, "false": False}[value.lower()]
+
+
+def make_env(n_envs: int, n_agents: int, device: str, use_graph, fused, auto_reset: bool, max_steps: int,
+             seed: int = 0) -> swarp.Environment:
+    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share)."""
+    env = swarp.make("navigation", n_envs=n_envs, device=device, seed=seed, n_agents=n_agents,
+                     auto_reset=auto_reset, max_steps=max_steps, use_graph=use_graph, fused=fused)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))
+    return env
+
+
+def bench(env: swarp.Environment, n_iters: int, repeats: int) -> float:
+    """Seconds per ``env.step`` (median of ``repeats``), after two warm-up steps."""
+    low, high = env.action_bounds
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
+    actions = low + (high - low) * u
+    with torch.no_grad():
+        env.step(actions)
+        env.step(actions)
+        synchronize(env.device)
+        return time_wall(lambda: env.step(actions), env.device, n_iters, repeats)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if available)")
+    parser.add_argument("--envs", type=int, nargs="+", default=None)
+    parser.add_argument("--agents", type=int, nargs="+", default=None)
+    parser.add_argument("--use-graph", type=_flag, nargs="+", default=["auto"], help="auto/true/false values")
+    parser.add_argument("--fused", type=_flag, default="auto")
+    parser.add_argument("--no-auto-reset", action="store_true", help="time without auto_reset")
+    parser.add_argument("--reset-cost", action="store_true", help="auto_reset off vs realistic vs worst case")
+    parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--iters", type=int, default=None)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    device = args.device or ("cuda:0" if wp.is_cuda_available() else "cpu")
+    cuda = device.startswith("cuda")
+    envs = args.envs or ([1024, 4096, 16384, 65536, 262144] if cuda else [64, 256, 1024, 4096])
+    agents = args.agents or [3, 4, 16, 64]
+    iters = args.iters or (500 if cuda else 50)
+    print(f"device={device} launch_mode={os.environ.get('SWARP_LAUNCH_MODE', 'replay')} torch={torch.__version__} "
+          f"warp={wp.__version__}", flush=True)
+    rows = []
+    for n_envs in envs:
+        for n_agents in agents:
+            if n_envs * n_agents > 2**24:
+                continue
+            if args.reset_cost:
+                cases = [("off", False, args.max_steps), ("realistic", True, args.max_steps), ("worst", True, 1)]
+                base = None
+                for label, auto, max_steps in cases:
+                    env = make_env(n_envs, n_agents, device, args.use_graph[0], args.fused, auto, max_steps)
+                    sec = bench(env, iters, args.repeats)
+                    base = base or sec
+                    rows.append([n_envs, n_agents, label, env.execution_mode, sec * 1e6, n_envs / sec, sec / base])
+                    del env
+                continue
+            for use_graph in args.use_graph:
+                env = make_env(n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset,
+                               args.max_steps)
+                sec = bench(env, iters, args.repeats)
+                rows.append([n_envs, n_agents, env.execution_mode, sec * 1e6, n_envs / sec, n_envs * n_agents / sec])
+                del env
+            print(f"  done {n_envs}x{n_agents}", flush=True)
+    print()
+    if args.reset_cost:
+        print_table(["n_envs", "n_agents", "auto_reset", "mode", "us/step", "env-steps/s", "vs off"], rows)
+    else:
+        print_table(["n_envs", "n_agents", "mode", "us/step", "env-steps/s", "agent-steps/s"], rows)
+
+
+if __name__ == "__main__":
+    main()

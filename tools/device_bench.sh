@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The GPU benchmark batch recorded in docs/benchmarks.md. Run from the repo root on a CUDA machine
+# with swarp importable; logs go to ${OUT:-.}/bench_*.log.
+set -uo pipefail
+out=${OUT:-.}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/bench_gpu.log"
+python3 -m swarp.benchmark.physics --device cuda:0 --envs 1024 16384 65536 --agents 4 16 64 2>&1 | tee "$out/bench_physics.log"
+python3 -m swarp.benchmark.physics --breakdown --envs 16384 65536 --agents 4 16 64 2>&1 | tee -a "$out/bench_physics.log"
+python3 -m swarp.benchmark.throughput "$@" 2>&1 | tee "$out/bench_throughput.log"
+python3 -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 2>&1 | tee "$out/bench_reset.log"
+python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee "$out/bench_replay.log"
+SWARP_LAUNCH_MODE=eager python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee -a "$out/bench_replay.log"
