@@ -33,8 +33,16 @@ def random_actions(env: swarp.Environment, gen: torch.Generator) -> torch.Tensor
 
 
 def run(policy: str, args, device: str) -> dict:
-    env = swarp.make("navigation", n_envs=args.n_envs, device=device, seed=args.seed, n_agents=args.n_agents,
-                     n_obstacles=args.n_obstacles, auto_reset=True, max_steps=args.max_steps)
+    env = swarp.make(
+        "navigation",
+        n_envs=args.n_envs,
+        device=device,
+        seed=args.seed,
+        n_agents=args.n_agents,
+        n_obstacles=args.n_obstacles,
+        auto_reset=True,
+        max_steps=args.max_steps,
+    )
     gen = torch.Generator(device=env.torch_device).manual_seed(args.seed)
     episodes = torch.zeros((), dtype=torch.int64, device=env.torch_device)
     successes = torch.zeros_like(episodes)
@@ -75,8 +83,10 @@ def main(argv=None) -> None:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.n_envs is None:
         args.n_envs = 4096 if device.startswith("cuda") else 256
-    print(f"swarp {swarp.__version__}: navigation, {args.n_envs} envs x {args.n_agents} agents, "
-          f"{args.n_obstacles} obstacles, {args.steps} steps on {device}")
+    print(
+        f"swarp {swarp.__version__}: navigation, {args.n_envs} envs x {args.n_agents} agents, "
+        f"{args.n_obstacles} obstacles, {args.steps} steps on {device}"
+    )
     for policy in ("greedy", "random"):
         result = run(policy, args, device)
         print("  " + ", ".join(f"{k}: {v:,.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in result.items()))

@@ -27,11 +27,21 @@ def _flag(value: str):
     return {"auto": "auto", "true": True, "false": False}[value.lower()]
 
 
-def make_env(n_envs: int, n_agents: int, device: str, use_graph, fused, auto_reset: bool, max_steps: int,
-             seed: int = 0) -> swarp.Environment:
+def make_env(
+    n_envs: int, n_agents: int, device: str, use_graph, fused, auto_reset: bool, max_steps: int, seed: int = 0
+) -> swarp.Environment:
     """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share)."""
-    env = swarp.make("navigation", n_envs=n_envs, device=device, seed=seed, n_agents=n_agents,
-                     auto_reset=auto_reset, max_steps=max_steps, use_graph=use_graph, fused=fused)
+    env = swarp.make(
+        "navigation",
+        n_envs=n_envs,
+        device=device,
+        seed=seed,
+        n_agents=n_agents,
+        auto_reset=auto_reset,
+        max_steps=max_steps,
+        use_graph=use_graph,
+        fused=fused,
+    )
     gen = torch.Generator(device="cpu").manual_seed(seed)
     env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))
     return env
@@ -68,8 +78,11 @@ def main(argv=None) -> None:
     envs = args.envs or ([1024, 4096, 16384, 65536, 262144] if cuda else [64, 256, 1024, 4096])
     agents = args.agents or [3, 4, 16, 64]
     iters = args.iters or (500 if cuda else 50)
-    print(f"device={device} launch_mode={os.environ.get('SWARP_LAUNCH_MODE', 'replay')} torch={torch.__version__} "
-          f"warp={wp.__version__}", flush=True)
+    print(
+        f"device={device} launch_mode={os.environ.get('SWARP_LAUNCH_MODE', 'replay')} torch={torch.__version__} "
+        f"warp={wp.__version__}",
+        flush=True,
+    )
     rows = []
     for n_envs in envs:
         for n_agents in agents:
@@ -86,8 +99,7 @@ def main(argv=None) -> None:
                     del env
                 continue
             for use_graph in args.use_graph:
-                env = make_env(n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset,
-                               args.max_steps)
+                env = make_env(n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps)
                 sec = bench(env, iters, args.repeats)
                 rows.append([n_envs, n_agents, env.execution_mode, sec * 1e6, n_envs / sec, n_envs * n_agents / sec])
                 del env

@@ -162,11 +162,15 @@ class Model:
         kinds: ``wp.array(int32)`` [A] ``DynamicsModel`` code per agent.
         ctrl_modes: ``wp.array(int32)`` [A] ``ControlMode`` code per agent.
         obstacles: ``ObstacleArrays`` of the world's static obstacles (leading dim 1).
-        neighbor_radius: Radius [m] of the neighbor lists.
+        contact_radius: Distance [m] within which a contact can begin during one step of ``dt``:
+            ``2 * max_radius + 2 * max_speed * dt``.
+        neighbor_radius: Radius [m] of the neighbor lists (default: ``contact_radius``).
+        near_radius: The prefix of each (distance-sorted) list within this radius [m] is what the
+            contact kernel scans: ``min(contact_radius, neighbor_radius)``.
         max_radius: Largest agent radius [m].
     """
 
-    def __init__(self, agents: list[AgentConfig], world: WorldConfig, scalar: type, device: str):
+    def __init__(self, agents: list[AgentConfig], world: WorldConfig, scalar: type, device: str, dt: float = 0.1):
         self.agents = tuple(agents)
         self.world = world
         self.n_agents = len(agents)
@@ -180,8 +184,12 @@ class Model:
             np.array([int(cfg.ctrl_mode) for cfg in agents], np.int32), dtype=wp.int32, device=device
         )
         self.max_radius = max(cfg.radius for cfg in agents)
+        # Contacts can only start between agents that are closer than twice the largest radius plus
+        # the largest relative displacement within one step: that is the contact-candidate radius.
+        max_speed = max(cfg.max_speed for cfg in agents)
+        self.contact_radius = 2.0 * self.max_radius + 2.0 * max_speed * dt
         if world.neighbor_radius is None:
-            self.neighbor_radius = 3.0 * self.max_radius
+            self.neighbor_radius = self.contact_radius
         else:
             self.neighbor_radius = float(world.neighbor_radius)
             if world.collisions and self.neighbor_radius < 2.0 * self.max_radius:
@@ -189,6 +197,7 @@ class Model:
                     f"WorldConfig.neighbor_radius={self.neighbor_radius} is smaller than twice the largest "
                     f"agent radius ({2.0 * self.max_radius}); contacts would be missed"
                 )
+        self.near_radius = min(self.contact_radius, self.neighbor_radius)
         self.first_free_obstacle = len(world.obstacles)
         self.obstacles = allocate_obstacles(1, len(world.obstacles), scalar, device)
         if world.obstacles:

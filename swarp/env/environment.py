@@ -369,18 +369,24 @@ class Environment:
 
     def set_state(self, snapshot: dict[str, torch.Tensor]) -> None:
         """Restore a ``get_state`` snapshot in place (buffers keep their addresses: graphs stay valid)."""
+        if not isinstance(snapshot, dict):
+            raise TypeError(f"snapshot must be a dict from get_state(), got {type(snapshot).__name__}")
         tensors = self._snapshot_tensors()
         missing = sorted(set(tensors) - set(snapshot))
         extra = sorted(set(snapshot) - set(tensors))
         if missing or extra:
             raise ValueError(f"snapshot does not match this environment: missing {missing}, unexpected {extra}")
+        # Validate every entry before copying any, so a rejected snapshot leaves the env untouched.
         for key, dst in tensors.items():
             src = snapshot[key]
+            if not isinstance(src, torch.Tensor):
+                raise TypeError(f"snapshot[{key!r}] must be a torch.Tensor, got {type(src).__name__}")
             if src.shape != dst.shape or src.dtype != dst.dtype:
                 raise ValueError(
                     f"snapshot[{key!r}] must be {dst.dtype} {list(dst.shape)}, got {src.dtype} {list(src.shape)}"
                 )
-            dst.copy_(src)
+        for key, dst in tensors.items():
+            dst.copy_(snapshot[key])
         self.seed_value = None
         with self.streams.scope():
             self.world.build_neighbors()

@@ -45,8 +45,9 @@ def save_final_obs(scalar: type):
     """Kernel copying the observation rows of finished envs into ``final_obs`` (one thread per env)."""
 
     @wp.kernel(enable_backward=False, module="unique")
-    def save_final_obs_kernel(done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=scalar),
-                              final_obs_out: wp.array3d(dtype=scalar)):
+    def save_final_obs_kernel(
+        done: wp.array(dtype=wp.bool), obs: wp.array3d(dtype=scalar), final_obs_out: wp.array3d(dtype=scalar)
+    ):
         # Most envs are not done and leave at once.
         env = wp.tid()
         if done[env]:

@@ -159,7 +159,7 @@ def kernels(scalar: type) -> SimpleNamespace:
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
         nbr: wp.array3d(dtype=wp.int32),
-        nbr_count: wp.array2d(dtype=wp.int32),
+        nbr_near: wp.array2d(dtype=wp.int32),
         # output
         forces_out: wp.array2d(dtype=vec2),
     ):
@@ -170,7 +170,7 @@ def kernels(scalar: type) -> SimpleNamespace:
         r = params[pe, agent, _RADIUS]
         force = vec2(zero, zero)
         if agent_collisions != 0:
-            for k in range(nbr_count[env, agent]):
+            for k in range(nbr_near[env, agent]):
                 j = nbr[env, k, agent]
                 force += f.pair_force(
                     p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping

@@ -71,6 +71,7 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
         def query(
             pos: wp.array2d(dtype=vec2),
             radius: scalar,
+            near_radius: scalar,
             n_buckets: int,
             bucket_start: wp.array(dtype=wp.int32),
             bucket_count: wp.array(dtype=wp.int32),
@@ -80,6 +81,7 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
             use_mask: int,
             nbr_out: wp.array3d(dtype=wp.int32),
             count_out: wp.array2d(dtype=wp.int32),
+            near_out: wp.array2d(dtype=wp.int32),
             total_out: wp.array2d(dtype=wp.int32),
             overflow_out: wp.array(dtype=wp.int32),
         ):
@@ -139,9 +141,14 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
                     best_d2[slot] = d2
                     best_j[slot] = j
             # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
+            near2 = near_radius * near_radius
+            n_near = int(0)
             for k in range(n_kept):
                 nbr_out[env, k, agent] = best_j[k]
+                if best_d2[k] <= near2:
+                    n_near = k + 1
             count_out[env, agent] = n_kept
+            near_out[env, agent] = n_near
             total_out[env, agent] = n_total
             if n_total > n_kept:
                 overflow_out[0] = 1
@@ -204,6 +211,7 @@ class NeighborBuffers:
             first; entries at ``k >= count`` are stale. Stored K-major so that the k-th neighbors
             of consecutive agents are adjacent in memory (coalesced writes and reads on the GPU).
         count: ``wp.array2d(int32)`` [E, A] entries kept (<= K).
+        near: ``wp.array2d(int32)`` [E, A] length of the list prefix within the near (contact) radius.
         total: ``wp.array2d(int32)`` [E, A] agents actually in range (> count means truncated).
         overflow: ``wp.array(int32)`` [1] sticky flag, 1 once any list was truncated.
     """
@@ -214,6 +222,7 @@ class NeighborBuffers:
         self.max_neighbors = max_neighbors
         self.nbr = wp.full((n_envs, max_neighbors, n_agents), -1, dtype=wp.int32, device=device)
         self.count = wp.zeros(shape, dtype=wp.int32, device=device)
+        self.near = wp.zeros(shape, dtype=wp.int32, device=device)
         self.total = wp.zeros(shape, dtype=wp.int32, device=device)
         self.overflow = wp.zeros(1, dtype=wp.int32, device=device)
         self.n_buckets = bucket_count(n_agents)
@@ -232,6 +241,7 @@ class NeighborBuffers:
 def build_neighbors(
     pos: wp.array,
     radius: float,
+    near_radius: float,
     method: str,
     out: NeighborBuffers,
     env_mask: Optional[wp.array] = None,
@@ -242,6 +252,7 @@ def build_neighbors(
     Args:
         pos: ``wp.array2d(vec2)`` [E, A] positions [m].
         radius: Neighbor radius [m].
+        near_radius: Radius [m] of the contact-candidate prefix counted in ``out.near``.
         method: ``"brute"`` or ``"grid"`` (``"auto"`` is resolved by the caller).
         out: Buffers written in place; ``out.overflow`` is only ever raised, never cleared.
         env_mask: Optional [E] bool device array; unmasked envs keep their previous lists. The grid
@@ -255,12 +266,12 @@ def build_neighbors(
     use_mask = 0 if env_mask is None else 1
     nb = out.n_buckets
     grid_args = [nb, out.bucket_start, out.bucket_count, out.agent_cell, out.sorted_agents, mask, use_mask]
-    outputs = [out.nbr, out.count, out.total, out.overflow]
+    outputs = [out.nbr, out.count, out.near, out.total, out.overflow]
     if method == "brute":
         launcher.launch(
             k.brute_neighbors,
             dim=(n_envs, n_agents),
-            inputs=[pos, scalar(radius), *grid_args],
+            inputs=[pos, scalar(radius), scalar(near_radius), *grid_args],
             outputs=outputs,
             device=pos.device,
         )
@@ -292,7 +303,7 @@ def build_neighbors(
     launcher.launch(
         k.grid_neighbors,
         dim=(n_envs, n_agents),
-        inputs=[pos, scalar(radius), *grid_args],
+        inputs=[pos, scalar(radius), scalar(near_radius), *grid_args],
         outputs=outputs,
         device=pos.device,
     )

@@ -68,7 +68,7 @@ class Stepper:
         self.torch_device = torch.device(wp.device_to_torch(self.device))
         self.dt = float(dt)
         self.substeps = substeps
-        self.model = Model(agents, world, self.scalar, self.device)
+        self.model = Model(agents, world, self.scalar, self.device, dt=self.dt)
         self.world = world
         method = world.neighbor_method
         if method == "auto":
@@ -140,7 +140,9 @@ class Stepper:
         self, pos: wp.array, out: NeighborBuffers, env_mask: wp.array | None = None, launcher: Launcher = EAGER
     ) -> None:
         """Rebuild neighbor lists from ``pos`` [E, A] (see ``physics.neighbors.build_neighbors``)."""
-        build_neighbors(pos, self.model.neighbor_radius, self.neighbor_method, out, env_mask, launcher)
+        build_neighbors(
+            pos, self.model.neighbor_radius, self.model.near_radius, self.neighbor_method, out, env_mask, launcher
+        )
 
     def substep(
         self,
@@ -185,7 +187,7 @@ class Stepper:
                 state_in.pos,
                 state_in.vel,
                 neighbors.nbr,
-                neighbors.count,
+                neighbors.near,
             ],
             outputs=[forces],
             device=self.device,

@@ -58,6 +58,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         goals: wp.array2d(dtype=vec2),
         nbr: wp.array3d(dtype=wp.int32),
         nbr_count: wp.array2d(dtype=wp.int32),
+        nbr_near: wp.array2d(dtype=wp.int32),
         obs_range: scalar,
         goal_radius: scalar,
         collision_penalty: scalar,
@@ -91,11 +92,18 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         r = params[0, agent, _RADIUS]
         n_written = int(0)
         n_collisions = int(0)
-        # The list is sorted nearest first, so the in-range entries are a prefix of it.
+        n_near = nbr_near[env, agent]
+        beyond_range = bool(False)
+        # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
+        # at most k) and so are possible collisions (the near prefix). Stop when both are done.
         for s in range(nbr_count[env, agent]):
+            if s >= n_near and (beyond_range or n_written >= k_obs):
+                break
             j = nbr[env, s, agent]
             delta = pos[env, j] - p
             d2 = wp.dot(delta, delta)
+            if d2 > range2:
+                beyond_range = True
             reach = r + params[0, j, _RADIUS]
             if d2 < reach * reach:
                 n_collisions += 1
@@ -257,6 +265,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, rewards: bool) -> None:
             sc._goals,
             nb.nbr,
             nb.count,
+            nb.near,
             s(c.obs_range),
             s(sc.goal_radius),
             s(c.collision_penalty),

@@ -1,0 +1,86 @@
+"""Where an environment step's time goes, on CUDA: host time vs GPU time, and GPU time per stage.
+
+    python -m swarp.benchmark.profile_env --envs 4096 16384 --agents 3 16
+
+* ``wall``: median wall time per ``env.step`` with synchronisation (what throughput reports).
+* ``host``: Python time per ``env.step`` call while the GPU runs behind (the host floor).
+* ``gpu``: the step's launch sequence captured in one graph and timed with events (the GPU floor).
+* per stage: each part of the sequence captured and timed alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+import swarp
+from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
+from swarp.benchmark.throughput import make_env
+from swarp.core.launch import EAGER
+
+
+def profile(n_envs: int, n_agents: int, iters: int) -> list:
+    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200)
+    low, high = env.action_bounds
+    actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
+    with torch.no_grad():
+        for _ in range(3):
+            env.step(actions)
+        wall = time_wall(lambda: env.step(actions), env.device, iters)
+        synchronize(env.device)
+        start = time.perf_counter()
+        for _ in range(iters):
+            env.step(actions)
+        host = (time.perf_counter() - start) / iters
+        synchronize(env.device)
+        sc, world = env.scenario, env.world
+        stages = {
+            "step": lambda: env._fused_step(EAGER),
+            "substeps": lambda: world.stepper.substep(
+                world.state, world._actions_wp, world.neighbors, world.forces, world.state, world.invalid_action_flag
+            ),
+            "neighbors": lambda: world.build_neighbors(),
+            "observe+finish": lambda: sc.launch_observe(EAGER),
+            "advance": lambda: env._launch_advance(EAGER),
+            "reset path": lambda: (
+                env._launch_save_final_obs(EAGER, env._done),
+                sc.launch_reset(EAGER, env._done),
+                world.build_neighbors(env._done, EAGER),
+                sc.launch_observe(EAGER, env_mask=env._done, rewards=False),
+            ),
+        }
+        snapshot = env.get_state()
+        gpu = {name: time_graph(fn, env.device, iters) for name, fn in stages.items()}
+        env.set_state(snapshot)
+    return [n_envs, n_agents, wall * 1e6, host * 1e6] + [gpu[k] * 1e6 for k in stages]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", type=int, nargs="+", default=[1024, 4096, 16384])
+    parser.add_argument("--agents", type=int, nargs="+", default=[3, 16, 64])
+    parser.add_argument("--iters", type=int, default=200)
+    args = parser.parse_args(argv)
+    rows = [profile(e, a, args.iters) for e in args.envs for a in args.agents]
+    print(f"swarp {swarp.__version__}, torch {torch.__version__}; all times us/step")
+    print_table(
+        [
+            "n_envs",
+            "n_agents",
+            "wall",
+            "host",
+            "gpu step",
+            "substep",
+            "neighbors",
+            "observe+finish",
+            "advance",
+            "reset path",
+        ],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
