@@ -43,9 +43,8 @@ def profile(n_envs: int, n_agents: int, iters: int) -> list:
             ),
             "neighbors": lambda: world.build_neighbors(),
             "observe+finish": lambda: sc.launch_observe(EAGER),
-            "advance": lambda: env._launch_advance(EAGER),
+            "advance (+final obs)": lambda: env._launch_advance(EAGER),
             "reset path": lambda: (
-                env._launch_save_final_obs(EAGER, env._done),
                 sc.launch_reset(EAGER, env._done),
                 world.build_neighbors(env._done, EAGER),
                 sc.launch_observe(EAGER, env_mask=env._done, rewards=False),

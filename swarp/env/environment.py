@@ -182,7 +182,6 @@ class Environment:
         scenario.launch_observe(launcher)
         self._launch_advance(launcher)
         if self.auto_reset:
-            self._launch_save_final_obs(launcher, self._done)
             scenario.launch_reset(launcher, self._done)
             self.world.build_neighbors(self._done, launcher)
             scenario.launch_observe(launcher, env_mask=self._done, rewards=False)
@@ -200,20 +199,13 @@ class Environment:
         self.scenario.launch_observe(launcher, env_mask=self._reset_mask, rewards=False)
 
     def _launch_advance(self, launcher: Launcher) -> None:
+        """Count the step, flag time limits, and with auto-reset save the final obs of finished envs
+        and start their next episode (one thread per env)."""
         launcher.launch(
-            episode.advance_episodes,
+            episode.advance_episodes(self.stepper.scalar),
             dim=self.n_envs,
-            inputs=[self.max_steps or 0, int(self.auto_reset), self._terminated],
-            outputs=[self._step_count, self._episode, self._truncated, self._done],
-            device=self.device,
-        )
-
-    def _launch_save_final_obs(self, launcher: Launcher, mask: wp.array) -> None:
-        launcher.launch(
-            episode.save_final_obs(self.stepper.scalar),
-            dim=self.n_envs,
-            inputs=[mask, self._obs],
-            outputs=[self._final_obs],
+            inputs=[self.max_steps or 0, int(self.auto_reset), self._terminated, self._obs],
+            outputs=[self._step_count, self._episode, self._truncated, self._done, self._final_obs],
             device=self.device,
         )
 
@@ -228,8 +220,6 @@ class Environment:
         with self.streams.scope():
             self._launch_advance(EAGER)
         if self.auto_reset:
-            with self.streams.scope():
-                self._launch_save_final_obs(EAGER, self._done)
             self._torch_reset_envs(self.done, self._done)
 
     def _torch_reset(self) -> None:

@@ -38,10 +38,10 @@ from swarp.core.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.base import FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.spawn import (
+    cell_keys_torch,
     cell_point_torch,
     cells_per_side,
-    draw_distinct_torch,
-    init_permutation_torch,
+    smallest_cells_torch,
     uniform_torch,
 )
 
@@ -51,6 +51,7 @@ DRAW_SPAWN_JITTER = int(nk.DRAW_SPAWN_JITTER)
 DRAW_GOAL_JITTER = int(nk.DRAW_GOAL_JITTER)
 DRAW_HEADING = int(nk.DRAW_HEADING)
 DRAW_OBSTACLE = int(nk.DRAW_OBSTACLE)
+DRAW_OBSTACLE_CELLS = int(nk.DRAW_OBSTACLE_CELLS)
 #: Spawn clearance from a cell edge, as a multiple of the agent radius.
 CLEARANCE_FACTOR = 1.25
 
@@ -193,7 +194,6 @@ class NavigationScenario(FusedScenario):
         self._goals = wp.zeros((E, A), dtype=vec2, device=dev)
         self._prev_dist = wp.zeros((E, A), dtype=scalar, device=dev)
         self._progress = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._perm = wp.zeros((E, self.side * self.side), dtype=wp.int32, device=dev)
         self._dist = wp.zeros((E, A), dtype=scalar, device=dev)
         self._on_goal = wp.zeros((E, A), dtype=wp.bool, device=dev)
         self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
@@ -219,20 +219,21 @@ class NavigationScenario(FusedScenario):
         dtype, dev = self.dtype, self.goals.device
         n_cells = self.side * self.side
         key = self.env.rng_keys().view(E, 1)
-        perm = init_permutation_torch(E, n_cells, dev)
-        draw_distinct_torch(perm, 0, A + n_obs, n_cells, key.view(E), DRAW_SPAWN_CELLS)
+        # Obstacles take the cells of smallest obstacle key; agent i spawns in the free cell of i-th
+        # smallest spawn key and aims at the free cell of i-th smallest goal key.
+        obstacle_cells = smallest_cells_torch(cell_keys_torch(key, DRAW_OBSTACLE_CELLS, n_cells), n_obs)
+        free = torch.ones(E, n_cells, dtype=torch.bool, device=dev).scatter_(1, obstacle_cells, False)
+        spawn_cells = smallest_cells_torch(cell_keys_torch(key, DRAW_SPAWN_CELLS, n_cells), A, free)
+        goal_cells = smallest_cells_torch(cell_keys_torch(key, DRAW_GOAL_CELLS, n_cells), A, free)
         agents = torch.arange(A, device=dev).view(1, A)
         spawn = cell_point_torch(
-            perm[:, :A], self.side, c.world_size, self.jitter, key, DRAW_SPAWN_JITTER + 2 * agents, dtype
+            spawn_cells, self.side, c.world_size, self.jitter, key, DRAW_SPAWN_JITTER + 2 * agents, dtype
         )
         heading = (uniform_torch(key, DRAW_HEADING + agents, dtype) * 2.0 - 1.0) * math.pi
         if n_obs:
-            self._reset_obstacles_torch(env_mask, perm[:, A : A + n_obs], key)
-        # Goals: a second uniform subset from every cell that holds no obstacle.
-        perm = torch.cat([perm[:, :A], perm[:, A + n_obs :]], dim=1)
-        draw_distinct_torch(perm, 0, A, n_cells - n_obs, key.view(E), DRAW_GOAL_CELLS)
+            self._reset_obstacles_torch(env_mask, obstacle_cells, key)
         goals = cell_point_torch(
-            perm[:, :A], self.side, c.world_size, self.jitter, key, DRAW_GOAL_JITTER + 2 * agents, dtype
+            goal_cells, self.side, c.world_size, self.jitter, key, DRAW_GOAL_JITTER + 2 * agents, dtype
         )
         m2 = env_mask.view(E, 1)
         m3 = env_mask.view(E, 1, 1)

@@ -5,7 +5,7 @@ Three kernels, all writing into persistent buffers so a step can be captured:
 * ``nav_observe`` (one thread per agent): the observation row, the distance to goal, collisions
   and progress; the k nearest neighbors come straight from the world's sorted neighbor list.
 * ``nav_finish`` (one thread per env): termination, the shared/bonus reward terms, overflow.
-* ``nav_reset`` (one thread per env, masked): spawns, goals, headings and obstacles from the
+* ``nav_reset`` (one thread per env and spawn cell, masked): spawns, goals, headings and obstacles from the
   counter-based RNG, exactly the draws of the torch reference.
 """
 
@@ -18,7 +18,7 @@ import warp as wp
 from swarp.core.config import ObstacleShape
 from swarp.core.launch import Launcher
 from swarp.core.precision import vec2_type
-from swarp.core.rng import stream_key
+from swarp.core.rng import stream_key, uniform_u24
 from swarp.core.types import PARAM_RADIUS
 from swarp.scenarios import spawn
 
@@ -33,6 +33,7 @@ DRAW_SPAWN_JITTER = wp.constant(2 * DRAW_BLOCK)
 DRAW_GOAL_JITTER = wp.constant(4 * DRAW_BLOCK)
 DRAW_HEADING = wp.constant(6 * DRAW_BLOCK)
 DRAW_OBSTACLE = wp.constant(7 * DRAW_BLOCK)
+DRAW_OBSTACLE_CELLS = wp.constant(8 * DRAW_BLOCK)
 
 
 @functools.cache
@@ -175,35 +176,34 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         obstacle_extent: scalar,
         first_obstacle: int,
         n_obstacles: int,
-        perm: wp.array2d(dtype=wp.int32),
         pos_out: wp.array2d(dtype=vec2),
         theta_out: wp.array2d(dtype=scalar),
         vel_out: wp.array2d(dtype=vec2),
         speed_out: wp.array2d(dtype=scalar),
         ang_vel_out: wp.array2d(dtype=scalar),
         goals_out: wp.array2d(dtype=vec2),
-        prev_dist_out: wp.array2d(dtype=scalar),
         obstacle_shape_out: wp.array2d(dtype=wp.int32),
         obstacle_center_out: wp.array2d(dtype=vec2),
         obstacle_angle_out: wp.array2d(dtype=scalar),
         obstacle_size_out: wp.array2d(dtype=vec2),
     ):
-        env = wp.tid()
+        # One thread per (env, cell). Obstacles take the n_obstacles cells of smallest obstacle
+        # key; among the other cells, agent i spawns in the cell of i-th smallest spawn key and
+        # has its goal in the cell of i-th smallest goal key. (prev_dist is set by the observe pass.)
+        env, cell = wp.tid()
         if not env_mask[env]:
             return
         n_agents = pos_out.shape[1]
         n_cells = side * side
         key = stream_key(seed[0], env, episode[env])
-        sp.init_permutation(perm, env, n_cells)
-        sp.draw_distinct(perm, env, 0, n_agents + n_obstacles, n_cells, key, DRAW_SPAWN_CELLS)
-        for a in range(n_agents):
-            spawn_point = sp.cell_point(perm[env, a], side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
-            pos_out[env, a] = spawn_point
-            theta_out[env, a] = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
-            vel_out[env, a] = vec2(zero, zero)
-            speed_out[env, a] = zero
-            ang_vel_out[env, a] = zero
-        for o in range(n_obstacles):
+        threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
+        my_obstacle_key = uniform_u24(key, DRAW_OBSTACLE_CELLS + cell)
+        if not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
+            # An obstacle cell: its slot is its rank among all obstacle keys.
+            o = int(0)
+            for c in range(n_cells):
+                if sp.before(uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c, my_obstacle_key, cell):
+                    o += 1
             draw = DRAW_OBSTACLE + 4 * o
             u_shape = sp.uniform(key, draw)
             u_a = sp.uniform(key, draw + 1)
@@ -215,7 +215,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
             elif wp.static(obstacle_mode == 2):
                 is_circle = u_shape < scalar(0.5)
             slot = first_obstacle + o
-            obstacle_center_out[env, slot] = sp.cell_point(perm[env, n_agents + o], side, world_size, zero, key, draw)
+            obstacle_center_out[env, slot] = sp.cell_point(cell, side, world_size, zero, key, draw)
             if is_circle:
                 obstacle_shape_out[env, slot] = circle
                 obstacle_size_out[env, slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
@@ -227,15 +227,27 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
                     box_extent * (scalar(0.5) + scalar(0.5) * u_a), box_extent * (scalar(0.5) + scalar(0.5) * u_b)
                 )
                 obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
-        # Goals: drop the obstacle cells from the pool, then a second uniform subset.
-        for i in range(n_agents, n_cells - n_obstacles):
-            perm[env, i] = perm[env, i + n_obstacles]
-        sp.draw_distinct(perm, env, 0, n_agents, n_cells - n_obstacles, key, DRAW_GOAL_CELLS)
-        for a in range(n_agents):
-            goal = sp.cell_point(perm[env, a], side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
-            goals_out[env, a] = goal
-            rel = goal - pos_out[env, a]
-            prev_dist_out[env, a] = wp.sqrt(wp.dot(rel, rel))
+            return
+        my_spawn_key = uniform_u24(key, DRAW_SPAWN_CELLS + cell)
+        my_goal_key = uniform_u24(key, DRAW_GOAL_CELLS + cell)
+        spawn_rank = int(0)
+        goal_rank = int(0)
+        for c in range(n_cells):
+            if sp.before(threshold[0], threshold[1], uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c):
+                if sp.before(uniform_u24(key, DRAW_SPAWN_CELLS + c), c, my_spawn_key, cell):
+                    spawn_rank += 1
+                if sp.before(uniform_u24(key, DRAW_GOAL_CELLS + c), c, my_goal_key, cell):
+                    goal_rank += 1
+        if spawn_rank < n_agents:
+            a = spawn_rank
+            pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
+            theta_out[env, a] = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+            vel_out[env, a] = vec2(zero, zero)
+            speed_out[env, a] = zero
+            ang_vel_out[env, a] = zero
+        if goal_rank < n_agents:
+            a = goal_rank
+            goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
 
     return SimpleNamespace(nav_observe=nav_observe, nav_finish=nav_finish, nav_reset=nav_reset)
 
@@ -302,7 +314,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     state, ob = world.state, world.model.obstacles
     launcher.launch(
         k.nav_reset,
-        dim=sc.n_envs,
+        dim=(sc.n_envs, sc.side * sc.side),
         inputs=[
             env_mask,
             env._seed,
@@ -313,7 +325,6 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             s(sc.obstacle_extent),
             world.model.first_free_obstacle,
             c.n_obstacles,
-            sc._perm,
         ],
         outputs=[
             state.pos,
@@ -322,7 +333,6 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             state.speed,
             state.ang_vel,
             sc._goals,
-            sc._prev_dist,
             ob.shape,
             ob.center,
             ob.angle,

@@ -1,17 +1,22 @@
 """Spawn sampling shared by scenario resets: a uniform random subset of jittered grid cells.
 
-The arena ``[-L, L]^2`` is cut into ``G x G`` cells. A reset draws distinct cells with a partial
-Fisher-Yates shuffle of a per-env scratch permutation (a uniform random k-subset, in random
-order), then jitters each point inside its cell while keeping a clearance from the cell's edges.
-Points drawn this way are separated by at least twice the clearance *by construction*: no
-rejection loop, one pass, any number of envs at once. Keeping the draw uniform over subsets
-matters: a cheaper structured draw passes every separation test while collapsing the reachable
-layouts, which shows up much later as a generalisation failure.
+The arena ``[-L, L]^2`` is cut into ``G x G`` cells. A reset gives every cell a random key and
+takes the k cells with the smallest keys, the i-th smallest going to agent i: a uniform random
+k-subset in uniformly random order. Each point is then jittered inside its cell while keeping a
+clearance from the cell's edges, so points are separated by at least twice the clearance *by
+construction*: no rejection loop, one pass, any number of envs at once. Keeping the draw uniform
+over subsets matters: a cheaper structured draw passes every separation test while collapsing the
+reachable layouts, which shows up much later as a generalisation failure.
+
+Ranking by keys (rather than a sequential Fisher-Yates shuffle) makes the draw parallel: the Warp
+twin runs one thread per (env, cell), each counting the cells whose (key, cell index) pair sorts
+before its own, so no thread waits on a chain of dependent memory accesses; the torch twin is a
+stable sort of the keys. Keys have 24 bits; ties are broken by cell index.
 
 Both twins live here side by side: Warp functions for the fused reset kernels and torch functions
 for the reference. They consume the same counter-based random bits (``swarp.core.rng``), so the
-same cells come out of both. The index mapping ``j = i + (u24 * (n - i)) >> 24`` has a bias of at
-most ``n / 2^24`` per draw, far below anything a test or a policy can see.
+same cells come out of both. A tie between two keys (probability about ``C^2 / 2^25`` per draw of
+C cells) breaks by cell index, a bias far below anything a test or a policy can see.
 """
 
 import functools
@@ -61,22 +66,26 @@ def funcs(scalar: type) -> SimpleNamespace:
         return scalar(uniform_u24(key, index)) * inv
 
     @wp.func
-    def init_permutation(perm: wp.array2d(dtype=wp.int32), env: int, n_cells: int):
-        for c in range(n_cells):
-            perm[env, c] = c
+    def before(key_a: int, cell_a: int, key_b: int, cell_b: int) -> bool:
+        """Whether (key_a, cell_a) sorts before (key_b, cell_b)."""
+        return key_a < key_b or (key_a == key_b and cell_a < cell_b)
 
     @wp.func
-    def draw_distinct(
-        perm: wp.array2d(dtype=wp.int32), env: int, first: int, count: int, pool: int, key: wp.uint32, draw_base: int
-    ):
-        """Partial Fisher-Yates: make ``perm[env, first:first+count]`` a uniform random ordered subset of
-        ``perm[env, first:pool]``, using draws ``draw_base + i``."""
-        for i in range(first, first + count):
-            n = pool - i
-            j = i + int((wp.int64(uniform_u24(key, draw_base + i)) * wp.int64(n)) >> wp.int64(24))
-            tmp = perm[env, i]
-            perm[env, i] = perm[env, j]
-            perm[env, j] = tmp
+    def nth_key(key: wp.uint32, draw_base: int, n_cells: int, n: int) -> wp.vec2i:
+        """(key, cell) of the n-th smallest cell key (0-based), or (-1, -1) when ``n < 0``.
+
+        O(n_cells * (n + 1)): meant for small ``n`` (the obstacle count)."""
+        best = wp.vec2i(-1, -1)
+        for _ in range(n + 1):
+            next_key = int(1 << 30)
+            next_cell = int(1 << 30)
+            for c in range(n_cells):
+                k = uniform_u24(key, draw_base + c)
+                if before(best[0], best[1], k, c) and before(k, c, next_key, next_cell):
+                    next_key = k
+                    next_cell = c
+            best = wp.vec2i(next_key, next_cell)
+        return best
 
     @wp.func
     def cell_point(cell: int, side: int, world_size: scalar, jitter: scalar, key: wp.uint32, draw: int) -> vec2:
@@ -89,9 +98,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         uy = uniform(key, draw + 1) * two - one
         return vec2(-world_size + (cx + half) * width + ux * jitter, -world_size + (cy + half) * width + uy * jitter)
 
-    return SimpleNamespace(
-        uniform=uniform, init_permutation=init_permutation, draw_distinct=draw_distinct, cell_point=cell_point
-    )
+    return SimpleNamespace(uniform=uniform, before=before, nth_key=nth_key, cell_point=cell_point)
 
 
 # --- torch twins ------------------------------------------------------------------------------
@@ -102,21 +109,18 @@ def uniform_torch(key: torch.Tensor, index: int | torch.Tensor, dtype: torch.dty
     return uniform_u24_torch(key, index).to(dtype) * INV_2_24
 
 
-def init_permutation_torch(n_envs: int, n_cells: int, device) -> torch.Tensor:
-    """[E, C] int64 identity permutations."""
-    return torch.arange(n_cells, device=device).expand(n_envs, n_cells).clone()
+def cell_keys_torch(key: torch.Tensor, draw_base: int, n_cells: int) -> torch.Tensor:
+    """[E, C] int64 random keys of every cell (``key`` is [E, 1] or [E])."""
+    cells = torch.arange(n_cells, device=key.device).view(1, n_cells)
+    return uniform_u24_torch(key.view(-1, 1), draw_base + cells)
 
 
-def draw_distinct_torch(
-    perm: torch.Tensor, first: int, count: int, pool: int, key: torch.Tensor, draw_base: int
-) -> None:
-    """Torch twin of ``draw_distinct`` on [E, C] ``perm`` in place; ``key`` is [E] int64."""
-    rows = torch.arange(perm.shape[0], device=perm.device)
-    for i in range(first, first + count):
-        j = i + ((uniform_u24_torch(key, draw_base + i) * (pool - i)) >> 24)
-        a, b = perm[:, i].clone(), perm[rows, j].clone()
-        perm[:, i] = b
-        perm[rows, j] = a
+def smallest_cells_torch(keys: torch.Tensor, count: int, eligible: torch.Tensor | None = None) -> torch.Tensor:
+    """[E, count] int64: the cells with the smallest keys (ties by cell index), smallest first,
+    among ``eligible`` [E, C] bool cells when given. Torch twin of ranking by ``before``."""
+    if eligible is not None:
+        keys = torch.where(eligible, keys, torch.full_like(keys, 1 << 30))
+    return torch.sort(keys, dim=1, stable=True).indices[:, :count]
 
 
 def cell_point_torch(

@@ -26,6 +26,8 @@ N_STEPS = 200
 OPTIONS = dict(n_agents=N_AGENTS, world_size=0.5, n_obstacles=2, max_steps=MAX_STEPS)
 
 PATHS = pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+#: The CPU everywhere; CUDA (where the fused path runs as one captured graph) on GPU machines.
+DEVICES = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
 
 
 def make_env(device: str = "cpu", **kwargs) -> swarp.Environment:
@@ -150,9 +152,11 @@ def test_same_seed_gives_same_bits_and_different_seeds_differ(generator):
 # --- snapshots -----------------------------------------------------------------------------------
 
 
+@DEVICES
 @PATHS
-def test_set_state_restores_the_exact_trajectory(fused, generator):
-    env = make_env(fused=fused, auto_reset=True)
+def test_set_state_restores_the_exact_trajectory(device, fused, generator):
+    """Restoring in place keeps every buffer's address, so recorded launches and graphs stay valid."""
+    env = make_env(device, fused=fused, auto_reset=True, seed=11)
     noise = noise_sequence(env, 120, generator)
     rollout(env, noise[:20])
     snapshot = env.get_state()
@@ -162,7 +166,7 @@ def test_set_state_restores_the_exact_trajectory(fused, generator):
     assert_bit_identical([env.get_state()], [snapshot])
     assert_bit_identical(after, rollout(env, noise[20:]))
     # A snapshot carries everything, the reset stream included: another env (other seed) continues identically.
-    other = make_env(fused=fused, auto_reset=True, seed=1234)
+    other = make_env(device, fused=fused, auto_reset=True, seed=1234)
     rollout(other, noise[:3])
     other.set_state(snapshot)
     assert_bit_identical(after, rollout(other, noise[20:]))
@@ -236,11 +240,12 @@ def forbid_host_transfers():
                 setattr(torch.Tensor, name, original)
 
 
+@DEVICES
 @PATHS
-def test_step_and_reset_at_make_no_host_transfers(fused, generator):
-    env = make_env(fused=fused, auto_reset=True)
+def test_step_and_reset_at_make_no_host_transfers(device, fused, generator):
+    env = make_env(device, fused=fused, auto_reset=True)
     noise = noise_sequence(env, 30, generator)
-    mask = torch.tensor([True, False, True, False])
+    mask = torch.tensor([True, False, True, False], device=device)
     env.step(noise[0])  # the first call records the launches (and may compile)
     env.reset_at(mask)
     episode_before = env.episode.clone()
@@ -260,11 +265,12 @@ def test_step_and_reset_at_make_no_host_transfers(fused, generator):
 # --- auto-reset and episode bookkeeping ----------------------------------------------------------
 
 
+@DEVICES
 @PATHS
-def test_auto_reset_matches_manual_reset_in_lockstep(fused, generator):
+def test_auto_reset_matches_manual_reset_in_lockstep(device, fused, generator):
     """An auto-resetting env against a plain one that calls ``reset_at(done)`` after every step."""
-    auto = make_env(fused=fused, auto_reset=True)
-    manual = make_env(fused=fused, auto_reset=False)
+    auto = make_env(device, fused=fused, auto_reset=True)
+    manual = make_env(device, fused=fused, auto_reset=False)
     assert "final_obs" in auto.info and "final_obs" not in manual.info
     obs = auto.obs.clone()
     n_terminated = n_truncated = 0
@@ -319,13 +325,14 @@ def test_no_time_limit_with_max_steps_none():
     assert bool((env.step_count == 3 * MAX_STEPS).all())
 
 
+@DEVICES
 @PATHS
-def test_reset_at_changes_only_masked_envs(fused, generator):
-    env = make_env(fused=fused)
+def test_reset_at_changes_only_masked_envs(device, fused, generator):
+    env = make_env(device, fused=fused)
     for step_noise in noise_sequence(env, 5, generator):
         env.step(step_noise)
     before = env.get_state()
-    mask = torch.tensor([False, True, False, True])
+    mask = torch.tensor([False, True, False, True], device=device)
     obs = env.reset_at(mask)
     after = env.get_state()
     assert obs is env.obs
@@ -339,12 +346,12 @@ def test_reset_at_changes_only_masked_envs(fused, generator):
     assert torch.equal(after["env.episode"][mask], before["env.episode"][mask] + 1)
     # Counter-based resets: env i's new layout depends on (seed, i, episode) only, not on which
     # other envs were reset with it.
-    full = make_env(fused=fused)
-    full.reset_at(torch.ones(N_ENVS, dtype=torch.bool))
+    full = make_env(device, fused=fused)
+    full.reset_at(torch.ones(N_ENVS, dtype=torch.bool, device=device))
     assert torch.equal(full.state.pos[mask], env.state.pos[mask])
     assert torch.equal(full.obs[mask], env.obs[mask])
     # An empty mask is a no-op.
-    env.reset_at(torch.zeros(N_ENVS, dtype=torch.bool))
+    env.reset_at(torch.zeros(N_ENVS, dtype=torch.bool, device=device))
     assert_bit_identical([env.get_state()], [after])
 
 
