@@ -19,6 +19,7 @@ import swarp
 from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
 from swarp.benchmark.throughput import make_env
 from swarp.core.launch import EAGER
+from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP
 
 
 def profile(n_envs: int, n_agents: int, iters: int) -> list:
@@ -41,19 +42,21 @@ def profile(n_envs: int, n_agents: int, iters: int) -> list:
             "substeps": lambda: world.stepper.substep(
                 world.state, world._actions_wp, world.neighbors, world.forces, world.state, world.invalid_action_flag
             ),
-            "neighbors": lambda: world.build_neighbors(),
-            "observe+finish": lambda: sc.launch_observe(EAGER),
-            "advance (+final obs)": lambda: env._launch_advance(EAGER),
+            "list build alone": lambda: world.build_neighbors(),
+            "observe+lists+finish": lambda: sc.launch_observe(EAGER, mode=OBSERVE_STEP),
             "reset path": lambda: (
                 sc.launch_reset(EAGER, env._done),
-                world.build_neighbors(env._done, EAGER),
-                sc.launch_observe(EAGER, env_mask=env._done, rewards=False),
+                env._refresh_neighbors(EAGER, env._done),
+                sc.launch_observe(EAGER, env_mask=env._done, mode=OBSERVE_ONLY),
             ),
         }
         snapshot = env.get_state()
         gpu = {name: time_graph(fn, env.device, iters) for name, fn in stages.items()}
         env.set_state(snapshot)
     return [n_envs, n_agents, wall * 1e6, host * 1e6] + [gpu[k] * 1e6 for k in stages]
+
+
+stage_names = ["gpu step", "substeps", "list build alone", "observe+lists+finish", "reset path"]
 
 
 def main(argv=None) -> None:
@@ -64,21 +67,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     rows = [profile(e, a, args.iters) for e in args.envs for a in args.agents]
     print(f"swarp {swarp.__version__}, torch {torch.__version__}; all times us/step")
-    print_table(
-        [
-            "n_envs",
-            "n_agents",
-            "wall",
-            "host",
-            "gpu step",
-            "substep",
-            "neighbors",
-            "observe+finish",
-            "advance",
-            "reset path",
-        ],
-        rows,
-    )
+    print_table(["n_envs", "n_agents", "wall", "host", *stage_names], rows)
 
 
 if __name__ == "__main__":

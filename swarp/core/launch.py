@@ -55,6 +55,10 @@ def _fingerprint(value: Any) -> Any:
     """What a recorded argument must still look like for a replay to be valid."""
     if isinstance(value, wp.array):
         return ("array", value.ptr, value.shape, value.strides, value.dtype)
+    struct = getattr(value, "_cls", None)
+    if struct is not None and hasattr(struct, "vars"):
+        # A Warp struct instance: its fields, recursively.
+        return ("struct", struct.key, tuple((name, _fingerprint(getattr(value, name))) for name in struct.vars))
     return ("value", repr(value))
 
 

@@ -20,7 +20,7 @@ from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
-from swarp.scenarios.base import FusedScenario, Scenario, get_scenario
+from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
 
 
 class Environment:
@@ -135,6 +135,18 @@ class Environment:
         self._final_obs = wp.zeros(shape, dtype=self.stepper.scalar, device=self.device)
         self.obs = wp.to_torch(self._obs)
         self.final_obs = wp.to_torch(self._final_obs)
+        # Everything the per-env end-of-step bookkeeping touches, as one struct for kernels.
+        ep = episode.episode_struct(self.stepper.scalar)()
+        ep.max_steps = self.max_steps or 0
+        ep.auto_reset = int(self.auto_reset)
+        ep.step_count = self._step_count
+        ep.episode = self._episode
+        ep.terminated = self._terminated
+        ep.truncated = self._truncated
+        ep.done = self._done
+        ep.obs = self._obs
+        ep.final_obs = self._final_obs
+        self.episode_args = ep
 
     # --- properties -------------------------------------------------------------------------
 
@@ -177,16 +189,18 @@ class Environment:
     # --- the launch sequences ---------------------------------------------------------------
 
     def _fused_step(self, launcher: Launcher) -> None:
-        scenario: FusedScenario = self.scenario  # type: ignore[assignment]
-        self.world.simulate(launcher)
-        scenario.launch_observe(launcher)
-        self._launch_advance(launcher)
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
+        sc.launch_observe(launcher, mode=OBSERVE_STEP)
+        if not sc.ends_steps:
+            self._launch_advance(launcher)
         if self.auto_reset:
-            scenario.launch_reset(launcher, self._done)
-            self.world.build_neighbors(self._done, launcher)
-            scenario.launch_observe(launcher, env_mask=self._done, rewards=False)
+            sc.launch_reset(launcher, self._done)
+            self._refresh_neighbors(launcher, self._done)
+            sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
 
     def _fused_reset(self, launcher: Launcher) -> None:
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
         launcher.launch(
             episode.begin_episodes,
             dim=self.n_envs,
@@ -194,18 +208,25 @@ class Environment:
             outputs=[self._step_count, self._episode],
             device=self.device,
         )
-        self.scenario.launch_reset(launcher, self._reset_mask)
-        self.world.build_neighbors(self._reset_mask, launcher)
-        self.scenario.launch_observe(launcher, env_mask=self._reset_mask, rewards=False)
+        sc.launch_reset(launcher, self._reset_mask)
+        self._refresh_neighbors(launcher, self._reset_mask)
+        sc.launch_observe(launcher, env_mask=self._reset_mask, mode=OBSERVE_RESET)
+
+    def _refresh_neighbors(self, launcher: Launcher, mask: wp.array) -> None:
+        """Neighbor lists of the envs in ``mask`` after their reset: rebuilt here, or only binned
+        when the scenario's observe kernel builds them."""
+        if self.scenario.builds_neighbors:
+            self.world.prepare_neighbors(launcher)
+        else:
+            self.world.build_neighbors(mask, launcher)
 
     def _launch_advance(self, launcher: Launcher) -> None:
         """Count the step, flag time limits, and with auto-reset save the final obs of finished envs
         and start their next episode (one thread per env)."""
         launcher.launch(
-            episode.advance_episodes(self.stepper.scalar),
+            episode.funcs(self.stepper.scalar).advance_episodes,
             dim=self.n_envs,
-            inputs=[self.max_steps or 0, int(self.auto_reset), self._terminated, self._obs],
-            outputs=[self._step_count, self._episode, self._truncated, self._done, self._final_obs],
+            inputs=[self.episode_args],
             device=self.device,
         )
 
@@ -232,6 +253,10 @@ class Environment:
                 device=self.device,
             )
         self._torch_reset_envs(self.reset_mask, self._reset_mask)
+        # An explicit reset refreshes the info of the reset envs (an auto-reset keeps the step's).
+        for key, value in self.scenario.info().items():
+            mask = self.reset_mask.view(-1, *([1] * (value.dim() - 1)))
+            self.info[key].copy_(torch.where(mask, value, self.info[key]))
 
     def _torch_reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
         self.scenario.reset_world(mask)

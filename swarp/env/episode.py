@@ -1,44 +1,65 @@
 """Episode bookkeeping kernels shared by every scenario: step counters, time limits, resets."""
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
 
 @functools.cache
-def advance_episodes(scalar: type):
-    """The end-of-step bookkeeping kernel for one precision (one thread per env)."""
+def episode_struct(scalar: type):
+    """The Warp struct of the environment's episode bookkeeping arrays, for one precision.
+
+    Scenario kernels that finish a step per env take it whole and call ``funcs(scalar).end_step``
+    at the end, which folds the bookkeeping into their launch.
+    """
+
+    @wp.struct
+    class Episode:
+        max_steps: int  # 0: no time limit
+        auto_reset: int
+        step_count: wp.array(dtype=wp.int32)
+        episode: wp.array(dtype=wp.int32)
+        terminated: wp.array(dtype=wp.bool)
+        truncated: wp.array(dtype=wp.bool)
+        done: wp.array(dtype=wp.bool)
+        obs: wp.array3d(dtype=scalar)
+        final_obs: wp.array3d(dtype=scalar)
+
+    return Episode
+
+
+@functools.cache
+def funcs(scalar: type):
+    """``end_step`` and the stand-alone ``advance_episodes`` kernel for one precision."""
+    Episode = episode_struct(scalar)
+
+    @wp.func
+    def end_step(ep: Episode, env: int, terminated: bool):
+        """Record ``terminated``, count the step and flag the time limit; with auto-reset, copy the
+        last observation of a finished env to ``final_obs`` and start its next episode (``done``
+        then doubles as the reset mask of the scenario's reset)."""
+        count = ep.step_count[env] + 1
+        truncated = ep.max_steps > 0 and count >= ep.max_steps
+        done = terminated or truncated
+        ep.terminated[env] = terminated
+        ep.truncated[env] = truncated
+        ep.done[env] = done
+        if ep.auto_reset != 0 and done:
+            for agent in range(ep.obs.shape[1]):
+                for k in range(ep.obs.shape[2]):
+                    ep.final_obs[env, agent, k] = ep.obs[env, agent, k]
+            ep.episode[env] = ep.episode[env] + 1
+            count = 0
+        ep.step_count[env] = count
 
     @wp.kernel(enable_backward=False, module="unique")
-    def advance_episodes_kernel(
-        max_steps: int,
-        auto_reset: int,
-        terminated: wp.array(dtype=wp.bool),
-        obs: wp.array3d(dtype=scalar),
-        step_count: wp.array(dtype=wp.int32),
-        episode: wp.array(dtype=wp.int32),
-        truncated_out: wp.array(dtype=wp.bool),
-        done_out: wp.array(dtype=wp.bool),
-        final_obs_out: wp.array3d(dtype=scalar),
-    ):
-        """Count the step and flag the time limit; with ``auto_reset``, copy the last observation of
-        every finished env to ``final_obs_out`` and start its next episode (``done_out`` then doubles
-        as the reset mask of the scenario's reset)."""
+    def advance_episodes(ep: Episode):
+        """``end_step`` for every env, for scenarios that do not call it themselves."""
         env = wp.tid()
-        count = step_count[env] + 1
-        truncated = max_steps > 0 and count >= max_steps
-        done = terminated[env] or truncated
-        truncated_out[env] = truncated
-        done_out[env] = done
-        if auto_reset != 0 and done:
-            for agent in range(obs.shape[1]):
-                for k in range(obs.shape[2]):
-                    final_obs_out[env, agent, k] = obs[env, agent, k]
-            episode[env] = episode[env] + 1
-            count = 0
-        step_count[env] = count
+        end_step(ep, env, ep.terminated[env])
 
-    return advance_episodes_kernel
+    return SimpleNamespace(end_step=end_step, advance_episodes=advance_episodes)
 
 
 @wp.kernel(enable_backward=False)

@@ -3,7 +3,9 @@
 The environment describes *what* a step (or a reset) launches as a function of a ``Launcher``;
 the runtime decides *how* it runs, once, at construction:
 
-* ``"graph"``: the sequence is captured into one CUDA graph on first use and replayed after.
+* ``"graph"``: the sequence is captured into one graph on first use and replayed after: a CUDA
+  graph on the GPU; on the CPU, Warp's recorded operation stream, replayed in C++ (about 4x less
+  overhead than replaying recorded launches from Python, measured at 16 envs x 4 agents).
 * ``"replay"``: the sequence is recorded on first use (``wp.launch(..., record_cmd=True)``) and
   replayed with pre-packed arguments (CPU, or CUDA where capture is unavailable).
 * ``"eager"``: plain launches every time (the A/B baseline, ``SWARP_LAUNCH_MODE=eager``).
@@ -104,19 +106,16 @@ class CompiledSequence:
 def choose_mode(device: str, use_graph: bool | str, capturable: bool) -> tuple[str, str | None]:
     """Pick the execution mode; returns ``(mode, warning_or_None)``.
 
-    ``use_graph="auto"``: a graph when on CUDA and the whole sequence is capturable, else replay.
-    ``True``: demand persistent execution; where no graph is possible fall back to replay with a
-    warning. ``False``: no graph. ``SWARP_LAUNCH_MODE=eager`` turns replay into eager launches.
+    ``use_graph="auto"``: a graph whenever the whole sequence is capturable (CUDA or CPU), else
+    replay. ``True``: demand a graph; where none is possible fall back to replay with a warning. ``False``: no graph. ``SWARP_LAUNCH_MODE=eager`` turns replay into eager launches.
     """
     if use_graph not in (True, False, "auto"):
         raise ValueError(f"use_graph must be True, False or 'auto', got {use_graph!r}")
     fallback = "replay" if replay_enabled() else "eager"
-    can_graph = device.startswith("cuda") and capturable
     if use_graph is False:
         return fallback, None
-    if can_graph:
+    if capturable:
         return "graph", None
     if use_graph is True:
-        why = "the device is not CUDA" if not device.startswith("cuda") else "the step is not capturable"
-        return fallback, f"use_graph=True but {why}: running the persistent step without a CUDA graph ({fallback})"
+        return fallback, f"use_graph=True but the step is not capturable: running it without a graph ({fallback})"
     return fallback, None

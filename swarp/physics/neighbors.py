@@ -41,6 +41,36 @@ def bucket_count(n_agents: int) -> int:
 
 
 @functools.cache
+def query_struct(scalar: type):
+    """The Warp struct bundling everything one neighbor-list query reads and writes.
+
+    Passing it whole lets other kernels (a scenario's observation kernel, say) build an agent's
+    list in the same thread that then reads it, saving a launch and a round trip through memory.
+    """
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class NeighborQuery:
+        pos: wp.array2d(dtype=vec2)
+        radius: scalar
+        near_radius: scalar
+        n_buckets: int
+        bucket_start: wp.array(dtype=wp.int32)
+        bucket_count: wp.array(dtype=wp.int32)
+        agent_cell: wp.array2d(dtype=wp.vec2i)
+        sorted_agents: wp.array(dtype=wp.int32)
+        env_mask: wp.array(dtype=wp.bool)
+        use_mask: int
+        nbr: wp.array3d(dtype=wp.int32)
+        count: wp.array2d(dtype=wp.int32)
+        near: wp.array2d(dtype=wp.int32)
+        total: wp.array2d(dtype=wp.int32)
+        overflow: wp.array(dtype=wp.int32)
+
+    return NeighborQuery
+
+
+@functools.cache
 def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
     """Neighbor-list kernels specialised for one float precision and list width K."""
     vec2 = vec2_type(scalar)
@@ -66,30 +96,14 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
         h = (cell[0] * 73856093) ^ (cell[1] * 19349663)
         return h & (n_buckets - 1)
 
-    def make_query(grid: bool):
-        @wp.kernel(enable_backward=False, module="unique")
-        def query(
-            pos: wp.array2d(dtype=vec2),
-            radius: scalar,
-            near_radius: scalar,
-            n_buckets: int,
-            bucket_start: wp.array(dtype=wp.int32),
-            bucket_count: wp.array(dtype=wp.int32),
-            agent_cell: wp.array2d(dtype=wp.vec2i),
-            sorted_agents: wp.array(dtype=wp.int32),
-            env_mask: wp.array(dtype=wp.bool),
-            use_mask: int,
-            nbr_out: wp.array3d(dtype=wp.int32),
-            count_out: wp.array2d(dtype=wp.int32),
-            near_out: wp.array2d(dtype=wp.int32),
-            total_out: wp.array2d(dtype=wp.int32),
-            overflow_out: wp.array(dtype=wp.int32),
-        ):
-            env, agent = wp.tid()
-            if use_mask != 0 and not env_mask[env]:
-                return
-            r2 = radius * radius
-            p = pos[env, agent]
+    Query = query_struct(scalar)
+
+    def make_build(grid: bool):
+        @wp.func
+        def build_list(q: Query, env: int, agent: int):
+            """Build the sorted neighbor list of one agent into ``q``'s outputs."""
+            r2 = q.radius * q.radius
+            p = q.pos[env, agent]
             best_d2 = dist_k()
             best_j = index_k()
             n_kept = int(0)
@@ -97,29 +111,29 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
             home = wp.vec2i(0, 0)
             n_ranges = 1
             if wp.static(grid):
-                home = agent_cell[env, agent]
+                home = q.agent_cell[env, agent]
                 n_ranges = 9
             for r in range(n_ranges):
                 # Brute force: one range over the whole env. Grid: the 3x3 cells around home.
                 cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
                 start = int(0)
-                stop = pos.shape[1]
+                stop = q.pos.shape[1]
                 if wp.static(grid):
-                    bucket = env * n_buckets + _bucket_of(cell, n_buckets)
-                    start = bucket_start[bucket]
-                    stop = start + bucket_count[bucket]
+                    bucket = env * q.n_buckets + _bucket_of(cell, q.n_buckets)
+                    start = q.bucket_start[bucket]
+                    stop = start + q.bucket_count[bucket]
                 for s in range(start, stop):
                     j = s
                     if wp.static(grid):
-                        j = sorted_agents[s]
+                        j = q.sorted_agents[s]
                         # Buckets are hashed: an agent of another cell may share this bucket; count
                         # each candidate only from its own cell, so it is seen exactly once.
-                        cj = agent_cell[env, j]
+                        cj = q.agent_cell[env, j]
                         if cj[0] != cell[0] or cj[1] != cell[1]:
                             continue
                     if j == agent:
                         continue
-                    delta = pos[env, j] - p
+                    delta = q.pos[env, j] - p
                     d2 = wp.dot(delta, delta)
                     # Written so that a NaN distance (a non-finite position) is out of range too.
                     if not (d2 <= r2):
@@ -141,19 +155,32 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
                     best_d2[slot] = d2
                     best_j[slot] = j
             # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
-            near2 = near_radius * near_radius
+            near2 = q.near_radius * q.near_radius
             n_near = int(0)
             for k in range(n_kept):
-                nbr_out[env, k, agent] = best_j[k]
+                q.nbr[env, k, agent] = best_j[k]
                 if best_d2[k] <= near2:
                     n_near = k + 1
-            count_out[env, agent] = n_kept
-            near_out[env, agent] = n_near
-            total_out[env, agent] = n_total
+            q.count[env, agent] = n_kept
+            q.near[env, agent] = n_near
+            q.total[env, agent] = n_total
             if n_total > n_kept:
-                overflow_out[0] = 1
+                q.overflow[0] = 1
+
+        return build_list
+
+    def make_query(build_list):
+        @wp.kernel(enable_backward=False, module="unique")
+        def query(q: Query):
+            env, agent = wp.tid()
+            if q.use_mask != 0 and not q.env_mask[env]:
+                return
+            build_list(q, env, agent)
 
         return query
+
+    build_brute = make_build(False)
+    build_grid = make_build(True)
 
     @wp.kernel(enable_backward=False, module="unique")
     def grid_count(
@@ -195,8 +222,10 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
             running += counts[env * n_buckets + b]
 
     return SimpleNamespace(
-        brute_neighbors=make_query(False),
-        grid_neighbors=make_query(True),
+        build_brute=build_brute,
+        build_grid=build_grid,
+        brute_neighbors=make_query(build_brute),
+        grid_neighbors=make_query(build_grid),
         grid_count=grid_count,
         grid_scatter=grid_scatter,
         exclusive_scan_per_env=exclusive_scan_per_env,
@@ -236,6 +265,32 @@ class NeighborBuffers:
         self.sorted_agents = wp.zeros(n_envs * n_agents if grid else 1, dtype=wp.int32, device=device)
         # A one-element placeholder for kernels launched without an env mask.
         self.no_mask = wp.zeros(1, dtype=wp.bool, device=device)
+        self.scalar = scalar
+        self._queries: dict = {}
+
+    def query(self, pos: wp.array, radius: float, near_radius: float, env_mask: Optional[wp.array] = None):
+        """The ``NeighborQuery`` struct over these buffers (cached: one instance per set of inputs)."""
+        key = (pos.ptr, radius, near_radius, None if env_mask is None else env_mask.ptr)
+        q = self._queries.get(key)
+        if q is None:
+            q = query_struct(self.scalar)()
+            q.pos = pos
+            q.radius = self.scalar(radius)
+            q.near_radius = self.scalar(near_radius)
+            q.n_buckets = self.n_buckets
+            q.bucket_start = self.bucket_start
+            q.bucket_count = self.bucket_count
+            q.agent_cell = self.agent_cell
+            q.sorted_agents = self.sorted_agents
+            q.env_mask = env_mask if env_mask is not None else self.no_mask
+            q.use_mask = 0 if env_mask is None else 1
+            q.nbr = self.nbr
+            q.count = self.count
+            q.near = self.near
+            q.total = self.total
+            q.overflow = self.overflow
+            self._queries[key] = q
+        return q
 
 
 def build_neighbors(
@@ -259,25 +314,29 @@ def build_neighbors(
             backend still bins every env (binning is cheap) but only queries masked ones.
         launcher: Where the launches go (eager, recorded, or captured by the caller).
     """
+    if method not in ("brute", "grid"):
+        raise ValueError(f"neighbor method must be 'brute' or 'grid', got {method!r}")
+    query = out.query(pos, radius, near_radius, env_mask)
+    if method == "grid":
+        bin_agents(pos, radius, out, launcher)
+    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors)
+    launcher.launch(
+        k.grid_neighbors if method == "grid" else k.brute_neighbors,
+        dim=pos.shape,
+        inputs=[query],
+        device=pos.device,
+    )
+
+
+def bin_agents(pos: wp.array, radius: float, out: NeighborBuffers, launcher: Launcher = EAGER) -> None:
+    """Grid backend only: bin every agent into its hashed cell (count, per-env scan, scatter).
+
+    After this, ``build_grid`` (or the ``grid_neighbors`` kernel) can query any agent.
+    """
     scalar = pos.dtype._wp_scalar_type_
     k = kernels(scalar, out.max_neighbors)
     n_envs, n_agents = pos.shape
-    mask = env_mask if env_mask is not None else out.no_mask
-    use_mask = 0 if env_mask is None else 1
     nb = out.n_buckets
-    grid_args = [nb, out.bucket_start, out.bucket_count, out.agent_cell, out.sorted_agents, mask, use_mask]
-    outputs = [out.nbr, out.count, out.near, out.total, out.overflow]
-    if method == "brute":
-        launcher.launch(
-            k.brute_neighbors,
-            dim=(n_envs, n_agents),
-            inputs=[pos, scalar(radius), scalar(near_radius), *grid_args],
-            outputs=outputs,
-            device=pos.device,
-        )
-        return
-    if method != "grid":
-        raise ValueError(f"neighbor method must be 'brute' or 'grid', got {method!r}")
     launcher.zero(out.bucket_count)
     launcher.launch(
         k.grid_count,
@@ -298,12 +357,5 @@ def build_neighbors(
         dim=(n_envs, n_agents),
         inputs=[nb, out.bucket_start, out.agent_cell, out.agent_slot],
         outputs=[out.sorted_agents],
-        device=pos.device,
-    )
-    launcher.launch(
-        k.grid_neighbors,
-        dim=(n_envs, n_agents),
-        inputs=[pos, scalar(radius), scalar(near_radius), *grid_args],
-        outputs=outputs,
         device=pos.device,
     )

@@ -13,6 +13,7 @@ import warp as wp
 
 from swarp.core.launch import EAGER, Launcher, Program, Recorder, replay_enabled
 from swarp.core.types import State
+from swarp.physics.neighbors import bin_agents
 from swarp.physics.step import Stepper
 
 
@@ -54,8 +55,14 @@ class World:
     def n_agents(self) -> int:
         return self.stepper.n_agents
 
-    def simulate(self, launcher: Launcher = EAGER) -> None:
-        """The launches of one step from the action buffer: substeps, then the neighbor rebuild."""
+    def simulate(self, launcher: Launcher = EAGER, rebuild_neighbors: bool = True) -> None:
+        """The launches of one step from the action buffer: substeps, then the neighbor rebuild.
+
+        With ``rebuild_neighbors=False`` the lists are left for the caller to rebuild: only the
+        grid binning runs (``prepare_neighbors``), and a later kernel must build every agent's list
+        through ``neighbor_query`` before anything reads them (a scenario's observation kernel
+        does this to save a launch).
+        """
         self.stepper.simulate(
             self.state,
             self._actions_wp,
@@ -65,7 +72,20 @@ class World:
             launcher,
             neighbors_valid=True,
         )
-        self.build_neighbors(launcher=launcher)
+        if rebuild_neighbors:
+            self.build_neighbors(launcher=launcher)
+        else:
+            self.prepare_neighbors(launcher)
+
+    def prepare_neighbors(self, launcher: Launcher = EAGER) -> None:
+        """Everything of a neighbor rebuild except the per-agent queries (grid binning; none for brute)."""
+        if self.stepper.neighbor_method == "grid":
+            bin_agents(self.state.pos, self.model.neighbor_radius, self.neighbors, launcher)
+
+    def neighbor_query(self, env_mask: wp.array | None = None):
+        """The ``NeighborQuery`` struct that builds this world's lists from inside other kernels
+        (call ``prepare_neighbors`` first); see ``physics.neighbors.query_struct``."""
+        return self.neighbors.query(self.state.pos, self.model.neighbor_radius, self.model.near_radius, env_mask)
 
     def step(self, actions: torch.Tensor) -> None:
         """Advance every env by one step (no-grad, in place).

@@ -146,24 +146,43 @@ class Scenario:
         return {}
 
 
+#: What ``FusedScenario.launch_observe`` computes besides the observation.
+OBSERVE_ONLY = 0  # after an auto-reset: the step's rewards and info must survive
+OBSERVE_STEP = 1  # a step: rewards, termination, info
+OBSERVE_RESET = 2  # an explicit reset: info of the fresh state (and reward memory), no reward
+
+
 class FusedScenario(Scenario):
     """A scenario with a Warp twin of its observations, rewards, termination and reset.
 
     The fused launches write into the environment's persistent buffers (``env.obs``,
     ``env.reward``, ``env.terminated``, the info tensors) and must not allocate, so they can be
     recorded and captured.
+
+    Two optional fusions save launches on the step (each a launch of a few microseconds on the
+    GPU, which is most of a small batch's step):
+
+    * ``builds_neighbors``: the observation kernel builds every observed agent's neighbor list
+      itself (through ``world.neighbor_query()``, after ``world.prepare_neighbors``), so the
+      environment launches no separate rebuild.
+    * ``ends_steps``: a per-env kernel of ``launch_observe(mode=OBSERVE_STEP)`` finishes the step
+      by calling ``swarp.env.episode.funcs(scalar).end_step(env.episode_args, env, terminated)``, so
+      the environment launches no separate bookkeeping kernel. Otherwise it must write
+      ``env.terminated`` and the environment does the rest.
     """
 
     fused_available: ClassVar[bool] = True
+    builds_neighbors: ClassVar[bool] = False
+    ends_steps: ClassVar[bool] = False
 
-    def launch_observe(self, launcher: Launcher, env_mask=None, rewards: bool = True) -> None:
-        """Launch the observation (and, with ``rewards``, reward/termination/info) kernels.
+    def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
+        """Launch the observation kernels (and, per ``mode``, rewards, termination and info).
 
         Args:
             launcher: Where launches go.
-            env_mask: Optional [E] bool Warp array: only these envs are recomputed (used after a
-                masked reset, with ``rewards=False``, which also re-initialises reward memory).
-            rewards: Also compute rewards, termination and info.
+            env_mask: Optional [E] bool Warp array: only these envs are recomputed (after a reset).
+            mode: ``OBSERVE_STEP``, ``OBSERVE_ONLY`` or ``OBSERVE_RESET``; the latter two also
+                re-initialise per-episode reward memory (e.g. the previous distance to goal).
         """
         raise NotImplementedError
 

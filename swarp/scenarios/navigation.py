@@ -36,7 +36,7 @@ import warp as wp
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig, _coerce_enum
 from swarp.core.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.base import FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.spawn import (
     cell_keys_torch,
     cell_point_torch,
@@ -155,6 +155,8 @@ class NavigationScenario(FusedScenario):
 
     name = "navigation"
     Config = NavigationConfig
+    builds_neighbors = True
+    ends_steps = True
 
     def make_world(self) -> WorldSpec:
         c = self.cfg
@@ -350,8 +352,8 @@ class NavigationScenario(FusedScenario):
 
     # --- fused twin -----------------------------------------------------------------------
 
-    def launch_observe(self, launcher: Launcher, env_mask=None, rewards: bool = True) -> None:
-        nk.launch_observe(self, launcher, env_mask, rewards)
+    def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
+        nk.launch_observe(self, launcher, env_mask, mode)
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         nk.launch_reset(self, launcher, env_mask)

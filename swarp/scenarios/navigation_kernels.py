@@ -20,7 +20,9 @@ from swarp.core.launch import Launcher
 from swarp.core.precision import vec2_type
 from swarp.core.rng import stream_key, uniform_u24
 from swarp.core.types import PARAM_RADIUS
-from swarp.scenarios import spawn
+from swarp.env import episode
+from swarp.physics import neighbors
+from swarp.scenarios import base, spawn
 
 _RADIUS = wp.constant(PARAM_RADIUS)
 
@@ -36,10 +38,20 @@ DRAW_OBSTACLE = wp.constant(7 * DRAW_BLOCK)
 DRAW_OBSTACLE_CELLS = wp.constant(8 * DRAW_BLOCK)
 
 
+_OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
+_OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
+
+
 @functools.cache
-def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
-    """Kernels for one precision, neighbor count k and obstacle shape mode (0 circle, 1 box, 2 mixed)."""
+def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool):
+    """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
+    and the world's neighbor-list width and backend (the observe kernel builds each agent's list)."""
     vec2 = vec2_type(scalar)
+    nbk = neighbors.kernels(scalar, max_neighbors)
+    build_list = nbk.build_grid if grid else nbk.build_brute
+    Query = neighbors.query_struct(scalar)
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
     zero = scalar(0.0)
     one = scalar(1.0)
     two = scalar(2.0)
@@ -57,15 +69,13 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         theta: wp.array2d(dtype=scalar),
         params: wp.array3d(dtype=scalar),
         goals: wp.array2d(dtype=vec2),
-        nbr: wp.array3d(dtype=wp.int32),
-        nbr_count: wp.array2d(dtype=wp.int32),
-        nbr_near: wp.array2d(dtype=wp.int32),
+        nq: Query,
         obs_range: scalar,
         goal_radius: scalar,
         collision_penalty: scalar,
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
-        rewards: int,
+        mode: int,
         obs_out: wp.array3d(dtype=scalar),
         prev_dist: wp.array2d(dtype=scalar),
         progress_out: wp.array2d(dtype=scalar),
@@ -77,6 +87,8 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         env, agent = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
+        # This agent's neighbor list, built here from the final positions (no separate launch).
+        build_list(nq, env, agent)
         p = pos[env, agent]
         v = vel[env, agent]
         th = theta[env, agent]
@@ -93,14 +105,14 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         r = params[0, agent, _RADIUS]
         n_written = int(0)
         n_collisions = int(0)
-        n_near = nbr_near[env, agent]
+        n_near = nq.near[env, agent]
         beyond_range = bool(False)
         # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
         # at most k) and so are possible collisions (the near prefix). Stop when both are done.
-        for s in range(nbr_count[env, agent]):
+        for s in range(nq.count[env, agent]):
             if s >= n_near and (beyond_range or n_written >= k_obs):
                 break
-            j = nbr[env, s, agent]
+            j = nq.nbr[env, s, agent]
             delta = pos[env, j] - p
             d2 = wp.dot(delta, delta)
             if d2 > range2:
@@ -121,9 +133,10 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
             for c in range(5):
                 obs_out[env, agent, 8 + 5 * w + c] = zero
         dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
-        if rewards != 0:
+        if mode == _OBSERVE_STEP:
             progress_out[env, agent] = prev_dist[env, agent] - dist
             reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+        if mode != _OBSERVE_ONLY:
             dist_out[env, agent] = dist
             on_goal_out[env, agent] = dist < goal_radius
             collisions_out[env, agent] = n_collisions
@@ -138,11 +151,16 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
         shared_reward: int,
         shaping_factor: scalar,
         final_reward: scalar,
+        ep: Episode,
+        mode: int,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
         reward_out: wp.array2d(dtype=scalar),
-        terminated_out: wp.array(dtype=wp.bool),
         overflow_out: wp.array(dtype=wp.bool),
     ):
         env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
         n_agents = progress.shape[1]
         all_on_goal = bool(True)
         overflow = bool(False)
@@ -153,6 +171,9 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
             if nbr_total[env, a] > nbr_count[env, a]:
                 overflow = True
             total += progress[env, a]
+        overflow_out[env] = overflow
+        if mode != _OBSERVE_STEP:
+            return  # a reset only refreshes the info
         mean = total / scalar(n_agents)
         bonus = zero
         if all_on_goal:
@@ -162,8 +183,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int):
             if shared_reward != 0:
                 own = mean
             reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
-        terminated_out[env] = all_on_goal
-        overflow_out[env] = overflow
+        end_step(ep, env, all_on_goal)
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_reset(
@@ -256,11 +276,22 @@ _OBSTACLE_MODES = {"circle": 0, "box": 1, "mixed": 2}
 
 
 def _kernels_for(sc):
-    return kernels(sc.env.stepper.scalar, sc.cfg.obs_neighbors, _OBSTACLE_MODES[sc.cfg.obstacle_shape])
+    stepper = sc.env.stepper
+    return kernels(
+        stepper.scalar,
+        sc.cfg.obs_neighbors,
+        _OBSTACLE_MODES[sc.cfg.obstacle_shape],
+        stepper.world.max_neighbors,
+        stepper.neighbor_method == "grid",
+    )
 
 
-def launch_observe(sc, launcher: Launcher, env_mask, rewards: bool) -> None:
-    """Launch ``nav_observe`` (and ``nav_finish`` when ``rewards``) for the scenario ``sc``."""
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+    """Launch ``nav_observe`` (and, for a step, ``nav_finish``) for the scenario ``sc``.
+
+    The world's grid binning (``World.prepare_neighbors``) must have run: ``nav_observe`` builds
+    the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping.
+    """
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
@@ -275,20 +306,18 @@ def launch_observe(sc, launcher: Launcher, env_mask, rewards: bool) -> None:
             state.theta,
             world.model.params,
             sc._goals,
-            nb.nbr,
-            nb.count,
-            nb.near,
+            world.neighbor_query(),
             s(c.obs_range),
             s(sc.goal_radius),
             s(c.collision_penalty),
             mask,
             int(env_mask is not None),
-            int(rewards),
+            int(mode),
         ],
         outputs=[env._obs, sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions],
         device=env.device,
     )
-    if rewards:
+    if mode != base.OBSERVE_ONLY:
         launcher.launch(
             k.nav_finish,
             dim=sc.n_envs,
@@ -300,8 +329,12 @@ def launch_observe(sc, launcher: Launcher, env_mask, rewards: bool) -> None:
                 int(c.shared_reward),
                 s(c.shaping_factor),
                 s(c.final_reward),
+                env.episode_args,
+                int(mode),
+                mask,
+                int(env_mask is not None),
             ],
-            outputs=[env._reward, env._terminated, sc._overflow],
+            outputs=[env._reward, sc._overflow],
             device=env.device,
         )
 

@@ -106,7 +106,7 @@ def count_events(trajectory: list[dict]) -> tuple[int, int]:
 @PATHS
 def test_replay_and_eager_are_bit_identical(fused, monkeypatch, generator):
     monkeypatch.setenv(LAUNCH_MODE_ENV, "eager")
-    eager_env = make_env(fused=fused, auto_reset=True)
+    eager_env = make_env(fused=fused, auto_reset=True, use_graph=False)
     assert eager_env.execution_mode == "eager"
     noise = noise_sequence(eager_env, N_STEPS, generator)
     eager = rollout(eager_env, noise)
@@ -114,15 +114,21 @@ def test_replay_and_eager_are_bit_identical(fused, monkeypatch, generator):
     assert terminated > 0 and truncated > 0, "the rollout should cross successes and time limits"
 
     monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
-    replay_env = make_env(fused=fused, auto_reset=True)
+    replay_env = make_env(fused=fused, auto_reset=True, use_graph=False)
     assert replay_env.execution_mode == "replay"
     assert_bit_identical(eager, rollout(replay_env, noise))
+    # The default: a graph (Warp's CPU graphs here) for the fused path, replay for the torch path.
+    default_env = make_env(fused=fused, auto_reset=True)
+    assert default_env.execution_mode == ("graph" if fused else "replay")
+    assert_bit_identical(eager, rollout(default_env, noise))
     program = replay_env._step_seq._program if fused else replay_env.world._program
     assert program is not None and program.n_launches >= 3
 
     # Debug mode re-traces the launch sequence before every replay: nothing recorded went stale.
     monkeypatch.setenv(LAUNCH_DEBUG_ENV, "1")
-    assert_bit_identical(eager, rollout(make_env(fused=fused, auto_reset=True), noise[:50]) + eager[50:])
+    assert_bit_identical(
+        eager, rollout(make_env(fused=fused, auto_reset=True, use_graph=False), noise[:50]) + eager[50:]
+    )
 
 
 def test_same_seed_gives_same_bits_and_different_seeds_differ(generator):
@@ -592,18 +598,34 @@ def test_torch_only_scenario_runs_without_kernels(registry, generator):
 # --- execution modes and CUDA ---------------------------------------------------------------------
 
 
-def test_use_graph_true_on_cpu_warns_once_and_replays():
+def test_use_graph_true_without_a_capturable_step_warns_once_and_replays():
+    # The torch reference runs host-side torch code between launches: no graph is possible.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = make_env(use_graph=True)
+        env = make_env(use_graph=True, fused=False)
         env.step(torch.zeros(N_ENVS, N_AGENTS, 2))
         env.step(torch.zeros(N_ENVS, N_AGENTS, 2))
         env.reset()
     messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     assert len(messages) == 1, messages
-    assert "use_graph=True but the device is not CUDA" in messages[0] and "(replay)" in messages[0]
+    assert "use_graph=True but the step is not capturable" in messages[0] and "(replay)" in messages[0]
     assert env.execution_mode == "replay" and not env.graph_mode
-    assert make_env().execution_mode == "replay" and make_env(use_graph=False).execution_mode == "replay"
+
+
+def test_cpu_steps_run_as_a_graph_by_default_and_match_replay():
+    # Warp captures CPU launch sequences too (replayed in C++): the default on CPU is a graph.
+    graph, replay = make_env(auto_reset=True), make_env(auto_reset=True, use_graph=False)
+    assert graph.execution_mode == "graph" and graph.graph_mode
+    assert replay.execution_mode == "replay" and not replay.graph_mode
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(60):
+        actions = torch.rand(N_ENVS, N_AGENTS, 2, generator=generator) * 2 - 1
+        a, b = graph.step(actions), replay.step(actions)
+        for x, y in zip(a[:4], b[:4], strict=True):
+            assert torch.equal(x, y)
+    graph.reset_at(torch.arange(N_ENVS) % 2 == 0)
+    replay.reset_at(torch.arange(N_ENVS) % 2 == 0)
+    assert torch.equal(graph.obs, replay.obs)
 
 
 CUDA_ENVS = 256
