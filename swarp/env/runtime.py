@@ -107,7 +107,8 @@ def choose_mode(device: str, use_graph: bool | str, capturable: bool) -> tuple[s
     """Pick the execution mode; returns ``(mode, warning_or_None)``.
 
     ``use_graph="auto"``: a graph whenever the whole sequence is capturable (CUDA or CPU), else
-    replay. ``True``: demand a graph; where none is possible fall back to replay with a warning. ``False``: no graph. ``SWARP_LAUNCH_MODE=eager`` turns replay into eager launches.
+    replay. ``True``: demand a graph; where none is possible fall back to replay with a warning.
+    ``False``: no graph. ``SWARP_LAUNCH_MODE=eager`` turns replay into eager launches.
     """
     if use_graph not in (True, False, "auto"):
         raise ValueError(f"use_graph must be True, False or 'auto', got {use_graph!r}")
