@@ -71,10 +71,14 @@ def query_struct(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, device_is_cuda: bool) -> SimpleNamespace:
-    """Neighbor-list kernels specialised for one float precision, list width K and device kind."""
+def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
+    """Neighbor-list kernels specialised for one float precision and list width K."""
     vec2 = vec2_type(scalar)
     cell_limit = scalar(_CELL_LIMIT)
+    max_k = max_neighbors
+    # The top-K list lives in registers while candidates stream past; only kept entries are written.
+    dist_k = wp.types.vector(max_k, scalar)
+    index_k = wp.types.vector(max_k, wp.int32)
 
     @wp.func
     def _cell_of(p: vec2, inv_cell: scalar) -> wp.vec2i:
@@ -96,97 +100,8 @@ def kernels(scalar: type, max_neighbors: int, device_is_cuda: bool) -> SimpleNam
 
     def make_build(grid: bool):
         @wp.func
-        def range_of(q: Query, env: int, home: wp.vec2i, r: int) -> wp.vec3i:
-            """Candidate range r as (start, stop, unused): the whole env for brute force, the r-th
-            of the 3x3 cells around ``home`` for the grid."""
-            if wp.static(grid):
-                cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
-                bucket = env * q.n_buckets + _bucket_of(cell, q.n_buckets)
-                start = q.bucket_start[bucket]
-                return wp.vec3i(start, start + q.bucket_count[bucket], 0)
-            return wp.vec3i(0, q.pos.shape[1], 0)
-
-        @wp.func
-        def candidate(q: Query, env: int, agent: int, home: wp.vec2i, r: int, s: int) -> int:
-            """The agent at slot s of range r, or -1 when it is the querying agent itself or (grid)
-            belongs to another cell that shares the hashed bucket (each agent counts once, from its
-            own cell)."""
-            j = s
-            if wp.static(grid):
-                j = q.sorted_agents[s]
-                cj = q.agent_cell[env, j]
-                if cj[0] != home[0] + r % 3 - 1 or cj[1] != home[1] + r / 3 - 1:
-                    return -1
-            if j == agent:
-                return -1
-            return j
-
-        @wp.func
         def build_list(q: Query, env: int, agent: int):
-            """Build the sorted neighbor list of one agent into ``q``'s outputs.
-
-            Each in-range candidate's slot is its rank: the number of in-range candidates whose
-            (squared distance, index) sorts before its own. Ranks below K are written straight
-            to the output; nothing is shifted and no per-thread list is kept (a local top-K array
-            spills to local memory on the GPU). O(candidates x in-range candidates) distance
-            evaluations, all cache hits.
-            """
-            r2 = q.radius * q.radius
-            near2 = q.near_radius * q.near_radius
-            max_k = q.nbr.shape[1]
-            p = q.pos[env, agent]
-            home = wp.vec2i(0, 0)
-            n_ranges = 1
-            if wp.static(grid):
-                home = q.agent_cell[env, agent]
-                n_ranges = 9
-            n_total = int(0)
-            n_near = int(0)
-            for r in range(n_ranges):
-                bounds = range_of(q, env, home, r)
-                for s in range(bounds[0], bounds[1]):
-                    j = candidate(q, env, agent, home, r, s)
-                    if j < 0:
-                        continue
-                    delta = q.pos[env, j] - p
-                    d2 = wp.dot(delta, delta)
-                    # Written so that a NaN distance (a non-finite position) is out of range too.
-                    if not (d2 <= r2):
-                        continue
-                    n_total += 1
-                    if d2 <= near2:
-                        n_near += 1
-                    rank = int(0)
-                    for r_other in range(n_ranges):
-                        other_bounds = range_of(q, env, home, r_other)
-                        for s_other in range(other_bounds[0], other_bounds[1]):
-                            i = candidate(q, env, agent, home, r_other, s_other)
-                            if i >= 0:
-                                delta_i = q.pos[env, i] - p
-                                d2_i = wp.dot(delta_i, delta_i)
-                                if d2_i < d2 or (d2_i == d2 and i < j):
-                                    rank += 1
-                    if rank < max_k:
-                        q.nbr[env, rank, agent] = j
-            n_kept = wp.min(n_total, max_k)
-            q.count[env, agent] = n_kept
-            q.near[env, agent] = wp.min(n_near, max_k)
-            q.total[env, agent] = n_total
-            if n_total > n_kept:
-                q.overflow[0] = 1
-
-        return build_list
-
-    def make_insertion_build(grid: bool):
-        # Local top-K arrays: K registers' worth per thread, spilled to local memory on the GPU.
-        dist_k = wp.types.vector(max_neighbors, scalar)
-        index_k = wp.types.vector(max_neighbors, wp.int32)
-        max_k = max_neighbors
-
-        @wp.func
-        def build_list(q: Query, env: int, agent: int):
-            """Build the sorted neighbor list of one agent by insertion into a local top-K list:
-            the fastest variant on the CPU (serial threads, no spills)."""
+            """Build the sorted neighbor list of one agent into ``q``'s outputs."""
             r2 = q.radius * q.radius
             p = q.pos[env, agent]
             best_d2 = dist_k()
@@ -264,11 +179,8 @@ def kernels(scalar: type, max_neighbors: int, device_is_cuda: bool) -> SimpleNam
 
         return query
 
-    # On CUDA the rank-based build avoids per-thread arrays; on the CPU insertion does less work.
-    # Both produce identical lists (sorted by (squared distance, index)).
-    ranked = device_is_cuda
-    build_brute = make_build(False) if ranked else make_insertion_build(False)
-    build_grid = make_build(True) if ranked else make_insertion_build(True)
+    build_brute = make_build(False)
+    build_grid = make_build(True)
 
     @wp.kernel(enable_backward=False, module="unique")
     def grid_count(
@@ -407,7 +319,7 @@ def build_neighbors(
     query = out.query(pos, radius, near_radius, env_mask)
     if method == "grid":
         bin_agents(pos, radius, out, launcher)
-    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, pos.device.is_cuda)
+    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors)
     launcher.launch(
         k.grid_neighbors if method == "grid" else k.brute_neighbors,
         dim=pos.shape,
@@ -422,7 +334,7 @@ def bin_agents(pos: wp.array, radius: float, out: NeighborBuffers, launcher: Lau
     After this, ``build_grid`` (or the ``grid_neighbors`` kernel) can query any agent.
     """
     scalar = pos.dtype._wp_scalar_type_
-    k = kernels(scalar, out.max_neighbors, pos.device.is_cuda)
+    k = kernels(scalar, out.max_neighbors)
     n_envs, n_agents = pos.shape
     nb = out.n_buckets
     launcher.zero(out.bucket_count)

@@ -43,11 +43,11 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool, cuda: bool):
+def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool):
     """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
     and the world's neighbor-list width and backend (the observe kernel builds each agent's list)."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, cuda)
+    nbk = neighbors.kernels(scalar, max_neighbors)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -283,7 +283,6 @@ def _kernels_for(sc):
         _OBSTACLE_MODES[sc.cfg.obstacle_shape],
         stepper.world.max_neighbors,
         stepper.neighbor_method == "grid",
-        stepper.device.startswith("cuda"),
     )
 
 

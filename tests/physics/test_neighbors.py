@@ -7,7 +7,6 @@ import torch
 import warp as wp
 
 from swarp import AgentConfig, Stepper, World, WorldConfig
-from swarp.physics import neighbors
 
 #: Neighbor radius [m] of every world below (agents have the default radius of 0.05 m).
 RADIUS = 0.15
@@ -265,28 +264,3 @@ def test_edge_index_is_consistent_with_the_lists(rng, max_neighbors):
         assert pairs == {(t, s) for s, t in pairs}, "untruncated radius graphs are symmetric"
     else:
         assert max_neighbors == 4
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("kind", KINDS)
-def test_gpu_rank_variant_builds_the_same_lists_as_insertion(rng, method, kind):
-    # CUDA builds lists by ranking candidates, the CPU by insertion; run the CUDA variant's
-    # kernel on the CPU and compare with the insertion lists (and the numpy reference).
-    n_envs, n_agents, max_k = 3, 40, 8
-    pos = random_positions(rng, kind, n_envs, n_agents)
-    world = make_world(n_envs, n_agents, method, max_neighbors=max_k)
-    world.set_state(pos=torch.as_tensor(pos, dtype=world.stepper.torch_dtype))
-    insertion = lists_of(world)
-    near = world.neighbors.near.numpy().copy()
-    world.neighbors.nbr.fill_(-7)
-    world.neighbors.count.zero_()
-    world.neighbors.near.zero_()
-    ranked = neighbors.kernels(world.stepper.scalar, max_k, True)
-    kernel = ranked.grid_neighbors if method == "grid" else ranked.brute_neighbors
-    query = world.neighbor_query()
-    wp.launch(kernel, dim=(n_envs, n_agents), inputs=[query], device="cpu")
-    for name, expected in insertion.items():
-        np.testing.assert_array_equal(lists_of(world)[name], expected, err_msg=name)
-    np.testing.assert_array_equal(world.neighbors.near.numpy(), near)
-    reference = reference_lists(pos, RADIUS, max_k)
-    np.testing.assert_array_equal(insertion["nbr"], reference["nbr"])
