@@ -5,10 +5,8 @@ set -uo pipefail
 out=${OUT:-.}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/bench_gpu.log"
 python3 -m swarp.benchmark.physics --device cuda:0 --envs 1024 16384 65536 --agents 4 16 64 2>&1 | tee "$out/bench_physics.log"
-python3 -m swarp.benchmark.physics --breakdown --envs 16384 65536 --agents 4 16 64 2>&1 | tee -a "$out/bench_physics.log"
-python3 -m swarp.benchmark.profile_env --envs 1024 4096 16384 --agents 3 16 64 2>&1 | tee "$out/bench_profile.log"
+python3 -m swarp.benchmark.profile_env --envs 4096 16384 --agents 3 16 64 2>&1 | tee "$out/bench_profile.log"
 python3 -m swarp.benchmark.throughput --envs 1024 4096 16384 65536 262144 --agents 3 4 16 64 --repeats 3 2>&1 | tee "$out/bench_throughput.log"
 python3 -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 2>&1 | tee "$out/bench_reset.log"
 python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee "$out/bench_replay.log"
 SWARP_LAUNCH_MODE=eager python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee -a "$out/bench_replay.log"
-python3 -m swarp.demo 2>&1 | tee "$out/bench_demo.log"
