@@ -30,6 +30,9 @@ PARAM_MAX_STEER = 8  # [rad]
 PARAM_DRAG = 9  # [1/s]
 N_PARAMS = 10
 
+#: Relative margin on the contact distance ``2 * max_radius`` when sizing neighbor lists [-].
+CONTACT_MARGIN = 0.25
+
 _PARAM_FIELDS = (
     "radius",
     "mass",
@@ -162,15 +165,26 @@ class Model:
         kinds: ``wp.array(int32)`` [A] ``DynamicsModel`` code per agent.
         ctrl_modes: ``wp.array(int32)`` [A] ``ControlMode`` code per agent.
         obstacles: ``ObstacleArrays`` of the world's static obstacles (leading dim 1).
-        contact_radius: Distance [m] within which a contact can begin during one step of ``dt``:
-            ``2 * max_radius + 2 * max_speed * dt``.
+        contact_radius: Centre distance [m] within which a pair can touch at the start of any
+            substep of a step: ``2 * max_radius * (1 + CONTACT_MARGIN) + 2 * max_speed * dt * (S - 1) / S``
+            for S substeps. Contact forces are evaluated at substep starts from lists built at the
+            step start, so with one substep only pairs already overlapping matter; the margin
+            covers contact pushes beyond ``max_speed`` and rounding.
         neighbor_radius: Radius [m] of the neighbor lists (default: ``contact_radius``).
         near_radius: The prefix of each (distance-sorted) list within this radius [m] is what the
             contact kernel scans: ``min(contact_radius, neighbor_radius)``.
         max_radius: Largest agent radius [m].
     """
 
-    def __init__(self, agents: list[AgentConfig], world: WorldConfig, scalar: type, device: str, dt: float = 0.1):
+    def __init__(
+        self,
+        agents: list[AgentConfig],
+        world: WorldConfig,
+        scalar: type,
+        device: str,
+        dt: float = 0.1,
+        substeps: int = 1,
+    ):
         self.agents = tuple(agents)
         self.world = world
         self.n_agents = len(agents)
@@ -184,10 +198,9 @@ class Model:
             np.array([int(cfg.ctrl_mode) for cfg in agents], np.int32), dtype=wp.int32, device=device
         )
         self.max_radius = max(cfg.radius for cfg in agents)
-        # Contacts can only start between agents that are closer than twice the largest radius plus
-        # the largest relative displacement within one step: that is the contact-candidate radius.
         max_speed = max(cfg.max_speed for cfg in agents)
-        self.contact_radius = 2.0 * self.max_radius + 2.0 * max_speed * dt
+        closing = 2.0 * max_speed * dt * (substeps - 1) / substeps
+        self.contact_radius = 2.0 * self.max_radius * (1.0 + CONTACT_MARGIN) + closing
         if world.neighbor_radius is None:
             self.neighbor_radius = self.contact_radius
         else:

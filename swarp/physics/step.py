@@ -68,7 +68,7 @@ class Stepper:
         self.torch_device = torch.device(wp.device_to_torch(self.device))
         self.dt = float(dt)
         self.substeps = substeps
-        self.model = Model(agents, world, self.scalar, self.device, dt=self.dt)
+        self.model = Model(agents, world, self.scalar, self.device, dt=self.dt, substeps=substeps)
         self.world = world
         method = world.neighbor_method
         if method == "auto":

@@ -170,7 +170,7 @@ class NavigationScenario(FusedScenario):
             bounds=c.world_size,
             bounds_mode="soft",
             max_neighbors=c.max_neighbors,
-            neighbor_radius=max(c.obs_range, 2.0 * c.agent_radius + 2.0 * c.max_speed * c.dt),
+            neighbor_radius=max(c.obs_range, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt),
         )
         return WorldSpec(
             agents=(agent,) * c.n_agents,

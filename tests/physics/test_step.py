@@ -246,3 +246,35 @@ def test_program_without_source_cannot_validate(monkeypatch):
     monkeypatch.setenv(LAUNCH_DEBUG_ENV, "1")
     with pytest.raises(RuntimeError, match="recorded without a source"):
         program()
+
+
+@pytest.mark.parametrize("substeps", [1, 2, 4])
+@pytest.mark.parametrize("ctrl_mode", ["velocity", "acceleration"])
+def test_default_neighbor_radius_misses_no_contact(substeps, ctrl_mode):
+    # Lists sized by Model.contact_radius must see every contact that all-pairs lists see: fast
+    # agents crossing a crowded box at full speed, compared bit for bit with a huge list radius.
+    n_envs, n_agents = 4, 24
+    agents = [AgentConfig(ctrl_mode=ctrl_mode, radius=0.05, max_speed=2.0, max_accel=20.0)] * n_agents
+
+    def run(all_pairs: bool):
+        world = WorldConfig(bounds=0.6, neighbor_radius=10.0 if all_pairs else None, max_neighbors=n_agents)
+        stepper = Stepper(agents, dt=0.1, device="cpu", world=world, substeps=substeps, dtype="float64")
+        if all_pairs:
+            stepper.model.near_radius = 10.0  # contacts scan every agent of the env
+        w = World(stepper, n_envs)
+        gen = torch.Generator().manual_seed(5)
+        w.set_state(pos=(torch.rand(n_envs, n_agents, 2, generator=gen, dtype=torch.float64) - 0.5))
+        trajectory = []
+        for _ in range(40):
+            # Everyone heads for the centre at full speed, then scatters: many head-on contacts.
+            target = -w.state.torch.pos if len(trajectory) % 10 < 5 else w.state.torch.pos
+            w.step((target * 100.0).contiguous())
+            trajectory.append(w.state.torch.pos.clone())
+        return torch.stack(trajectory), w
+
+    default, world = run(False)
+    everyone, reference = run(True)
+    assert world.model.near_radius < 0.6 and reference.model.near_radius > 1.7  # really different scans
+    gaps = torch.cdist(default, default) + torch.eye(n_agents, dtype=default.dtype) * 1e9  # [T, E, A, A]
+    assert (gaps < 0.1).sum() > 100  # plenty of contacts happened
+    assert torch.equal(default, everyone)
