@@ -24,6 +24,5 @@ start = time.perf_counter()
 for _ in range(n_steps):
     env.step(actions)
 seconds = (time.perf_counter() - start) / n_steps
-print(
-    f"vmas {vmas.__version__} navigation cpu {n_envs}x4: {seconds * 1e3:.2f} ms/step, {n_envs / seconds:,.0f} env-steps/s"
-)
+rate = n_envs / seconds
+print(f"vmas {vmas.__version__} navigation cpu {n_envs}x4: {seconds * 1e3:.2f} ms/step, {rate:,.0f} env-steps/s")
