@@ -199,8 +199,8 @@ class Environment:
             self._refresh_neighbors(launcher, self._done)
             sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
 
-    def _fused_reset(self, launcher: Launcher) -> None:
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+    def _launch_begin_episodes(self, launcher: Launcher) -> None:
+        """Advance the episode counter and zero the step counter of every env in ``reset_mask``."""
         launcher.launch(
             episode.begin_episodes,
             dim=self.n_envs,
@@ -208,6 +208,10 @@ class Environment:
             outputs=[self._step_count, self._episode],
             device=self.device,
         )
+
+    def _fused_reset(self, launcher: Launcher) -> None:
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        self._launch_begin_episodes(launcher)
         sc.launch_reset(launcher, self._reset_mask)
         self._refresh_neighbors(launcher, self._reset_mask)
         sc.launch_observe(launcher, env_mask=self._reset_mask, mode=OBSERVE_RESET)
@@ -245,13 +249,7 @@ class Environment:
 
     def _torch_reset(self) -> None:
         with self.streams.scope():
-            EAGER.launch(
-                episode.begin_episodes,
-                dim=self.n_envs,
-                inputs=[self._reset_mask],
-                outputs=[self._step_count, self._episode],
-                device=self.device,
-            )
+            self._launch_begin_episodes(EAGER)
         self._torch_reset_envs(self.reset_mask, self._reset_mask)
         # An explicit reset refreshes the info of the reset envs (an auto-reset keeps the step's).
         for key, value in self.scenario.info().items():
