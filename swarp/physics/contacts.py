@@ -160,31 +160,37 @@ def kernels(scalar: type) -> SimpleNamespace:
         vel: wp.array2d(dtype=vec2),
         nbr: wp.array3d(dtype=wp.int32),
         nbr_near: wp.array2d(dtype=wp.int32),
+        agents_per_thread: int,
         # output
         forces_out: wp.array2d(dtype=vec2),
     ):
-        env, agent = wp.tid()
-        pe = env * per_env_params
-        p = pos[env, agent]
-        v = vel[env, agent]
-        r = params[pe, agent, _RADIUS]
-        force = vec2(zero, zero)
-        if agent_collisions != 0:
-            for k in range(nbr_near[env, agent]):
-                j = nbr[env, k, agent]
-                force += f.pair_force(
-                    p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
-                )
-        oe = env * per_env_obstacles
-        for o in range(obstacle_shape.shape[1]):
-            shape = obstacle_shape[oe, o]
-            if shape != 0:
-                hit = f.obstacle_distance(p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o])
-                if hit[0] < r:
-                    normal = vec2(hit[1], hit[2])
-                    force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
-        if soft_walls != 0:
-            force += f.wall_force(p, v, r, lower, upper, stiffness, damping)
-        forces_out[env, agent] = force
+        env, slot = wp.tid()
+        # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            pe = env * per_env_params
+            p = pos[env, agent]
+            v = vel[env, agent]
+            r = params[pe, agent, _RADIUS]
+            force = vec2(zero, zero)
+            if agent_collisions != 0:
+                for k in range(nbr_near[env, agent]):
+                    j = nbr[env, k, agent]
+                    force += f.pair_force(
+                        p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
+                    )
+            oe = env * per_env_obstacles
+            for o in range(obstacle_shape.shape[1]):
+                shape = obstacle_shape[oe, o]
+                if shape != 0:
+                    hit = f.obstacle_distance(
+                        p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o]
+                    )
+                    if hit[0] < r:
+                        normal = vec2(hit[1], hit[2])
+                        force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
+            if soft_walls != 0:
+                force += f.wall_force(p, v, r, lower, upper, stiffness, damping)
+            forces_out[env, agent] = force
 
     return SimpleNamespace(contact_forces=contact_forces)

@@ -141,6 +141,7 @@ def kernels(scalar: type) -> SimpleNamespace:
         ctrl_modes: wp.array(dtype=wp.int32),
         h: scalar,
         integrator: int,
+        agents_per_thread: int,
         clamp_bounds: int,
         lower: vec2,
         upper: vec2,
@@ -160,110 +161,113 @@ def kernels(scalar: type) -> SimpleNamespace:
         ang_vel_out: wp.array2d(dtype=scalar),
         invalid_out: wp.array(dtype=wp.int32),
     ):
-        env, agent = wp.tid()
-        pe = env * per_env_params
-        kind = kinds[agent]
-        velocity_ctrl = ctrl_modes[agent] == _VELOCITY
-        u0 = action(actions, env, agent, 0, invalid_out)
-        u1 = action(actions, env, agent, 1, invalid_out)
-        max_speed = params[pe, agent, _P_MAX_SPEED]
-        accel_c = forces[env, agent] / params[pe, agent, _P_MASS]
-        p = pos[env, agent]
-        th = theta[env, agent]
-        v = vel[env, agent]
-        s = speed[env, agent]
-        om = ang_vel[env, agent]
-        rk4 = integrator == _RK4
+        env, slot = wp.tid()
+        # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            pe = env * per_env_params
+            kind = kinds[agent]
+            velocity_ctrl = ctrl_modes[agent] == _VELOCITY
+            u0 = action(actions, env, agent, 0, invalid_out)
+            u1 = action(actions, env, agent, 1, invalid_out)
+            max_speed = params[pe, agent, _P_MAX_SPEED]
+            accel_c = forces[env, agent] / params[pe, agent, _P_MASS]
+            p = pos[env, agent]
+            th = theta[env, agent]
+            v = vel[env, agent]
+            s = speed[env, agent]
+            om = ang_vel[env, agent]
+            rk4 = integrator == _RK4
 
-        if kind == _HOLONOMIC:
-            u = vec2(u0, u1)
-            if velocity_ctrl:
-                v = f.clip_norm(u, max_speed) + accel_c * h
-                p = p + v * h
-            else:
-                a_cmd = f.clip_norm(u, params[pe, agent, _P_MAX_ACCEL]) + accel_c
-                drag = params[pe, agent, _P_DRAG]
-                if rk4:
-                    k1v = a_cmd - v * drag
-                    v2 = v + k1v * (h * half)
-                    k2v = a_cmd - v2 * drag
-                    v3 = v + k2v * (h * half)
-                    k3v = a_cmd - v3 * drag
-                    v4 = v + k3v * h
-                    k4v = a_cmd - v4 * drag
-                    p = p + (v + (v2 + v3) * two + v4) * (h * sixth)
-                    v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
-                else:
-                    v = f.clip_norm(v + (a_cmd - v * drag) * h, max_speed)
+            if kind == _HOLONOMIC:
+                u = vec2(u0, u1)
+                if velocity_ctrl:
+                    v = f.clip_norm(u, max_speed) + accel_c * h
                     p = p + v * h
-                v = f.clip_norm(v, max_speed)
-            s = f.safe_norm(v)
-            om = zero
-        else:
-            bicycle = kind == _BICYCLE
-            push = accel_c * h
-            max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
-            beta = zero
-            kappa = zero
-            a_lin = zero
-            a_ang = zero
-            if bicycle:
-                wheelbase = params[pe, agent, _P_WHEELBASE]
-                max_steer = params[pe, agent, _P_MAX_STEER]
-                delta = wp.clamp(u1, -max_steer, max_steer)
-                tan_delta = wp.tan(delta)
-                beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
-                kappa = wp.cos(beta) * tan_delta / wheelbase
-            if velocity_ctrl:
-                s = wp.clamp(u0, -max_speed, max_speed)
-                if not bicycle:
-                    om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
+                else:
+                    a_cmd = f.clip_norm(u, params[pe, agent, _P_MAX_ACCEL]) + accel_c
+                    drag = params[pe, agent, _P_DRAG]
+                    if rk4:
+                        k1v = a_cmd - v * drag
+                        v2 = v + k1v * (h * half)
+                        k2v = a_cmd - v2 * drag
+                        v3 = v + k2v * (h * half)
+                        k3v = a_cmd - v3 * drag
+                        v4 = v + k3v * h
+                        k4v = a_cmd - v4 * drag
+                        p = p + (v + (v2 + v3) * two + v4) * (h * sixth)
+                        v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
+                    else:
+                        v = f.clip_norm(v + (a_cmd - v * drag) * h, max_speed)
+                        p = p + v * h
+                    v = f.clip_norm(v, max_speed)
+                s = f.safe_norm(v)
+                om = zero
             else:
-                max_accel = params[pe, agent, _P_MAX_ACCEL]
-                a_lin = wp.clamp(u0, -max_accel, max_accel)
-                if not bicycle:
-                    max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
-                    a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
-            if rk4:
-                # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
-                s2 = s + a_lin * (h * half)
-                om2 = om + a_ang * (h * half)
-                s4 = s + a_lin * h
-                om4 = om + a_ang * h
-                k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
-                rate = (k1 + (k2 + k3) * two + k4) * sixth
-                p = p + vec2(rate[0], rate[1]) * h
-                th = th + rate[2] * h
-                s = s4
-                om = om4
-            else:
-                s = s + a_lin * h
-                om = om + a_ang * h
+                bicycle = kind == _BICYCLE
+                push = accel_c * h
+                max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
+                beta = zero
+                kappa = zero
+                a_lin = zero
+                a_ang = zero
+                if bicycle:
+                    wheelbase = params[pe, agent, _P_WHEELBASE]
+                    max_steer = params[pe, agent, _P_MAX_STEER]
+                    delta = wp.clamp(u1, -max_steer, max_steer)
+                    tan_delta = wp.tan(delta)
+                    beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
+                    kappa = wp.cos(beta) * tan_delta / wheelbase
+                if velocity_ctrl:
+                    s = wp.clamp(u0, -max_speed, max_speed)
+                    if not bicycle:
+                        om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
+                else:
+                    max_accel = params[pe, agent, _P_MAX_ACCEL]
+                    a_lin = wp.clamp(u0, -max_accel, max_accel)
+                    if not bicycle:
+                        max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
+                        a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
+                if rk4:
+                    # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
+                    s2 = s + a_lin * (h * half)
+                    om2 = om + a_ang * (h * half)
+                    s4 = s + a_lin * h
+                    om4 = om + a_ang * h
+                    k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+                    k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+                    k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+                    k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
+                    rate = (k1 + (k2 + k3) * two + k4) * sixth
+                    p = p + vec2(rate[0], rate[1]) * h
+                    th = th + rate[2] * h
+                    s = s4
+                    om = om4
+                else:
+                    s = s + a_lin * h
+                    om = om + a_ang * h
+                    s = wp.clamp(s, -max_speed, max_speed)
+                    if not bicycle:
+                        om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+                    rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+                    p = p + vec2(rate[0], rate[1]) * h
+                    th = th + rate[2] * h
                 s = wp.clamp(s, -max_speed, max_speed)
-                if not bicycle:
+                if bicycle:
+                    om = s * kappa
+                else:
                     om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-                rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                p = p + vec2(rate[0], rate[1]) * h
-                th = th + rate[2] * h
-            s = wp.clamp(s, -max_speed, max_speed)
-            if bicycle:
-                om = s * kappa
-            else:
-                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-            th = f.wrap_angle(th)
-            v = f.heading(th + beta) * s + push
+                th = f.wrap_angle(th)
+                v = f.heading(th + beta) * s + push
 
-        if clamp_bounds != 0:
-            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
-            p = vec2(clamped[0, 0], clamped[0, 1])
-            v = vec2(clamped[1, 0], clamped[1, 1])
-        pos_out[env, agent] = p
-        theta_out[env, agent] = th
-        vel_out[env, agent] = v
-        speed_out[env, agent] = s
-        ang_vel_out[env, agent] = om
+            if clamp_bounds != 0:
+                clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
+                p = vec2(clamped[0, 0], clamped[0, 1])
+                v = vec2(clamped[1, 0], clamped[1, 1])
+            pos_out[env, agent] = p
+            theta_out[env, agent] = th
+            vel_out[env, agent] = v
+            speed_out[env, agent] = s
+            ang_vel_out[env, agent] = om
 
     return SimpleNamespace(integrate=integrate, vec3=vec3)

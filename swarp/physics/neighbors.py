@@ -20,7 +20,7 @@ from typing import Optional
 
 import warp as wp
 
-from swarp.core.launch import EAGER, Launcher
+from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 
 #: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
@@ -171,11 +171,13 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
 
     def make_query(build_list):
         @wp.kernel(enable_backward=False, module="unique")
-        def query(q: Query):
-            env, agent = wp.tid()
+        def query(q: Query, agents_per_thread: int):
+            env, slot = wp.tid()
             if q.use_mask != 0 and not q.env_mask[env]:
                 return
-            build_list(q, env, agent)
+            first = slot * agents_per_thread
+            for agent in range(first, wp.min(first + agents_per_thread, q.pos.shape[1])):
+                build_list(q, env, agent)
 
         return query
 
@@ -320,10 +322,11 @@ def build_neighbors(
     if method == "grid":
         bin_agents(pos, radius, out, launcher)
     k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors)
+    per_thread, threads = agents_per_thread(pos.device, pos.shape[1])
     launcher.launch(
         k.grid_neighbors if method == "grid" else k.brute_neighbors,
-        dim=pos.shape,
-        inputs=[query],
+        dim=(pos.shape[0], threads),
+        inputs=[query, per_thread],
         device=pos.device,
     )
 

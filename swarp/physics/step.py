@@ -19,7 +19,7 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, Integrator, WorldConfig, _coerce_enum
-from swarp.core.launch import EAGER, Launcher
+from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
 from swarp.physics import contacts, dynamics
@@ -167,9 +167,10 @@ class Stepper:
         for what, rows in (("parameter", m.params.shape[0]), ("obstacle", ob.shape.shape[0])):
             if rows not in (1, n_envs):
                 raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
+        per_thread, threads = agents_per_thread(self.device, n_agents)
         launcher.launch(
             contacts.kernels(s).contact_forces,
-            dim=(n_envs, n_agents),
+            dim=(n_envs, threads),
             inputs=[
                 m.params,
                 per_env_params,
@@ -188,13 +189,14 @@ class Stepper:
                 state_in.vel,
                 neighbors.nbr,
                 neighbors.near,
+                per_thread,
             ],
             outputs=[forces],
             device=self.device,
         )
         launcher.launch(
             dynamics.kernels(s).integrate,
-            dim=(n_envs, n_agents),
+            dim=(n_envs, threads),
             inputs=[
                 m.params,
                 per_env_params,
@@ -202,6 +204,7 @@ class Stepper:
                 m.ctrl_modes,
                 s(self.dt / self.substeps),
                 int(self.integrator),
+                per_thread,
                 clamp,
                 lower,
                 upper,

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from swarp.core.config import ObstacleShape
-from swarp.core.launch import Launcher
+from swarp.core.launch import Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 from swarp.core.rng import stream_key, uniform_u24
 from swarp.core.types import PARAM_RADIUS
@@ -76,6 +76,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
         mode: int,
+        agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         prev_dist: wp.array2d(dtype=scalar),
         progress_out: wp.array2d(dtype=scalar),
@@ -84,63 +85,67 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         on_goal_out: wp.array2d(dtype=wp.bool),
         collisions_out: wp.array2d(dtype=wp.int32),
     ):
-        env, agent = wp.tid()
+        env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        # This agent's neighbor list, built here from the final positions (no separate launch).
-        build_list(nq, env, agent)
-        p = pos[env, agent]
-        v = vel[env, agent]
-        th = theta[env, agent]
-        rel_goal = goals[env, agent] - p
-        obs_out[env, agent, 0] = p[0]
-        obs_out[env, agent, 1] = p[1]
-        obs_out[env, agent, 2] = v[0]
-        obs_out[env, agent, 3] = v[1]
-        obs_out[env, agent, 4] = wp.cos(th)
-        obs_out[env, agent, 5] = wp.sin(th)
-        obs_out[env, agent, 6] = rel_goal[0]
-        obs_out[env, agent, 7] = rel_goal[1]
-        range2 = obs_range * obs_range
-        r = params[0, agent, _RADIUS]
-        n_written = int(0)
-        n_collisions = int(0)
-        n_near = nq.near[env, agent]
-        beyond_range = bool(False)
-        # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
-        # at most k) and so are possible collisions (the near prefix). Stop when both are done.
-        for s in range(nq.count[env, agent]):
-            if s >= n_near and (beyond_range or n_written >= k_obs):
-                break
-            j = nq.nbr[env, s, agent]
-            delta = pos[env, j] - p
-            d2 = wp.dot(delta, delta)
-            if d2 > range2:
-                beyond_range = True
-            reach = r + params[0, j, _RADIUS]
-            if d2 < reach * reach:
-                n_collisions += 1
-            if n_written < k_obs and d2 <= range2:
-                dv = vel[env, j] - v
-                base = 8 + 5 * n_written
-                obs_out[env, agent, base + 0] = delta[0]
-                obs_out[env, agent, base + 1] = delta[1]
-                obs_out[env, agent, base + 2] = dv[0]
-                obs_out[env, agent, base + 3] = dv[1]
-                obs_out[env, agent, base + 4] = one
-                n_written += 1
-        for w in range(n_written, k_obs):
-            for c in range(5):
-                obs_out[env, agent, 8 + 5 * w + c] = zero
-        dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
-        if mode == _OBSERVE_STEP:
-            progress_out[env, agent] = prev_dist[env, agent] - dist
-            reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
-        if mode != _OBSERVE_ONLY:
-            dist_out[env, agent] = dist
-            on_goal_out[env, agent] = dist < goal_radius
-            collisions_out[env, agent] = n_collisions
-        prev_dist[env, agent] = dist
+        # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per
+        # thread (agents_per_thread = A).
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            # This agent's neighbor list, built here from the final positions (no separate launch).
+            build_list(nq, env, agent)
+            p = pos[env, agent]
+            v = vel[env, agent]
+            th = theta[env, agent]
+            rel_goal = goals[env, agent] - p
+            obs_out[env, agent, 0] = p[0]
+            obs_out[env, agent, 1] = p[1]
+            obs_out[env, agent, 2] = v[0]
+            obs_out[env, agent, 3] = v[1]
+            obs_out[env, agent, 4] = wp.cos(th)
+            obs_out[env, agent, 5] = wp.sin(th)
+            obs_out[env, agent, 6] = rel_goal[0]
+            obs_out[env, agent, 7] = rel_goal[1]
+            range2 = obs_range * obs_range
+            r = params[0, agent, _RADIUS]
+            n_written = int(0)
+            n_collisions = int(0)
+            n_near = nq.near[env, agent]
+            beyond_range = bool(False)
+            # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
+            # at most k) and so are possible collisions (the near prefix). Stop when both are done.
+            for s in range(nq.count[env, agent]):
+                if s >= n_near and (beyond_range or n_written >= k_obs):
+                    break
+                j = nq.nbr[env, s, agent]
+                delta = pos[env, j] - p
+                d2 = wp.dot(delta, delta)
+                if d2 > range2:
+                    beyond_range = True
+                reach = r + params[0, j, _RADIUS]
+                if d2 < reach * reach:
+                    n_collisions += 1
+                if n_written < k_obs and d2 <= range2:
+                    dv = vel[env, j] - v
+                    base = 8 + 5 * n_written
+                    obs_out[env, agent, base + 0] = delta[0]
+                    obs_out[env, agent, base + 1] = delta[1]
+                    obs_out[env, agent, base + 2] = dv[0]
+                    obs_out[env, agent, base + 3] = dv[1]
+                    obs_out[env, agent, base + 4] = one
+                    n_written += 1
+            for w in range(n_written, k_obs):
+                for c in range(5):
+                    obs_out[env, agent, 8 + 5 * w + c] = zero
+            dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
+            if mode == _OBSERVE_STEP:
+                progress_out[env, agent] = prev_dist[env, agent] - dist
+                reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+            if mode != _OBSERVE_ONLY:
+                dist_out[env, agent] = dist
+                on_goal_out[env, agent] = dist < goal_radius
+                collisions_out[env, agent] = n_collisions
+            prev_dist[env, agent] = dist
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_finish(
@@ -198,6 +203,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         obstacle_extent: scalar,
         first_obstacle: int,
         n_obstacles: int,
+        cells_per_thread: int,
         pos_out: wp.array2d(dtype=vec2),
         theta_out: wp.array2d(dtype=scalar),
         vel_out: wp.array2d(dtype=vec2),
@@ -209,67 +215,70 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         obstacle_angle_out: wp.array2d(dtype=scalar),
         obstacle_size_out: wp.array2d(dtype=vec2),
     ):
-        # One thread per (env, cell). Obstacles take the n_obstacles cells of smallest obstacle
-        # key; among the other cells, agent i spawns in the cell of i-th smallest spawn key and
-        # has its goal in the cell of i-th smallest goal key. (prev_dist is set by the observe pass.)
-        env, cell = wp.tid()
+        # Obstacles take the n_obstacles cells of smallest obstacle key; among the other cells,
+        # agent i spawns in the cell of i-th smallest spawn key and has its goal in the cell of
+        # i-th smallest goal key (prev_dist is set by the observe pass). One thread per (env, cell)
+        # on the GPU; on the CPU, where each thread costs a call, one env per thread.
+        env, slot = wp.tid()
         if not env_mask[env]:
             return
         n_agents = pos_out.shape[1]
         n_cells = side * side
         key = stream_key(seed[0], env, episode[env])
         threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
-        my_obstacle_key = uniform_u24(key, DRAW_OBSTACLE_CELLS + cell)
-        if not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
-            # An obstacle cell: its slot is its rank among all obstacle keys.
-            o = int(0)
+        first = slot * cells_per_thread
+        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
+            my_obstacle_key = uniform_u24(key, DRAW_OBSTACLE_CELLS + cell)
+            if not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
+                # An obstacle cell: its slot is its rank among all obstacle keys.
+                o = int(0)
+                for c in range(n_cells):
+                    if sp.before(uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c, my_obstacle_key, cell):
+                        o += 1
+                draw = DRAW_OBSTACLE + 4 * o
+                u_shape = sp.uniform(key, draw)
+                u_a = sp.uniform(key, draw + 1)
+                u_b = sp.uniform(key, draw + 2)
+                u_angle = sp.uniform(key, draw + 3)
+                is_circle = bool(False)
+                if wp.static(obstacle_mode == 0):
+                    is_circle = True
+                elif wp.static(obstacle_mode == 2):
+                    is_circle = u_shape < scalar(0.5)
+                slot = first_obstacle + o
+                obstacle_center_out[env, slot] = sp.cell_point(cell, side, world_size, zero, key, draw)
+                if is_circle:
+                    obstacle_shape_out[env, slot] = circle
+                    obstacle_size_out[env, slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
+                    obstacle_angle_out[env, slot] = zero
+                else:
+                    box_extent = obstacle_extent * sqrt_half
+                    obstacle_shape_out[env, slot] = box
+                    obstacle_size_out[env, slot] = vec2(
+                        box_extent * (scalar(0.5) + scalar(0.5) * u_a), box_extent * (scalar(0.5) + scalar(0.5) * u_b)
+                    )
+                    obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
+                continue
+            my_spawn_key = uniform_u24(key, DRAW_SPAWN_CELLS + cell)
+            my_goal_key = uniform_u24(key, DRAW_GOAL_CELLS + cell)
+            spawn_rank = int(0)
+            goal_rank = int(0)
             for c in range(n_cells):
-                if sp.before(uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c, my_obstacle_key, cell):
-                    o += 1
-            draw = DRAW_OBSTACLE + 4 * o
-            u_shape = sp.uniform(key, draw)
-            u_a = sp.uniform(key, draw + 1)
-            u_b = sp.uniform(key, draw + 2)
-            u_angle = sp.uniform(key, draw + 3)
-            is_circle = bool(False)
-            if wp.static(obstacle_mode == 0):
-                is_circle = True
-            elif wp.static(obstacle_mode == 2):
-                is_circle = u_shape < scalar(0.5)
-            slot = first_obstacle + o
-            obstacle_center_out[env, slot] = sp.cell_point(cell, side, world_size, zero, key, draw)
-            if is_circle:
-                obstacle_shape_out[env, slot] = circle
-                obstacle_size_out[env, slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
-                obstacle_angle_out[env, slot] = zero
-            else:
-                box_extent = obstacle_extent * sqrt_half
-                obstacle_shape_out[env, slot] = box
-                obstacle_size_out[env, slot] = vec2(
-                    box_extent * (scalar(0.5) + scalar(0.5) * u_a), box_extent * (scalar(0.5) + scalar(0.5) * u_b)
-                )
-                obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
-            return
-        my_spawn_key = uniform_u24(key, DRAW_SPAWN_CELLS + cell)
-        my_goal_key = uniform_u24(key, DRAW_GOAL_CELLS + cell)
-        spawn_rank = int(0)
-        goal_rank = int(0)
-        for c in range(n_cells):
-            if sp.before(threshold[0], threshold[1], uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c):
-                if sp.before(uniform_u24(key, DRAW_SPAWN_CELLS + c), c, my_spawn_key, cell):
-                    spawn_rank += 1
-                if sp.before(uniform_u24(key, DRAW_GOAL_CELLS + c), c, my_goal_key, cell):
-                    goal_rank += 1
-        if spawn_rank < n_agents:
-            a = spawn_rank
-            pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
-            theta_out[env, a] = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
-            vel_out[env, a] = vec2(zero, zero)
-            speed_out[env, a] = zero
-            ang_vel_out[env, a] = zero
-        if goal_rank < n_agents:
-            a = goal_rank
-            goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
+                if sp.before(threshold[0], threshold[1], uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c):
+                    if sp.before(uniform_u24(key, DRAW_SPAWN_CELLS + c), c, my_spawn_key, cell):
+                        spawn_rank += 1
+                    if sp.before(uniform_u24(key, DRAW_GOAL_CELLS + c), c, my_goal_key, cell):
+                        goal_rank += 1
+            if spawn_rank < n_agents:
+                a = spawn_rank
+                pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
+                theta_out[env, a] = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+                vel_out[env, a] = vec2(zero, zero)
+                speed_out[env, a] = zero
+                ang_vel_out[env, a] = zero
+            if goal_rank < n_agents:
+                a = goal_rank
+                goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
 
     return SimpleNamespace(nav_observe=nav_observe, nav_finish=nav_finish, nav_reset=nav_reset)
 
@@ -300,9 +309,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     s = env.stepper.scalar
     state, nb = world.state, world.neighbors
     mask = env_mask if env_mask is not None else nb.no_mask
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
     launcher.launch(
         k.nav_observe,
-        dim=(sc.n_envs, sc.n_agents),
+        dim=(sc.n_envs, threads),
         inputs=[
             state.pos,
             state.vel,
@@ -316,6 +326,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             mask,
             int(env_mask is not None),
             int(mode),
+            per_thread,
         ],
         outputs=[env._obs, sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions],
         device=env.device,
@@ -348,9 +359,10 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, ob = world.state, world.model.obstacles
+    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
     launcher.launch(
         k.nav_reset,
-        dim=(sc.n_envs, sc.side * sc.side),
+        dim=(sc.n_envs, threads),
         inputs=[
             env_mask,
             env._seed,
@@ -361,6 +373,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             s(sc.obstacle_extent),
             world.model.first_free_obstacle,
             c.n_obstacles,
+            per_thread,
         ],
         outputs=[
             state.pos,

@@ -11,6 +11,8 @@ import warp as wp
 
 from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
 from swarp.core.launch import LAUNCH_DEBUG_ENV, LAUNCH_MODE_ENV, Recorder
+from swarp.physics import neighbors as neighbors_module
+from swarp.physics import step as step_module
 
 #: float32 against float64 over ``N_STEPS`` steps of a world with contacts [m] / [rad].
 PRECISION_TOL = 2e-4
@@ -278,3 +280,23 @@ def test_default_neighbor_radius_misses_no_contact(substeps, ctrl_mode):
     gaps = torch.cdist(default, default) + torch.eye(n_agents, dtype=default.dtype) * 1e9  # [T, E, A, A]
     assert (gaps < 0.1).sum() > 100  # plenty of contacts happened
     assert torch.equal(default, everyone)
+
+
+def test_one_agent_per_thread_and_one_env_per_thread_agree(monkeypatch):
+    # The CPU walks a whole env per thread; CUDA launches one thread per agent. Same results.
+    agents = [AgentConfig(model=m) for m in ("holonomic", "diff_drive", "kinematic_bicycle")] * 4
+    world_cfg = WorldConfig(bounds=0.5, obstacles=(Obstacle.circle((0.1, 0.1), 0.1),))
+
+    def run():
+        w = World(Stepper(agents, device="cpu", world=world_cfg, substeps=2), 6)
+        gen = torch.Generator().manual_seed(2)
+        w.set_state(pos=torch.rand(6, len(agents), 2, generator=gen) - 0.5)
+        for _ in range(20):
+            w.step(torch.rand(6, len(agents), 2, generator=gen) * 2 - 1)
+        return w.state.torch.pos.clone(), w.neighbor_lists()[0].clone()
+
+    grouped = run()
+    for module in (step_module, neighbors_module):
+        monkeypatch.setattr(module, "agents_per_thread", lambda device, n: (1, n))
+    spread = run()
+    assert torch.equal(grouped[0], spread[0]) and torch.equal(grouped[1], spread[1])
