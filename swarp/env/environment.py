@@ -37,7 +37,8 @@ class Environment:
             the scenario's, ``None`` disables it.
         fused: ``"auto"`` uses the scenario's Warp kernels when it has them; ``True`` requires them;
             ``False`` runs the torch reference.
-        use_graph: ``"auto"`` captures the whole step (auto-reset included) in one CUDA graph when
+        use_graph: ``"auto"`` captures the whole step (auto-reset included) in one graph (CUDA, or
+            Warp's CPU graph replayed in C++) when
             possible; ``True`` demands persistent execution (warns once and replays recorded launches
             where no graph is possible); ``False`` never captures (recorded-launch replay).
         clone_outputs: Return clones instead of the persistent output buffers. By default the
@@ -162,7 +163,7 @@ class Environment:
 
     @property
     def graph_mode(self) -> bool:
-        """Whether the step runs as a captured CUDA graph."""
+        """Whether the step runs as a captured graph (a CUDA graph, or Warp's C++-replayed CPU graph)."""
         return self._mode == "graph"
 
     @property

@@ -1,4 +1,4 @@
-"""StepRuntime: runs a launch sequence as a CUDA graph, a recorded program, or eagerly.
+"""StepRuntime: runs a launch sequence as a graph, a recorded program, or eagerly.
 
 The environment describes *what* a step (or a reset) launches as a function of a ``Launcher``;
 the runtime decides *how* it runs, once, at construction:
