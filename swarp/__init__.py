@@ -17,6 +17,7 @@ from swarp.core.config import (  # noqa: E402
 )
 from swarp.core.types import Model, State, TorchState  # noqa: E402
 from swarp.env.environment import Environment, make  # noqa: E402
+from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
@@ -44,4 +45,6 @@ __all__ = [
     "TorchState",
     "World",
     "WorldConfig",
+    "rollout",
+    "warp_step",
 ]

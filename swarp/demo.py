@@ -6,7 +6,8 @@
 It steps ``n_envs`` parallel navigation worlds with auto-reset under two policies, a greedy
 go-to-goal controller and uniform random actions, and prints throughput, episodes finished,
 success rate and collisions for each. Everything stays on the device; the only host reads are
-the final counters.
+the final counters. Then it renders 16 envs of the greedy run mid-episode into one picture
+(``--save``, default ``swarp_demo.png``; needs the ``viz`` extra for the PNG writer).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def random_actions(env: swarp.Environment, gen: torch.Generator) -> torch.Tensor
     return low + (high - low) * u
 
 
-def run(policy: str, args, device: str) -> dict:
+def run(policy: str, args, device: str) -> tuple[dict, swarp.Environment]:
     env = swarp.make(
         "navigation",
         n_envs=args.n_envs,
@@ -60,7 +61,7 @@ def run(policy: str, args, device: str) -> dict:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - start
     n_episodes = int(episodes)
-    return {
+    return env, {
         "policy": policy,
         "mode": env.execution_mode,
         "env-steps/s": args.n_envs * args.steps / elapsed,
@@ -68,6 +69,23 @@ def run(policy: str, args, device: str) -> dict:
         "success rate": int(successes) / max(n_episodes, 1),
         "collisions/agent-step": int(collisions) / (args.n_envs * args.n_agents * args.steps),
     }
+
+
+def save_picture(env: swarp.Environment, path: str, n_steps: int = 12) -> None:
+    """Advance the greedy run a few steps and write a 4 x 4 mosaic of its first 16 envs to ``path``."""
+    from swarp.render import render_mosaic
+
+    with torch.no_grad():
+        for _ in range(n_steps):
+            env.step(greedy_actions(env))
+    frame = render_mosaic(env, env_indices=list(range(min(16, env.n_envs))), cols=4, tile_size=192)
+    try:
+        import imageio.v3 as iio
+    except ImportError:
+        print(f"  (install the viz extra to save the picture: pip install 'swarp[viz]'; frame {frame.shape})")
+        return
+    iio.imwrite(path, frame)
+    print(f"  picture of 16 envs: {path} ({frame.shape[1]}x{frame.shape[0]})")
 
 
 def main(argv=None) -> None:
@@ -79,6 +97,7 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", default="swarp_demo.png", help="PNG of 16 envs of the greedy run ('' to skip)")
     args = parser.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.n_envs is None:
@@ -87,9 +106,12 @@ def main(argv=None) -> None:
         f"swarp {swarp.__version__}: navigation, {args.n_envs} envs x {args.n_agents} agents, "
         f"{args.n_obstacles} obstacles, {args.steps} steps on {device}"
     )
+    envs = {}
     for policy in ("greedy", "random"):
-        result = run(policy, args, device)
+        envs[policy], result = run(policy, args, device)
         print("  " + ", ".join(f"{k}: {v:,.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in result.items()))
+    if args.save:
+        save_picture(envs["greedy"], args.save)
 
 
 if __name__ == "__main__":

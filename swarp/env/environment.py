@@ -15,9 +15,10 @@ import warp as wp
 
 from swarp.core.launch import EAGER, Launcher
 from swarp.core.rng import stream_key_torch
-from swarp.core.types import STATE_FIELDS
+from swarp.core.types import STATE_FIELDS, TorchState
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
+from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
@@ -81,6 +82,8 @@ class Environment:
         self.auto_reset = bool(auto_reset)
         self.max_steps = max_steps
         self.clone_outputs = bool(clone_outputs)
+        # The differentiable state the scenario reads during a grad-mode step (see ``state``).
+        self._grad_state: TorchState | None = None
         self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
         self.world = World(self.stepper, n_envs)
         if spec.n_obstacle_slots:
@@ -174,7 +177,13 @@ class Environment:
 
     @property
     def state(self):
-        """``TorchState`` of zero-copy views of the world state ([E, A, ...])."""
+        """``TorchState`` of zero-copy views of the world state ([E, A, ...]).
+
+        While a grad-mode ``step`` runs the scenario's torch reference, this is the step's
+        differentiable state instead (fresh tensors carrying the physics' autograd history).
+        """
+        if self._grad_state is not None:
+            return self._grad_state
         return self.world.state.torch
 
     @property
@@ -263,6 +272,62 @@ class Environment:
             self.world.build_neighbors(mask_wp)
         self.obs.copy_(torch.where(mask.view(-1, 1, 1), self.scenario.observations(), self.obs))
 
+    def _grad_step(self, actions: torch.Tensor):
+        """The differentiable step: physics through ``warp_step``, then the scenario's torch
+        reference on the new state, so ``loss.backward()`` reaches ``actions`` (the fused kernels
+        are no-grad only).
+
+        The physics starts from a copy of the persistent state, a constant: gradients reach this
+        step's actions, not earlier ones through the state (``swarp.rollout`` does backpropagation
+        through time). The new state is written back, detached, into the persistent buffers, and
+        every persistent output buffer is updated as on the no-grad path, so the env stays
+        consistent; the returned ``obs`` and ``reward`` are fresh tensors with grad history.
+
+        With auto-reset, an env that finished this step is reset as usual: its ``obs`` rows start
+        the new episode (constants, zero gradient), its ``reward`` is the finishing transition's
+        (with gradient), and ``info["final_obs"]`` is a fresh tensor with grad history holding
+        every env's observation before the resets (the last observation of finished envs).
+        """
+        sc = self.scenario
+        state_in = TorchState(*(t.clone() for t in self.world.state.torch))
+        state = warp_step(self.stepper, state_in, actions, invalid_flag=self.world.invalid_action_flag)
+        with torch.no_grad():
+            for dst, src in zip(self.world.state.torch, state, strict=True):
+                dst.copy_(src)
+        with self.streams.scope():
+            self.world.build_neighbors()
+        self._grad_state = state
+        try:
+            obs = sc.observations()
+            reward = sc.rewards()
+            terminated = sc.done()
+            step_info = sc.info()
+        finally:
+            self._grad_state = None
+        for name, tensor in sc.state_tensors().items():
+            if tensor.requires_grad:
+                raise RuntimeError(
+                    f"scenario {sc.name!r} stored a tensor with autograd history in its persistent memory "
+                    f"{name!r} during a grad-mode step; store a detached value (tensor.copy_(value.detach()))"
+                )
+        with torch.no_grad():
+            self.obs.copy_(obs)
+            self.reward.copy_(reward)
+            self.terminated.copy_(terminated)
+            for key, value in step_info.items():
+                self.info[key].copy_(value)
+        with self.streams.scope():
+            self._launch_advance(EAGER)
+        info = dict(self.info)
+        if self.auto_reset:
+            self._torch_reset_envs(self.done, self._done)
+            info["final_obs"] = obs
+            obs = torch.where(self.done.view(-1, 1, 1), self.obs, obs)
+        if self.clone_outputs:
+            info = {k: v if k == "final_obs" else v.clone() for k, v in info.items()}
+            return obs, reward, self.terminated.clone(), self.truncated.clone(), info
+        return obs, reward, self.terminated, self.truncated, info
+
     # --- public API -------------------------------------------------------------------------
 
     def step(self, actions: torch.Tensor):
@@ -277,13 +342,13 @@ class Environment:
             ``(obs [E, A, obs_dim], reward [E, A], terminated [E] bool, truncated [E] bool, info)``.
             With ``auto_reset``, finished envs are already reset: ``obs`` starts their new episode
             and ``info["final_obs"]`` holds their last observation (rows of other envs are stale).
+
+        With grads (``actions.requires_grad`` under grad mode) ``obs`` and ``reward`` are fresh
+        tensors whose autograd history reaches ``actions``; see ``_grad_step``.
         """
         self.stepper.check_actions(actions, self.n_envs)
         if actions.requires_grad and torch.is_grad_enabled():
-            raise NotImplementedError(
-                "Environment.step does not propagate gradients to actions yet; detach the actions or step "
-                "under torch.no_grad() (use swarp's differentiable warp_step/rollout for gradients)"
-            )
+            return self._grad_step(actions)
         self.world.actions.copy_(actions)
         if self.fused:
             self._step_seq()
@@ -404,6 +469,34 @@ class Environment:
         self.seed_value = None
         with self.streams.scope():
             self.world.build_neighbors()
+
+    # --- rendering ----------------------------------------------------------------------------
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, **overlays: Any):
+        """Draw one env (VMAS-compatible signature). Reads the state; never steps or writes it.
+
+        Args:
+            mode: ``"rgb_array"`` returns the image; ``"human"`` also shows it in a window (pygame,
+                the ``viz`` extra).
+            env_index: The env to draw, in ``[0, n_envs)``.
+            **overlays: ``width``, ``height`` [px], ``extent`` ``(x_min, x_max, y_min, y_max)`` [m],
+                and ``swarp.render.Overlays`` switches: ``neighbors``, ``velocity``, ``ids``,
+                ``headings``, ``obstacles``, ``scenario``, ``velocity_scale`` [s].
+
+        Returns:
+            (H, W, 3) uint8 RGB image (default 480 x 480): agents with heading ticks, the scenario's
+            drawables (goals), obstacles and world bounds.
+        """
+        from swarp import render as swarp_render
+
+        if mode not in ("rgb_array", "human"):
+            raise ValueError(f"render mode must be 'rgb_array' or 'human', got {mode!r}")
+        frame = swarp_render.render_frame(self, env_index, **overlays)
+        if mode == "human":
+            from swarp.render.viewer import show_frame
+
+            show_frame(frame, title=f"swarp {self.scenario.name}: env {env_index}")
+        return frame
 
 
 def _check_seed(seed: Any) -> None:

@@ -4,16 +4,19 @@
 
 * no-grad (``simulate``): persistent buffers, integration in place, zero steady-state
   allocations. This is what every RL rollout runs, eagerly, as a recorded program or as a graph.
+  ``simulate_into`` is the same from one state into another (the no-grad ``warp_step``).
 * functional (``simulate_functional``): every array written during the step is freshly
-  allocated, so the launches can be recorded on a ``wp.Tape`` without overwriting anything the
-  adjoint pass will read.
+  allocated (or a ``StepScratch`` the caller owns exclusively), so the launches can be recorded
+  on a ``wp.Tape`` without overwriting anything the adjoint pass will read.
 
 The Stepper is batch-size agnostic; ``World`` (physics/world.py) binds it to a batch.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import warp as wp
@@ -24,6 +27,32 @@ from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
 from swarp.physics import contacts, dynamics
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
+
+
+@dataclass
+class StepScratch:
+    """Every array one functional step writes, allocated together (``Stepper.allocate_scratch``).
+
+    A taped step must write only arrays no other launch on a live tape reads or writes: fresh ones
+    (the default), or a ``StepScratch`` owned by exactly one live step (``GradRing`` hands them out).
+
+    Attributes:
+        neighbors: Neighbor lists built from the step's input positions (never taped).
+        forces: Per substep, the [E, A] vec2 contact forces [N].
+        states: Per substep, the ``State`` after it; the last one is the step's output.
+    """
+
+    neighbors: NeighborBuffers
+    forces: tuple[wp.array, ...]
+    states: tuple[State, ...]
+
+    def zero_grads(self) -> None:
+        """Zero the adjoint of every float array (before seeding and replaying a tape over them)."""
+        for forces in self.forces:
+            forces.grad.zero_()
+        for state in self.states:
+            for array in state.arrays():
+                array.grad.zero_()
 
 
 class Stepper:
@@ -108,6 +137,14 @@ class Stepper:
         """Contact-force scratch [E, A] vec2 [N]."""
         return wp.zeros(
             (n_envs, self.n_agents), dtype=vec2_type(self.scalar), device=self.device, requires_grad=requires_grad
+        )
+
+    def allocate_scratch(self, n_envs: int, requires_grad: bool = True) -> StepScratch:
+        """Fresh arrays for everything one functional step of ``n_envs`` envs writes."""
+        return StepScratch(
+            neighbors=self.allocate_neighbors(n_envs),
+            forces=tuple(self.allocate_forces(n_envs, requires_grad) for _ in range(self.substeps)),
+            states=tuple(self.allocate_state(n_envs, requires_grad) for _ in range(self.substeps)),
         )
 
     # --- validation -----------------------------------------------------------------------
@@ -243,20 +280,58 @@ class Stepper:
         for _ in range(self.substeps):
             self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher)
 
-    def simulate_functional(
-        self, state_in: State, actions: wp.array, invalid_flag: wp.array, requires_grad: bool = True
-    ) -> State:
-        """Tape-safe step: every array written is freshly allocated; returns the new ``State``.
+    def simulate_into(
+        self,
+        state_in: State,
+        actions: wp.array,
+        neighbors: NeighborBuffers,
+        forces: wp.array,
+        state_out: State,
+        invalid_flag: wp.array,
+        launcher: Launcher = EAGER,
+    ) -> None:
+        """No-grad step from ``state_in`` into ``state_out``, leaving ``state_in`` untouched.
 
-        Neighbor lists are rebuilt from ``state_in`` (membership is not differentiable).
+        The lists are built from ``state_in``; the first substep integrates into ``state_out`` and
+        the others run in place there, so no copy is needed. Same launches and bits as
+        ``simulate_functional``; ``state_out`` may also be ``state_in`` (then this is ``simulate``).
         """
-        n_envs = state_in.pos.shape[0]
-        neighbors = self.allocate_neighbors(n_envs)
-        self.build_neighbors(state_in.pos, neighbors)
+        self.build_neighbors(state_in.pos, neighbors, launcher=launcher)
         state = state_in
         for _ in range(self.substeps):
-            forces = self.allocate_forces(n_envs, requires_grad=requires_grad)
-            out = self.allocate_state(n_envs, requires_grad=requires_grad)
-            self.substep(state, actions, neighbors, forces, out, invalid_flag)
-            state = out
+            self.substep(state, actions, neighbors, forces, state_out, invalid_flag, launcher)
+            state = state_out
+
+    def simulate_functional(
+        self,
+        state_in: State,
+        actions: wp.array,
+        invalid_flag: wp.array,
+        requires_grad: bool = True,
+        scratch: StepScratch | None = None,
+        tape: wp.Tape | None = None,
+    ) -> State:
+        """Tape-safe step: every array written is freshly allocated (or ``scratch``); returns the new ``State``.
+
+        Neighbor lists are rebuilt from ``state_in`` outside any tape (membership is not
+        differentiable, and the list kernels carry no adjoint).
+
+        Args:
+            state_in: Input state; only read.
+            actions: [E, A, act_dim] physical actions; only read.
+            invalid_flag: [1] int32, raised when an action component is not finite.
+            requires_grad: Allocate adjoint buffers with the fresh arrays.
+            scratch: Arrays to write instead of fresh ones; the caller guarantees no live tape
+                still reads them.
+            tape: Record the substep launches (contact forces, integration) on this tape.
+        """
+        n_envs = state_in.pos.shape[0]
+        if scratch is None:
+            scratch = self.allocate_scratch(n_envs, requires_grad)
+        self.build_neighbors(state_in.pos, scratch.neighbors)
+        state = state_in
+        with tape if tape is not None else contextlib.nullcontext():
+            for forces, out in zip(scratch.forces, scratch.states, strict=True):
+                self.substep(state, actions, scratch.neighbors, forces, out, invalid_flag)
+                state = out
         return state

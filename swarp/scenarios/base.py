@@ -145,6 +145,24 @@ class Scenario:
         """The scenario's persistent device tensors that ``get_state`` / ``set_state`` must cover."""
         return {}
 
+    # --- rendering --------------------------------------------------------------------------
+
+    def drawables(self, env_index: torch.Tensor) -> list:
+        """What the renderer draws for this scenario besides agents, obstacles and bounds.
+
+        Called by ``swarp.render`` only (never on the step path); it must index device tensors,
+        not copy them to the host (the renderer makes one copy of everything per frame).
+
+        Args:
+            env_index: [N] int64 device tensor, the envs being drawn.
+
+        Returns:
+            A list of ``swarp.render.drawables`` records (``Circles``, ``Segments``, ``Crosses``,
+            ``Boxes``) whose tensors have leading dim N (e.g. ``self.goals[env_index]``), in world
+            units [m]. Drawn above obstacles and below agents. Default: nothing.
+        """
+        return []
+
 
 #: What ``FusedScenario.launch_observe`` computes besides the observation.
 OBSERVE_ONLY = 0  # after an auto-reset: the step's rewards and info must survive

@@ -35,6 +35,7 @@ import warp as wp
 
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig, _coerce_enum
 from swarp.core.launch import Launcher
+from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.spawn import (
@@ -54,6 +55,8 @@ DRAW_OBSTACLE = int(nk.DRAW_OBSTACLE)
 DRAW_OBSTACLE_CELLS = int(nk.DRAW_OBSTACLE_CELLS)
 #: Spawn clearance from a cell edge, as a multiple of the agent radius.
 CLEARANCE_FACTOR = 1.25
+#: Width of the goal ring drawn by the renderer [px].
+GOAL_RING_PX = 2.0
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,11 @@ class NavigationScenario(FusedScenario):
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {"goals": self.goals, "prev_dist": self.prev_dist}
 
+    def drawables(self, env_index: torch.Tensor) -> list:
+        """Each agent's goal: a ring of radius ``goal_radius`` and a cross, in the agent's color."""
+        goals = self.goals.index_select(0, env_index)
+        return [Circles(goals, self.goal_radius, width_px=GOAL_RING_PX), Crosses(goals, 0.5 * self.goal_radius)]
+
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
@@ -333,7 +341,9 @@ class NavigationScenario(FusedScenario):
             progress = progress.mean(dim=1, keepdim=True).expand_as(progress)
         reward = c.shaping_factor * progress - c.collision_penalty * self._collisions_torch().to(self.dtype)
         reward = reward + c.final_reward * self.done().to(self.dtype).unsqueeze(1)
-        self.prev_dist.copy_(dist)
+        # Memory, not part of this step's differentiable output (a grad-mode step must not leave
+        # autograd history in persistent buffers).
+        self.prev_dist.copy_(dist.detach())
         return reward
 
     def done(self) -> torch.Tensor:

@@ -411,15 +411,6 @@ def test_bad_actions_are_rejected(actions, error, match):
     assert_bit_identical([env.get_state()], [before])
 
 
-def test_actions_that_require_grad_are_rejected_outside_no_grad():
-    env = make_env()
-    actions = torch.zeros(N_ENVS, N_AGENTS, 2, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="does not propagate gradients"):
-        env.step(actions)
-    with torch.no_grad():
-        env.step(actions)
-
-
 def test_non_contiguous_actions_act_like_contiguous_ones(generator):
     noise = noise_sequence(make_env(), 1, generator)[0]
     strided = noise.transpose(1, 2).contiguous().transpose(1, 2)
