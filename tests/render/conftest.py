@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 import torch
 
 import swarp
@@ -88,9 +87,3 @@ def separated(pos: np.ndarray, radius: float, slack: float) -> np.ndarray:
     distance = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
     np.fill_diagonal(distance, np.inf)
     return distance.min(axis=1) > 2 * radius + slack
-
-
-@pytest.fixture(autouse=True)
-def _skip_gpu_tests_without_cuda(request):
-    if request.node.get_closest_marker("gpu") is not None and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device: torch.cuda.is_available() is False on this machine")
