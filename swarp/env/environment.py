@@ -84,6 +84,7 @@ class Environment:
         self.clone_outputs = bool(clone_outputs)
         # The differentiable state the scenario reads during a grad-mode step (see ``state``).
         self._grad_state: TorchState | None = None
+        self._async = None  # AsyncStep, created by the first send()
         self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
         self.world = World(self.stepper, n_envs)
         if spec.n_obstacle_slots:
@@ -346,15 +347,52 @@ class Environment:
         With grads (``actions.requires_grad`` under grad mode) ``obs`` and ``reward`` are fresh
         tensors whose autograd history reaches ``actions``; see ``_grad_step``.
         """
+        self._check_no_pending_send("step")
         self.stepper.check_actions(actions, self.n_envs)
         if actions.requires_grad and torch.is_grad_enabled():
             return self._grad_step(actions)
         self.world.actions.copy_(actions)
+        self._run_step()
+        return self._outputs(self.obs, self.reward, self.terminated, self.truncated)
+
+    def _run_step(self) -> None:
+        """One no-grad step from the action buffer, writing the output buffers."""
         if self.fused:
             self._step_seq()
         else:
             self._torch_step()
+
+    def send(self, actions: torch.Tensor) -> None:
+        """Start a step with ``actions`` [E, A, act_dim] and return at once; ``recv()`` returns it.
+
+        Physics then overlaps whatever the caller does next (policy forward, update): on CUDA the
+        step runs on a side stream ordered by events, on the CPU in a worker thread. Same bits as
+        ``step``. Until ``recv`` the output buffers (``obs``, ``reward``, ``info``...) are being
+        rewritten: copy what you keep before sending. See ``swarp.env.asynchronous``.
+
+        Raises:
+            RuntimeError: a step is already pending (``send`` twice without ``recv``).
+        """
+        if self._async is None:
+            from swarp.env.asynchronous import AsyncStep
+
+            self._async = AsyncStep(self)
+        self._async.send(actions)
+
+    def recv(self):
+        """Finish the step started by ``send``; returns what ``step`` would have returned.
+
+        Raises:
+            RuntimeError: no step is pending.
+        """
+        if self._async is None:
+            raise RuntimeError("recv() was called without a pending send()")
+        self._async.wait()
         return self._outputs(self.obs, self.reward, self.terminated, self.truncated)
+
+    def _check_no_pending_send(self, what: str) -> None:
+        if self._async is not None and self._async.pending:
+            raise RuntimeError(f"{what}() was called while a send() is pending: call recv() first")
 
     def reset(self, seed: int | None = None):
         """Reset every env; with ``seed``, restart the reset RNG and episode counters from it.
@@ -362,6 +400,7 @@ class Environment:
         Returns:
             ``(obs [E, A, obs_dim], info)``.
         """
+        self._check_no_pending_send("reset")
         if seed is not None:
             _check_seed(seed)
             self.seed_value = int(seed)
@@ -383,6 +422,7 @@ class Environment:
         Returns:
             The observation buffer [E, A, obs_dim] (rows of reset envs start a new episode).
         """
+        self._check_no_pending_send("reset_at")
         if not isinstance(mask, torch.Tensor):
             raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
         if tuple(mask.shape) != (self.n_envs,):
