@@ -1,0 +1,161 @@
+"""PettingZoo adapter: one env of a swarp batch as a ``pettingzoo.ParallelEnv`` (needs the ``pettingzoo`` extra).
+
+    env = parallel_env("navigation", n_agents=4, seed=0)      # a batch of one, on the CPU
+    obs, infos = env.reset(seed=0)                            # {"agent_0": array(obs_dim), ...}
+    obs, rewards, terminations, truncations, infos = env.step(
+        {agent: env.action_space(agent).sample() for agent in env.agents})
+
+Agents are named ``"agent_0"`` .. ``"agent_{A-1}"``. Each observes a ``Box(-inf, inf, (obs_dim,))``
+and acts in a ``Box`` of its own row of ``sim.action_bounds`` (physical units); ``state()`` is the
+concatenation of every agent's observation, for centralized critics. Values are numpy arrays
+copied to the host.
+
+An episode ends for every agent at once (swarp's done flags are per env): ``agents`` becomes empty
+after the step that terminated or truncated it, and ``reset`` starts the next. Agents missing from
+the action dict act with zeros. When the wrapped ``Environment`` has ``auto_reset=True`` the step
+that ends an episode returns its last observation (``info["final_obs"]``), as PettingZoo expects;
+``reset`` then resets the batch as usual.
+
+Wrapping a batch of more than one env steps all of them (the other envs get zero actions); this
+adapter is for API compatibility and small-scale use, not throughput: use ``SwarpEnv`` (TorchRL)
+or ``SwarpVectorEnv`` (Gymnasium) to train on the whole batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from pettingzoo import ParallelEnv
+
+import swarp
+from swarp.env.environment import Environment
+
+
+class SwarpParallelEnv(ParallelEnv):
+    """Env ``env_index`` of a swarp ``Environment`` as a PettingZoo parallel env.
+
+    Args:
+        env: The ``swarp.Environment`` (``n_envs=1`` is the natural choice).
+        env_index: The env of the batch this adapter exposes.
+        render_mode: ``None`` or ``"rgb_array"``.
+
+    Attributes:
+        sim: The wrapped ``Environment``.
+    """
+
+    metadata = {"name": "swarp_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
+
+    def __init__(self, env: Environment, env_index: int = 0, render_mode: str | None = None):
+        if not isinstance(env, Environment):
+            raise TypeError(f"SwarpParallelEnv wraps a swarp.Environment, got {type(env).__name__}")
+        if isinstance(env_index, bool) or not isinstance(env_index, int) or not 0 <= env_index < env.n_envs:
+            raise ValueError(f"env_index must be an int in [0, {env.n_envs}), got {env_index!r}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.sim = env
+        self.env_index = env_index
+        self.render_mode = render_mode
+        self.metadata = {**self.metadata, "name": f"swarp_{env.scenario.name}_v0"}
+        self.possible_agents = [f"agent_{i}" for i in range(env.n_agents)]
+        self.agents: list[str] = []
+        self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
+        self._np_dtype = torch.empty((), dtype=env.dtype).numpy().dtype
+        low, high = (b.cpu().numpy().astype(self._np_dtype) for b in env.action_bounds)
+        self.observation_spaces = {
+            agent: gymnasium.spaces.Box(-np.inf, np.inf, (env.obs_dim,), self._np_dtype)
+            for agent in self.possible_agents
+        }
+        self.action_spaces = {
+            agent: gymnasium.spaces.Box(low[i], high[i], dtype=self._np_dtype) for agent, i in self._index.items()
+        }
+        self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, (env.n_agents * env.obs_dim,), self._np_dtype)
+        self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=env.dtype, device=env.torch_device)
+        self._obs = np.zeros((env.n_agents, env.obs_dim), dtype=self._np_dtype)
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Box:
+        # The same object on every call (PettingZoo's API test checks it; space seeding needs it).
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> gymnasium.spaces.Box:
+        return self.action_spaces[agent]
+
+    def _row(self, tensor: torch.Tensor) -> np.ndarray:
+        """Row ``env_index`` of a device tensor, copied to the host."""
+        return tensor[self.env_index].detach().to("cpu", copy=True).numpy()
+
+    def _infos(self, info: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
+        A = self.sim.n_agents
+        rows = {key: self._row(value) for key, value in info.items() if key != "final_obs"}
+        shared = {key: value for key, value in rows.items() if not (value.ndim >= 1 and value.shape[0] == A)}
+        return {
+            agent: {**shared, **{key: value[i] for key, value in rows.items() if key not in shared}}
+            for agent, i in self._index.items()
+        }
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        """Start a new episode (the whole batch is reset; with ``seed``, the reset RNG restarts from it)."""
+        obs, info = self.sim.reset(seed=seed)
+        self.agents = list(self.possible_agents)
+        self._obs = self._row(obs)
+        return {agent: self._obs[i].copy() for agent, i in self._index.items()}, self._infos(info)
+
+    def step(self, actions: dict[str, Any]):
+        """One step of every live agent; ``actions[agent]`` is an (act_dim,) array in physical units."""
+        if not self.agents:
+            raise RuntimeError("step() called with no live agents: the episode is over, call reset()")
+        unknown = set(actions) - set(self.possible_agents)
+        if unknown:
+            raise KeyError(f"unknown agent(s) {sorted(unknown)}; agents are {self.possible_agents}")
+        rows = np.zeros((self.sim.n_agents, self.sim.act_dim), dtype=self._np_dtype)
+        for agent, action in actions.items():
+            rows[self._index[agent]] = np.asarray(action, dtype=self._np_dtype)
+        self._actions.zero_()
+        self._actions[self.env_index] = torch.as_tensor(rows, device=self.sim.torch_device)
+        obs, reward, terminated, truncated, info = self.sim.step(self._actions)
+        term = bool(terminated[self.env_index])
+        trunc = bool(truncated[self.env_index])
+        if self.sim.auto_reset and (term or trunc):
+            obs = info["final_obs"]
+        self._obs = self._row(obs)
+        reward_row = self._row(reward)
+        live = list(self.agents)
+        observations = {agent: self._obs[self._index[agent]].copy() for agent in live}
+        rewards = {agent: float(reward_row[self._index[agent]]) for agent in live}
+        terminations = dict.fromkeys(live, term)
+        truncations = dict.fromkeys(live, trunc)
+        all_infos = self._infos(info)
+        infos = {agent: all_infos[agent] for agent in live}
+        if term or trunc:
+            self.agents = []
+        return observations, rewards, terminations, truncations, infos
+
+    def state(self) -> np.ndarray:
+        """The global state: every agent's latest observation, concatenated [A * obs_dim]."""
+        return self._obs.reshape(-1).copy()
+
+    def render(self) -> np.ndarray | None:
+        """An (H, W, 3) uint8 frame of the env with ``render_mode="rgb_array"``, else ``None``."""
+        if self.render_mode != "rgb_array":
+            return None
+        return self.sim.render(env_index=self.env_index)
+
+    def close(self) -> None:
+        pass
+
+
+def parallel_env(
+    scenario: str = "navigation",
+    device: str | torch.device | None = "cpu",
+    seed: int = 0,
+    render_mode: str | None = None,
+    **kwargs: Any,
+) -> SwarpParallelEnv:
+    """A ``SwarpParallelEnv`` over a fresh batch of one env of ``scenario``.
+
+    ``kwargs`` go to ``swarp.make`` (environment keywords such as ``max_steps`` and scenario
+    options such as ``n_agents``). The device defaults to the CPU: one env gains nothing from a GPU.
+    """
+    return SwarpParallelEnv(swarp.make(scenario, n_envs=1, device=device, seed=seed, **kwargs), render_mode=render_mode)

@@ -1,0 +1,288 @@
+"""TorchRL adapter: an ``Environment`` as a batched ``torchrl.envs.EnvBase`` (needs the ``torchrl`` extra).
+
+    sim = swarp.make("navigation", n_envs=4096, device="cuda:0")
+    env = SwarpEnv(sim)                                   # action spec == sim.action_bounds
+    env = SwarpEnv(sim, layout="agents", action_low=-1.0, action_high=1.0)   # VmasEnv-style, normalized
+
+Both layouts have ``batch_size=[n_envs]``, live on the simulator's device and share the done entries
+at the root: ``done``, ``terminated``, ``truncated``, each [n_envs, 1] bool.
+
+=============  =========================================  ==============================================
+layout         ``"flat"`` (the default)                    ``"agents"`` (TorchRL's multi-agent convention)
+=============  =========================================  ==============================================
+observation    ``"observation"`` [E, A, obs_dim]           ``("agents", "observation")``
+action         ``"action"`` [E, A, act_dim]                ``("agents", "action")``
+reward         ``"reward"`` [E, A, 1]                      ``("agents", "reward")``
+per-agent info ``("info", key)`` [E, A, ...] native dtype  ``("agents", "info", key)`` float32, [E, A, 1]
+                                                           when the scenario's tensor is [E, A]
+per-env info   ``("info", key)`` [E, ...] native dtype     ``("info", key)`` float32, [E, 1] when [E]
+=============  =========================================  ==============================================
+
+The ``"agents"`` layout is the one ``torchrl.envs.libs.vmas.VmasEnv`` produces with its default
+group map (every agent in one group named ``"agents"``, info cast to float32 and scalar entries
+given a trailing 1), so BenchMARL-style code written against VmasEnv runs unchanged; ``group_map``
+is set as VmasEnv sets it. An info entry counts as per-agent when its second dimension is
+``n_agents``.
+
+Actions are physical by default (the spec is ``sim.action_bounds``, the box the kernels clamp to).
+With scalar ``action_low`` / ``action_high`` the spec is that box instead, and actions are mapped
+affinely onto ``action_bounds`` before the step (``to_physical``).
+
+Resets. TorchRL resets finished envs itself, through ``reset`` with a ``"_reset"`` mask [E, 1] after
+a step that reported them done, and expects the step to return the *last* observation of the
+episode. A partial reset is one masked ``sim.reset_at``. An ``Environment`` made with
+``auto_reset=True`` is supported and consistent with that contract: the step returns
+``info["final_obs"]`` for the envs that finished (the simulator already started their next
+episode), and the following ``reset`` hands out those already-started episodes instead of drawing
+new ones. The episodes are therefore the same as with ``auto_reset=False`` (the reset RNG is keyed
+by (seed, env, episode)); the one difference is that the reset's ``info`` rows of those envs
+describe the finishing step, as the simulator's auto-reset keeps them.
+
+The simulator's outputs are persistent buffers overwritten by the next call; everything put in a
+tensordict here is a copy. Seeding (``set_seed``) restarts the simulator's reset RNG and resets
+every env.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.data import Bounded, Categorical, Composite, Unbounded
+from torchrl.envs import EnvBase
+
+from swarp.env.environment import Environment
+
+LAYOUTS = ("flat", "agents")
+#: Name of the single agent group of the ``"agents"`` layout (VmasEnv's default group).
+GROUP = "agents"
+#: Seeds handed to the simulator are reduced into its range [0, 2^31).
+SEED_MODULUS = 2**31
+
+
+def _leaf_spec(shape: torch.Size, dtype: torch.dtype, device: torch.device):
+    if dtype == torch.bool:
+        return Categorical(n=2, shape=shape, dtype=torch.bool, device=device)
+    return Unbounded(shape=shape, dtype=dtype, device=device)
+
+
+class SwarpEnv(EnvBase):
+    """A swarp ``Environment`` as a batched TorchRL env (see the module docstring for the layout).
+
+    Args:
+        env: The ``swarp.Environment`` to wrap (its batch becomes ``batch_size=[n_envs]``).
+        layout: ``"flat"`` (``"observation"``, ``"action"``, ``"reward"`` at the root) or
+            ``"agents"`` (VmasEnv's ``("agents", ...)`` group).
+        action_low: With ``action_high``, a scalar normalized action box ``[action_low, action_high]``
+            mapped onto ``env.action_bounds``; ``None`` (default) for physical actions.
+        action_high: Upper end of the normalized box.
+        allow_done_after_reset: Passed to ``EnvBase``.
+
+    Attributes:
+        sim: The wrapped ``Environment``.
+        layout: ``"flat"`` or ``"agents"``.
+        group_map: ``{"agents": ["agent_0", ...]}`` in the ``"agents"`` layout, else ``None``.
+        agent_names: ``["agent_0", ...]``.
+        observation_key: Where the observation lives (``action_key`` and ``reward_key`` come from
+            ``EnvBase``).
+    """
+
+    batch_locked = True
+
+    def __init__(
+        self,
+        env: Environment,
+        layout: str = "flat",
+        action_low: float | None = None,
+        action_high: float | None = None,
+        allow_done_after_reset: bool = False,
+    ):
+        if not isinstance(env, Environment):
+            raise TypeError(f"SwarpEnv wraps a swarp.Environment, got {type(env).__name__}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if (action_low is None) != (action_high is None):
+            raise ValueError("give both action_low and action_high (a normalized box) or neither (physical actions)")
+        if action_low is not None:
+            for name, value in (("action_low", action_low), ("action_high", action_high)):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise ValueError(f"{name} must be a finite scalar, got {value!r}")
+            if not action_low < action_high:
+                raise ValueError(f"action_low must be < action_high, got {action_low!r} and {action_high!r}")
+        super().__init__(
+            device=env.torch_device, batch_size=torch.Size([env.n_envs]), allow_done_after_reset=allow_done_after_reset
+        )
+        self.sim = env
+        self.layout = layout
+        self.agent_names = [f"agent_{i}" for i in range(env.n_agents)]
+        self.group_map = {GROUP: list(self.agent_names)} if layout == "agents" else None
+        prefix = (GROUP,) if layout == "agents" else ()
+        self.observation_key = (*prefix, "observation") if prefix else "observation"
+        self._action_entry = (*prefix, "action") if prefix else "action"
+        self.info_keys = [key for key in env.info if key != "final_obs"]
+        E, A = env.n_envs, env.n_agents
+        self._agent_info = [k for k in self.info_keys if env.info[k].dim() >= 2 and env.info[k].shape[1] == A]
+        self._env_info = [k for k in self.info_keys if k not in self._agent_info]
+
+        # Physical bounds, cached on the device (Environment.action_bounds builds them on the host).
+        low, high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)
+        self.physical_low, self.physical_high = low, high
+        self.normalized = action_low is not None
+        if self.normalized:
+            self.action_low, self.action_high = float(action_low), float(action_high)
+            self._scale = (high - low) / (self.action_high - self.action_low)
+            spec_low = torch.full((E, A, env.act_dim), self.action_low, dtype=env.dtype, device=env.torch_device)
+            spec_high = torch.full_like(spec_low, self.action_high)
+        else:
+            self.action_low = self.action_high = None
+            spec_low, spec_high = low.expand(E, A, env.act_dim), high.expand(E, A, env.act_dim)
+        self._pending = torch.zeros(E, dtype=torch.bool, device=env.torch_device)
+        self._make_specs(spec_low, spec_high)
+
+    # --- specs ------------------------------------------------------------------------------
+
+    def _info_spec(self, key: str) -> tuple[torch.Size, torch.dtype]:
+        value = self.sim.info[key]
+        if self.layout == "flat":
+            return value.shape, value.dtype
+        shape = value.shape
+        if (key in self._agent_info and value.dim() == 2) or value.dim() == 1:
+            shape = torch.Size([*shape, 1])
+        return shape, torch.float32
+
+    def _make_specs(self, spec_low: torch.Tensor, spec_high: torch.Tensor) -> None:
+        sim, dev = self.sim, self.device
+        E, A = sim.n_envs, sim.n_agents
+        batch = torch.Size([E])
+        observation = Unbounded(shape=(E, A, sim.obs_dim), dtype=sim.dtype, device=dev)
+        action = Bounded(low=spec_low, high=spec_high, shape=spec_low.shape, dtype=sim.dtype, device=dev)
+        reward = Unbounded(shape=(E, A, 1), dtype=sim.dtype, device=dev)
+        info_specs = {key: _leaf_spec(*self._info_spec(key), dev) for key in self.info_keys}
+        done = Composite(
+            {
+                name: Categorical(n=2, shape=(E, 1), dtype=torch.bool, device=dev)
+                for name in ("done", "terminated", "truncated")
+            },
+            shape=batch,
+            device=dev,
+        )
+        if self.layout == "flat":
+            obs = Composite(observation=observation, shape=batch, device=dev)
+            if info_specs:
+                obs["info"] = Composite(info_specs, shape=batch, device=dev)
+            self.full_observation_spec = obs
+            self.full_action_spec = Composite(action=action, shape=batch, device=dev)
+            self.full_reward_spec = Composite(reward=reward, shape=batch, device=dev)
+        else:
+            group = Composite(observation=observation, shape=(E, A), device=dev)
+            if self._agent_info:
+                group["info"] = Composite({k: info_specs[k] for k in self._agent_info}, shape=(E, A), device=dev)
+            obs = Composite({GROUP: group}, shape=batch, device=dev)
+            if self._env_info:
+                obs["info"] = Composite({k: info_specs[k] for k in self._env_info}, shape=batch, device=dev)
+            self.full_observation_spec = obs
+            self.full_action_spec = Composite(
+                {GROUP: Composite(action=action, shape=(E, A), device=dev)}, shape=batch, device=dev
+            )
+            self.full_reward_spec = Composite(
+                {GROUP: Composite(reward=reward, shape=(E, A), device=dev)}, shape=batch, device=dev
+            )
+        self.full_done_spec = done
+
+    # --- actions ----------------------------------------------------------------------------
+
+    def to_physical(self, action: torch.Tensor) -> torch.Tensor:
+        """Map actions of the spec's box to physical units [E, A, act_dim] (identity when physical)."""
+        action = action.to(device=self.sim.torch_device, dtype=self.sim.dtype)
+        if not self.normalized:
+            return action
+        return self.physical_low + (action - self.action_low) * self._scale
+
+    # --- EnvBase hooks ----------------------------------------------------------------------
+
+    def _output(
+        self,
+        obs: torch.Tensor,
+        reward: torch.Tensor | None,
+        info: dict[str, torch.Tensor],
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+    ) -> TensorDict:
+        """An output tensordict. ``obs`` must already be a copy; every other entry is copied here."""
+        E, A = self.sim.n_envs, self.sim.n_agents
+        done = (terminated | truncated).unsqueeze(-1)
+        flags = {
+            "done": done,
+            "terminated": terminated.unsqueeze(-1).clone(),
+            "truncated": truncated.unsqueeze(-1).clone(),
+        }
+        if self.layout == "flat":
+            out: dict = {"observation": obs, **flags}
+            if reward is not None:
+                out["reward"] = reward.unsqueeze(-1).clone()
+            if self.info_keys:
+                out["info"] = TensorDict({key: info[key].clone() for key in self.info_keys}, batch_size=(E,))
+            return TensorDict(out, batch_size=self.batch_size, device=self.device)
+        group: dict = {"observation": obs}
+        if reward is not None:
+            group["reward"] = reward.unsqueeze(-1).clone()
+        if self._agent_info:
+            group["info"] = TensorDict({key: self._vmas_info(info[key]) for key in self._agent_info}, batch_size=(E, A))
+        out = {GROUP: TensorDict(group, batch_size=(E, A)), **flags}
+        if self._env_info:
+            out["info"] = TensorDict({key: self._vmas_info(info[key]) for key in self._env_info}, batch_size=(E,))
+        return TensorDict(out, batch_size=self.batch_size, device=self.device)
+
+    def _vmas_info(self, value: torch.Tensor) -> torch.Tensor:
+        # VmasEnv's convention: float32, and a trailing 1 on [E] and [E, A] entries.
+        value = value.to(torch.float32, copy=True)
+        if value.dim() == 1 or (value.dim() == 2 and value.shape[1] == self.sim.n_agents):
+            value = value.unsqueeze(-1)
+        return value
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        sim = self.sim
+        action = self.to_physical(tensordict.get(self._action_entry))
+        obs, reward, terminated, truncated, info = sim.step(action)
+        if sim.auto_reset:
+            # The simulator already started the next episode of the envs that finished; TorchRL
+            # wants their last observation here, and the new one from the reset that follows.
+            done = terminated | truncated
+            obs = torch.where(done.view(-1, 1, 1), info["final_obs"], obs)
+            self._pending.copy_(done)
+        else:
+            obs = obs.clone()
+        return self._output(obs, reward, info, terminated, truncated)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        sim = self.sim
+        mask = tensordict.get("_reset", None) if tensordict is not None else None
+        if mask is None:
+            obs, info = sim.reset()
+            self._pending.zero_()
+            terminated = truncated = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
+        else:
+            mask = mask.reshape(sim.n_envs).to(device=self.device, dtype=torch.bool)
+            # Envs the simulator auto-reset during the last step already hold their next episode.
+            obs = sim.reset_at(mask & ~self._pending)
+            self._pending.logical_and_(~mask)
+            info = sim.info
+            # Rows of envs not in the mask are discarded by TorchRL; keep them as they were.
+            terminated = sim.terminated & ~mask
+            truncated = sim.truncated & ~mask
+        return self._output(obs.clone(), None, info, terminated, truncated)
+
+    def _set_seed(self, seed: int | None) -> None:
+        if seed is None:
+            return
+        self.sim.reset(seed=int(seed) % SEED_MODULUS)
+        self._pending.zero_()
+
+    def __repr__(self) -> str:
+        sim = self.sim
+        return (
+            f"SwarpEnv({sim.scenario.name!r}, n_envs={sim.n_envs}, n_agents={sim.n_agents}, layout={self.layout!r}, "
+            f"actions={'normalized' if self.normalized else 'physical'}, auto_reset={sim.auto_reset}, "
+            f"device={self.device})"
+        )
