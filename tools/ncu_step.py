@@ -1,8 +1,9 @@
 """A few navigation steps to profile under Nsight Compute, on a CUDA machine:
 
     ncu --clock-control none --kernel-name regex:"contact|integrate|nav_" --launch-skip 12 --launch-count 6 \
-        --metrics gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,\
-dram__bytes.sum,lts__t_sectors.sum python3 tools/ncu_step.py 16384 16
+        --metrics gpu__time_duration.sum,launch__registers_per_thread,\
+sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes.sum,lts__t_sectors.sum \
+        python3 tools/ncu_step.py 16384 16
 
 (use_graph=False so each kernel is a separate launch; skip the construction and warm-up launches.)
 """
