@@ -85,6 +85,7 @@ class Environment:
         # The differentiable state the scenario reads during a grad-mode step (see ``state``).
         self._grad_state: TorchState | None = None
         self._async = None  # AsyncStep, created by the first send()
+        self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
         self.world = World(self.stepper, n_envs)
         if spec.n_obstacle_slots:
@@ -189,8 +190,14 @@ class Environment:
 
     @property
     def action_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(low, high)``, each [A, act_dim] in physical units: the box the kernels clamp actions to."""
-        return self.stepper.model.action_bounds(self.torch_device, self.dtype)
+        """``(low, high)``, each [A, act_dim] in physical units: the box the kernels clamp actions to.
+
+        Built once (agent limits are static) and shared: policies may read it every step for free;
+        do not modify the returned tensors in place.
+        """
+        if self._action_bounds is None:
+            self._action_bounds = self.stepper.model.action_bounds(self.torch_device, self.dtype)
+        return self._action_bounds
 
     def rng_keys(self) -> torch.Tensor:
         """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' keys)."""
