@@ -10,6 +10,8 @@ from a fixed start with actions that require grad, reduce to a scalar loss, ``lo
   agents of radius 0.05 m, velocity control, soft walls at +-1 m, collisions), fresh taped buffers;
   loss: squared distance of the final positions to goals. Full backpropagation through time.
 * ``rollout+ring``: the same with a ``GradRing`` (taped scratch allocated once).
+* ``graph``: the same rollout through a ``RolloutGraph``: forward and backward each one graph launch
+  (CUDA graphs on the GPU, Warp's recorded operation stream on the CPU), no per-step Python.
 * ``env``: ``Environment.step`` on navigation with grads, T times; loss: the sum of rewards. Each
   step's gradient reaches that step's actions (the env state entering a step is a constant).
 * ``vmas``: VMAS 1.5.2 navigation (its defaults, 4 agents), ``grad_enabled=True``, T steps;
@@ -35,7 +37,7 @@ import warp as wp
 import swarp
 from swarp import AgentConfig, Stepper, TorchState, WorldConfig, rollout
 from swarp.benchmark.common import print_table, synchronize
-from swarp.interop.autograd import GradRing
+from swarp.interop.autograd import GradRing, RolloutGraph
 
 N_AGENTS = 4
 #: Plan actions are drawn uniformly in +-this [m/s]: inside both simulators' action ranges.
@@ -91,15 +93,23 @@ def physics_problem(n_envs: int, device: str, n_steps: int, seed: int = 0):
     return stepper, state0, goals, random_plan(n_steps, n_envs, stepper.torch_device)
 
 
-def time_rollout(n_envs: int, device: str, n_steps: int, use_ring: bool, repeats: int) -> float:
+def time_rollout(n_envs: int, device: str, n_steps: int, mode: str, repeats: int) -> float:
+    """``mode``: ``"fresh"`` (``rollout``), ``"ring"`` (``rollout`` with a ``GradRing``) or
+    ``"graph"`` (a ``RolloutGraph``)."""
     stepper, state0, goals, plan = physics_problem(n_envs, device, n_steps)
-    ring = GradRing(stepper, n_envs, stepper.act_dim, n_steps) if use_ring else None
+    if mode == "graph":
+        run = RolloutGraph(stepper, n_envs, n_steps)
+    else:
+        ring = GradRing(stepper, n_envs, stepper.act_dim, n_steps) if mode == "ring" else None
+
+        def run(state, actions):
+            return rollout(stepper, state, actions, ring=ring)
 
     def setup():
         plan.grad = None
 
     def iteration(_):
-        final, _ = rollout(stepper, state0, plan, ring=ring)
+        final, _ = run(state0, plan)
         (final.pos - goals).square().sum().backward()
 
     return time_iterations(setup, iteration, device, repeats)
@@ -180,8 +190,9 @@ def main(argv=None) -> None:
     for device in devices:
         cuda = device.startswith("cuda")
         for n_envs in args.envs or ([1024, 4096, 16384] if cuda else [1, 64, 1024]):
-            fresh = time_rollout(n_envs, device, args.steps, False, args.repeats)
-            ring = time_rollout(n_envs, device, args.steps, True, args.repeats)
+            fresh = time_rollout(n_envs, device, args.steps, "fresh", args.repeats)
+            ring = time_rollout(n_envs, device, args.steps, "ring", args.repeats)
+            graphed = time_rollout(n_envs, device, args.steps, "graph", args.repeats)
             env = time_env(n_envs, device, args.steps, args.repeats)
             vmas_seconds = time_vmas(n_envs, device, args.steps, args.repeats) if with_vmas else math.nan
             synchronize(device)
@@ -193,10 +204,12 @@ def main(argv=None) -> None:
                     args.steps,
                     fresh * 1e3,
                     ring * 1e3,
+                    graphed * 1e3,
                     env * 1e3,
                     vmas_seconds * 1e3,
                     vmas_seconds / env,
                     vmas_seconds / ring,
+                    vmas_seconds / graphed,
                 ]
             )
             print(f"  done {device} {n_envs}x{N_AGENTS}", flush=True)
@@ -209,10 +222,12 @@ def main(argv=None) -> None:
             "T",
             "rollout ms",
             "rollout+ring ms",
+            "graph ms",
             "env ms",
             "vmas ms",
             "vmas/env",
             "vmas/ring",
+            "vmas/graph",
         ],
         rows,
     )

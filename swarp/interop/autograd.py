@@ -407,8 +407,163 @@ def rollout(
     return final, trajectory
 
 
+# --- a whole rollout as two graphs ------------------------------------------------------------
+
+
+class RolloutGraph:
+    """A fixed-shape T-step BPTT rollout whose forward and backward are each one graph launch.
+
+    ``rollout`` drives Warp step by step from Python: per step it wraps tensors, launches the
+    neighbor build and the substeps, and in the backward replays that step's tape, so at small and
+    medium batches its time is host overhead. A ``RolloutGraph`` owns every buffer of the rollout
+    (input copies, the taped scratch of all T steps, the trajectory and all adjoints), records the
+    T steps on one tape once, and captures two graphs: the forward (T x (neighbor build +
+    substeps)) and the backward (zero the adjoints, replay the tape in reverse). A call copies the
+    inputs in, launches the forward graph and returns the trajectory; ``backward()`` copies the
+    incoming gradients onto the trajectory's adjoints and launches the backward graph. Same
+    kernels as ``rollout``: the forward is bit-identical to it; gradients agree up to the order of
+    float additions (a step output's incoming gradient and the next step's adjoint are summed by
+    Warp here, by torch there; on CUDA, Warp's atomic adjoint accumulation adds its own order).
+
+    Graphs are CUDA graphs on the GPU and Warp's recorded operation stream on the CPU. Outputs are
+    fresh tensors (copies), so nothing returned aliases the graph's buffers; a backward through the
+    results of an earlier call, after a later call overwrote the buffers, raises.
+
+    Args:
+        stepper: The step pipeline.
+        n_envs: Batch size E of every call.
+        n_steps: Rollout length T of every call [steps].
+
+    Call: ``graph(state0, actions_seq) -> (final_state, trajectory)`` exactly as
+    ``rollout(stepper, state0, actions_seq)``: ``state0`` a ``TorchState`` of [E, A(, 2)] tensors,
+    ``actions_seq`` [T, E, A, act_dim], both of the stepper's dtype and device (either may require
+    grad); ``trajectory`` a ``TorchState`` of [T, E, A(, 2)] tensors, ``final_state`` its last entry.
+    """
+
+    def __init__(self, stepper: Stepper, n_envs: int, n_steps: int):
+        if not isinstance(stepper, Stepper):
+            raise TypeError(f"stepper must be a Stepper, got {type(stepper).__name__}")
+        for name, value in (("n_envs", n_envs), ("n_steps", n_steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.stepper, self.n_envs, self.n_steps = stepper, n_envs, n_steps
+        self.invalid_flag = _cache(stepper).invalid_flag
+        self._streams = _cache(stepper).streams
+        self._start = stepper.allocate_state(n_envs, requires_grad=True)
+        self._actions = wp.zeros(
+            (n_steps, n_envs, stepper.n_agents, stepper.act_dim),
+            dtype=stepper.scalar,
+            device=stepper.device,
+            requires_grad=True,
+        )
+        self._scratch = [stepper.allocate_scratch(n_envs, requires_grad=True) for _ in range(n_steps)]
+        self._tape = wp.Tape()
+        self._forward_graph = self._backward_graph = None
+        self._generation = 0
+
+    @property
+    def _outputs(self) -> list[State]:
+        return [scratch.states[-1] for scratch in self._scratch]
+
+    def _forward(self, tape: wp.Tape | None) -> None:
+        state = self._start
+        for t, scratch in enumerate(self._scratch):
+            state = self.stepper.simulate_functional(
+                state, self._actions[t], self.invalid_flag, scratch=scratch, tape=tape
+            )
+
+    def _backward(self) -> None:
+        # Every adjoint but the trajectory's (seeded by the caller just before) starts from zero;
+        # the adjoint kernels accumulate into inputs and clear what they consume.
+        self._actions.grad.zero_()
+        for array in self._start.arrays():
+            array.grad.zero_()
+        for scratch in self._scratch:
+            for forces in scratch.forces:
+                forces.grad.zero_()
+            for state in scratch.states[:-1]:
+                for array in state.arrays():
+                    array.grad.zero_()
+        self._tape.backward()
+
+    def _capture(self) -> None:
+        device = self.stepper.device
+        self._forward(None)  # loads (compiles) every module the rollout uses, outside the capture
+        with wp.ScopedCapture(device=device, force_module_load=False) as forward:
+            self._forward(self._tape)
+        with wp.ScopedCapture(device=device, force_module_load=False) as backward:
+            self._backward()
+        self._forward_graph, self._backward_graph = forward.graph, backward.graph
+
+    def __call__(self, state0: TorchState, actions_seq: torch.Tensor) -> tuple[TorchState, TorchState]:
+        n_envs = _check_state(self.stepper, state0, "state0")
+        if n_envs != self.n_envs:
+            raise ValueError(f"this RolloutGraph serves n_envs={self.n_envs}, got a batch of {n_envs}")
+        expected = (self.n_steps, self.n_envs, self.stepper.n_agents, self.stepper.act_dim)
+        if not isinstance(actions_seq, torch.Tensor) or tuple(actions_seq.shape) != expected:
+            shape = list(actions_seq.shape) if isinstance(actions_seq, torch.Tensor) else type(actions_seq).__name__
+            raise ValueError(
+                f"actions_seq must be a [T, n_envs, n_agents, act_dim] = {list(expected)} tensor, got {shape}"
+            )
+        self.stepper.check_actions(actions_seq[0], n_envs, "actions_seq[t]")
+        fields = _RolloutGraphFunction.apply(self, actions_seq, *state0)
+        trajectory = TorchState(*fields)
+        return TorchState(*(field[-1] for field in trajectory)), trajectory
+
+    def _launch(self, graph) -> None:
+        wp.capture_launch(graph, stream=self._streams.current())
+
+    def run_forward(self, state0: tuple[torch.Tensor, ...], actions_seq: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Copy the inputs in, launch the forward graph; return the trajectory fields as fresh tensors."""
+        for dst, src in zip(self._start.torch, state0, strict=True):
+            dst.copy_(src.detach())
+        wp.to_torch(self._actions, requires_grad=False).copy_(actions_seq.detach())
+        if self._forward_graph is None:
+            with self._streams.scope():
+                self._capture()
+        self._launch(self._forward_graph)
+        self._generation += 1
+        return tuple(torch.stack([getattr(out.torch, name) for out in self._outputs]) for name in STATE_FIELDS)
+
+    def run_backward(self, generation: int, grad_fields: tuple[torch.Tensor | None, ...]) -> tuple[torch.Tensor, ...]:
+        """Seed the trajectory adjoints, launch the backward graph; return (d actions, *d state0)."""
+        if generation != self._generation:
+            raise RuntimeError(
+                "this RolloutGraph ran again since the forward being backpropagated; its buffers hold the "
+                "later rollout. Backpropagate each call before the next (or use one RolloutGraph per live graph)"
+            )
+        for index, grad in enumerate(grad_fields):
+            for t, out in enumerate(self._outputs):
+                adjoint = wp.to_torch(out.arrays()[index].grad, requires_grad=False)
+                if grad is None:
+                    adjoint.zero_()
+                else:
+                    adjoint.copy_(grad[t])
+        self._launch(self._backward_graph)
+        actions_grad = wp.to_torch(self._actions.grad, requires_grad=False).clone()
+        return (actions_grad, *(wp.to_torch(a.grad, requires_grad=False).clone() for a in self._start.arrays()))
+
+
+class _RolloutGraphFunction(torch.autograd.Function):
+    """The rollout as one autograd node: (graph, actions_seq, *state0) -> trajectory fields."""
+
+    @staticmethod
+    def forward(ctx, graph, actions_seq, *state0):
+        ctx.graph = graph
+        outputs = graph.run_forward(state0, actions_seq)
+        ctx.generation = graph._generation
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *grad_fields):
+        grads = ctx.graph.run_backward(ctx.generation, grad_fields)
+        needs = ctx.needs_input_grad
+        return None, *(g if needs[1 + i] else None for i, g in enumerate(grads))
+
+
 __all__ = [
     "GradRing",
+    "RolloutGraph",
     "TapedStep",
     "TorchState",
     "invalid_actions",

@@ -9,7 +9,7 @@ import torch
 import warp as wp
 
 from swarp import AgentConfig, Obstacle, State, Stepper, TorchState, WorldConfig, rollout, warp_step
-from swarp.interop.autograd import GradRing, invalid_actions
+from swarp.interop.autograd import GradRing, RolloutGraph, invalid_actions
 
 MODELS = ["holonomic", "diff_drive", "kinematic_bicycle"]
 CTRL_MODES = ["velocity", "acceleration"]
@@ -414,6 +414,59 @@ def test_grad_ring_checks_its_batch_and_capacity(generator):
         rollout(mixed_stepper(), state, actions, ring=GradRing(stepper, n_envs=2, act_dim=2, capacity=5))
 
 
+# --- RolloutGraph -------------------------------------------------------------------------------
+
+
+def test_rollout_graph_equals_rollout_across_iterations(generator):
+    """The two-graph rollout runs the same kernels: the forward (loss) is bit-identical to the
+    step-by-step rollout's and the gradients (actions and start state) agree to float64 rounding
+    (the trajectory's incoming gradient and the next step's adjoint are summed in another order),
+    over optimizer iterations that change the inputs between calls."""
+    stepper, state, actions = ring_problem(generator)
+    graph = RolloutGraph(stepper, n_envs=2, n_steps=5)
+    start = TorchState(*(t.clone().requires_grad_() for t in state))
+    graphed_start = TorchState(*(t.clone().requires_grad_() for t in state))
+    graphed_actions = actions.detach().clone().requires_grad_()
+    opt = torch.optim.SGD([actions, *start], lr=0.01)
+    graphed_opt = torch.optim.SGD([graphed_actions, *graphed_start], lr=0.01)
+    for _ in range(3):
+        opt.zero_grad()
+        graphed_opt.zero_grad()
+        loss = plan_loss(*rollout(stepper, start, actions))
+        graphed_loss = plan_loss(*graph(graphed_start, graphed_actions))
+        loss.backward()
+        graphed_loss.backward()
+        assert torch.equal(loss, graphed_loss)
+        torch.testing.assert_close(graphed_actions.grad, actions.grad, rtol=1e-12, atol=1e-14)
+        for field, graphed_field in zip(start, graphed_start, strict=True):
+            torch.testing.assert_close(graphed_field.grad, field.grad, rtol=1e-12, atol=1e-14)
+        opt.step()
+        graphed_opt.step()
+
+
+def test_rollout_graph_outputs_are_copies_and_stale_backward_raises(generator):
+    stepper, state, actions = ring_problem(generator)
+    graph = RolloutGraph(stepper, n_envs=2, n_steps=5)
+    first_final, first_trajectory = graph(state, actions)
+    kept = first_trajectory.pos.detach().clone()
+    with torch.no_grad():
+        graph(state, actions * 0.5)
+    assert torch.equal(first_trajectory.pos, kept)  # the later call did not overwrite the outputs
+    with pytest.raises(RuntimeError, match="ran again since the forward being backpropagated"):
+        plan_loss(first_final, first_trajectory).backward()
+
+
+def test_rollout_graph_checks_its_inputs(generator):
+    stepper, state, actions = ring_problem(generator)
+    graph = RolloutGraph(stepper, n_envs=2, n_steps=5)
+    with pytest.raises(ValueError, match=r"actions_seq must be a \[T, n_envs, n_agents, act_dim\]"):
+        graph(state, actions[:4])
+    with pytest.raises(ValueError, match="n_steps must be an int >= 1"):
+        RolloutGraph(stepper, n_envs=2, n_steps=0)
+    with pytest.raises(ValueError, match="serves n_envs=3"):
+        RolloutGraph(stepper, n_envs=3, n_steps=5)(state, actions)
+
+
 # --- validation ---------------------------------------------------------------------------------
 
 
@@ -445,7 +498,7 @@ def test_float32_cuda_gradients_match_float64_cpu(generator):
     actions = interior_actions(cpu, generator, 5, 4)
 
     def gradient(stepper, device, dtype):
-        a = actions.to(device, dtype).requires_grad_()
+        a = actions.detach().to(device, dtype).clone().requires_grad_()
         s0 = TorchState(*(t.to(device, dtype) for t in state))
         plan_loss(*rollout(stepper, s0, a)).backward()
         return a.grad.double().cpu()
@@ -497,3 +550,22 @@ def test_user_stream_gives_the_default_stream_gradients(generator):
     torch.testing.assert_close(on_stream, reference, rtol=1e-5, atol=1e-6)  # atomics: summation order
     with torch.no_grad():
         assert torch.equal(plain, rollout(stepper, state, actions)[0].pos)
+
+
+@pytest.mark.gpu
+def test_cuda_rollout_graph_matches_rollout(generator):
+    stepper = Stepper(
+        [AgentConfig(model=m, radius=RADIUS) for m in MODELS] * 2, dt=DT, device="cuda:0", world=SCENE, substeps=2
+    )
+    state = TorchState(*(t.float().cuda() for t in scene_state(generator, n_envs=64)))
+    actions = interior_actions(stepper, generator, 6, 64).float().cuda()
+    reference_actions = actions.clone().requires_grad_()
+    plan_loss(*rollout(stepper, state, reference_actions)).backward()
+    graph = RolloutGraph(stepper, n_envs=64, n_steps=6)
+    for _ in range(2):  # the second call replays both graphs
+        graphed_actions = actions.clone().requires_grad_()
+        final, trajectory = graph(state, graphed_actions)
+        plan_loss(final, trajectory).backward()
+        torch.testing.assert_close(graphed_actions.grad, reference_actions.grad, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        assert torch.equal(final.pos, rollout(stepper, state, actions)[0].pos)

@@ -4,12 +4,13 @@ frames and steps, keys, camera, and dragging an agent or a goal (which writes in
 from __future__ import annotations
 
 import numpy as np
-import pygame
 import pytest
 import torch
 
-import swarp
-from swarp.render.viewer import Viewer
+pygame = pytest.importorskip("pygame", reason="the viewer needs the viz extra (pygame)")
+
+import swarp  # noqa: E402
+from swarp.render.viewer import Viewer  # noqa: E402
 
 N_FRAMES = 5
 
