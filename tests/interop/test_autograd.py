@@ -527,13 +527,18 @@ def test_cuda_grad_ring_and_no_grad_path_match_fresh(generator):
     assert torch.equal(plain.pos, final.pos)
 
 
-@pytest.mark.gpu
-def test_user_stream_gives_the_default_stream_gradients(generator):
+def cuda_problem(generator, n_steps: int, n_envs: int):
+    """A float32 CUDA stepper of every model twice, a scene state and interior actions [T, E, A, 2]."""
     stepper = Stepper(
         [AgentConfig(model=m, radius=RADIUS) for m in MODELS] * 2, dt=DT, device="cuda:0", world=SCENE, substeps=2
     )
-    state = TorchState(*(t.float().cuda() for t in scene_state(generator, n_envs=256)))
-    actions = interior_actions(stepper, generator, 8, 256).float().cuda()
+    state = TorchState(*(t.float().cuda() for t in scene_state(generator, n_envs=n_envs)))
+    return stepper, state, interior_actions(stepper, generator, n_steps, n_envs).float().cuda()
+
+
+@pytest.mark.gpu
+def test_user_stream_gives_the_default_stream_gradients(generator):
+    stepper, state, actions = cuda_problem(generator, 8, 256)
 
     def gradient():
         a = actions.clone().requires_grad_()
@@ -554,11 +559,7 @@ def test_user_stream_gives_the_default_stream_gradients(generator):
 
 @pytest.mark.gpu
 def test_cuda_rollout_graph_matches_rollout(generator):
-    stepper = Stepper(
-        [AgentConfig(model=m, radius=RADIUS) for m in MODELS] * 2, dt=DT, device="cuda:0", world=SCENE, substeps=2
-    )
-    state = TorchState(*(t.float().cuda() for t in scene_state(generator, n_envs=64)))
-    actions = interior_actions(stepper, generator, 6, 64).float().cuda()
+    stepper, state, actions = cuda_problem(generator, 6, 64)
     reference_actions = actions.clone().requires_grad_()
     plan_loss(*rollout(stepper, state, reference_actions)).backward()
     graph = RolloutGraph(stepper, n_envs=64, n_steps=6)
