@@ -51,10 +51,16 @@ def agents_per_thread(device: str | wp.Device, n_agents: int) -> tuple[int, int]
 
 
 class Launcher:
-    """Eager launches: each call goes straight to Warp."""
+    """Eager launches: each call goes straight to Warp.
 
-    def launch(self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None) -> None:
-        wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device)
+    ``launch`` takes what ``wp.launch`` takes; ``block_dim`` (threads per block, Warp's default 256
+    when ``None``) matters for kernels that use tiles, whose blocks cooperate.
+    """
+
+    def launch(
+        self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None, block_dim: int | None = None
+    ) -> None:
+        wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device, **_block(block_dim))
 
     def zero(self, array: wp.array) -> None:
         array.zero_()
@@ -74,9 +80,13 @@ def _fingerprint(value: Any) -> Any:
     return ("value", repr(value))
 
 
-def _launch_check(kernel, dim, args: Sequence[Any]) -> tuple:
-    """The check entry of one launch: which kernel, over what grid, with which arguments."""
-    return ("launch", getattr(kernel, "key", repr(kernel)), repr(dim), [_fingerprint(a) for a in args])
+def _block(block_dim: int | None) -> dict[str, int]:
+    return {} if block_dim is None else {"block_dim": int(block_dim)}
+
+
+def _launch_check(kernel, dim, args: Sequence[Any], block_dim: int | None = None) -> tuple:
+    """The check entry of one launch: which kernel, over what grid and blocks, with which arguments."""
+    return ("launch", getattr(kernel, "key", repr(kernel)), repr(dim), block_dim, [_fingerprint(a) for a in args])
 
 
 class Program:
@@ -134,8 +144,10 @@ class _Tracer(Launcher):
     def __init__(self) -> None:
         self.checks: list[tuple] = []
 
-    def launch(self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None) -> None:
-        self.checks.append(_launch_check(kernel, dim, list(inputs) + list(outputs)))
+    def launch(
+        self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None, block_dim: int | None = None
+    ) -> None:
+        self.checks.append(_launch_check(kernel, dim, list(inputs) + list(outputs), block_dim))
 
     def zero(self, array: wp.array) -> None:
         self.checks.append(("zero", [_fingerprint(array)]))
@@ -151,11 +163,21 @@ class Recorder(Launcher):
         self._commands: list[Callable[[], None]] = []
         self._checks: list[tuple] = []
 
-    def launch(self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None) -> None:
-        cmd = wp.launch(kernel, dim=dim, inputs=list(inputs), outputs=list(outputs), device=device, record_cmd=True)
+    def launch(
+        self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None, block_dim: int | None = None
+    ) -> None:
+        cmd = wp.launch(
+            kernel,
+            dim=dim,
+            inputs=list(inputs),
+            outputs=list(outputs),
+            device=device,
+            record_cmd=True,
+            **_block(block_dim),
+        )
         cmd.launch()
         self._commands.append(cmd.launch)
-        self._checks.append(_launch_check(kernel, dim, list(inputs) + list(outputs)))
+        self._checks.append(_launch_check(kernel, dim, list(inputs) + list(outputs), block_dim))
 
     def zero(self, array: wp.array) -> None:
         array.zero_()
@@ -184,8 +206,10 @@ class Preloader(Launcher):
     """Loads (compiling if needed) the module of every kernel a sequence would launch, launching
     nothing; run it before ``wp.ScopedCapture`` so no module load happens inside a capture."""
 
-    def launch(self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None) -> None:
-        wp.load_module(kernel.module, device=device)
+    def launch(
+        self, kernel, dim, inputs: Sequence[Any], outputs: Sequence[Any] = (), device=None, block_dim: int | None = None
+    ) -> None:
+        wp.load_module(kernel.module, device=device, **_block(block_dim))
 
     def zero(self, array: wp.array) -> None:
         pass

@@ -11,6 +11,7 @@ Three kernels, all writing into persistent buffers so a step can be captured:
 
 import functools
 import math
+import os
 from types import SimpleNamespace
 
 import warp as wp
@@ -38,6 +39,19 @@ DRAW_OBSTACLE = wp.constant(7 * DRAW_BLOCK)
 DRAW_OBSTACLE_CELLS = wp.constant(8 * DRAW_BLOCK)
 
 
+#: Agents (observation rows) per block of the tiled observation kernel (CUDA).
+OBS_BLOCK = 64
+#: ``SWARP_OBS_STORE=scalar`` turns the tiled, coalesced row store off (A/B measurements).
+_TILED_ROWS = os.environ.get("SWARP_OBS_STORE", "tile") == "tile"
+
+
+
+def _tiled_rows(device: str) -> bool:
+    """Whether the step's observation uses the tiled row store: on CUDA (and on the CPU only when
+    Warp honours CPU block widths, ``wp.config.enable_cpu_blocks``, which the tests use to check it)."""
+    return _TILED_ROWS and (device.startswith("cuda") or bool(getattr(wp.config, "enable_cpu_blocks", False)))
+
+
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -61,6 +75,88 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
     circle = wp.constant(int(ObstacleShape.CIRCLE))
     box = wp.constant(int(ObstacleShape.BOX))
     sqrt_half = scalar(1.0 / math.sqrt(2.0))
+
+    obs_dim = 8 + 5 * k_obs
+    obs_vec = wp.types.vector(obs_dim, scalar)
+
+    @wp.func
+    def observe_agent(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        params: wp.array3d(dtype=scalar),
+        goals: wp.array2d(dtype=vec2),
+        nq: Query,
+        obs_range: scalar,
+        goal_radius: scalar,
+        collision_penalty: scalar,
+        mode: int,
+        env: int,
+        agent: int,
+        prev_dist: wp.array2d(dtype=scalar),
+        progress_out: wp.array2d(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        dist_out: wp.array2d(dtype=scalar),
+        on_goal_out: wp.array2d(dtype=wp.bool),
+        collisions_out: wp.array2d(dtype=wp.int32),
+    ):
+        """Build one agent's neighbor list, write its per-agent outputs and return its observation
+        row. Every index into the row is a compile-time constant, so it stays in registers."""
+        # This agent's neighbor list, built here from the final positions (no separate launch).
+        build_list(nq, env, agent)
+        p = pos[env, agent]
+        v = vel[env, agent]
+        th = theta[env, agent]
+        rel_goal = goals[env, agent] - p
+        row = obs_vec()
+        row[0] = p[0]
+        row[1] = p[1]
+        row[2] = v[0]
+        row[3] = v[1]
+        row[4] = wp.cos(th)
+        row[5] = wp.sin(th)
+        row[6] = rel_goal[0]
+        row[7] = rel_goal[1]
+        range2 = obs_range * obs_range
+        r = params[0, agent, _RADIUS]
+        n_written = int(0)
+        n_collisions = int(0)
+        n_near = nq.near[env, agent]
+        beyond_range = bool(False)
+        # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
+        # at most k) and so are possible collisions (the near prefix). Stop when both are done.
+        for s in range(nq.count[env, agent]):
+            if s >= n_near and (beyond_range or n_written >= k_obs):
+                break
+            j = nq.nbr[env, s, agent]
+            delta = pos[env, j] - p
+            d2 = wp.dot(delta, delta)
+            if d2 > range2:
+                beyond_range = True
+            reach = r + params[0, j, _RADIUS]
+            if d2 < reach * reach:
+                n_collisions += 1
+            if n_written < k_obs and d2 <= range2:
+                dv = vel[env, j] - v
+                for w in range(wp.static(k_obs)):
+                    if w == n_written:
+                        row[8 + 5 * w + 0] = delta[0]
+                        row[8 + 5 * w + 1] = delta[1]
+                        row[8 + 5 * w + 2] = dv[0]
+                        row[8 + 5 * w + 3] = dv[1]
+                        row[8 + 5 * w + 4] = one
+                n_written += 1
+        # Slots of neighbors not in range keep the zeros (valid flag 0) the row started with.
+        dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
+        if mode == _OBSERVE_STEP:
+            progress_out[env, agent] = prev_dist[env, agent] - dist
+            reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+        if mode != _OBSERVE_ONLY:
+            dist_out[env, agent] = dist
+            on_goal_out[env, agent] = dist < goal_radius
+            collisions_out[env, agent] = n_collisions
+        prev_dist[env, agent] = dist
+        return row
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_observe(
@@ -92,60 +188,50 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         # thread (agents_per_thread = A).
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            # This agent's neighbor list, built here from the final positions (no separate launch).
-            build_list(nq, env, agent)
-            p = pos[env, agent]
-            v = vel[env, agent]
-            th = theta[env, agent]
-            rel_goal = goals[env, agent] - p
-            obs_out[env, agent, 0] = p[0]
-            obs_out[env, agent, 1] = p[1]
-            obs_out[env, agent, 2] = v[0]
-            obs_out[env, agent, 3] = v[1]
-            obs_out[env, agent, 4] = wp.cos(th)
-            obs_out[env, agent, 5] = wp.sin(th)
-            obs_out[env, agent, 6] = rel_goal[0]
-            obs_out[env, agent, 7] = rel_goal[1]
-            range2 = obs_range * obs_range
-            r = params[0, agent, _RADIUS]
-            n_written = int(0)
-            n_collisions = int(0)
-            n_near = nq.near[env, agent]
-            beyond_range = bool(False)
-            # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
-            # at most k) and so are possible collisions (the near prefix). Stop when both are done.
-            for s in range(nq.count[env, agent]):
-                if s >= n_near and (beyond_range or n_written >= k_obs):
-                    break
-                j = nq.nbr[env, s, agent]
-                delta = pos[env, j] - p
-                d2 = wp.dot(delta, delta)
-                if d2 > range2:
-                    beyond_range = True
-                reach = r + params[0, j, _RADIUS]
-                if d2 < reach * reach:
-                    n_collisions += 1
-                if n_written < k_obs and d2 <= range2:
-                    dv = vel[env, j] - v
-                    base = 8 + 5 * n_written
-                    obs_out[env, agent, base + 0] = delta[0]
-                    obs_out[env, agent, base + 1] = delta[1]
-                    obs_out[env, agent, base + 2] = dv[0]
-                    obs_out[env, agent, base + 3] = dv[1]
-                    obs_out[env, agent, base + 4] = one
-                    n_written += 1
-            for w in range(n_written, k_obs):
-                for c in range(5):
-                    obs_out[env, agent, 8 + 5 * w + c] = zero
-            dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
-            if mode == _OBSERVE_STEP:
-                progress_out[env, agent] = prev_dist[env, agent] - dist
-                reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
-            if mode != _OBSERVE_ONLY:
-                dist_out[env, agent] = dist
-                on_goal_out[env, agent] = dist < goal_radius
-                collisions_out[env, agent] = n_collisions
-            prev_dist[env, agent] = dist
+            row = observe_agent(
+                pos, vel, theta, params, goals, nq, obs_range, goal_radius, collision_penalty, mode, env, agent,
+                prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
+            )  # fmt: skip
+            for c in range(wp.static(obs_dim)):
+                obs_out[env, agent, c] = row[c]
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_observe_rows(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        params: wp.array3d(dtype=scalar),
+        goals: wp.array2d(dtype=vec2),
+        nq: Query,
+        obs_range: scalar,
+        goal_radius: scalar,
+        collision_penalty: scalar,
+        mode: int,
+        obs_rows: wp.array2d(dtype=scalar),
+        prev_dist: wp.array2d(dtype=scalar),
+        progress_out: wp.array2d(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        dist_out: wp.array2d(dtype=scalar),
+        on_goal_out: wp.array2d(dtype=wp.bool),
+        collisions_out: wp.array2d(dtype=wp.int32),
+    ):
+        # Every env, unmasked (the step's observation), on CUDA. One agent per thread, a block of
+        # OBS_BLOCK consecutive agents (flat row = env * A + agent) per tile: the rows go through
+        # shared memory and leave as one contiguous, coalesced [OBS_BLOCK, obs_dim] store, instead
+        # of obs_dim scalar stores per thread 4 * obs_dim bytes apart.
+        block, lane = wp.tid()
+        row_index = block * wp.static(OBS_BLOCK) + lane
+        n_agents = pos.shape[1]
+        row = obs_vec()
+        if row_index < obs_rows.shape[0]:
+            env = row_index / n_agents
+            agent = row_index - env * n_agents
+            row = observe_agent(
+                pos, vel, theta, params, goals, nq, obs_range, goal_radius, collision_penalty, mode, env, agent,
+                prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
+            )  # fmt: skip
+        rows = wp.tile_transpose(wp.tile(row))
+        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_finish(
@@ -280,7 +366,9 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
                 a = goal_rank
                 goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
 
-    return SimpleNamespace(nav_observe=nav_observe, nav_finish=nav_finish, nav_reset=nav_reset)
+    return SimpleNamespace(
+        nav_observe=nav_observe, nav_observe_rows=nav_observe_rows, nav_finish=nav_finish, nav_reset=nav_reset
+    )
 
 
 _OBSTACLE_MODES = {"circle": 0, "box": 1, "mixed": 2}
@@ -309,28 +397,37 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     s = env.stepper.scalar
     state, nb = world.state, world.neighbors
     mask = env_mask if env_mask is not None else nb.no_mask
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    launcher.launch(
-        k.nav_observe,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            state.pos,
-            state.vel,
-            state.theta,
-            world.model.params,
-            sc._goals,
-            world.neighbor_query(),
-            s(c.obs_range),
-            s(sc.goal_radius),
-            s(c.collision_penalty),
-            mask,
-            int(env_mask is not None),
-            int(mode),
-            per_thread,
-        ],
-        outputs=[env._obs, sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions],
-        device=env.device,
-    )
+    common = [
+        state.pos,
+        state.vel,
+        state.theta,
+        world.model.params,
+        sc._goals,
+        world.neighbor_query(),
+        s(c.obs_range),
+        s(sc.goal_radius),
+        s(c.collision_penalty),
+    ]
+    outputs = [sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions]
+    if env_mask is None and _tiled_rows(env.device):
+        rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
+        launcher.launch(
+            k.nav_observe_rows,
+            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
+            inputs=[*common, int(mode)],
+            outputs=[rows, *outputs],
+            device=env.device,
+            block_dim=OBS_BLOCK,
+        )
+    else:
+        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+        launcher.launch(
+            k.nav_observe,
+            dim=(sc.n_envs, threads),
+            inputs=[*common, mask, int(env_mask is not None), int(mode), per_thread],
+            outputs=[env._obs, *outputs],
+            device=env.device,
+        )
     if mode != base.OBSERVE_ONLY:
         launcher.launch(
             k.nav_finish,
