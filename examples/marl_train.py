@@ -363,6 +363,44 @@ def plot_learning_curve(rows: list[dict], path: Path) -> bool:
     return True
 
 
+def make_loss(actor: ProbabilisticActor, critic: TensorDictModule, args: Args) -> ClipPPOLoss:
+    """The clipped PPO loss over per-agent rewards, with GAE as its value estimator."""
+    loss_module = ClipPPOLoss(
+        actor_network=actor,
+        critic_network=critic,
+        clip_epsilon=args.clip_epsilon,
+        entropy_coeff=args.entropy_coef,
+        normalize_advantage=False,  # normalized over the whole batch in compute_advantages
+    )
+    loss_module.set_keys(
+        reward=REWARD_KEY,
+        action=ACTION_KEY,
+        value=(GROUP, "state_value"),
+        sample_log_prob=(GROUP, "action_log_prob"),
+        # The done flags are shared; GAE reads them per agent (expanded in compute_advantages).
+        done=(GROUP, "done"),
+        terminated=(GROUP, "terminated"),
+    )
+    loss_module.make_value_estimator(ValueEstimators.GAE, gamma=args.gamma, lmbda=args.gae_lambda)
+    return loss_module
+
+
+@torch.no_grad()
+def compute_advantages(loss_module: ClipPPOLoss, batch: TensorDict) -> None:
+    """GAE advantages of a collected batch [n_envs, steps], written to ``batch["advantage"]`` and
+    normalized over the whole batch (over every rank's batch under ``--distributed``)."""
+    next_td = batch["next"]
+    agent_shape = batch.get_item_shape(("next", *REWARD_KEY))
+    for name in ("done", "terminated"):
+        next_td.set((GROUP, name), next_td[name].unsqueeze(-1).expand(agent_shape))
+    loss_module.value_estimator(
+        batch, params=loss_module.critic_network_params, target_params=loss_module.target_critic_network_params
+    )
+    advantage = batch["advantage"]
+    mean, std = sd.global_mean_std(advantage)
+    batch["advantage"] = (advantage - mean) / (std + 1e-8)
+
+
 def gradient_step(loss_module: ClipPPOLoss, optimizer: torch.optim.Optimizer, minibatch, max_grad_norm: float):
     """One PPO gradient step on ``minibatch``; returns the loss tensordict.
 
@@ -407,23 +445,7 @@ def train(args: Args) -> dict:
     actor = make_actor(base_env, args.hidden, args.depth)
     critic = make_critic(base_env, args.hidden, args.depth)
 
-    loss_module = ClipPPOLoss(
-        actor_network=actor,
-        critic_network=critic,
-        clip_epsilon=args.clip_epsilon,
-        entropy_coeff=args.entropy_coef,
-        normalize_advantage=False,  # normalized over the whole batch below
-    )
-    loss_module.set_keys(
-        reward=REWARD_KEY,
-        action=ACTION_KEY,
-        value=(GROUP, "state_value"),
-        sample_log_prob=(GROUP, "action_log_prob"),
-        # The done flags are shared; GAE reads them per agent (expanded below).
-        done=(GROUP, "done"),
-        terminated=(GROUP, "terminated"),
-    )
-    loss_module.make_value_estimator(ValueEstimators.GAE, gamma=args.gamma, lmbda=args.gae_lambda)
+    loss_module = make_loss(actor, critic, args)
     optimizer = torch.optim.Adam(loss_module.parameters(), lr=args.lr)
     if args.distributed:
         sd.broadcast_parameters(loss_module)  # identical replicas (same seed already; this makes it sure)
@@ -483,16 +505,7 @@ def train(args: Args) -> dict:
             row["charts/episodes"] = int(n_done)
 
         # --- MAPPO update ---
-        agent_shape = batch.get_item_shape(("next", *REWARD_KEY))
-        for name in ("done", "terminated"):
-            next_td.set((GROUP, name), next_td[name].unsqueeze(-1).expand(agent_shape))
-        with torch.no_grad():
-            loss_module.value_estimator(
-                batch, params=loss_module.critic_network_params, target_params=loss_module.target_critic_network_params
-            )
-            advantage = batch["advantage"]
-            mean, std = sd.global_mean_std(advantage)  # over all ranks' batches
-            batch["advantage"] = (advantage - mean) / (std + 1e-8)
+        compute_advantages(loss_module, batch)
         flat = batch.reshape(-1)
         minibatch_size = max(1, flat.shape[0] // args.minibatches)
         stats: dict[str, list[torch.Tensor]] = {"policy_loss": [], "value_loss": [], "entropy": []}

@@ -7,18 +7,14 @@ The same tests with NCCL need a machine with 2 GPUs (docs/scaling.md); they have
 """
 
 import copy
-import os
-import socket
-from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from distributed_ranks import WORLD, run_ranks
 
 import swarp
 import swarp.distributed as sd
 
-WORLD = 2
 #: Uneven on purpose: rank 0 owns envs 0-2, rank 1 envs 3-4.
 GLOBAL_N_ENVS = 5
 SEED = 11
@@ -30,40 +26,6 @@ OPTIONS = dict(n_agents=3, world_size=0.5, n_obstacles=2, max_steps=7, auto_rese
 EQUAL_ROWS = (slice(0, 6), slice(6, 12))
 UNEQUAL_ROWS = (slice(0, 8), slice(8, 12))
 LEARNING_RATE = 1e-2
-
-
-# --- launching ranks --------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(rank: int, worker, out_dir: str, port: int) -> None:
-    """One rank: the variables torchrun sets, ``sd.init``, the worker, its result saved to a file."""
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(WORLD),
-        LOCAL_WORLD_SIZE=str(WORLD),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
-    torch.set_num_threads(1)  # two processes on a small CI machine
-    device = sd.init(backend="gloo", device="cpu", timeout_s=120)
-    try:
-        result = worker(device)
-    finally:
-        sd.shutdown()
-    torch.save(result, Path(out_dir) / f"rank{rank}.pt")
-
-
-def run_ranks(worker, tmp_path: Path) -> list:
-    """Run ``worker(device)`` on ``WORLD`` gloo ranks; their results, in rank order."""
-    mp.start_processes(_rank_main, args=(worker, str(tmp_path), _free_port()), nprocs=WORLD, start_method="spawn")
-    return [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
 
 
 # --- shards of environments -------------------------------------------------------------------------
