@@ -1,16 +1,16 @@
 """``swarp/distributed.py``: shards of one batch over processes, and data-parallel gradients.
 
-The multi-process tests start 2 CPU processes with the gloo backend, the way ``torchrun`` would
-(its environment variables, ``env://`` rendezvous), through ``torch.multiprocessing``; each rank
-writes what it computed to a file and the test compares it with one process doing the whole job.
-The same tests with NCCL need a machine with 2 GPUs (docs/scaling.md); they have not been run.
+The multi-process tests start 2 processes the way ``torchrun`` would (its environment variables,
+``env://`` rendezvous), through ``torch.multiprocessing``; each rank writes what it computed to a
+file and the test compares it with one process doing the whole job. They run with gloo on the CPU,
+and with NCCL on 2 GPUs where a machine has them (``gpu`` marker; not yet run, see docs/scaling.md).
 """
 
 import copy
 
 import pytest
 import torch
-from distributed_ranks import WORLD, run_ranks
+from distributed_ranks import BACKENDS, WORLD, rank_device, run_ranks
 
 import swarp
 import swarp.distributed as sd
@@ -41,7 +41,7 @@ def rollout(env: swarp.Environment) -> dict[str, torch.Tensor]:
     mine = slice(env.env_offset, env.env_offset + env.n_envs)
     records: dict[str, list[torch.Tensor]] = {"reset_obs": [env.reset(seed=SEED)[0]]}
     for _ in range(N_STEPS):
-        u = torch.rand(GLOBAL_N_ENVS, env.n_agents, env.act_dim, generator=generator)
+        u = torch.rand(GLOBAL_N_ENVS, env.n_agents, env.act_dim, generator=generator).to(env.torch_device)
         obs, reward, terminated, truncated, info = env.step(low + (high - low) * (1.4 * u[mine] - 0.2))
         step = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
         done = (terminated | truncated).view(-1, 1, 1)  # final_obs rows of other envs are stale
@@ -70,15 +70,21 @@ def _shard_worker(device: str) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def shard_results(tmp_path_factory):
-    return run_ranks(_shard_worker, tmp_path_factory.mktemp("shards"))
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request) -> str:
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def single_process():
-    """The whole batch in one process, same seed and actions."""
-    return rollout(swarp.make("navigation", n_envs=GLOBAL_N_ENVS, device="cpu", seed=SEED, **OPTIONS))
+def shard_results(backend, tmp_path_factory):
+    return run_ranks(_shard_worker, tmp_path_factory.mktemp("shards"), backend)
+
+
+@pytest.fixture(scope="module")
+def single_process(backend):
+    """The whole batch in one process (on rank 0's device), same seed and actions."""
+    env = swarp.make("navigation", n_envs=GLOBAL_N_ENVS, device=rank_device(backend, 0), seed=SEED, **OPTIONS)
+    return {key: value.cpu() for key, value in rollout(env).items()}
 
 
 def test_shards_are_disjoint_and_tile_the_global_batch(shard_results):
@@ -158,14 +164,15 @@ def test_without_a_process_group_the_world_is_one_process():
 # --- data-parallel gradients ------------------------------------------------------------------------
 
 
-def _model_and_batch() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+def _model_and_batch(device: str = "cpu") -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     """A small tanh MLP (the same weights on every rank) and a fixed regression batch of 12 rows."""
     generator = torch.Generator().manual_seed(SEED)
     model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
-    return model, torch.randn(12, 5, generator=generator), torch.randn(12, 3, generator=generator)
+    x, y = torch.randn(12, 5, generator=generator), torch.randn(12, 3, generator=generator)
+    return model.to(device), x.to(device), y.to(device)
 
 
 def adam_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, sync=None) -> dict[str, list[torch.Tensor]]:
@@ -183,7 +190,7 @@ def adam_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, sync=Non
 
 
 def _gradient_worker(device: str) -> dict:
-    model, x, y = _model_and_batch()
+    model, x, y = _model_and_batch(device)
     rank = sd.get_rank()
     equal, unequal = EQUAL_ROWS[rank], UNEQUAL_ROWS[rank]
     n_unequal = unequal.stop - unequal.start
@@ -204,18 +211,18 @@ def _gradient_worker(device: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def gradient_results(tmp_path_factory):
-    return run_ranks(_gradient_worker, tmp_path_factory.mktemp("grads"))
+def gradient_results(backend, tmp_path_factory):
+    return run_ranks(_gradient_worker, tmp_path_factory.mktemp("grads"), backend)
 
 
 @pytest.mark.parametrize("case", ["equal", "unequal"])
-def test_all_reduced_gradients_give_the_single_process_update(gradient_results, case):
-    model, x, y = _model_and_batch()
+def test_all_reduced_gradients_give_the_single_process_update(backend, gradient_results, case):
+    model, x, y = _model_and_batch(rank_device(backend, 0))
     expected = adam_step(model, x, y)  # one process, the concatenated batch
     for result in gradient_results:
         for key in ("grads", "params"):
             for got, want in zip(result[case][key], expected[key], strict=True):
-                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+                torch.testing.assert_close(got, want.cpu(), rtol=1e-5, atol=1e-6)
     # The check can fail: one shard's own update is a different one.
     rows = (EQUAL_ROWS if case == "equal" else UNEQUAL_ROWS)[0]
     alone = adam_step(model, x[rows], y[rows])
@@ -227,3 +234,5 @@ def test_broadcast_makes_replicas_identical(gradient_results):
     for result in gradient_results:
         for got, want in zip(result["broadcast"], model.parameters(), strict=True):
             assert torch.equal(got, want)
+    for a, b in zip(gradient_results[0]["equal"]["params"], gradient_results[1]["equal"]["params"], strict=True):
+        assert torch.equal(a, b)  # after the all-reduced step too
