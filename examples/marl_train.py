@@ -3,6 +3,7 @@
     python examples/marl_train.py                                   # navigation, GPU defaults
     python examples/marl_train.py --scenario navigation --seed 1 --max-seconds 600 --target-success 0.95
     python examples/marl_train.py --device cpu --n-envs 64 --rollout-steps 32 --total-frames 60000   # CPU smoke
+    torchrun --standalone --nproc-per-node 8 examples/marl_train.py --distributed --n-envs 32768   # 8 GPUs
 
 Any registered scenario runs (``--scenario``, one of ``swarp.scenario_names()``); what differs per
 scenario (episode length, scenario options such as substeps, the success metric, the default
@@ -16,6 +17,15 @@ critic that sees every agent's observation gives per-agent values; advantages by
 rewards with the shared done flags; the clipped PPO objective over a few epochs of minibatches.
 Rollouts are collected by a TorchRL ``Collector`` over ``SwarpEnv(layout="agents")``, so the batch
 never leaves the device.
+
+Data-parallel (``--distributed``, launched by ``torchrun``, one process per device; docs/scaling.md):
+``--n-envs`` and ``--eval-envs`` are global and every rank simulates its shard of them
+(``swarp.distributed.make_shard``: the union of the shards is the single-process batch of the same
+seed); advantages are normalised over the global batch; after each backward pass the gradients are
+averaged over ranks (``swarp.distributed.all_reduce_gradients``), so every rank takes the update one
+process would take on the concatenated minibatches, and the replicas stay identical. Rank 0 logs,
+evaluates (on the gathered shards) and writes the checkpoint. Without ``--distributed`` nothing of
+this runs.
 
 Outputs, in ``runs/<scenario>__<seed>__<unix time>/``: ``metrics.jsonl`` (one row per batch, stable
 names: ``charts/episodic_return``, ``charts/success_rate``, ``charts/SPS``, ``eval/success_rate``,
@@ -49,6 +59,7 @@ from torchrl.objectives import ClipPPOLoss, ValueEstimators
 from tqdm import tqdm
 
 import swarp
+import swarp.distributed as sd
 from swarp.interop.torchrl import SwarpEnv
 
 GROUP = "agents"
@@ -150,6 +161,9 @@ class Args:
     """save learning_curve.png (needs matplotlib)"""
     progress: bool = True
     """show a tqdm progress bar"""
+    distributed: bool = False
+    """data-parallel over the processes torchrun starts (one per device: NCCL on GPUs, gloo on the CPU);
+    n_envs and eval_envs are then global, split over the ranks (n_envs a multiple of their number)"""
 
 
 def _field_docs(cls) -> dict[str, str]:
@@ -179,10 +193,14 @@ def parse_args(argv=None, cls=Args, description: str | None = __doc__):
 # --- environment and networks ----------------------------------------------------------------------
 
 
-def make_env(scenario: str, task: Task, n_envs: int, device: str, seed: int) -> SwarpEnv:
-    """The TorchRL env of a task: ``SwarpEnv`` in the agents layout with normalized actions."""
+def make_env(scenario: str, task: Task, n_envs: int, device: str, seed: int, shard: bool = False) -> SwarpEnv:
+    """The TorchRL env of a task: ``SwarpEnv`` in the agents layout with normalized actions; with
+    ``shard``, over this rank's shard of ``n_envs`` envs (``swarp.distributed.make_shard``)."""
     max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
-    sim = swarp.make(scenario, n_envs=n_envs, device=device, seed=seed, **max_steps, **task.options)
+    if shard:
+        sim = sd.make_shard(scenario, global_n_envs=n_envs, device=device, seed=seed, **max_steps, **task.options)
+    else:
+        sim = swarp.make(scenario, n_envs=n_envs, device=device, seed=seed, **max_steps, **task.options)
     return SwarpEnv(sim, layout="agents", action_low=ACTION_LOW, action_high=ACTION_HIGH)
 
 
@@ -345,49 +363,100 @@ def plot_learning_curve(rows: list[dict], path: Path) -> bool:
     return True
 
 
-def train(args: Args) -> dict:
-    """Train; returns the final metrics row plus ``run_dir`` and ``checkpoint`` paths."""
-    task = get_task(args.scenario)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    frames_per_batch = args.n_envs * args.rollout_steps
-    # Whole batches: the collector cannot stop mid-batch.
-    total_frames = math.ceil((args.total_frames or task.total_frames) / frames_per_batch) * frames_per_batch
-    run_name = args.run_name or f"{args.scenario}__{args.seed}__{int(time.time())}"
-    run_dir = Path(args.run_dir) / run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(args.seed)
-
-    base_env = make_env(args.scenario, task, args.n_envs, device, args.seed)
-    env = TransformedEnv(base_env, RewardSum(in_keys=[REWARD_KEY], out_keys=[EPISODE_REWARD_KEY]))
-    eval_env = make_env(args.scenario, task, args.eval_envs, device, args.seed + 1)
-    actor = make_actor(base_env, args.hidden, args.depth)
-    critic = make_critic(base_env, args.hidden, args.depth)
-
+def make_loss(actor: ProbabilisticActor, critic: TensorDictModule, args: Args) -> ClipPPOLoss:
+    """The clipped PPO loss over per-agent rewards, with GAE as its value estimator."""
     loss_module = ClipPPOLoss(
         actor_network=actor,
         critic_network=critic,
         clip_epsilon=args.clip_epsilon,
         entropy_coeff=args.entropy_coef,
-        normalize_advantage=False,  # normalized over the whole batch below
+        normalize_advantage=False,  # normalized over the whole batch in compute_advantages
     )
     loss_module.set_keys(
         reward=REWARD_KEY,
         action=ACTION_KEY,
         value=(GROUP, "state_value"),
         sample_log_prob=(GROUP, "action_log_prob"),
-        # The done flags are shared; GAE reads them per agent (expanded below).
+        # The done flags are shared; GAE reads them per agent (expanded in compute_advantages).
         done=(GROUP, "done"),
         terminated=(GROUP, "terminated"),
     )
     loss_module.make_value_estimator(ValueEstimators.GAE, gamma=args.gamma, lmbda=args.gae_lambda)
+    return loss_module
+
+
+@torch.no_grad()
+def compute_advantages(loss_module: ClipPPOLoss, batch: TensorDict) -> None:
+    """GAE advantages of a collected batch [n_envs, steps], written to ``batch["advantage"]`` and
+    normalized over the whole batch (over every rank's batch under ``--distributed``)."""
+    next_td = batch["next"]
+    agent_shape = batch.get_item_shape(("next", *REWARD_KEY))
+    for name in ("done", "terminated"):
+        next_td.set((GROUP, name), next_td[name].unsqueeze(-1).expand(agent_shape))
+    loss_module.value_estimator(
+        batch, params=loss_module.critic_network_params, target_params=loss_module.target_critic_network_params
+    )
+    advantage = batch["advantage"]
+    mean, std = sd.global_mean_std(advantage)
+    batch["advantage"] = (advantage - mean) / (std + 1e-8)
+
+
+def gradient_step(loss_module: ClipPPOLoss, optimizer: torch.optim.Optimizer, minibatch, max_grad_norm: float):
+    """One PPO gradient step on ``minibatch``; returns the loss tensordict.
+
+    Under ``--distributed`` every rank passes its own minibatch and the gradients are averaged over
+    ranks before clipping: the step is the one a single process takes on the concatenated
+    minibatches (the losses are means over equally sized minibatches), identical on every rank.
+    Without a process group the all-reduce does nothing.
+    """
+    losses = loss_module(minibatch)
+    loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    sd.all_reduce_gradients(loss_module.parameters())
+    nn.utils.clip_grad_norm_(loss_module.parameters(), max_grad_norm)
+    optimizer.step()
+    return losses
+
+
+def train(args: Args) -> dict:
+    """Train; returns the final metrics row plus ``run_dir`` and ``checkpoint`` paths."""
+    task = get_task(args.scenario)
+    if args.distributed:
+        device = sd.init(device=args.device)  # joins torchrun's process group; cuda:LOCAL_RANK or cpu
+        if args.n_envs % sd.get_world_size():
+            raise ValueError(f"--n-envs ({args.n_envs}) must be a multiple of the {sd.get_world_size()} processes")
+    else:
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    world, rank = sd.get_world_size(), sd.get_rank()  # 1 and 0 without --distributed
+    lead = rank == 0
+    frames_per_batch = args.n_envs * args.rollout_steps  # global; each rank collects 1/world of it
+    # Whole batches: the collector cannot stop mid-batch.
+    total_frames = math.ceil((args.total_frames or task.total_frames) / frames_per_batch) * frames_per_batch
+    run_name = args.run_name or f"{args.scenario}__{args.seed}__{int(time.time())}"
+    run_dir = Path(args.run_dir) / run_name
+    if lead:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(args.seed)
+
+    base_env = make_env(args.scenario, task, args.n_envs, device, args.seed, shard=args.distributed)
+    env = TransformedEnv(base_env, RewardSum(in_keys=[REWARD_KEY], out_keys=[EPISODE_REWARD_KEY]))
+    eval_env = make_env(args.scenario, task, args.eval_envs, device, args.seed + 1, shard=args.distributed)
+    actor = make_actor(base_env, args.hidden, args.depth)
+    critic = make_critic(base_env, args.hidden, args.depth)
+
+    loss_module = make_loss(actor, critic, args)
     optimizer = torch.optim.Adam(loss_module.parameters(), lr=args.lr)
+    if args.distributed:
+        sd.broadcast_parameters(loss_module)  # identical replicas (same seed already; this makes it sure)
+        torch.manual_seed(sd.rank_seed(args.seed))  # each rank samples its own actions and minibatches
 
     simulator_seconds_per_step = time_simulator(base_env.sim, device)
     collector = Collector(
         env,
         actor,
-        frames_per_batch=frames_per_batch,
-        total_frames=total_frames,
+        frames_per_batch=frames_per_batch // world,
+        total_frames=total_frames // world,
         device=device,
         storing_device=device,
         auto_register_policy_transforms=False,
@@ -397,7 +466,9 @@ def train(args: Args) -> dict:
     episode_window: deque[torch.Tensor] = deque(maxlen=max(1, math.ceil(episode_length(base_env) / args.rollout_steps)))
     frames = 0
     start = time.perf_counter()
-    bar = tqdm(total=total_frames, unit="frames", unit_scale=True, disable=not args.progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=total_frames, unit="frames", unit_scale=True, disable=not (args.progress and lead), dynamic_ncols=True
+    )
     collect_start = time.perf_counter()
     for batch_index, batch in enumerate(collector, start=1):
         collect_seconds = time.perf_counter() - collect_start
@@ -407,7 +478,8 @@ def train(args: Args) -> dict:
             if args.max_seconds:
                 progress = max(progress, (update_start - start) / args.max_seconds)
             optimizer.param_groups[0]["lr"] = args.lr * max(0.0, 1.0 - progress)
-        frames += batch.numel()
+        batch_frames = batch.numel() * world  # every rank collects an equal share
+        frames += batch_frames
         row: dict = {"frames": frames, "batch": batch_index, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
 
         # Statistics of the episodes that ended in the last episode length's worth of batches: every
@@ -416,13 +488,15 @@ def train(args: Args) -> dict:
         next_td = batch["next"]
         done = next_td["done"].squeeze(-1)
         episode_window.append(
-            torch.stack(
-                [
-                    done.sum(),
-                    (episode_success(task, next_td) & done).sum(),
-                    (next_td[EPISODE_REWARD_KEY].mean(dim=(-2, -1)) * done).sum(),
-                ]
-            ).double()
+            sd.all_reduce(  # summed over ranks (no-op in one process)
+                torch.stack(
+                    [
+                        done.sum(),
+                        (episode_success(task, next_td) & done).sum(),
+                        (next_td[EPISODE_REWARD_KEY].mean(dim=(-2, -1)) * done).sum(),
+                    ]
+                ).double()
+            )
         )
         n_done, n_success, return_sum = torch.stack(list(episode_window)).sum(0).tolist()
         if n_done:
@@ -431,15 +505,7 @@ def train(args: Args) -> dict:
             row["charts/episodes"] = int(n_done)
 
         # --- MAPPO update ---
-        agent_shape = batch.get_item_shape(("next", *REWARD_KEY))
-        for name in ("done", "terminated"):
-            next_td.set((GROUP, name), next_td[name].unsqueeze(-1).expand(agent_shape))
-        with torch.no_grad():
-            loss_module.value_estimator(
-                batch, params=loss_module.critic_network_params, target_params=loss_module.target_critic_network_params
-            )
-            advantage = batch["advantage"]
-            batch["advantage"] = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        compute_advantages(loss_module, batch)
         flat = batch.reshape(-1)
         minibatch_size = max(1, flat.shape[0] // args.minibatches)
         stats: dict[str, list[torch.Tensor]] = {"policy_loss": [], "value_loss": [], "entropy": []}
@@ -447,16 +513,11 @@ def train(args: Args) -> dict:
             order = torch.randperm(flat.shape[0], device=flat.device)
             for i in range(args.minibatches):
                 minibatch = flat[order[i * minibatch_size : (i + 1) * minibatch_size]]
-                losses = loss_module(minibatch)
-                loss = losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(loss_module.parameters(), args.max_grad_norm)
-                optimizer.step()
+                losses = gradient_step(loss_module, optimizer, minibatch, args.max_grad_norm)
                 stats["policy_loss"].append(losses["loss_objective"].detach())
                 stats["value_loss"].append(losses["loss_critic"].detach())
                 stats["entropy"].append(losses["entropy"].detach())
-        row.update({f"losses/{k}": float(torch.stack(v).mean()) for k, v in stats.items()})
+        row.update(sd.reduce_metrics({f"losses/{k}": torch.stack(v).mean() for k, v in stats.items()}, "mean"))
         update_seconds = time.perf_counter() - update_start
 
         elapsed = time.perf_counter() - start
@@ -464,8 +525,8 @@ def train(args: Args) -> dict:
         row.update(
             {
                 "time": elapsed,
-                "charts/SPS": batch.numel() / batch_seconds,
-                "perf/collect_SPS": batch.numel() / collect_seconds,
+                "charts/SPS": batch_frames / batch_seconds,
+                "perf/collect_SPS": batch_frames / collect_seconds,
                 "perf/collect_seconds": collect_seconds,
                 "perf/update_seconds": update_seconds,
                 # Estimate: the simulator's own step time (timed alone at this batch size) x steps.
@@ -473,18 +534,22 @@ def train(args: Args) -> dict:
             }
         )
         last = collector_finished(frames, total_frames, elapsed, args.max_seconds)
+        # Ranks' clocks differ: stop together, when any rank's budget is spent.
+        last = sd.reduce_metrics({"last": last}, "max")["last"] > 0
         if (args.eval_every and batch_index % args.eval_every == 0) or last:
             result = evaluate(eval_env, greedy(actor), task, seed=args.seed + 1)
+            result = {k: sd.all_gather_envs(v) for k, v in result.items()}  # every rank's shard, in env order
             row["eval/success_rate"] = float(result["success"].float().mean())
             row["eval/episodic_return"] = float(result["return"].mean())
             if args.target_success is not None and row["eval/success_rate"] >= args.target_success:
                 row["target_reached"] = last = True  # the checkpoint below is this policy
         rows.append(row)
-        with open(run_dir / "metrics.jsonl", "a") as log:
-            log.write(json.dumps(row) + "\n")
-        if last or batch_index % args.checkpoint_every == 0:
+        if lead:
+            with open(run_dir / "metrics.jsonl", "a") as log:
+                log.write(json.dumps(row) + "\n")
+        if lead and (last or batch_index % args.checkpoint_every == 0):
             save_checkpoint(run_dir / "checkpoint.pt", args, task, base_env, actor, critic, frames, elapsed)
-        bar.update(batch.numel())
+        bar.update(batch_frames)
         bar.set_postfix(
             {
                 k: f"{row[v]:.3g}"
@@ -498,10 +563,14 @@ def train(args: Args) -> dict:
         collect_start = time.perf_counter()
     bar.close()
     collector.shutdown()
-    if args.plot:
+    if args.distributed:
+        sd.shutdown()
+    if args.plot and lead:
         plot_learning_curve(rows, run_dir / "learning_curve.png")
     final = dict(rows[-1])
     final.update(run_dir=str(run_dir), checkpoint=str(run_dir / "checkpoint.pt"))
+    if args.distributed:
+        final.update(rank=rank, world_size=world)
     return final
 
 
@@ -536,10 +605,11 @@ def time_simulator(sim: swarp.Environment, device: str, steps: int = 20) -> floa
 def main(argv=None) -> dict:
     args = parse_args(argv)
     final = train(args)
-    print(
-        f"{args.scenario}: {final['frames']:,} env-steps in {final['time']:.1f} s; greedy success "
-        f"{final.get('eval/success_rate', math.nan):.3f}, checkpoint {final['checkpoint']}"
-    )
+    if final.get("rank", 0) == 0:
+        print(
+            f"{args.scenario}: {final['frames']:,} env-steps in {final['time']:.1f} s; greedy success "
+            f"{final.get('eval/success_rate', math.nan):.3f}, checkpoint {final['checkpoint']}"
+        )
     return final
 
 

@@ -28,14 +28,24 @@ def _flag(value: str):
 
 
 def make_env(
-    n_envs: int, n_agents: int, device: str, use_graph, fused, auto_reset: bool, max_steps: int, seed: int = 0
+    n_envs: int,
+    n_agents: int,
+    device: str,
+    use_graph,
+    fused,
+    auto_reset: bool,
+    max_steps: int,
+    seed: int = 0,
+    env_offset: int = 0,
 ) -> swarp.Environment:
-    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share)."""
+    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share);
+    ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``)."""
     env = swarp.make(
         "navigation",
         n_envs=n_envs,
         device=device,
         seed=seed,
+        env_offset=env_offset,
         n_agents=n_agents,
         auto_reset=auto_reset,
         max_steps=max_steps,

@@ -5,6 +5,11 @@ capturable in a CUDA graph, replays identically, and gives the same numbers whic
 reset together. The torch twin computes the very same bits, so the torch reference of a
 scenario's reset and its Warp kernel agree exactly. Uniforms have 24 random bits, exactly
 representable in float32 and float64 alike.
+
+The env in the key is the *global* env index: an ``Environment`` built with ``env_offset=k`` keys
+its local env i as env ``k + i``. A batch split into shards (one per process or GPU, see
+``swarp.distributed``, or partial batches of one process) therefore draws exactly what the unsplit
+batch draws, env for env.
 """
 
 from __future__ import annotations
@@ -37,6 +42,27 @@ def stream_key(seed: int, env: int, episode: int) -> wp.uint32:
     h = hash_u32(wp.uint32(seed))
     h = hash_u32(h ^ wp.uint32(env))
     return hash_u32(h ^ wp.uint32(episode))
+
+
+@wp.struct
+class ResetStreams:
+    """The reset random streams of one ``Environment``, as one argument of a scenario's reset kernel.
+
+    Attributes:
+        seed: [1] int32, the env's seed.
+        episode: [E] int32, each env's episode counter.
+        env_offset: Global index of local env 0 (``Environment.env_offset``).
+    """
+
+    seed: wp.array(dtype=wp.int32)
+    episode: wp.array(dtype=wp.int32)
+    env_offset: int
+
+
+@wp.func
+def episode_key(streams: ResetStreams, env: int) -> wp.uint32:
+    """The key of local env ``env``'s current episode (its global index is ``env_offset + env``)."""
+    return stream_key(streams.seed[0], streams.env_offset + env, streams.episode[env])
 
 
 @wp.func

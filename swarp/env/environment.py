@@ -14,7 +14,7 @@ import torch
 import warp as wp
 
 from swarp.core.launch import EAGER, Launcher
-from swarp.core.rng import stream_key_torch
+from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.core.types import STATE_FIELDS, TorchState
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
@@ -45,9 +45,16 @@ class Environment:
         clone_outputs: Return clones instead of the persistent output buffers. By default the
             tensors returned by ``step``/``reset`` are overwritten in place by the next call.
         dtype: ``"float32"`` (default) or ``"float64"``.
+        env_offset: Global index of this batch's env 0 (int >= 0, ``env_offset + n_envs <= 2^31``).
+            Resets draw from the counter-based RNG keyed by (seed, global env index, episode), so
+            an env built with ``n_envs=n, env_offset=k`` draws, env for env, what envs
+            ``k .. k + n - 1`` of one big batch with the same seed draw: shards of a batch (one per
+            process or GPU, ``swarp.distributed``) or partial batches together replay the
+            unsplit batch exactly. Only the reset draws depend on it; everything else is per env.
 
     Attributes:
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
+        env_offset: As given.
     """
 
     def __init__(
@@ -62,12 +69,20 @@ class Environment:
         use_graph: bool | str = "auto",
         clone_outputs: bool = False,
         dtype: str | torch.dtype = "float32",
+        env_offset: int = 0,
     ):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
         _check_seed(seed)
+        if isinstance(env_offset, bool) or not isinstance(env_offset, int) or env_offset < 0:
+            raise ValueError(f"env_offset must be an int >= 0, got {env_offset!r}")
+        if env_offset + n_envs > _MAX_GLOBAL_ENVS:
+            raise ValueError(
+                f"env_offset + n_envs must be <= 2^31 (global env indices are int32), got "
+                f"{env_offset} + {n_envs} = {env_offset + n_envs}"
+            )
         if fused not in (True, False, "auto"):
             raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
         if fused is True and not scenario.fused_available:
@@ -79,6 +94,7 @@ class Environment:
             raise ValueError(f"max_steps must be an int >= 1, None or 'default', got {max_steps!r}")
         self.scenario = scenario
         self.n_envs = n_envs
+        self.env_offset = env_offset
         self.auto_reset = bool(auto_reset)
         self.max_steps = max_steps
         self.clone_outputs = bool(clone_outputs)
@@ -132,6 +148,11 @@ class Environment:
         self.truncated = wp.to_torch(self._truncated)
         self.done = wp.to_torch(self._done)
         self.reset_mask = wp.to_torch(self._reset_mask)
+        # What a scenario's reset kernel needs to key its draws (``swarp.core.rng.episode_key``).
+        self.reset_streams = ResetStreams()
+        self.reset_streams.seed = self._seed
+        self.reset_streams.episode = self._episode
+        self.reset_streams.env_offset = self.env_offset
         self._reward = wp.zeros((E, self.n_agents), dtype=self.stepper.scalar, device=dev)
         self.reward = wp.to_torch(self._reward)
 
@@ -200,8 +221,9 @@ class Environment:
         return self._action_bounds
 
     def rng_keys(self) -> torch.Tensor:
-        """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' keys)."""
-        envs = torch.arange(self.n_envs, device=self.torch_device)
+        """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
+        keyed by global env index ``env_offset + i``."""
+        envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
         return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
 
     # --- the launch sequences ---------------------------------------------------------------
@@ -546,6 +568,10 @@ class Environment:
         return frame
 
 
+#: Global env indices enter the reset RNG as int32.
+_MAX_GLOBAL_ENVS = 2**31
+
+
 def _check_seed(seed: Any) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
         raise ValueError(f"seed must be an int in [0, 2^31), got {seed!r}")
@@ -560,7 +586,7 @@ def make(
     """Build an ``Environment`` for a registered scenario.
 
     Keywords that ``Environment`` takes (``auto_reset``, ``max_steps``, ``fused``, ``use_graph``,
-    ``clone_outputs``, ``dtype``) configure the environment; every other keyword is a scenario
+    ``clone_outputs``, ``dtype``, ``env_offset``) configure the environment; every other keyword is a scenario
     option. An unknown keyword is an error that lists the valid ones.
     """
     cls = get_scenario(name)

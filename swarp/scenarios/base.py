@@ -102,8 +102,9 @@ class Scenario:
     def reset_world(self, env_mask: torch.Tensor) -> None:
         """Re-sample the state of the envs where ``env_mask`` [E] bool is set; leave others untouched.
 
-        Draws must come from ``swarp.core.rng`` keyed by ``(seed, env, episode)`` (see
-        ``Environment.rng_keys``) so the fused twin can reproduce them bit for bit.
+        Draws must come from ``swarp.core.rng`` keyed by ``(seed, global env, episode)`` (see
+        ``Environment.rng_keys``) so the fused twin can reproduce them bit for bit and a shard of
+        a batch (``Environment.env_offset``) draws what the unsplit batch draws.
         """
         raise NotImplementedError
 
@@ -205,7 +206,11 @@ class FusedScenario(Scenario):
         raise NotImplementedError
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        """Launch the masked single-kernel reset for envs where ``env_mask`` [E] bool is set."""
+        """Launch the masked single-kernel reset for envs where ``env_mask`` [E] bool is set.
+
+        Key the draws with ``swarp.core.rng.episode_key(env.reset_streams, env)``: it folds in the
+        seed, the episode counter and the env's global index (``Environment.env_offset``).
+        """
         raise NotImplementedError
 
     def supports_graph_reset(self) -> bool:

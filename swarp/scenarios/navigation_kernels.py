@@ -19,7 +19,7 @@ import warp as wp
 from swarp.core.config import ObstacleShape
 from swarp.core.launch import Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
-from swarp.core.rng import stream_key, uniform_u24
+from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.core.types import PARAM_RADIUS
 from swarp.env import episode
 from swarp.physics import neighbors
@@ -281,8 +281,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
     @wp.kernel(enable_backward=False, module="unique")
     def nav_reset(
         env_mask: wp.array(dtype=wp.bool),
-        seed: wp.array(dtype=wp.int32),
-        episode: wp.array(dtype=wp.int32),
+        streams: ResetStreams,
         side: int,
         world_size: scalar,
         jitter: scalar,
@@ -310,7 +309,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
             return
         n_agents = pos_out.shape[1]
         n_cells = side * side
-        key = stream_key(seed[0], env, episode[env])
+        key = episode_key(streams, env)
         threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         first = slot * cells_per_thread
         for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
@@ -462,8 +461,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
         dim=(sc.n_envs, threads),
         inputs=[
             env_mask,
-            env._seed,
-            env._episode,
+            env.reset_streams,
             sc.side,
             s(c.world_size),
             s(sc.jitter),

@@ -155,6 +155,26 @@ def test_same_seed_gives_same_bits_and_different_seeds_differ(generator):
     assert bool((other.episode == 1).all())
 
 
+@PATHS
+def test_shards_with_env_offset_replay_the_whole_batch(fused, generator):
+    """Envs built with ``env_offset`` draw what the same global envs of one batch draw: shards
+    stepped with the matching slices of the actions reproduce the whole batch bit for bit,
+    through several auto-resets (swarp.distributed builds on this)."""
+    whole = make_env(fused=fused, auto_reset=True)
+    shards = [make_env(fused=fused, auto_reset=True, n_envs=n, env_offset=k) for k, n in ((0, 1), (1, 3))]
+    misplaced = make_env(fused=fused, n_envs=3)  # envs 0-2, not 1-3
+    assert not torch.equal(misplaced.obs, whole.obs[1:])
+    for actions in noise_sequence(whole, 3 * MAX_STEPS, generator):
+        (expected,) = without_stale_rows([record(whole, whole.step(actions))])
+        parts = [
+            without_stale_rows([record(s, s.step(actions[s.env_offset : s.env_offset + s.n_envs]))])[0] for s in shards
+        ]
+        for key, value in expected.items():
+            if key != "env.seed":  # one per env batch, not per env
+                assert torch.equal(torch.cat([part[key] for part in parts]), value), key
+    assert int(whole.episode.min()) >= 2  # later episodes' draws were compared too
+
+
 # --- snapshots -----------------------------------------------------------------------------------
 
 
@@ -459,6 +479,9 @@ def test_unknown_scenario_and_keywords_are_rejected():
         (dict(use_graph="maybe"), ValueError, "use_graph must be True, False or 'auto', got 'maybe'"),
         (dict(dtype="float16"), (ValueError, TypeError), "dtype"),
         (dict(device="tpu"), ValueError, "device must be 'cpu', 'cuda' or 'cuda:N'"),
+        (dict(env_offset=-1), ValueError, "env_offset must be an int >= 0, got -1"),
+        (dict(env_offset=1.0), ValueError, "env_offset must be an int >= 0"),
+        (dict(env_offset=2**31 - 2), ValueError, r"env_offset \+ n_envs must be <= 2\^31"),
     ],
 )
 def test_bad_environment_arguments_are_rejected(kwargs, error, match):

@@ -1,0 +1,85 @@
+"""Helper of the multi-process tests: run a function on 2 local ranks, as ``torchrun`` would.
+
+Each rank gets torchrun's environment variables and joins through ``swarp.distributed.init``
+(``env://`` rendezvous), so the code under test takes the same path as under ``torchrun``. A
+worker must be a module-level function (the ranks are spawned processes that import it); what it
+returns is saved by its rank (moved to the CPU) and handed back to the test.
+
+``BACKENDS`` parametrizes a test over gloo (2 CPU processes, runs everywhere) and NCCL (one GPU per
+rank; needs 2 GPUs and is skipped elsewhere).
+"""
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch.utils._pytree import tree_map
+
+import swarp.distributed as sd
+
+WORLD = 2
+BACKENDS = [
+    "gloo",
+    pytest.param(
+        "nccl",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(torch.cuda.device_count() < WORLD, reason=f"NCCL needs {WORLD} CUDA devices"),
+        ],
+    ),
+]
+#: Collective timeout [s]: a hung rank fails the test instead of stalling CI.
+TIMEOUT_S = 120
+#: Rendezvous ports tried before giving up.
+PORT_ATTEMPTS = 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_device(backend: str, rank: int) -> str:
+    """The device of ``rank``: the CPU under gloo, GPU ``rank`` under NCCL."""
+    return f"cuda:{rank}" if backend == "nccl" else "cpu"
+
+
+def _to_cpu(value):
+    return value.cpu() if isinstance(value, torch.Tensor) else value
+
+
+def _rank_main(rank: int, worker, out_dir: str, port: int, backend: str) -> None:
+    """One rank: the variables torchrun sets, ``sd.init``, the worker, its result saved to a file."""
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(WORLD),
+        LOCAL_WORLD_SIZE=str(WORLD),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)  # two processes on a small CI machine
+    device = sd.init(backend=backend, device=rank_device(backend, rank), timeout_s=TIMEOUT_S)
+    try:
+        result = worker(device)
+    finally:
+        sd.shutdown()
+    torch.save(tree_map(_to_cpu, result), Path(out_dir) / f"rank{rank}.pt")
+
+
+def run_ranks(worker, out_dir: Path, backend: str = "gloo") -> list:
+    """Run ``worker(device)`` on ``WORLD`` ranks of ``backend``; their return values, in rank order."""
+    for attempt in range(PORT_ATTEMPTS):
+        try:
+            args = (worker, str(out_dir), _free_port(), backend)
+            mp.start_processes(_rank_main, args=args, nprocs=WORLD, start_method="spawn")
+            break
+        except mp.ProcessRaisedException as error:
+            # Another process may take the free port before rank 0 listens on it: pick another.
+            if "EADDRINUSE" not in str(error) or attempt == PORT_ATTEMPTS - 1:
+                raise
+    return [torch.load(Path(out_dir) / f"rank{rank}.pt", weights_only=False) for rank in range(WORLD)]
