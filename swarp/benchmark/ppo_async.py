@@ -8,8 +8,11 @@ Every step runs an MLP actor-critic forward (compiled with ``torch.compile`` wit
 and stores the transition; every ``--num-steps`` steps a PPO-style update runs (clipped policy
 loss, value loss, entropy; ``--epochs`` x ``--minibatches``). The blocking loop waits for each step
 before storing and updating; the async loop sends the actions and stores/updates while the
-physics runs, then receives. Both loops do identical work; frames/s (env-steps/s) is reported as a
-mean over repetitions with a 95% t-interval.
+physics runs, then receives; the partial-batch loop (``swarp.make(..., batch_size=n_envs // 2)``,
+an ``EnvPool`` of two groups) receives one half of the envs, acts on it and sends it back while
+the other half steps. All loops do identical work per env-step; frames/s (env-steps/s) is
+reported as a mean over repetitions with a 95% t-interval. The partial-batch loop keeps its groups
+in flight between timed repetitions (steady state: one group-step crosses each boundary).
 """
 
 from __future__ import annotations
@@ -138,10 +141,46 @@ def run_async(loop: Loop, n_steps: int, start: int) -> None:
     env.recv()  # the step sent last is received and dropped (one extra step per call)
 
 
+def run_pool(loop: Loop, n_steps: int, start: int) -> None:
+    """Partial batches: per env-step, each group in turn is received, acted on and sent back (its
+    physics then overlaps the policy work on the other groups); the update overlaps every group."""
+    pool = loop.env
+    if not hasattr(loop, "last"):
+        pool.async_reset()
+        shape = (pool.n_envs, pool.n_agents)
+        dev = pool.torch_device
+        loop.last = {
+            "obs": torch.zeros(*shape, pool.obs_dim, device=dev),
+            "act": torch.zeros(*shape, pool.act_dim, device=dev),
+            "logp": torch.zeros(shape, device=dev),
+            "val": torch.zeros(shape, device=dev),
+        }
+        loop.fresh = True
+    last = loop.last
+    for s in range(start, start + n_steps):
+        slot = s % loop.cfg.num_steps
+        for _ in range(pool.n_groups):
+            obs, reward, *_, info = pool.recv()
+            ids = info["env_id"]
+            if not loop.fresh:  # the transition that ends with this recv
+                for name, storage in (("obs", loop.obs), ("act", loop.act), ("logp", loop.logp), ("val", loop.val)):
+                    storage[slot][ids] = last[name][ids]
+                loop.rew[slot][ids] = reward
+            action, logp, value = loop.act_on(obs)
+            last["obs"][ids], last["act"][ids], last["logp"][ids], last["val"][ids] = obs, action, logp, value
+            pool.send(loop.clip(action), ids)
+        loop.fresh = False
+        if slot == loop.cfg.num_steps - 1:
+            loop.update()  # overlaps every group's step in flight
+
+
 def bench(mode: str, n_envs: int, device: str, cfg: Config, n_agents: int) -> list[float]:
-    env = swarp.make("navigation", n_envs=n_envs, device=device, seed=0, n_agents=n_agents, auto_reset=True)
+    options = dict(n_envs=n_envs, device=device, seed=0, n_agents=n_agents, auto_reset=True)
+    if mode == "pool":
+        options["batch_size"] = n_envs // 2
+    env = swarp.make("navigation", **options)
     loop = Loop(env, cfg)
-    driver = run_blocking if mode == "step" else run_async
+    driver = {"step": run_blocking, "send/recv": run_async, "pool": run_pool}[mode]
     driver(loop, cfg.warmup, 0)
     synchronize(env.device)
     rates = []
@@ -193,15 +232,30 @@ def main(argv=None) -> None:
     for n_envs in envs:
         step_mean, step_ci = summarise(bench("step", n_envs, device, cfg, args.agents))
         recv_mean, recv_ci = summarise(bench("send/recv", n_envs, device, cfg, args.agents))
-        rows.append([n_envs, step_mean, step_ci, recv_mean, recv_ci, recv_mean / step_mean])
+        pool_mean, pool_ci = (
+            summarise(bench("pool", n_envs, device, cfg, args.agents)) if n_envs >= 2 else (float("nan"),) * 2
+        )
+        rows.append(
+            [
+                n_envs,
+                step_mean,
+                step_ci,
+                recv_mean,
+                recv_ci,
+                recv_mean / step_mean,
+                pool_mean,
+                pool_ci,
+                pool_mean / step_mean,
+            ]
+        )
         print(f"  done {n_envs}", flush=True)
     print(f"\ndevice={device} agents={args.agents} torch={torch.__version__}; frames/s = env-steps/s, +- 95% CI")
-    print_table(["n_envs", "step()", "+-", "send/recv", "+-", "speed-up"], rows)
+    print_table(["n_envs", "step()", "+-", "send/recv", "+-", "speed-up", "half batches", "+-", "speed-up"], rows)
     if args.plot:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6, 4))
-        for column, label in ((1, "step()"), (3, "send()/recv()")):
+        for column, label in ((1, "step()"), (3, "send()/recv()"), (6, "half batches")):
             ax.errorbar(
                 [r[0] for r in rows],
                 [r[column] for r in rows],

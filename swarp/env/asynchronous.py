@@ -60,6 +60,8 @@ class AsyncStep:
         else:
             # Copy now, so the caller may overwrite its action tensor while the step runs.
             env.world.actions.copy_(actions)
+            if env.fused:
+                env._step_seq.prepare()  # capture on this thread: never two captures at once
             self._future = self._executor.submit(env._run_step)
         self.pending = True
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import warp as wp
@@ -22,6 +22,9 @@ from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
+
+if TYPE_CHECKING:
+    from swarp.env.pool import EnvPool
 
 
 class Environment:
@@ -581,13 +584,23 @@ _ENV_KWARGS = [p for p in inspect.signature(Environment.__init__).parameters if 
 
 
 def make(
-    name: str, n_envs: int = 1, device: str | torch.device | None = None, seed: int = 0, **kwargs: Any
-) -> Environment:
+    name: str,
+    n_envs: int = 1,
+    device: str | torch.device | None = None,
+    seed: int = 0,
+    batch_size: int | None = None,
+    **kwargs: Any,
+) -> Environment | EnvPool:
     """Build an ``Environment`` for a registered scenario.
 
     Keywords that ``Environment`` takes (``auto_reset``, ``max_steps``, ``fused``, ``use_graph``,
-    ``clone_outputs``, ``dtype``, ``env_offset``) configure the environment; every other keyword is a scenario
-    option. An unknown keyword is an error that lists the valid ones.
+    ``clone_outputs``, ``dtype``, ``env_offset``) configure the environment; every other keyword is
+    a scenario option. An unknown keyword is an error that lists the valid ones.
+
+    With ``batch_size`` (an int that divides ``n_envs``), the result is an ``EnvPool``
+    (``swarp.env.pool``): ``n_envs // batch_size`` groups of ``batch_size`` envs stepped
+    asynchronously with EnvPool-style ``send`` / ``recv`` (partial batches), together drawing
+    exactly what one ``Environment`` of ``n_envs`` envs draws.
     """
     cls = get_scenario(name)
     env_kwargs = {k: v for k, v in kwargs.items() if k in _ENV_KWARGS}
@@ -595,7 +608,34 @@ def make(
     unknown = sorted(set(scenario_kwargs) - set(cls.option_names()))
     if unknown:
         raise TypeError(
-            f"unknown keyword(s) {unknown} for swarp.make({name!r}); environment keywords: {sorted(_ENV_KWARGS)}; "
-            f"scenario options: {cls.option_names()}"
+            f"unknown keyword(s) {unknown} for swarp.make({name!r}); environment keywords: "
+            f"{sorted([*_ENV_KWARGS, 'batch_size'])}; scenario options: {cls.option_names()}"
         )
-    return Environment(cls(**scenario_kwargs), n_envs=n_envs, device=device, seed=seed, **env_kwargs)
+    if batch_size is None:
+        return Environment(cls(**scenario_kwargs), n_envs=n_envs, device=device, seed=seed, **env_kwargs)
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or isinstance(n_envs, bool)
+        or not isinstance(n_envs, int)
+        or not 1 <= batch_size <= n_envs
+        or n_envs % batch_size
+    ):
+        raise ValueError(f"batch_size must be an int that divides n_envs ({n_envs!r}), got {batch_size!r}")
+    if "env_offset" in env_kwargs:
+        raise ValueError("a pool sets each group's env_offset itself: pass batch_size or env_offset, not both")
+    from swarp.env.pool import EnvPool
+
+    return EnvPool(
+        [
+            Environment(
+                cls(**scenario_kwargs),
+                n_envs=batch_size,
+                device=device,
+                seed=seed,
+                env_offset=group * batch_size,
+                **env_kwargs,
+            )
+            for group in range(n_envs // batch_size)
+        ]
+    )

@@ -97,6 +97,16 @@ class CompiledSequence:
             self.sequence(EAGER)
         self._graph = capture.graph
 
+    def prepare(self) -> None:
+        """Capture the graph now if this sequence runs as one and has none yet (runs nothing).
+
+        Graph capture is a per-device state, so two sequences must never capture at once; callers
+        that run sequences from worker threads (async stepping) prepare them on their own thread first.
+        """
+        if self.mode == "graph" and self._graph is None:
+            with self.streams.scope():
+                self._capture()
+
     def invalidate(self) -> None:
         """Forget the graph/program (after a change to anything they baked in)."""
         self._graph = None

@@ -1,0 +1,91 @@
+"""Partial batches (``swarp.make(..., batch_size=B)`` -> ``EnvPool``): every round covers every env
+once, results equal the unsplit batch's rows bit for bit (auto-resets included), misuse errors."""
+
+import pytest
+import torch
+
+import swarp
+from swarp.env.pool import EnvPool
+
+N_ENVS, BATCH, N_AGENTS, ROUNDS = 12, 4, 4, 60
+
+
+def options(device="cpu", **kwargs):
+    base = dict(device=device, seed=5, n_agents=N_AGENTS, auto_reset=True, max_steps=20)
+    base.update(kwargs)
+    return base
+
+
+def random_actions(env, n_envs: int, generator: torch.Generator) -> torch.Tensor:
+    low, high = (b.cpu() for b in env.action_bounds)
+    u = torch.rand(n_envs, N_AGENTS, env.act_dim, generator=generator)
+    return (low + (high - low) * u).to(env.action_bounds[0].device)
+
+
+def run_pool_against_batch(device, generator, **kwargs):
+    """Step a pool of N_ENVS envs in groups of BATCH and one env of N_ENVS with the same actions;
+    assert each received group equals the batch's rows, round after round."""
+    pool = swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, **options(device, **kwargs))
+    batch = swarp.make("navigation", n_envs=N_ENVS, **options(device, **kwargs))
+    assert isinstance(pool, EnvPool) and (pool.n_groups, pool.batch_size, pool.n_envs) == (3, BATCH, N_ENVS)
+    obs, _ = batch.reset()
+    expected_obs, expected = obs.clone(), None
+    pool.async_reset()
+    pending = torch.zeros(N_ENVS, N_AGENTS, batch.act_dim, device=batch.torch_device)
+    busy = torch.randn(128, 128)
+    for _ in range(ROUNDS):
+        seen = []
+        for _ in range(pool.n_groups):
+            obs, reward, terminated, truncated, info = pool.recv()
+            ids = info["env_id"]
+            seen.append(ids.cpu())
+            assert torch.equal(obs, expected_obs[ids])
+            if expected is not None:  # the previous round's step of these envs
+                for x, y in zip(expected, (reward, terminated, truncated, info["final_obs"]), strict=True):
+                    assert torch.equal(x[ids], y)
+            actions = random_actions(pool, BATCH, generator)
+            pending[ids] = actions
+            pool.send(actions, ids)
+            busy = torch.tanh(busy @ busy.T / 128)  # caller work while that group steps
+        assert torch.equal(torch.cat(seen).sort().values, torch.arange(N_ENVS))  # each env once a round
+        obs, reward, terminated, truncated, info = batch.step(pending)
+        expected_obs = obs.clone()
+        expected = [t.clone() for t in (reward, terminated, truncated, info["final_obs"])]
+    assert int(batch.episode.sum()) > N_ENVS  # auto-resets happened along the way
+    pool.close()
+
+
+def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(generator):
+    run_pool_against_batch("cpu", generator)
+
+
+def test_pool_matches_the_unsplit_batch_with_the_torch_reference(generator):
+    run_pool_against_batch("cpu", generator, fused=False)
+
+
+def test_pool_misuse_raises_clear_errors(generator):
+    pool = swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, **options())
+    with pytest.raises(RuntimeError, match="before async_reset"):
+        pool.recv()
+    with pytest.raises(RuntimeError, match="without a recv"):
+        pool.send(torch.zeros(BATCH, N_AGENTS, 2))
+    pool.async_reset()
+    _, _, _, _, info = pool.recv()
+    with pytest.raises(RuntimeError, match="awaits send"):
+        pool.recv()
+    with pytest.raises(ValueError, match="env_id must be the info"):
+        pool.send(torch.zeros(BATCH, N_AGENTS, 2), info["env_id"].clone())
+    with pytest.raises(ValueError, match="shape"):
+        pool.send(torch.zeros(N_ENVS, N_AGENTS, 2))
+    pool.send(torch.zeros(BATCH, N_AGENTS, 2), info["env_id"])
+    pool.close()
+    for bad in (0, 5, 13, True, 2.0):
+        with pytest.raises(ValueError, match="batch_size must be an int that divides n_envs"):
+            swarp.make("navigation", n_envs=N_ENVS, batch_size=bad, **options())
+    with pytest.raises(ValueError, match="not both"):
+        swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, env_offset=4, **options())
+
+
+@pytest.mark.gpu
+def test_pool_on_cuda_matches_the_unsplit_batch(generator):
+    run_pool_against_batch("cuda:0", generator)
