@@ -106,7 +106,8 @@ def init(backend: str = "auto", device: str | None = None, timeout_s: float | No
         The device string to pass to ``make_shard`` / ``swarp.make``.
 
     Raises:
-        ValueError: unknown backend, NCCL with a CPU device, or a CUDA device without CUDA.
+        ValueError: unknown backend, NCCL with a CPU device, a CUDA device without CUDA, or a bad
+            timeout.
     """
     if backend not in ("auto", "nccl", "gloo"):
         raise ValueError(f"backend must be 'auto', 'nccl' or 'gloo', got {backend!r}")
@@ -122,9 +123,15 @@ def init(backend: str = "auto", device: str | None = None, timeout_s: float | No
         if device == "cuda":
             device = f"cuda:{local_rank()}"
         torch.cuda.set_device(torch.device(device))
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
+    ):
+        raise ValueError(f"timeout_s must be a number > 0 or None, got {timeout_s!r}")
     if not is_distributed() and launched_by_torchrun():
         timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
-        dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
+        # NCCL binds the communicator to this rank's GPU up front (no device guessing in barrier()).
+        device_id = torch.device(device) if backend == "nccl" else None
+        dist.init_process_group(backend=backend, init_method="env://", timeout=timeout, device_id=device_id)
     return device
 
 

@@ -75,9 +75,19 @@ def backend(request) -> str:
     return request.param
 
 
+def _worker(device: str) -> dict:
+    """Everything the ranks check, in one launch (starting processes costs more than the checks)."""
+    return {"shards": _shard_worker(device), "gradients": _gradient_worker(device)}
+
+
 @pytest.fixture(scope="module")
-def shard_results(backend, tmp_path_factory):
-    return run_ranks(_shard_worker, tmp_path_factory.mktemp("shards"), backend)
+def rank_results(backend, tmp_path_factory) -> list[dict]:
+    return run_ranks(_worker, tmp_path_factory.mktemp("ranks"), backend)
+
+
+@pytest.fixture(scope="module")
+def shard_results(rank_results) -> list[dict]:
+    return [result["shards"] for result in rank_results]
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +165,11 @@ def test_without_a_process_group_the_world_is_one_process():
         sd.reduce_metrics({"a": 1.0}, "median")
     with pytest.raises(ValueError, match="must be a scalar"):
         sd.reduce_metrics({"a": torch.zeros(2)})
+    assert sd.init(device="cpu") == "cpu" and not sd.is_distributed()  # not launched by torchrun
     with pytest.raises(ValueError, match="backend must be"):
         sd.init(backend="mpi")
+    with pytest.raises(ValueError, match="timeout_s must be a number > 0"):
+        sd.init(device="cpu", timeout_s=0)
     with pytest.raises(ValueError, match="nccl backend needs a CUDA device"):
         sd.init(backend="nccl", device="cpu")
 
@@ -211,8 +224,8 @@ def _gradient_worker(device: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def gradient_results(backend, tmp_path_factory):
-    return run_ranks(_gradient_worker, tmp_path_factory.mktemp("grads"), backend)
+def gradient_results(rank_results) -> list[dict]:
+    return [result["gradients"] for result in rank_results]
 
 
 @pytest.mark.parametrize("case", ["equal", "unequal"])

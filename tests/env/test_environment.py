@@ -155,14 +155,15 @@ def test_same_seed_gives_same_bits_and_different_seeds_differ(generator):
     assert bool((other.episode == 1).all())
 
 
+@DEVICES
 @PATHS
-def test_shards_with_env_offset_replay_the_whole_batch(fused, generator):
+def test_shards_with_env_offset_replay_the_whole_batch(device, fused, generator):
     """Envs built with ``env_offset`` draw what the same global envs of one batch draw: shards
     stepped with the matching slices of the actions reproduce the whole batch bit for bit,
     through several auto-resets (swarp.distributed builds on this)."""
-    whole = make_env(fused=fused, auto_reset=True)
-    shards = [make_env(fused=fused, auto_reset=True, n_envs=n, env_offset=k) for k, n in ((0, 1), (1, 3))]
-    misplaced = make_env(fused=fused, n_envs=3)  # envs 0-2, not 1-3
+    whole = make_env(device, fused=fused, auto_reset=True)
+    shards = [make_env(device, fused=fused, auto_reset=True, n_envs=n, env_offset=k) for k, n in ((0, 1), (1, 3))]
+    misplaced = make_env(device, fused=fused, n_envs=3)  # envs 0-2, not 1-3
     assert not torch.equal(misplaced.obs, whole.obs[1:])
     for actions in noise_sequence(whole, 3 * MAX_STEPS, generator):
         (expected,) = without_stale_rows([record(whole, whole.step(actions))])
