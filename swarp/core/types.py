@@ -333,4 +333,12 @@ class Model:
         return (b[0], b[2]), (b[1], b[3])
 
 
-__all__ = ["Model", "State", "TorchState", "TorchStateWithBodies", "ObstacleArrays", "ObstacleShape", "allocate_obstacles"]
+__all__ = [
+    "Model",
+    "State",
+    "TorchState",
+    "TorchStateWithBodies",
+    "ObstacleArrays",
+    "ObstacleShape",
+    "allocate_obstacles",
+]

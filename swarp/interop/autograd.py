@@ -187,7 +187,7 @@ def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> in
     if not isinstance(state, tuple) or len(state) != len(kind._fields):
         raise TypeError(
             f"{name} must be a {kind.__name__} with fields {list(kind._fields)} (the stepper has "
-            f"{stepper.n_bodies} bodies), got {type(state).__name__} of {len(state) if isinstance(state, tuple) else '?'}"
+            f"{stepper.n_bodies} bodies), got {type(state).__name__}"
         )
     pos = state[0]
     if not isinstance(pos, torch.Tensor) or pos.dim() != 3:

@@ -24,7 +24,6 @@ box-box uses corners both ways (see docs/bodies.md for what that misses). Every 
 spring-damper of contacts.py on the relative normal velocity at the probe.
 """
 
-
 import functools
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -142,7 +141,11 @@ class BodyModel:
             c = min(joint.damping, JOINT_DAMPING_LIMIT / (inv_mass * h))
             self.joint_stiffness.append(k)
             self.joint_damping.append(c)
-            index[j] = (joint.body, -1 if joint.agent is None else joint.agent, -1 if joint.other_body is None else joint.other_body)
+            index[j] = (
+                joint.body,
+                -1 if joint.agent is None else joint.agent,
+                -1 if joint.other_body is None else joint.other_body,
+            )
             values[j] = (*joint.anchor, *joint.other_anchor, joint.length, k, c)
         # A world without joints still passes [1, *] arrays (Warp needs a shape); n_joints bounds the loops.
         self.n_joints = len(joints)
@@ -250,8 +253,18 @@ def funcs(scalar: type) -> SimpleNamespace:
                 pr = probe(kind_a, center_a, angle_a, size_a, i)
                 p = vec2(pr[0], pr[1])
                 fp = probe_force(
-                    p, pr[2], point_velocity(v_a, omega_a, p - x_a), kind_b, center_b, angle_b, size_b, x_b, v_b,
-                    omega_b, k, c,
+                    p,
+                    pr[2],
+                    point_velocity(v_a, omega_a, p - x_a),
+                    kind_b,
+                    center_b,
+                    angle_b,
+                    size_b,
+                    x_b,
+                    v_b,
+                    omega_b,
+                    k,
+                    c,
                 )
                 force += fp
                 torque_a += cross(p - x_a, fp)
@@ -261,8 +274,18 @@ def funcs(scalar: type) -> SimpleNamespace:
                 pr = probe(kind_b, center_b, angle_b, size_b, i)
                 p = vec2(pr[0], pr[1])
                 fp = probe_force(
-                    p, pr[2], point_velocity(v_b, omega_b, p - x_b), kind_a, center_a, angle_a, size_a, x_a, v_a,
-                    omega_a, k, c,
+                    p,
+                    pr[2],
+                    point_velocity(v_b, omega_b, p - x_b),
+                    kind_a,
+                    center_a,
+                    angle_a,
+                    size_a,
+                    x_a,
+                    v_a,
+                    omega_a,
+                    k,
+                    c,
                 )
                 force -= fp
                 torque_a -= cross(p - x_a, fp)
@@ -304,9 +327,7 @@ def kernels(scalar: type) -> SimpleNamespace:
     one = scalar(1.0)
 
     @wp.func
-    def shape_pose(
-        body_pos: vec2, body_theta: scalar, offset: vec2, angle: scalar
-    ) -> vec3:
+    def shape_pose(body_pos: vec2, body_theta: scalar, offset: vec2, angle: scalar) -> vec3:
         """World (x, y, angle) of a shape at ``offset``/``angle`` in a body's frame."""
         center = body_pos + cf.rotate(offset, body_theta)
         return vec3(center[0], center[1], body_theta + angle)
@@ -544,7 +565,9 @@ def kernels(scalar: type) -> SimpleNamespace:
     return SimpleNamespace(body_contacts=body_contacts, integrate_bodies=integrate_bodies)
 
 
-def allocate_forces(n_envs: int, n_agents: int, n_bodies: int, scalar: type, device: str, requires_grad: bool) -> BodyForces:
+def allocate_forces(
+    n_envs: int, n_agents: int, n_bodies: int, scalar: type, device: str, requires_grad: bool
+) -> BodyForces:
     """Zeroed ``BodyForces`` for ``n_envs`` envs."""
     vec2 = vec2_type(scalar)
     vec3 = wp.types.vector(3, scalar)
@@ -620,4 +643,3 @@ def launch_integrate(stepper, state_in, forces: BodyForces, state_out, launcher)
 
 
 __all__ = ["BodyForces", "BodyModel", "allocate_forces", "funcs", "kernels", "launch_contacts", "launch_integrate"]
-

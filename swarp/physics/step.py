@@ -106,7 +106,9 @@ class Stepper:
             method = "grid" if len(agents) >= world.grid_threshold else "brute"
         self.neighbor_method = method
         # Movable bodies are a structural flag: without them no body launch or argument exists.
-        self.bodies = bodies.BodyModel(world, tuple(agents), self.scalar, self.device, self.dt / substeps) if world.bodies else None
+        self.bodies = None
+        if world.bodies:
+            self.bodies = bodies.BodyModel(world, tuple(agents), self.scalar, self.device, self.dt / substeps)
 
     @property
     def n_bodies(self) -> int:
@@ -129,7 +131,9 @@ class Stepper:
         """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision."""
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
-        return State(n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad, n_bodies=self.n_bodies)
+        return State(
+            n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad, n_bodies=self.n_bodies
+        )
 
     def allocate_neighbors(self, n_envs: int) -> NeighborBuffers:
         """Neighbor-list buffers for ``n_envs`` envs."""
