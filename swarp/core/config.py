@@ -348,9 +348,13 @@ class Body:
         """Radius [m] of a disc about the centre of mass that holds every shape."""
         reach = []
         for shape in self.shapes:
-            offset = math.hypot(*shape.center)
-            extent = shape.size[0] if shape.shape == ObstacleShape.CIRCLE else math.hypot(*shape.size)
-            reach.append(offset + extent)
+            (cx, cy), (a, b) = shape.center, shape.size
+            if shape.shape == ObstacleShape.CIRCLE:
+                reach.append(math.hypot(cx, cy) + a)
+                continue
+            cos, sin = math.cos(shape.angle), math.sin(shape.angle)
+            for sx, sy in ((-a, -b), (-a, b), (a, -b), (a, b)):
+                reach.append(math.hypot(cx + cos * sx - sin * sy, cy + sin * sx + cos * sy))
         return max(reach)
 
 

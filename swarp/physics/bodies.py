@@ -41,11 +41,13 @@ _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
 
-#: Joint stiffness cap: ``k h^2 / m_eff`` at most this per substep (semi-implicit Euler is stable
-#: below 4 for an undamped spring; the margin leaves room for damping and contacts) [-].
-JOINT_STIFFNESS_LIMIT = 0.25
-#: Joint damping cap: ``c h / m_eff`` at most this per substep [-].
-JOINT_DAMPING_LIMIT = 0.5
+#: Joint stiffness cap ``a = k h^2 w`` per substep, ``w`` an upper bound of the joint's inverse
+#: effective mass. Semi-implicit Euler on ``x'' = -k w x - c w x'`` has the characteristic polynomial
+#: ``l^2 - (2 - a - b) l + (1 - b)`` (``b = c h w``): stable for ``0 < b < 2`` and ``a < 4 - 2 b``;
+#: (0.5, 0.8) converges fast (|l| = 0.45) and stays stable when ``w`` is overestimated [-].
+JOINT_STIFFNESS_LIMIT = 0.5
+#: Joint damping cap ``b = c h w`` per substep [-] (see ``JOINT_STIFFNESS_LIMIT``).
+JOINT_DAMPING_LIMIT = 0.8
 
 # Columns of ``BodyModel.params`` [B, BODY_N_PARAMS].
 BODY_INV_MASS = 0  # [1/kg]
@@ -79,6 +81,12 @@ def _effective_inverse_mass(bodies, body: int, anchor) -> float:
     """Upper bound of the inverse mass [1/kg] an anchor on ``body`` shows a force."""
     spec = bodies[body]
     return 1.0 / spec.mass + (anchor[0] ** 2 + anchor[1] ** 2) / spec.moment_of_inertia
+
+
+def _endpoints(joint) -> tuple[tuple[str, int], tuple[str, int]]:
+    """The two endpoints of a joint as (kind, index) keys."""
+    first = ("agent", joint.agent) if joint.agent is not None else ("body", joint.other_body)
+    return first, ("body", joint.body)
 
 
 class BodyModel:
@@ -129,6 +137,11 @@ class BodyModel:
         index = np.full((max(len(joints), 1), 3), -1, np.int32)
         values = np.zeros((max(len(joints), 1), 7), np_dtype)
         self.joint_stiffness, self.joint_damping = [], []
+        # Joints sharing an endpoint add up on it: each gets its share of the cap.
+        load: dict[tuple[str, int], int] = {}
+        for joint in joints:
+            for end in _endpoints(joint):
+                load[end] = load.get(end, 0) + 1
         for j, joint in enumerate(joints):
             if joint.agent is not None and joint.agent >= len(agents):
                 raise ValueError(f"WorldConfig.joints[{j}].agent={joint.agent} but there are {len(agents)} agents")
@@ -137,8 +150,9 @@ class BodyModel:
                 inv_mass += 1.0 / agents[joint.agent].mass
             else:
                 inv_mass += _effective_inverse_mass(bodies, joint.other_body, joint.other_anchor)
-            k = min(joint.stiffness, JOINT_STIFFNESS_LIMIT / (inv_mass * h * h))
-            c = min(joint.damping, JOINT_DAMPING_LIMIT / (inv_mass * h))
+            share = max(load[end] for end in _endpoints(joint))
+            k = min(joint.stiffness, JOINT_STIFFNESS_LIMIT / (share * inv_mass * h * h))
+            c = min(joint.damping, JOINT_DAMPING_LIMIT / (share * inv_mass * h))
             self.joint_stiffness.append(k)
             self.joint_damping.append(c)
             index[j] = (

@@ -149,9 +149,7 @@ class Stepper:
     def allocate_forces(self, n_envs: int, requires_grad: bool = False) -> wp.array | bodies.BodyForces:
         """Contact-force scratch [E, A] vec2 [N]; with bodies, a ``bodies.BodyForces``."""
         if self.bodies is not None:
-            return bodies.allocate_forces(
-                n_envs, self.n_agents, self.n_bodies, self.scalar, self.device, requires_grad
-            )
+            return bodies.allocate_forces(n_envs, self.n_agents, self.n_bodies, self.scalar, self.device, requires_grad)
         return wp.zeros(
             (n_envs, self.n_agents), dtype=vec2_type(self.scalar), device=self.device, requires_grad=requires_grad
         )

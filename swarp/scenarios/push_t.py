@@ -98,7 +98,7 @@ class PushTScenario(BodyGoalScenario):
         c = self.cfg
         self.shapes = t_shapes(c.bar_half_extents, c.stem_half_extents)
         t_body = Body(shapes=self.shapes, mass=c.t_mass, linear_damping=c.t_damping, angular_damping=c.t_damping)
-        reach = t_body.bounding_radius
+        reach = self.t_reach = t_body.bounding_radius
         ring = reach + (1 + RING_GAP_FACTOR) * c.agent_radius
         if ring + 2 * c.agent_radius >= c.world_size:
             raise ValueError("push_t: the T and the agents' spawn ring do not fit into world_size")
@@ -185,7 +185,7 @@ def scripted_actions(env) -> torch.Tensor:
     commands = []
     r = c.agent_radius
     dt = env.stepper.dt
-    reach = max(math.hypot(*s.center) + math.hypot(*s.size) for s in sc.shapes)
+    reach = sc.t_reach
     orbit = reach + r + 0.03
     for a in range(env.n_agents):
         best = torch.where(taken, torch.full_like(score, -math.inf), score).argmax(-1, keepdim=True)
