@@ -197,7 +197,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
             body_pos_out[env, 0] = center
             body_theta_out[env, 0] = theta
             u_phase = sp.uniform(key, DRAW_PHASE)
-            for a in range(wp.static(n_agents)):
+            for a in range(pos_out.shape[1]):
                 phase = (u_phase + scalar(a) / n) * two_pi
                 pos_out[env, a] = center + vec2(wp.cos(phase), wp.sin(phase)) * lay.ring_radius
             goal_out[env] = (
@@ -216,7 +216,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
             body_theta_out[env, 0] = zero
             body_theta_out[env, 1] = zero
             agent_y = lay.line_y - lay.line_half_thickness - lay.agent_radius
-            for a in range(wp.static(n_agents)):
+            for a in range(pos_out.shape[1]):
                 spread = ((scalar(a) + half) / n * two - one) * (scalar(0.8) * lay.line_half_length)
                 pos_out[env, a] = vec2(line_x + spread, agent_y)
             goal_out[env] = vec2((sp.uniform(key, DRAW_GOAL_X) * two - one) * lay.goal_extent, lay.goal_y)
