@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
-from swarp.core.config import AgentConfig, Body, Obstacle, WorldConfig
+from swarp.core.config import Body, Obstacle
 from swarp.render.drawables import Boxes, Circles, Crosses
 from swarp.scenarios.base import WorldSpec, register_scenario
-from swarp.scenarios.body_goal import BALANCE, BodyGoalScenario, Layout, check_options, stable_substeps
+from swarp.scenarios.body_goal import BALANCE, BodyGoalConfig, BodyGoalScenario, Layout
 from swarp.scenarios.transport import BODY_COLOR, GOAL_COLOR
 
 #: Gap [m] between the agents and the floor at reset.
@@ -34,14 +34,11 @@ PACKAGE_COLOR = (200, 150, 40)
 
 
 @dataclass(frozen=True)
-class BalanceConfig:
-    """Options of the balance scenario (SI units).
+class BalanceConfig(BodyGoalConfig):
+    """Options of the balance scenario (SI units): those of ``BodyGoalConfig`` (three agents by
+    default, under the rod; the floor is ``y = -world_size``), and
 
     Attributes:
-        n_agents: Agents per env (under the rod).
-        world_size: Half-size L [m] of the arena ``[-L, L]^2`` (soft walls; the floor is ``y = -L``).
-        agent_radius: Agent radius [m].
-        max_speed: Agent speed limit [m/s].
         rod_half_length: Half length [m] of the rod.
         rod_half_thickness: Half thickness [m] of the rod.
         rod_mass: Mass of the rod [kg].
@@ -53,18 +50,9 @@ class BalanceConfig:
         goal_height: Height [m] of the goal (y, from the arena centre).
         goal_radius: Success distance [m] of the package centre from the goal.
         failure_penalty: Penalty on the step the package drops below the rod.
-        contact_stiffness: Contact spring constant [N/m]; the substeps follow from it.
-        shaping_factor: Weight of the progress term [1/m].
-        final_reward: Bonus on the step of success.
-        dt: Step length [s].
-        substeps: Physics substeps (default: ``stable_substeps(dt, contact_stiffness, 1 kg)``).
-        max_steps: Default episode length [steps].
     """
 
     n_agents: int = 3
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 0.5
     rod_half_length: float = 0.4
     rod_half_thickness: float = 0.015
     rod_mass: float = 1.0
@@ -76,19 +64,14 @@ class BalanceConfig:
     goal_height: float = 0.3
     goal_radius: float = 0.15
     failure_penalty: float = 1.0
-    contact_stiffness: float = 400.0
-    shaping_factor: float = 1.0
-    final_reward: float = 1.0
-    dt: float = 0.1
-    substeps: int | None = None
-    max_steps: int = 200
+
+    scenario = "balance"
+    positive_options = ("rod_half_length", "rod_half_thickness", "rod_mass", "package_radius", "package_mass")
+    positive_options += ("goal_radius",)
+    non_negative_options = ("gravity", "body_damping", "goal_extent", "failure_penalty")
 
     def __post_init__(self) -> None:
-        ints = {"n_agents": 1, "max_steps": 1} | ({"substeps": 1} if self.substeps is not None else {})
-        positive = ("world_size", "agent_radius", "max_speed", "rod_half_length", "rod_half_thickness", "rod_mass")
-        positive += ("package_radius", "package_mass", "goal_radius", "contact_stiffness", "dt")
-        non_negative = ("gravity", "body_damping", "goal_extent", "failure_penalty", "shaping_factor", "final_reward")
-        check_options(self, "balance", ints, positive, non_negative)
+        super().__post_init__()
         if self.rod_half_length + self.agent_radius >= self.world_size or self.goal_extent >= self.world_size:
             raise ValueError("balance: rod_half_length + agent_radius and goal_extent must be < world_size")
         if not -self.world_size < self.goal_height < self.world_size:
@@ -136,10 +119,7 @@ class BalanceScenario(BodyGoalScenario):
         )
         self.position_tolerance = c.goal_radius
         self.failure_penalty = c.failure_penalty
-        agent = AgentConfig(radius=c.agent_radius, max_speed=c.max_speed)
-        world = WorldConfig(bounds=c.world_size, collision_k=c.contact_stiffness, bodies=(rod, package))
-        substeps = c.substeps or stable_substeps(c.dt, c.contact_stiffness, agent.mass)
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=substeps, max_steps=c.max_steps)
+        return self.body_world((rod, package))
 
     def drawables(self, env_index: torch.Tensor) -> list:
         """The rod (a filled box), the package (a filled disc) and the goal (a ring and a cross)."""

@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
 
+from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.launch import Launcher
 from swarp.scenarios import body_goal_kernels as bk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario
+from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec
 from swarp.scenarios.spawn import uniform_torch
 
 RING = bk.RING
@@ -77,6 +79,46 @@ def check_options(cfg, scenario: str, ints: dict[str, int], positive: tuple[str,
 
 
 @dataclass(frozen=True)
+class BodyGoalConfig:
+    """Options every body scenario has (SI units); each scenario's config adds its own.
+
+    Attributes:
+        n_agents: Agents per env.
+        world_size: Half-size L [m] of the arena ``[-L, L]^2`` (soft walls).
+        agent_radius: Agent radius [m].
+        max_speed: Agent speed limit [m/s] (holonomic, velocity control; agents weigh 1 kg).
+        contact_stiffness: Contact spring constant [N/m]; the substeps follow from it.
+        shaping_factor: Weight of the progress term [1/m].
+        final_reward: Bonus on the step of success.
+        dt: Step length [s].
+        substeps: Physics substeps (default: ``stable_substeps(dt, contact_stiffness, 1 kg)``).
+        max_steps: Default episode length [steps].
+    """
+
+    n_agents: int = 4
+    world_size: float = 1.0
+    agent_radius: float = 0.05
+    max_speed: float = 0.5
+    contact_stiffness: float = 400.0
+    shaping_factor: float = 1.0
+    final_reward: float = 1.0
+    dt: float = 0.1
+    substeps: int | None = None
+    max_steps: int = 200
+
+    #: Scenario name in error messages; the scenario's own options, checked like the shared ones.
+    scenario: ClassVar[str] = "body scenario"
+    positive_options: ClassVar[tuple[str, ...]] = ()
+    non_negative_options: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        ints = {"n_agents": 1, "max_steps": 1} | ({"substeps": 1} if self.substeps is not None else {})
+        positive = ("world_size", "agent_radius", "max_speed", "contact_stiffness", "dt", *self.positive_options)
+        non_negative = ("shaping_factor", "final_reward", *self.non_negative_options)
+        check_options(self, self.scenario, ints, positive, non_negative)
+
+
+@dataclass(frozen=True)
 class Layout:
     """Reset geometry [m] (see the module docstring); unused fields stay 0."""
 
@@ -108,6 +150,15 @@ class BodyGoalScenario(FusedScenario):
     target_body: int = 0
     #: Whether the kernels check balance failure (the target falls below body 0, the line).
     checks_drop: bool = False
+
+    def body_world(self, bodies: tuple) -> WorldSpec:
+        """The ``WorldSpec`` of ``cfg.n_agents`` holonomic velocity-controlled agents and ``bodies`` in
+        a walled arena, with the substeps the contact stiffness needs unless ``cfg.substeps`` is set."""
+        c = self.cfg
+        agent = AgentConfig(radius=c.agent_radius, max_speed=c.max_speed)
+        world = WorldConfig(bounds=c.world_size, collision_k=c.contact_stiffness, bodies=tuple(bodies))
+        substeps = c.substeps or stable_substeps(c.dt, c.contact_stiffness, agent.mass)
+        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=substeps, max_steps=c.max_steps)
 
     def bind(self, env) -> None:
         super().bind(env)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from swarp.core.config import AgentConfig, Body, Obstacle, WorldConfig
+from swarp.core.config import Body, Obstacle
 from swarp.render.drawables import Boxes, Crosses
 from swarp.scenarios.base import WorldSpec, register_scenario
-from swarp.scenarios.body_goal import RING, BodyGoalScenario, Layout, check_options, stable_substeps, wrap_angle_torch
+from swarp.scenarios.body_goal import RING, BodyGoalConfig, BodyGoalScenario, Layout, wrap_angle_torch
 from swarp.scenarios.transport import BODY_COLOR, GOAL_COLOR, RING_GAP_FACTOR
 
 #: Outline width of the goal pose [px].
@@ -27,14 +27,10 @@ GOAL_OUTLINE_PX = 2.0
 
 
 @dataclass(frozen=True)
-class PushTConfig:
-    """Options of the push-T scenario (SI units).
+class PushTConfig(BodyGoalConfig):
+    """Options of the push-T scenario (SI units): those of ``BodyGoalConfig``, and
 
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Agent speed limit [m/s].
         bar_half_extents: Half width and half height [m] of the T's bar.
         stem_half_extents: Half width and half height [m] of the T's stem (below the bar).
         t_mass: Mass of the T [kg].
@@ -42,18 +38,9 @@ class PushTConfig:
         position_tolerance: Success distance [m] of the centre of mass from the goal.
         angle_tolerance: Success angle error [rad].
         angle_weight: Weight [m/rad] of the angle error in the shaped error.
-        contact_stiffness: Contact spring constant [N/m]; the substeps follow from it.
-        shaping_factor: Weight of the progress term [1/m].
-        final_reward: Bonus on the step of success.
-        dt: Step length [s].
-        substeps: Physics substeps (default: ``stable_substeps(dt, contact_stiffness, 1 kg)``).
-        max_steps: Default episode length [steps].
     """
 
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 0.5
+    max_steps: int = 300
     bar_half_extents: tuple[float, float] = (0.2, 0.05)
     stem_half_extents: tuple[float, float] = (0.05, 0.15)
     t_mass: float = 2.0
@@ -61,18 +48,13 @@ class PushTConfig:
     position_tolerance: float = 0.1
     angle_tolerance: float = 0.3
     angle_weight: float = 0.2
-    contact_stiffness: float = 400.0
-    shaping_factor: float = 1.0
-    final_reward: float = 1.0
-    dt: float = 0.1
-    substeps: int | None = None
-    max_steps: int = 300
+
+    scenario = "push_t"
+    positive_options = ("t_mass", "position_tolerance", "angle_tolerance")
+    non_negative_options = ("t_damping", "angle_weight")
 
     def __post_init__(self) -> None:
-        ints = {"n_agents": 1, "max_steps": 1} | ({"substeps": 1} if self.substeps is not None else {})
-        positive = ("world_size", "agent_radius", "max_speed", "t_mass", "position_tolerance", "angle_tolerance")
-        positive += ("contact_stiffness", "dt")
-        check_options(self, "push_t", ints, positive, ("t_damping", "angle_weight", "shaping_factor", "final_reward"))
+        super().__post_init__()
         for name in ("bar_half_extents", "stem_half_extents"):
             value = getattr(self, name)
             if len(value) != 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in value):
@@ -113,10 +95,7 @@ class PushTScenario(BodyGoalScenario):
         self.position_tolerance = c.position_tolerance
         self.angle_tolerance = c.angle_tolerance
         self.angle_weight = c.angle_weight
-        agent = AgentConfig(radius=c.agent_radius, max_speed=c.max_speed)
-        world = WorldConfig(bounds=c.world_size, collision_k=c.contact_stiffness, bodies=(t_body,))
-        substeps = c.substeps or stable_substeps(c.dt, c.contact_stiffness, agent.mass)
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=substeps, max_steps=c.max_steps)
+        return self.body_world((t_body,))
 
     def _boxes(self, pos: torch.Tensor, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Centres [N, 2, 2], half extents [N, 2, 2] and angles [N, 2] of the T's boxes at a pose."""

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-from swarp.core.config import AgentConfig, Body, Obstacle, WorldConfig
+from swarp.core.config import Body, Obstacle
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios.base import WorldSpec, register_scenario
-from swarp.scenarios.body_goal import RING, BodyGoalScenario, Layout, check_options, stable_substeps
+from swarp.scenarios.body_goal import RING, BodyGoalConfig, BodyGoalScenario, Layout
 
 #: Colour of movable bodies in renders (RGB).
 BODY_COLOR = (150, 110, 70)
@@ -27,46 +27,27 @@ RING_GAP_FACTOR = 1.5
 
 
 @dataclass(frozen=True)
-class TransportConfig:
-    """Options of the transport scenario (SI units).
+class TransportConfig(BodyGoalConfig):
+    """Options of the transport scenario (SI units): those of ``BodyGoalConfig``, and
 
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Agent speed limit [m/s].
         package_radius: Package radius [m].
         package_mass: Package mass [kg] (agents weigh 1 kg).
         package_damping: Linear and angular damping of the package [1/s].
         goal_radius: Success distance [m] of the package centre from the goal.
-        contact_stiffness: Contact spring constant [N/m]; the substeps follow from it.
-        shaping_factor: Weight of the progress term [1/m].
-        final_reward: Bonus on the step of success.
-        dt: Step length [s].
-        substeps: Physics substeps (default: ``stable_substeps(dt, contact_stiffness, 1 kg)``).
-        max_steps: Default episode length [steps].
     """
 
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 0.5
     package_radius: float = 0.15
     package_mass: float = 5.0
     package_damping: float = 2.0
     goal_radius: float = 0.1
-    contact_stiffness: float = 400.0
-    shaping_factor: float = 1.0
-    final_reward: float = 1.0
-    dt: float = 0.1
-    substeps: int | None = None
-    max_steps: int = 200
+
+    scenario = "transport"
+    positive_options = ("package_radius", "package_mass", "goal_radius")
+    non_negative_options = ("package_damping",)
 
     def __post_init__(self) -> None:
-        ints = {"n_agents": 1, "max_steps": 1} | ({"substeps": 1} if self.substeps is not None else {})
-        positive = ("world_size", "agent_radius", "max_speed", "package_radius", "package_mass", "goal_radius")
-        positive += ("contact_stiffness", "dt")
-        check_options(self, "transport", ints, positive, ("package_damping", "shaping_factor", "final_reward"))
+        super().__post_init__()
         if self.package_radius + 2 * (1 + RING_GAP_FACTOR) * self.agent_radius >= 0.5 * self.world_size:
             raise ValueError("transport: package_radius and agent_radius are too large for world_size")
 
@@ -96,10 +77,7 @@ class TransportScenario(BodyGoalScenario):
             ring_radius=ring,
         )
         self.position_tolerance = c.goal_radius
-        agent = AgentConfig(radius=c.agent_radius, max_speed=c.max_speed)
-        world = WorldConfig(bounds=c.world_size, collision_k=c.contact_stiffness, bodies=(package,))
-        substeps = c.substeps or stable_substeps(c.dt, c.contact_stiffness, agent.mass)
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=substeps, max_steps=c.max_steps)
+        return self.body_world((package,))
 
     def drawables(self, env_index: torch.Tensor) -> list:
         """The package (a filled disc) and the goal (a ring of ``goal_radius`` and a cross)."""
