@@ -32,6 +32,7 @@ import numpy as np
 import warp as wp
 
 from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
+from swarp.core.launch import agents_per_thread
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.physics import contacts, dynamics
@@ -378,178 +379,183 @@ def kernels(scalar: type) -> SimpleNamespace:
         body_vel: wp.array2d(dtype=vec2),
         body_ang_vel: wp.array2d(dtype=scalar),
         contact: wp.array2d(dtype=vec2),
+        slots_per_thread: int,
         # outputs
         total_out: wp.array2d(dtype=vec2),
         wrench_out: wp.array2d(dtype=vec3),
     ):
-        env, slot = wp.tid()
+        env, thread = wp.tid()
         n_agents = pos.shape[1]
-        is_agent = slot < n_agents
-        agent = slot
-        body = slot - n_agents
-        pe = env * per_env_params
-        force = vec2(zero, zero)
-        torque = zero
+        # One agent or body per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
+        first_slot = thread * slots_per_thread
+        for slot in range(first_slot, wp.min(first_slot + slots_per_thread, n_agents + body_pos.shape[1])):
+            is_agent = slot < n_agents
+            agent = slot
+            body = slot - n_agents
+            pe = env * per_env_params
+            force = vec2(zero, zero)
+            torque = zero
 
-        # Agent-shape contacts: an agent walks every shape, a body walks every (agent, own shape).
-        first = int(0)
-        count = shape_kind.shape[0]
-        n_pairs = count
-        if not is_agent:
-            first = first_shape[body]
-            count = first_shape[body + 1] - first
-            n_pairs = n_agents * count
-        for q in range(n_pairs):
-            a = agent
-            s = q
+            # Agent-shape contacts: an agent walks every shape, a body walks every (agent, own shape).
+            first = int(0)
+            count = shape_kind.shape[0]
+            n_pairs = count
             if not is_agent:
-                a = q / count
-                s = first + q % count
-            sb = shape_body[s]
-            x_b = body_pos[env, sb]
-            pose = shape_pose(x_b, body_theta[env, sb], shape_offset[s], shape_angle[s])
-            p = pos[env, a]
-            fa = f.probe_force(
-                p,
-                params[pe, a, _RADIUS],
-                vel[env, a],
-                shape_kind[s],
-                vec2(pose[0], pose[1]),
-                pose[2],
-                shape_size[s],
-                x_b,
-                body_vel[env, sb],
-                body_ang_vel[env, sb],
-                stiffness,
-                damping,
-            )
-            if is_agent:
-                force += fa
-            else:
-                force -= fa
-                torque -= f.cross(p - x_b, fa)
-
-        # Joints: the force on endpoint 1, at one call site for the agent and both bodies.
-        for j in range(n_joints):
-            body2 = joint_index[j, 0]
-            joint_agent = joint_index[j, 1]
-            body1 = joint_index[j, 2]
-            involved = is_agent and joint_agent == agent
-            if not is_agent:
-                involved = body2 == body or body1 == body
-            if involved:
-                x2 = body_pos[env, body2]
-                lever2 = cf.rotate(vec2(joint_params[j, 0], joint_params[j, 1]), body_theta[env, body2])
-                p2 = x2 + lever2
-                v2 = f.point_velocity(body_vel[env, body2], body_ang_vel[env, body2], lever2)
-                x1 = x2
-                p1 = x2
-                v1 = v2
-                if joint_agent >= 0:
-                    p1 = pos[env, joint_agent]
-                    x1 = p1
-                    v1 = vel[env, joint_agent]
-                else:
-                    x1 = body_pos[env, body1]
-                    lever1 = cf.rotate(vec2(joint_params[j, 2], joint_params[j, 3]), body_theta[env, body1])
-                    p1 = x1 + lever1
-                    v1 = f.point_velocity(body_vel[env, body1], body_ang_vel[env, body1], lever1)
-                f1 = f.joint_force(p1, v1, p2, v2, joint_params[j, 4], joint_params[j, 5], joint_params[j, 6])
+                first = first_shape[body]
+                count = first_shape[body + 1] - first
+                n_pairs = n_agents * count
+            for q in range(n_pairs):
+                a = agent
+                s = q
+                if not is_agent:
+                    a = q / count
+                    s = first + q % count
+                sb = shape_body[s]
+                x_b = body_pos[env, sb]
+                pose = shape_pose(x_b, body_theta[env, sb], shape_offset[s], shape_angle[s])
+                p = pos[env, a]
+                fa = f.probe_force(
+                    p,
+                    params[pe, a, _RADIUS],
+                    vel[env, a],
+                    shape_kind[s],
+                    vec2(pose[0], pose[1]),
+                    pose[2],
+                    shape_size[s],
+                    x_b,
+                    body_vel[env, sb],
+                    body_ang_vel[env, sb],
+                    stiffness,
+                    damping,
+                )
                 if is_agent:
-                    force += f1
+                    force += fa
                 else:
-                    if body2 == body:
-                        force -= f1
-                        torque -= f.cross(p2 - x2, f1)
-                    if body1 == body:
+                    force -= fa
+                    torque -= f.cross(p - x_b, fa)
+
+            # Joints: the force on endpoint 1, at one call site for the agent and both bodies.
+            for j in range(n_joints):
+                body2 = joint_index[j, 0]
+                joint_agent = joint_index[j, 1]
+                body1 = joint_index[j, 2]
+                involved = is_agent and joint_agent == agent
+                if not is_agent:
+                    involved = body2 == body or body1 == body
+                if involved:
+                    x2 = body_pos[env, body2]
+                    lever2 = cf.rotate(vec2(joint_params[j, 0], joint_params[j, 1]), body_theta[env, body2])
+                    p2 = x2 + lever2
+                    v2 = f.point_velocity(body_vel[env, body2], body_ang_vel[env, body2], lever2)
+                    x1 = x2
+                    p1 = x2
+                    v1 = v2
+                    if joint_agent >= 0:
+                        p1 = pos[env, joint_agent]
+                        x1 = p1
+                        v1 = vel[env, joint_agent]
+                    else:
+                        x1 = body_pos[env, body1]
+                        lever1 = cf.rotate(vec2(joint_params[j, 2], joint_params[j, 3]), body_theta[env, body1])
+                        p1 = x1 + lever1
+                        v1 = f.point_velocity(body_vel[env, body1], body_ang_vel[env, body1], lever1)
+                    f1 = f.joint_force(p1, v1, p2, v2, joint_params[j, 4], joint_params[j, 5], joint_params[j, 6])
+                    if is_agent:
                         force += f1
-                        torque += f.cross(p1 - x1, f1)
+                    else:
+                        if body2 == body:
+                            force -= f1
+                            torque -= f.cross(p2 - x2, f1)
+                        if body1 == body:
+                            force += f1
+                            torque += f.cross(p1 - x1, f1)
 
-        if is_agent:
-            total_out[env, agent] = contact[env, agent] + force
-            return
+            if is_agent:
+                total_out[env, agent] = contact[env, agent] + force
+            else:
+                x = body_pos[env, body]
+                th = body_theta[env, body]
+                v = body_vel[env, body]
+                om = body_ang_vel[env, body]
+                n_bodies = body_pos.shape[1]
+                # Body-body contacts, each pair evaluated as (lower index, higher index) by both bodies.
+                for other in range(n_bodies):
+                    if other != body:
+                        lo = wp.min(body, other)
+                        hi = wp.max(body, other)
+                        x_lo = body_pos[env, lo]
+                        x_hi = body_pos[env, hi]
+                        th_lo = body_theta[env, lo]
+                        th_hi = body_theta[env, hi]
+                        for s_lo in range(first_shape[lo], first_shape[lo + 1]):
+                            pose_lo = shape_pose(x_lo, th_lo, shape_offset[s_lo], shape_angle[s_lo])
+                            for s_hi in range(first_shape[hi], first_shape[hi + 1]):
+                                pose_hi = shape_pose(x_hi, th_hi, shape_offset[s_hi], shape_angle[s_hi])
+                                w = f.shape_pair(
+                                    shape_kind[s_lo],
+                                    vec2(pose_lo[0], pose_lo[1]),
+                                    pose_lo[2],
+                                    shape_size[s_lo],
+                                    x_lo,
+                                    body_vel[env, lo],
+                                    body_ang_vel[env, lo],
+                                    shape_kind[s_hi],
+                                    vec2(pose_hi[0], pose_hi[1]),
+                                    pose_hi[2],
+                                    shape_size[s_hi],
+                                    x_hi,
+                                    body_vel[env, hi],
+                                    body_ang_vel[env, hi],
+                                    stiffness,
+                                    damping,
+                                )
+                                if body == lo:
+                                    force += vec2(w[0], w[1])
+                                    torque += w[2]
+                                else:
+                                    force -= vec2(w[0], w[1])
+                                    torque += w[3]
 
-        x = body_pos[env, body]
-        th = body_theta[env, body]
-        v = body_vel[env, body]
-        om = body_ang_vel[env, body]
-        n_bodies = body_pos.shape[1]
-        # Body-body contacts, each pair evaluated as (lower index, higher index) by both bodies.
-        for other in range(n_bodies):
-            if other != body:
-                lo = wp.min(body, other)
-                hi = wp.max(body, other)
-                x_lo = body_pos[env, lo]
-                x_hi = body_pos[env, hi]
-                th_lo = body_theta[env, lo]
-                th_hi = body_theta[env, hi]
-                for s_lo in range(first_shape[lo], first_shape[lo + 1]):
-                    pose_lo = shape_pose(x_lo, th_lo, shape_offset[s_lo], shape_angle[s_lo])
-                    for s_hi in range(first_shape[hi], first_shape[hi + 1]):
-                        pose_hi = shape_pose(x_hi, th_hi, shape_offset[s_hi], shape_angle[s_hi])
-                        w = f.shape_pair(
-                            shape_kind[s_lo],
-                            vec2(pose_lo[0], pose_lo[1]),
-                            pose_lo[2],
-                            shape_size[s_lo],
-                            x_lo,
-                            body_vel[env, lo],
-                            body_ang_vel[env, lo],
-                            shape_kind[s_hi],
-                            vec2(pose_hi[0], pose_hi[1]),
-                            pose_hi[2],
-                            shape_size[s_hi],
-                            x_hi,
-                            body_vel[env, hi],
-                            body_ang_vel[env, hi],
-                            stiffness,
-                            damping,
-                        )
-                        if body == lo:
+                # Static obstacles and walls.
+                oe = env * per_env_obstacles
+                for s in range(first_shape[body], first_shape[body + 1]):
+                    pose = shape_pose(x, th, shape_offset[s], shape_angle[s])
+                    center = vec2(pose[0], pose[1])
+                    kind = shape_kind[s]
+                    for o in range(obstacle_shape.shape[1]):
+                        ob_kind = obstacle_shape[oe, o]
+                        if ob_kind != 0:
+                            ob_center = obstacle_center[oe, o]
+                            w = f.shape_pair(
+                                kind,
+                                center,
+                                pose[2],
+                                shape_size[s],
+                                x,
+                                v,
+                                om,
+                                ob_kind,
+                                ob_center,
+                                obstacle_angle[oe, o],
+                                obstacle_size[oe, o],
+                                ob_center,
+                                vec2(zero, zero),
+                                zero,
+                                stiffness,
+                                damping,
+                            )
                             force += vec2(w[0], w[1])
                             torque += w[2]
-                        else:
-                            force -= vec2(w[0], w[1])
-                            torque += w[3]
-
-        # Static obstacles and walls.
-        oe = env * per_env_obstacles
-        for s in range(first_shape[body], first_shape[body + 1]):
-            pose = shape_pose(x, th, shape_offset[s], shape_angle[s])
-            center = vec2(pose[0], pose[1])
-            kind = shape_kind[s]
-            for o in range(obstacle_shape.shape[1]):
-                ob_kind = obstacle_shape[oe, o]
-                if ob_kind != 0:
-                    ob_center = obstacle_center[oe, o]
-                    w = f.shape_pair(
-                        kind,
-                        center,
-                        pose[2],
-                        shape_size[s],
-                        x,
-                        v,
-                        om,
-                        ob_kind,
-                        ob_center,
-                        obstacle_angle[oe, o],
-                        obstacle_size[oe, o],
-                        ob_center,
-                        vec2(zero, zero),
-                        zero,
-                        stiffness,
-                        damping,
-                    )
-                    force += vec2(w[0], w[1])
-                    torque += w[2]
-            if walls != 0:
-                for i in range(f.probe_count(kind)):
-                    pr = f.probe(kind, center, pose[2], shape_size[s], i)
-                    p = vec2(pr[0], pr[1])
-                    fw = cf.wall_force(p, f.point_velocity(v, om, p - x), pr[2], lower, upper, stiffness, damping)
-                    force += fw
-                    torque += f.cross(p - x, fw)
-        wrench_out[env, body] = vec3(force[0], force[1], torque)
+                    if walls != 0:
+                        for i in range(f.probe_count(kind)):
+                            pr = f.probe(kind, center, pose[2], shape_size[s], i)
+                            p = vec2(pr[0], pr[1])
+                            fw = cf.wall_force(
+                                p, f.point_velocity(v, om, p - x), pr[2], lower, upper, stiffness, damping
+                            )
+                            force += fw
+                            torque += f.cross(p - x, fw)
+                wrench_out[env, body] = vec3(force[0], force[1], torque)
 
     @wp.kernel(module="unique")
     def integrate_bodies(
@@ -598,9 +604,10 @@ def launch_contacts(stepper, state_in, forces: BodyForces, launcher) -> None:
     lower, upper, _, _ = stepper._world_args()
     ob = m.obstacles
     n_envs, n_agents = state_in.pos.shape
+    per_thread, threads = agents_per_thread(stepper.device, n_agents + bm.n_bodies)
     launcher.launch(
         kernels(s).body_contacts,
-        dim=(n_envs, n_agents + bm.n_bodies),
+        dim=(n_envs, threads),
         inputs=[
             m.params,
             int(m.params.shape[0] > 1),
@@ -630,6 +637,7 @@ def launch_contacts(stepper, state_in, forces: BodyForces, launcher) -> None:
             state_in.body_vel,
             state_in.body_ang_vel,
             forces.contact,
+            per_thread,
         ],
         outputs=[forces.total, forces.wrench],
         device=stepper.device,

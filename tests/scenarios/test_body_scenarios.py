@@ -13,6 +13,8 @@ from env.test_environment import HostTransferError, forbid_host_transfers
 import swarp
 
 SCENARIOS = ("transport", "push_t", "balance")
+#: The CPU everywhere; CUDA (where the fused step is one captured CUDA graph) on GPU machines.
+DEVICES = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
 #: Fused kernels against the torch reference, float32. Resets differ from the reference by the
 #: rounding of cos/sin (ring spawns), and contacts carry that along: [m], [m/s], [-].
 PARITY_ATOL = 1e-4
@@ -35,7 +37,7 @@ def make(name: str, **options) -> swarp.Environment:
 def random_actions(env: swarp.Environment, generator: torch.Generator) -> torch.Tensor:
     low, high = env.action_bounds
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
-    return (low + (high - low) * u).contiguous()
+    return (low + (high - low) * u.to(low.device)).contiguous()
 
 
 def record(env: swarp.Environment, outputs: tuple) -> dict[str, torch.Tensor]:
@@ -50,10 +52,11 @@ def record(env: swarp.Environment, outputs: tuple) -> dict[str, torch.Tensor]:
 DISCRETE = ("terminated", "truncated", "info.success", "info.failure")
 
 
+@DEVICES
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_fused_matches_torch_reference(name, generator):
-    fused = make(name, fused=True, auto_reset=True, max_steps=15)
-    reference = make(name, fused=False, auto_reset=True, max_steps=15)
+def test_fused_matches_torch_reference(name, device, generator):
+    fused = make(name, fused=True, auto_reset=True, max_steps=15, device=device)
+    reference = make(name, fused=False, auto_reset=True, max_steps=15, device=device)
     assert fused.fused and not reference.fused and fused.execution_mode == "graph"
     seen = dict.fromkeys(DISCRETE, 0)
     for t in range(N_PARITY_STEPS):
@@ -110,12 +113,13 @@ def test_graph_eager_and_reruns_give_the_same_bits(name, generator, monkeypatch)
                 assert torch.equal(row_a[key], row_b[key]), key
 
 
+@DEVICES
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_steps_and_resets_make_no_host_transfers(name, generator):
-    env = make(name, auto_reset=True, max_steps=5)
+def test_steps_and_resets_make_no_host_transfers(name, device, generator):
+    env = make(name, auto_reset=True, max_steps=5, device=device)
     noise = [random_actions(env, generator) for _ in range(12)]
     env.step(noise[0])
-    mask = torch.arange(N_ENVS) % 2 == 0
+    mask = torch.arange(N_ENVS, device=device) % 2 == 0
     env.reset_at(mask)
     with forbid_host_transfers():
         with pytest.raises(HostTransferError):
