@@ -151,12 +151,15 @@ class BodyGoalScenario(FusedScenario):
     #: Whether the kernels check balance failure (the target falls below body 0, the line).
     checks_drop: bool = False
 
-    def body_world(self, bodies: tuple) -> WorldSpec:
-        """The ``WorldSpec`` of ``cfg.n_agents`` holonomic velocity-controlled agents and ``bodies`` in
-        a walled arena, with the substeps the contact stiffness needs unless ``cfg.substeps`` is set."""
+    def body_world(self, bodies: tuple, joints: tuple = ()) -> WorldSpec:
+        """The ``WorldSpec`` of ``cfg.n_agents`` holonomic velocity-controlled agents, ``bodies`` and
+        ``joints`` in a walled arena, with the substeps the contact stiffness needs unless
+        ``cfg.substeps`` is set."""
         c = self.cfg
         agent = AgentConfig(radius=c.agent_radius, max_speed=c.max_speed)
-        world = WorldConfig(bounds=c.world_size, collision_k=c.contact_stiffness, bodies=tuple(bodies))
+        world = WorldConfig(
+            bounds=c.world_size, collision_k=c.contact_stiffness, bodies=tuple(bodies), joints=tuple(joints)
+        )
         substeps = c.substeps or stable_substeps(c.dt, c.contact_stiffness, agent.mass)
         return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=substeps, max_steps=c.max_steps)
 

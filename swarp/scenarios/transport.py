@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from swarp.core.config import Body, Obstacle
+from swarp.core.config import Body, Joint, Obstacle
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios.base import WorldSpec, register_scenario
 from swarp.scenarios.body_goal import RING, BodyGoalConfig, BodyGoalScenario, Layout
@@ -35,12 +35,15 @@ class TransportConfig(BodyGoalConfig):
         package_mass: Package mass [kg] (agents weigh 1 kg).
         package_damping: Linear and angular damping of the package [1/s].
         goal_radius: Success distance [m] of the package centre from the goal.
+        tethered: Tie every agent to the package centre with a rod joint of the spawn ring's radius
+            (``swarp.core.config.Joint``): the agents can pull as well as push.
     """
 
     package_radius: float = 0.15
     package_mass: float = 5.0
     package_damping: float = 2.0
     goal_radius: float = 0.1
+    tethered: bool = False
 
     scenario = "transport"
     positive_options = ("package_radius", "package_mass", "goal_radius")
@@ -48,6 +51,8 @@ class TransportConfig(BodyGoalConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not isinstance(self.tethered, bool):
+            raise ValueError(f"transport option tethered must be a bool, got {self.tethered!r}")
         if self.package_radius + 2 * (1 + RING_GAP_FACTOR) * self.agent_radius >= 0.5 * self.world_size:
             raise ValueError("transport: package_radius and agent_radius are too large for world_size")
 
@@ -77,7 +82,8 @@ class TransportScenario(BodyGoalScenario):
             ring_radius=ring,
         )
         self.position_tolerance = c.goal_radius
-        return self.body_world((package,))
+        joints = tuple(Joint(body=0, agent=i, length=ring) for i in range(c.n_agents)) if c.tethered else ()
+        return self.body_world((package,), joints)
 
     def drawables(self, env_index: torch.Tensor) -> list:
         """The package (a filled disc) and the goal (a ring of ``goal_radius`` and a cross)."""
@@ -93,12 +99,17 @@ class TransportScenario(BodyGoalScenario):
 def scripted_actions(env) -> torch.Tensor:
     """[E, A, 2] velocity commands: line up behind the package (seen from the goal), then push.
 
-    Agents on the goal side first go around the package, staying a radius clear of it."""
+    Agents on the goal side first go around the package, staying a radius clear of it. Tethered
+    agents all head for the goal together (their rods pull the package along)."""
     sc: TransportScenario = env.scenario
     c = sc.cfg
     state = env.state
     package = state.body_pos[:, 0]
     to_goal = sc.goal - package
+    if c.tethered:
+        command = (to_goal / env.stepper.dt).unsqueeze(1).expand_as(state.pos)
+        norm = command.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        return (command * (c.max_speed / norm).clamp(max=1.0)).contiguous()
     n = to_goal / to_goal.norm(dim=-1, keepdim=True).clamp_min(1e-6)
     side = torch.stack([-n[:, 1], n[:, 0]], -1)
     A = env.n_agents
