@@ -64,6 +64,20 @@ JOINT_BODY, JOINT_AGENT, JOINT_OTHER_BODY = 0, 1, 2
 JOINT_ANCHOR_X, JOINT_ANCHOR_Y, JOINT_OTHER_X, JOINT_OTHER_Y, JOINT_LENGTH, JOINT_K, JOINT_C = range(7)
 
 
+class BodyArrays(NamedTuple):
+    """The four [E, B] body arrays of a state (or of the spare set): where a substep reads or writes bodies."""
+
+    pos: wp.array
+    theta: wp.array
+    vel: wp.array
+    ang_vel: wp.array
+
+
+def of_state(state) -> BodyArrays:
+    """The body arrays of a ``State``."""
+    return BodyArrays(state.body_pos, state.body_theta, state.body_vel, state.body_ang_vel)
+
+
 class BodyForces(NamedTuple):
     """The force scratch of one substep of a world with bodies (``Stepper.allocate_forces``).
 
@@ -71,11 +85,21 @@ class BodyForces(NamedTuple):
         contact: [E, A] vec2 agent contact forces of ``contacts.contact_forces`` [N].
         total: [E, A] vec2 contact + body contacts + joint forces on each agent [N].
         wrench: [E, B] vec3 force (x, y) [N] and torque [N m] on each body.
+        spare_pos, spare_theta, spare_vel, spare_ang_vel: [E, B] spare body state: the in-place
+            (no-grad) step alternates the bodies between the state and these, so every substep
+            reads the bodies from one set and writes them to the other (see ``body_route``).
     """
 
     contact: wp.array
     total: wp.array
     wrench: wp.array
+    spare_pos: wp.array
+    spare_theta: wp.array
+    spare_vel: wp.array
+    spare_ang_vel: wp.array
+
+    def spare(self) -> BodyArrays:
+        return BodyArrays(self.spare_pos, self.spare_theta, self.spare_vel, self.spare_ang_vel)
 
 
 def _effective_inverse_mass(bodies, body: int, anchor) -> float:
@@ -331,8 +355,9 @@ def funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
-def kernels(scalar: type) -> SimpleNamespace:
-    """The body kernels for one precision."""
+def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
+    """The body kernels for one precision. With ``integrate``, ``body_contacts`` also integrates the
+    bodies (into arrays other than the ones it reads: see ``body_route``), one launch less per substep."""
     vec2 = vec2_type(scalar)
     vec3 = wp.types.vector(3, scalar)
     f = funcs(scalar)
@@ -347,7 +372,35 @@ def kernels(scalar: type) -> SimpleNamespace:
         center = body_pos + cf.rotate(offset, body_theta)
         return vec3(center[0], center[1], body_theta + angle)
 
-    @wp.kernel(module="unique")
+    @wp.func
+    def integrate_body(
+        body_params: wp.array2d(dtype=scalar),
+        h: scalar,
+        env: int,
+        body: int,
+        w: vec3,
+        body_pos: wp.array2d(dtype=vec2),
+        body_theta: wp.array2d(dtype=scalar),
+        body_vel: wp.array2d(dtype=vec2),
+        body_ang_vel: wp.array2d(dtype=scalar),
+        body_pos_out: wp.array2d(dtype=vec2),
+        body_theta_out: wp.array2d(dtype=scalar),
+        body_vel_out: wp.array2d(dtype=vec2),
+        body_ang_vel_out: wp.array2d(dtype=scalar),
+    ):
+        """One semi-implicit Euler substep of a body under the wrench ``w`` (fx, fy, torque), with
+        gravity and implicit damping."""
+        accel = vec2(w[0], w[1]) * body_params[body, 0] + vec2(body_params[body, 4], body_params[body, 5])
+        v = (body_vel[env, body] + accel * h) / (one + h * body_params[body, 2])
+        om = (body_ang_vel[env, body] + w[2] * body_params[body, 1] * h) / (one + h * body_params[body, 3])
+        body_pos_out[env, body] = body_pos[env, body] + v * h
+        body_theta_out[env, body] = wrap_angle(body_theta[env, body] + om * h)
+        body_vel_out[env, body] = v
+        body_ang_vel_out[env, body] = om
+
+    # The fused variant (integrate=True) runs on the no-grad paths only: Warp's adjoint of it (array
+    # stores inside a dynamic loop through a function) came out wrong, so the tape uses the pair.
+    @wp.kernel(enable_backward=not integrate, module="unique")
     def body_contacts(
         # model
         params: wp.array3d(dtype=scalar),
@@ -380,9 +433,16 @@ def kernels(scalar: type) -> SimpleNamespace:
         body_ang_vel: wp.array2d(dtype=scalar),
         contact: wp.array2d(dtype=vec2),
         slots_per_thread: int,
+        body_params: wp.array2d(dtype=scalar),
+        h: scalar,
         # outputs
         total_out: wp.array2d(dtype=vec2),
         wrench_out: wp.array2d(dtype=vec3),
+        # written with ``integrate`` only (never the arrays read above)
+        body_pos_out: wp.array2d(dtype=vec2),
+        body_theta_out: wp.array2d(dtype=scalar),
+        body_vel_out: wp.array2d(dtype=vec2),
+        body_ang_vel_out: wp.array2d(dtype=scalar),
     ):
         env, thread = wp.tid()
         n_agents = pos.shape[1]
@@ -555,7 +615,24 @@ def kernels(scalar: type) -> SimpleNamespace:
                             )
                             force += fw
                             torque += f.cross(p - x, fw)
-                wrench_out[env, body] = vec3(force[0], force[1], torque)
+                wrench = vec3(force[0], force[1], torque)
+                wrench_out[env, body] = wrench
+                if wp.static(integrate):
+                    integrate_body(
+                        body_params,
+                        h,
+                        env,
+                        body,
+                        wrench,
+                        body_pos,
+                        body_theta,
+                        body_vel,
+                        body_ang_vel,
+                        body_pos_out,
+                        body_theta_out,
+                        body_vel_out,
+                        body_ang_vel_out,
+                    )
 
     @wp.kernel(module="unique")
     def integrate_bodies(
@@ -573,14 +650,21 @@ def kernels(scalar: type) -> SimpleNamespace:
         body_ang_vel_out: wp.array2d(dtype=scalar),
     ):
         env, body = wp.tid()
-        w = wrench[env, body]
-        accel = vec2(w[0], w[1]) * body_params[body, 0] + vec2(body_params[body, 4], body_params[body, 5])
-        v = (body_vel[env, body] + accel * h) / (one + h * body_params[body, 2])
-        om = (body_ang_vel[env, body] + w[2] * body_params[body, 1] * h) / (one + h * body_params[body, 3])
-        body_pos_out[env, body] = body_pos[env, body] + v * h
-        body_theta_out[env, body] = wrap_angle(body_theta[env, body] + om * h)
-        body_vel_out[env, body] = v
-        body_ang_vel_out[env, body] = om
+        integrate_body(
+            body_params,
+            h,
+            env,
+            body,
+            wrench[env, body],
+            body_pos,
+            body_theta,
+            body_vel,
+            body_ang_vel,
+            body_pos_out,
+            body_theta_out,
+            body_vel_out,
+            body_ang_vel_out,
+        )
 
     return SimpleNamespace(body_contacts=body_contacts, integrate_bodies=integrate_bodies)
 
@@ -595,18 +679,49 @@ def allocate_forces(
     def zeros(count, dtype):
         return wp.zeros((n_envs, count), dtype=dtype, device=device, requires_grad=requires_grad)
 
-    return BodyForces(zeros(n_agents, vec2), zeros(n_agents, vec2), zeros(n_bodies, vec3))
+    return BodyForces(
+        zeros(n_agents, vec2),
+        zeros(n_agents, vec2),
+        zeros(n_bodies, vec3),
+        zeros(n_bodies, vec2),
+        zeros(n_bodies, scalar),
+        zeros(n_bodies, vec2),
+        zeros(n_bodies, scalar),
+    )
 
 
-def launch_contacts(stepper, state_in, forces: BodyForces, launcher) -> None:
-    """Launch ``body_contacts``: agents' total forces and bodies' wrenches from ``state_in``."""
+def body_route(state, forces: BodyForces, substep: int, n_substeps: int) -> tuple[BodyArrays, BodyArrays]:
+    """``(read, write)`` body arrays of ``substep`` of ``n_substeps`` run in place on ``state``.
+
+    The bodies go state -> spare -> state -> ...: every substep but an odd count's last reads one
+    set and writes the other, so ``body_contacts`` can integrate the bodies in the same launch (no
+    thread reads what another writes). An odd count's last substep runs in place (read = write)
+    and the integration is a separate launch after the contacts.
+    """
+    own, spare = of_state(state), forces.spare()
+    if substep % 2 == 1:
+        return spare, own
+    if substep == n_substeps - 1:
+        return own, own
+    return own, spare
+
+
+def launch_substep(
+    stepper, state_in, bodies_in: BodyArrays, forces: BodyForces, bodies_out: BodyArrays, launcher, fuse: bool
+) -> None:
+    """Launch the body part of a substep: agents' total forces (into ``forces.total``) and bodies'
+    wrenches from ``state_in``'s agents and ``bodies_in``, and the bodies' next state into
+    ``bodies_out``: in the same launch with ``fuse`` (no-grad only) when the two sets differ, else
+    by ``integrate_bodies``. Both ways compute the same bits."""
     m, bm, s = stepper.model, stepper.bodies, stepper.scalar
     lower, upper, _, _ = stepper._world_args()
     ob = m.obstacles
     n_envs, n_agents = state_in.pos.shape
     per_thread, threads = agents_per_thread(stepper.device, n_agents + bm.n_bodies)
+    h = s(stepper.dt / stepper.substeps)
+    fused = fuse and bodies_in.pos.ptr != bodies_out.pos.ptr
     launcher.launch(
-        kernels(s).body_contacts,
+        kernels(s, fused).body_contacts,
         dim=(n_envs, threads),
         inputs=[
             m.params,
@@ -632,36 +747,33 @@ def launch_contacts(stepper, state_in, forces: BodyForces, launcher) -> None:
             upper,
             state_in.pos,
             state_in.vel,
-            state_in.body_pos,
-            state_in.body_theta,
-            state_in.body_vel,
-            state_in.body_ang_vel,
+            *bodies_in,
             forces.contact,
             per_thread,
+            bm.params,
+            h,
         ],
-        outputs=[forces.total, forces.wrench],
+        outputs=[forces.total, forces.wrench, *bodies_out],
         device=stepper.device,
     )
+    if not fused:
+        launcher.launch(
+            kernels(s, False).integrate_bodies,
+            dim=(n_envs, bm.n_bodies),
+            inputs=[bm.params, h, forces.wrench, *bodies_in],
+            outputs=[*bodies_out],
+            device=stepper.device,
+        )
 
 
-def launch_integrate(stepper, state_in, forces: BodyForces, state_out, launcher) -> None:
-    """Launch ``integrate_bodies``: one substep of every body from ``state_in`` into ``state_out``."""
-    n_envs = state_in.pos.shape[0]
-    launcher.launch(
-        kernels(stepper.scalar).integrate_bodies,
-        dim=(n_envs, stepper.bodies.n_bodies),
-        inputs=[
-            stepper.bodies.params,
-            stepper.scalar(stepper.dt / stepper.substeps),
-            forces.wrench,
-            state_in.body_pos,
-            state_in.body_theta,
-            state_in.body_vel,
-            state_in.body_ang_vel,
-        ],
-        outputs=[state_out.body_pos, state_out.body_theta, state_out.body_vel, state_out.body_ang_vel],
-        device=stepper.device,
-    )
-
-
-__all__ = ["BodyForces", "BodyModel", "allocate_forces", "funcs", "kernels", "launch_contacts", "launch_integrate"]
+__all__ = [
+    "BodyArrays",
+    "BodyForces",
+    "BodyModel",
+    "allocate_forces",
+    "body_route",
+    "funcs",
+    "kernels",
+    "launch_substep",
+    "of_state",
+]

@@ -205,12 +205,17 @@ class Stepper:
         state_out: State,
         invalid_flag: wp.array,
         launcher: Launcher = EAGER,
+        body_route: tuple | None = None,
     ) -> None:
         """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``.
 
         ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped). With bodies,
-        ``forces`` is a ``bodies.BodyForces``: the body contacts and joints run between the agent
-        contacts and the integration, and the bodies are integrated last.
+        ``forces`` is a ``bodies.BodyForces``: the body contacts, joints and the bodies' integration
+        run between the agent contacts and the agents' integration; ``body_route`` is the
+        ``(read, write)`` pair of body arrays of the no-grad in-place paths, which alternate the
+        bodies with spare arrays and integrate them in the body-contact launch (see
+        ``bodies.body_route``); by default (the taped path) ``state_in``'s and ``state_out``'s, with
+        a separate, differentiable body integration launch. Same bits either way.
         """
         m = self.model
         s = self.scalar
@@ -252,7 +257,8 @@ class Stepper:
             device=self.device,
         )
         if body_forces is not None:
-            bodies.launch_contacts(self, state_in, body_forces, launcher)
+            read, write = body_route or (bodies.of_state(state_in), bodies.of_state(state_out))
+            bodies.launch_substep(self, state_in, read, body_forces, write, launcher, fuse=body_route is not None)
             forces = body_forces.total
         launcher.launch(
             dynamics.kernels(s).integrate,
@@ -275,8 +281,6 @@ class Stepper:
             outputs=[*state_out.arrays()[:5], invalid_flag],
             device=self.device,
         )
-        if body_forces is not None:
-            bodies.launch_integrate(self, state_in, body_forces, state_out, launcher)
 
     def simulate(
         self,
@@ -302,8 +306,13 @@ class Stepper:
         """
         if not neighbors_valid:
             self.build_neighbors(state.pos, neighbors, launcher=launcher)
-        for _ in range(self.substeps):
-            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher)
+        for k in range(self.substeps):
+            route = self._in_place_route(state, forces, k, self.substeps)
+            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher, route)
+
+    def _in_place_route(self, state: State, forces, substep: int, n_substeps: int) -> tuple | None:
+        """Where substep ``substep`` of ``n_substeps`` in place on ``state`` reads and writes bodies."""
+        return None if self.bodies is None else bodies.body_route(state, forces, substep, n_substeps)
 
     def simulate_into(
         self,
@@ -322,10 +331,13 @@ class Stepper:
         ``simulate_functional``; ``state_out`` may also be ``state_in`` (then this is ``simulate``).
         """
         self.build_neighbors(state_in.pos, neighbors, launcher=launcher)
-        state = state_in
-        for _ in range(self.substeps):
-            self.substep(state, actions, neighbors, forces, state_out, invalid_flag, launcher)
-            state = state_out
+        if state_out is state_in:
+            self.simulate(state_in, actions, neighbors, forces, invalid_flag, launcher, neighbors_valid=True)
+            return
+        self.substep(state_in, actions, neighbors, forces, state_out, invalid_flag, launcher)
+        for k in range(self.substeps - 1):
+            route = self._in_place_route(state_out, forces, k, self.substeps - 1)
+            self.substep(state_out, actions, neighbors, forces, state_out, invalid_flag, launcher, route)
 
     def simulate_functional(
         self,
