@@ -8,14 +8,16 @@ if _wp.config.log_level == _wp.LOG_INFO:
 
 from swarp.core.config import (  # noqa: E402
     AgentConfig,
+    Body,
     ControlMode,
     DynamicsModel,
     Integrator,
+    Joint,
     Obstacle,
     ObstacleShape,
     WorldConfig,
 )
-from swarp.core.types import Model, State, TorchState  # noqa: E402
+from swarp.core.types import Model, State, TorchState, TorchStateWithBodies  # noqa: E402
 from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
@@ -30,6 +32,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentConfig",
+    "Body",
+    "Joint",
+    "TorchStateWithBodies",
     "Environment",
     "FusedScenario",
     "Scenario",
