@@ -8,25 +8,33 @@ if _wp.config.log_level == _wp.LOG_INFO:
 
 from swarp.core.config import (  # noqa: E402
     AgentConfig,
+    Body,
     ControlMode,
     DynamicsModel,
     Integrator,
+    Joint,
     Obstacle,
     ObstacleShape,
     WorldConfig,
 )
-from swarp.core.types import Model, State, TorchState  # noqa: E402
+from swarp.core.types import Model, State, TorchState, TorchStateWithBodies  # noqa: E402
 from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
+from swarp.scenarios import balance as _balance  # noqa: E402,F401  (registers "balance")
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
+from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "push_t")
+from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
 from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AgentConfig",
+    "Body",
+    "Joint",
+    "TorchStateWithBodies",
     "Environment",
     "FusedScenario",
     "Scenario",

@@ -10,3 +10,6 @@ python3 -m swarp.benchmark.throughput --envs 1024 4096 16384 65536 262144 --agen
 python3 -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 2>&1 | tee "$out/bench_reset.log"
 python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee "$out/bench_replay.log"
 SWARP_LAUNCH_MODE=eager python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee -a "$out/bench_replay.log"
+for scenario in push_t transport balance; do
+  python3 -m swarp.benchmark.throughput --scenario "$scenario" --envs 1024 4096 16384 65536 --agents 4 --repeats 3 2>&1 | tee -a "$out/bench_bodies.log"
+done

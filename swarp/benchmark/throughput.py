@@ -3,8 +3,9 @@
     python -m swarp.benchmark.throughput                     # the default grid on CPU or CUDA
     python -m swarp.benchmark.throughput --envs 16384 --agents 16 --use-graph auto false
     python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
+    python -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4   # a body scenario
 
-Each cell times ``env.step(actions)`` on navigation with neighbor observations and the given
+Each cell times ``env.step(actions)`` on a scenario (default navigation, with neighbor observations) with the given
 flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
 median over repetitions. With ``--auto-reset`` (default) episode clocks start desynchronised so a
 realistic share of envs (about 1/max_steps) resets each step; ``--reset-cost`` also runs the worst
@@ -37,11 +38,12 @@ def make_env(
     max_steps: int,
     seed: int = 0,
     env_offset: int = 0,
+    scenario: str = "navigation",
 ) -> swarp.Environment:
-    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share);
-    ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``)."""
+    """An env of ``scenario`` whose episode clocks are spread over [0, max_steps) (realistic reset
+    share); ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``)."""
     env = swarp.make(
-        "navigation",
+        scenario,
         n_envs=n_envs,
         device=device,
         seed=seed,
@@ -73,6 +75,7 @@ def bench(env: swarp.Environment, n_iters: int, repeats: int) -> float:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if available)")
+    parser.add_argument("--scenario", default="navigation", choices=swarp.scenario_names())
     parser.add_argument("--envs", type=int, nargs="+", default=None)
     parser.add_argument("--agents", type=int, nargs="+", default=None)
     parser.add_argument("--use-graph", type=_flag, nargs="+", default=["auto"], help="auto/true/false values")
@@ -90,7 +93,7 @@ def main(argv=None) -> None:
     iters = args.iters or (500 if cuda else 50)
     print(
         f"device={device} launch_mode={os.environ.get('SWARP_LAUNCH_MODE', 'replay')} torch={torch.__version__} "
-        f"warp={wp.__version__}",
+        f"warp={wp.__version__} scenario={args.scenario}",
         flush=True,
     )
     rows = []
@@ -102,14 +105,25 @@ def main(argv=None) -> None:
                 cases = [("off", False, args.max_steps), ("realistic", True, args.max_steps), ("worst", True, 1)]
                 base = None
                 for label, auto, max_steps in cases:
-                    env = make_env(n_envs, n_agents, device, args.use_graph[0], args.fused, auto, max_steps)
+                    env = make_env(
+                        n_envs, n_agents, device, args.use_graph[0], args.fused, auto, max_steps, scenario=args.scenario
+                    )
                     sec = bench(env, iters, args.repeats)
                     base = base or sec
                     rows.append([n_envs, n_agents, label, env.execution_mode, sec * 1e6, n_envs / sec, sec / base])
                     del env
                 continue
             for use_graph in args.use_graph:
-                env = make_env(n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps)
+                env = make_env(
+                    n_envs,
+                    n_agents,
+                    device,
+                    use_graph,
+                    args.fused,
+                    not args.no_auto_reset,
+                    args.max_steps,
+                    scenario=args.scenario,
+                )
                 sec = bench(env, iters, args.repeats)
                 rows.append([n_envs, n_agents, env.execution_mode, sec * 1e6, n_envs / sec, n_envs * n_agents / sec])
                 del env

@@ -222,6 +222,8 @@ class WorldConfig:
             ``grid_threshold`` agents per env).
         grid_threshold: Agents per env from which ``"auto"`` uses the grid.
         obstacles: Static obstacles shared by every env (scenarios may install per-env ones).
+        bodies: Movable rigid bodies (``Body``) present in every env; their poses live in the state.
+        joints: Distance/rod joints (``Joint``) between an agent and a body or two bodies.
     """
 
     bounds: tuple[float, float, float, float] | float | None = None
@@ -234,6 +236,8 @@ class WorldConfig:
     neighbor_method: NeighborMethod = "auto"
     grid_threshold: int = 128
     obstacles: tuple[Obstacle, ...] = field(default_factory=tuple)
+    bodies: tuple[Body, ...] = field(default_factory=tuple)
+    joints: tuple[Joint, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if self.bounds is not None:
@@ -268,3 +272,152 @@ class WorldConfig:
             if not isinstance(ob, Obstacle):
                 raise TypeError(f"WorldConfig.obstacles[{i}] must be an Obstacle, got {type(ob).__name__}")
         object.__setattr__(self, "obstacles", obstacles)
+        _check_bodies_and_joints(self)
+
+
+# --- movable rigid bodies and joints (swarp/physics/bodies.py simulates them) ----------------------
+
+
+@dataclass(frozen=True)
+class Body:
+    """A movable rigid body: one or more shapes sharing one pose, pushed by agents and other bodies.
+
+    The body frame's origin is the body's centre of mass; its pose (position, angle) and velocity
+    are state (``State.body_*``), set by scenarios at reset.
+
+    Attributes:
+        shapes: ``Obstacle`` records in the body frame: ``center`` is the offset [m] of the shape
+            from the centre of mass, ``angle`` its orientation [rad] relative to the body. CIRCLE and
+            BOX shapes only (a compound body such as a T is several boxes).
+        mass: Mass [kg], > 0.
+        inertia: Moment of inertia about the centre of mass [kg m^2]; ``None`` computes it for a
+            uniform density over the shapes' areas (overlaps counted twice).
+        linear_damping: Velocity damping [1/s], >= 0 (implicit: ``v /= 1 + h * damping``).
+        angular_damping: Angular-velocity damping [1/s], >= 0.
+        gravity: Constant acceleration [m/s^2] applied to the body (e.g. ``(0, -g)`` for balance).
+    """
+
+    shapes: tuple[Obstacle, ...]
+    mass: float = 1.0
+    inertia: float | None = None
+    linear_damping: float = 0.0
+    angular_damping: float = 0.0
+    gravity: tuple[float, float] = (0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        shapes = tuple(self.shapes)
+        if not shapes:
+            raise ValueError("Body.shapes must hold at least one Obstacle")
+        for i, shape in enumerate(shapes):
+            if not isinstance(shape, Obstacle):
+                raise TypeError(f"Body.shapes[{i}] must be an Obstacle, got {type(shape).__name__}")
+            if shape.shape not in (ObstacleShape.CIRCLE, ObstacleShape.BOX):
+                raise ValueError(f"Body.shapes[{i}] must be a CIRCLE or BOX, got {shape.shape.name}")
+        object.__setattr__(self, "shapes", shapes)
+        _check_positive("Body.mass", self.mass)
+        if self.inertia is not None:
+            _check_positive("Body.inertia", self.inertia)
+        _check_positive("Body.linear_damping", self.linear_damping, allow_zero=True)
+        _check_positive("Body.angular_damping", self.angular_damping, allow_zero=True)
+        if len(self.gravity) != 2 or not all(math.isfinite(g) for g in self.gravity):
+            raise ValueError(f"Body.gravity must be a finite (gx, gy) pair, got {self.gravity!r}")
+        object.__setattr__(self, "gravity", (float(self.gravity[0]), float(self.gravity[1])))
+
+    @property
+    def moment_of_inertia(self) -> float:
+        """``inertia``, or the uniform-density value over the shapes [kg m^2]."""
+        if self.inertia is not None:
+            return float(self.inertia)
+        areas, own = [], []
+        for shape in self.shapes:
+            a, b = shape.size
+            if shape.shape == ObstacleShape.CIRCLE:
+                areas.append(math.pi * a * a)
+                own.append(0.5 * a * a)
+            else:
+                areas.append(4.0 * a * b)
+                own.append((a * a + b * b) / 3.0)
+        total = sum(areas)
+        return sum(
+            self.mass * area / total * (per_mass + shape.center[0] ** 2 + shape.center[1] ** 2)
+            for area, per_mass, shape in zip(areas, own, self.shapes, strict=True)
+        )
+
+    @property
+    def bounding_radius(self) -> float:
+        """Radius [m] of a disc about the centre of mass that holds every shape."""
+        reach = []
+        for shape in self.shapes:
+            (cx, cy), (a, b) = shape.center, shape.size
+            if shape.shape == ObstacleShape.CIRCLE:
+                reach.append(math.hypot(cx, cy) + a)
+                continue
+            cos, sin = math.cos(shape.angle), math.sin(shape.angle)
+            for sx, sy in ((-a, -b), (-a, b), (a, -b), (a, b)):
+                reach.append(math.hypot(cx + cos * sx - sin * sy, cy + sin * sx + cos * sy))
+        return max(reach)
+
+
+@dataclass(frozen=True)
+class Joint:
+    """A distance (rod) joint: keeps two anchor points ``length`` apart with a stiff spring-damper.
+
+    Endpoint 1 is an agent's centre (``agent``) or an anchor on another body (``other_body``,
+    ``other_anchor``); endpoint 2 is ``anchor`` on ``body``. Exactly one of ``agent`` and
+    ``other_body`` is set. The force is ``k (|d| - length) n + c (dv . n) n`` along the anchor
+    separation ``d``; ``k`` and ``c`` are capped at the substep's stability limit (see
+    docs/bodies.md), so a joint is stable at any dt.
+
+    Attributes:
+        body: Index of the body of endpoint 2.
+        anchor: Endpoint 2 in ``body``'s frame [m].
+        agent: Agent index of endpoint 1, or ``None``.
+        other_body: Body index of endpoint 1, or ``None``.
+        other_anchor: Endpoint 1 in ``other_body``'s frame [m] (ignored for an agent).
+        length: Rest length [m], >= 0 (0 pins the two points together).
+        stiffness: Spring constant [N/m], > 0 (before the stability cap).
+        damping: Damping [N s/m] along the joint, >= 0 (before the stability cap).
+    """
+
+    body: int
+    anchor: tuple[float, float] = (0.0, 0.0)
+    agent: int | None = None
+    other_body: int | None = None
+    other_anchor: tuple[float, float] = (0.0, 0.0)
+    length: float = 0.0
+    stiffness: float = 1.0e4
+    damping: float = 1.0e2
+
+    def __post_init__(self) -> None:
+        if (self.agent is None) == (self.other_body is None):
+            raise ValueError("Joint needs exactly one of agent= and other_body=")
+        for name in ("body", "agent", "other_body"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"Joint.{name} must be an int >= 0, got {value!r}")
+        if self.other_body is not None and self.other_body == self.body:
+            raise ValueError(f"Joint joins body {self.body} to itself")
+        for name in ("anchor", "other_anchor"):
+            value = getattr(self, name)
+            if len(value) != 2 or not all(math.isfinite(v) for v in value):
+                raise ValueError(f"Joint.{name} must be a finite (x, y) pair, got {value!r}")
+        _check_positive("Joint.length", self.length, allow_zero=True)
+        _check_positive("Joint.stiffness", self.stiffness)
+        _check_positive("Joint.damping", self.damping, allow_zero=True)
+
+
+def _check_bodies_and_joints(world: WorldConfig) -> None:
+    bodies = tuple(world.bodies)
+    joints = tuple(world.joints)
+    for i, body in enumerate(bodies):
+        if not isinstance(body, Body):
+            raise TypeError(f"WorldConfig.bodies[{i}] must be a Body, got {type(body).__name__}")
+    for i, joint in enumerate(joints):
+        if not isinstance(joint, Joint):
+            raise TypeError(f"WorldConfig.joints[{i}] must be a Joint, got {type(joint).__name__}")
+        for name in ("body", "other_body"):
+            index = getattr(joint, name)
+            if index is not None and index >= len(bodies):
+                raise ValueError(f"WorldConfig.joints[{i}].{name}={index} but there are {len(bodies)} bodies")
+    object.__setattr__(world, "bodies", bodies)
+    object.__setattr__(world, "joints", joints)

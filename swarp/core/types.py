@@ -68,6 +68,32 @@ class TorchState(NamedTuple):
 STATE_FIELDS = TorchState._fields
 
 
+class TorchStateWithBodies(NamedTuple):
+    """``TorchState`` plus the movable rigid bodies (worlds with ``WorldConfig.bodies``).
+
+    Fields: the five agent fields of ``TorchState``, then (``B`` bodies, SI units):
+        body_pos: [E, B, 2] centre-of-mass position [m].
+        body_theta: [E, B] orientation [rad], wrapped to [-pi, pi).
+        body_vel: [E, B, 2] centre-of-mass velocity [m/s].
+        body_ang_vel: [E, B] angular velocity [rad/s].
+    """
+
+    pos: torch.Tensor
+    theta: torch.Tensor
+    vel: torch.Tensor
+    speed: torch.Tensor
+    ang_vel: torch.Tensor
+    body_pos: torch.Tensor
+    body_theta: torch.Tensor
+    body_vel: torch.Tensor
+    body_ang_vel: torch.Tensor
+
+
+BODY_FIELDS = TorchStateWithBodies._fields[len(STATE_FIELDS) :]
+#: State fields stored as ``vec2`` arrays (a trailing torch dimension of 2).
+VECTOR_FIELDS = ("pos", "vel", "body_pos", "body_vel")
+
+
 class State:
     """Dynamic per-agent state of ``n_envs`` worlds as structure-of-arrays Warp arrays.
 
@@ -77,37 +103,51 @@ class State:
         vel: ``wp.array2d(vec2)`` [E, A] world-frame velocity [m/s].
         speed: ``wp.array2d(scalar)`` [E, A] forward speed [m/s].
         ang_vel: ``wp.array2d(scalar)`` [E, A] yaw rate [rad/s].
-        torch: ``TorchState`` of zero-copy views of the arrays above, built once.
+        body_pos, body_theta, body_vel, body_ang_vel: with ``n_bodies > 0`` only, the [E, B] body
+            arrays of ``TorchStateWithBodies`` (vec2 for positions and velocities).
+        fields: The field names, in order: ``STATE_FIELDS`` (+ ``BODY_FIELDS`` with bodies).
+        torch: ``TorchState`` (or ``TorchStateWithBodies``) of zero-copy views of the arrays, built once.
     """
 
-    def __init__(self, n_envs: int, n_agents: int, scalar: type, device: str, requires_grad: bool = False):
+    def __init__(
+        self,
+        n_envs: int,
+        n_agents: int,
+        scalar: type,
+        device: str,
+        requires_grad: bool = False,
+        n_bodies: int = 0,
+    ):
         vec2 = vec2_type(scalar)
-        shape = (n_envs, n_agents)
         self.n_envs, self.n_agents, self.scalar, self.device = n_envs, n_agents, scalar, device
-        self.pos = wp.zeros(shape, dtype=vec2, device=device, requires_grad=requires_grad)
-        self.theta = wp.zeros(shape, dtype=scalar, device=device, requires_grad=requires_grad)
-        self.vel = wp.zeros(shape, dtype=vec2, device=device, requires_grad=requires_grad)
-        self.speed = wp.zeros(shape, dtype=scalar, device=device, requires_grad=requires_grad)
-        self.ang_vel = wp.zeros(shape, dtype=scalar, device=device, requires_grad=requires_grad)
-        self.torch = TorchState(*(wp.to_torch(getattr(self, name), requires_grad=False) for name in STATE_FIELDS))
+        self.n_bodies = n_bodies
+        self.fields = STATE_FIELDS + (BODY_FIELDS if n_bodies else ())
+        for name in self.fields:
+            shape = (n_envs, n_bodies if name in BODY_FIELDS else n_agents)
+            dtype = vec2 if name in VECTOR_FIELDS else scalar
+            setattr(self, name, wp.zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad))
+        views = (wp.to_torch(getattr(self, name), requires_grad=False) for name in self.fields)
+        self.torch = TorchStateWithBodies(*views) if n_bodies else TorchState(*views)
 
     @classmethod
-    def from_torch(cls, state: TorchState, scalar: type) -> State:
+    def from_torch(cls, state: TorchState | TorchStateWithBodies, scalar: type) -> State:
         """Wrap the tensors of ``state`` as Warp arrays without copying (they must be contiguous)."""
         self = cls.__new__(cls)
         vec2 = vec2_type(scalar)
         self.n_envs, self.n_agents = state.pos.shape[:2]
         self.scalar, self.device = scalar, str(wp.device_from_torch(state.pos.device))
-        for name in STATE_FIELDS:
+        self.fields = tuple(state._fields)
+        self.n_bodies = state.body_pos.shape[1] if len(self.fields) > len(STATE_FIELDS) else 0
+        for name in self.fields:
             tensor = getattr(state, name)
-            dtype = vec2 if name in ("pos", "vel") else scalar
+            dtype = vec2 if name in VECTOR_FIELDS else scalar
             setattr(self, name, wp.from_torch(tensor, dtype=dtype, requires_grad=tensor.requires_grad))
         self.torch = state
         return self
 
     def arrays(self) -> tuple[wp.array, ...]:
-        """The five state arrays in ``TorchState`` field order."""
-        return tuple(getattr(self, name) for name in STATE_FIELDS)
+        """The state arrays in ``fields`` order (the five agent arrays, then the four body arrays)."""
+        return tuple(getattr(self, name) for name in self.fields)
 
     def assign(self, other: State) -> None:
         """Copy every field of ``other`` into this state's own arrays (device-side, no sync)."""
@@ -293,4 +333,12 @@ class Model:
         return (b[0], b[2]), (b[1], b[3])
 
 
-__all__ = ["Model", "State", "TorchState", "ObstacleArrays", "ObstacleShape", "allocate_obstacles"]
+__all__ = [
+    "Model",
+    "State",
+    "TorchState",
+    "TorchStateWithBodies",
+    "ObstacleArrays",
+    "ObstacleShape",
+    "allocate_obstacles",
+]

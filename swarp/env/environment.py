@@ -15,7 +15,6 @@ import warp as wp
 
 from swarp.core.launch import EAGER, Launcher
 from swarp.core.rng import ResetStreams, stream_key_torch
-from swarp.core.types import STATE_FIELDS, TorchState
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
 from swarp.interop.autograd import warp_step
@@ -102,7 +101,7 @@ class Environment:
         self.max_steps = max_steps
         self.clone_outputs = bool(clone_outputs)
         # The differentiable state the scenario reads during a grad-mode step (see ``state``).
-        self._grad_state: TorchState | None = None
+        self._grad_state: tuple | None = None  # a TorchState (or TorchStateWithBodies)
         self._async = None  # AsyncStep, created by the first send()
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
@@ -203,7 +202,8 @@ class Environment:
 
     @property
     def state(self):
-        """``TorchState`` of zero-copy views of the world state ([E, A, ...]).
+        """``TorchState`` of zero-copy views of the world state ([E, A, ...]); a ``TorchStateWithBodies``
+        (agents, then [E, B, ...] bodies) in a world with movable bodies.
 
         While a grad-mode ``step`` runs the scenario's torch reference, this is the step's
         differentiable state instead (fresh tensors carrying the physics' autograd history).
@@ -322,7 +322,8 @@ class Environment:
         every env's observation before the resets (the last observation of finished envs).
         """
         sc = self.scenario
-        state_in = TorchState(*(t.clone() for t in self.world.state.torch))
+        current = self.world.state.torch
+        state_in = type(current)(*(t.clone() for t in current))
         state = warp_step(self.stepper, state_in, actions, invalid_flag=self.world.invalid_action_flag)
         with torch.no_grad():
             for dst, src in zip(self.world.state.torch, state, strict=True):
@@ -496,7 +497,7 @@ class Environment:
     # --- snapshots ----------------------------------------------------------------------------
 
     def _snapshot_tensors(self) -> dict[str, torch.Tensor]:
-        tensors = {f"state.{name}": getattr(self.state, name) for name in STATE_FIELDS}
+        tensors = {f"state.{name}": getattr(self.state, name) for name in self.world.state.fields}
         tensors.update(
             {
                 "env.seed": self.seed_tensor,

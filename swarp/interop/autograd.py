@@ -27,13 +27,18 @@ import torch
 import warp as wp
 
 from swarp.core.precision import vec2_type
-from swarp.core.types import STATE_FIELDS, State, TorchState
+from swarp.core.types import STATE_FIELDS, VECTOR_FIELDS, State, TorchState, TorchStateWithBodies
 from swarp.env.runtime import TorchStreamScope
 from swarp.physics.neighbors import NeighborBuffers
 from swarp.physics.step import Stepper, StepScratch
 
 #: State fields stored as Warp ``vec2`` arrays (a trailing torch dimension of 2).
-_VECTOR_FIELDS = ("pos", "vel")
+_VECTOR_FIELDS = VECTOR_FIELDS
+
+
+def state_type(n_fields: int) -> type:
+    """``TorchState`` for 5 tensors, ``TorchStateWithBodies`` for 9 (a world with bodies)."""
+    return TorchState if n_fields == len(STATE_FIELDS) else TorchStateWithBodies
 
 
 # --- buffers --------------------------------------------------------------------------------
@@ -173,21 +178,26 @@ def _wrap(tensor: torch.Tensor, name: str, scalar: type) -> wp.array:
 
 
 def _wrap_state(tensors: tuple[torch.Tensor, ...], scalar: type) -> State:
-    return State.from_torch(TorchState(*tensors), scalar)
+    return State.from_torch(state_type(len(tensors))(*tensors), scalar)
 
 
 def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> int:
     """Validate ``state`` against ``stepper``; return its batch size E."""
-    if not isinstance(state, tuple) or len(state) != len(STATE_FIELDS):
-        raise TypeError(f"{name} must be a TorchState with fields {list(STATE_FIELDS)}, got {type(state).__name__}")
+    kind = state_type(len(STATE_FIELDS) + (4 if stepper.n_bodies else 0))
+    if not isinstance(state, tuple) or len(state) != len(kind._fields):
+        raise TypeError(
+            f"{name} must be a {kind.__name__} with fields {list(kind._fields)} (the stepper has "
+            f"{stepper.n_bodies} bodies), got {type(state).__name__}"
+        )
     pos = state[0]
     if not isinstance(pos, torch.Tensor) or pos.dim() != 3:
         raise ValueError(f"{name}.pos must be a [n_envs, n_agents, 2] tensor")
     n_envs = pos.shape[0]
-    for field, tensor in zip(STATE_FIELDS, state, strict=True):
+    for field, tensor in zip(kind._fields, state, strict=True):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name}.{field} must be a torch.Tensor, got {type(tensor).__name__}")
-        expected = (n_envs, stepper.n_agents, 2) if field in _VECTOR_FIELDS else (n_envs, stepper.n_agents)
+        count = stepper.n_bodies if field.startswith("body_") else stepper.n_agents
+        expected = (n_envs, count, 2) if field in _VECTOR_FIELDS else (n_envs, count)
         if tuple(tensor.shape) != expected:
             raise ValueError(f"{name}.{field} must have shape {list(expected)}, got {list(tensor.shape)}")
         if tensor.dtype != stepper.torch_dtype:
@@ -200,7 +210,8 @@ def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> in
 def _views(state: State) -> TorchState:
     """New zero-copy torch views of ``state``'s arrays: new tensor objects every call, so autograd
     never re-targets a tensor handed out before (ring slots are reused)."""
-    return TorchState(*(wp.to_torch(array, requires_grad=False) for array in state.arrays()))
+    arrays = state.arrays()
+    return state_type(len(arrays))(*(wp.to_torch(array, requires_grad=False) for array in arrays))
 
 
 # --- the taped step and its backward (shared with swarp.interop.compile) ---------------------
@@ -211,7 +222,7 @@ class TapedStep:
     """What the backward of one taped step needs: the tape, the arrays it read and wrote."""
 
     tape: wp.Tape
-    inputs: tuple[wp.array, ...]  # the five state arrays then the actions, wrapping torch tensors
+    inputs: tuple[wp.array, ...]  # the state arrays (5, or 9 with bodies) then the actions, wrapping torch tensors
     scratch: StepScratch
     output: State
 
@@ -222,13 +233,13 @@ def record_step(
     invalid_flag: wp.array,
     scratch: StepScratch | None = None,
 ) -> TapedStep:
-    """Run one step on a fresh tape from contiguous ``inputs`` (state fields, then actions).
+    """Run one step on a fresh tape from contiguous ``inputs`` (state fields, then actions last).
 
     Every array the step writes is ``scratch`` (fresh when ``None``); the inputs are only read.
     """
     scalar = stepper.scalar
-    state_in = _wrap_state(inputs[:5], scalar)
-    actions = _wrap(inputs[5], "actions", scalar)
+    state_in = _wrap_state(inputs[:-1], scalar)
+    actions = _wrap(inputs[-1], "actions", scalar)
     if scratch is None:
         scratch = stepper.allocate_scratch(state_in.n_envs, requires_grad=True)
     tape = wp.Tape()
@@ -240,9 +251,9 @@ def replay_backward(
     step: TapedStep, inputs: tuple[torch.Tensor, ...], grad_outputs: tuple[torch.Tensor | None, ...]
 ) -> tuple[torch.Tensor, ...]:
     """Seed the output adjoints with ``grad_outputs``, replay the tape in reverse, and return the
-    gradients of the six inputs as fresh tensors (state fields, then actions)."""
+    gradients of the inputs as fresh tensors (state fields, then actions)."""
     grads = tuple(torch.zeros_like(t) for t in inputs)
-    for array, grad, name in zip(step.inputs, grads, (*STATE_FIELDS, "actions"), strict=True):
+    for array, grad, name in zip(step.inputs, grads, (*step.output.fields, "actions"), strict=True):
         array.grad = _wrap(grad, name, step.output.scalar)
     # Zeroed every time: a ring slot holds the last iteration's adjoints, and a retained graph
     # may be backpropagated twice.
@@ -260,7 +271,7 @@ def replay_backward(
 
 
 class _WarpStep(torch.autograd.Function):
-    """One step as an autograd node: inputs (stepper, ring, flag, actions, *state) -> 5 state tensors."""
+    """One step as an autograd node: inputs (stepper, ring, flag, actions, *state) -> the state tensors."""
 
     @staticmethod
     def forward(ctx, stepper, ring, invalid_flag, actions, *state):
@@ -290,8 +301,8 @@ class _WarpStep(torch.autograd.Function):
         if ctx.slot is not None:
             ctx.slot.backpropagated = True
         needs = ctx.needs_input_grad
-        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:5]))
-        return None, None, None, grads[5] if needs[3] else None, *state_grads
+        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:-1]))
+        return None, None, None, grads[-1] if needs[3] else None, *state_grads
 
 
 def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, invalid_flag: wp.array) -> TorchState:
@@ -302,7 +313,7 @@ def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, in
     first, second = buffers.states
     # Write into whichever buffer the input is not (the previous output is the usual input).
     out = second if state.pos.data_ptr() == first.torch.pos.data_ptr() else first
-    if any(getattr(state, name).data_ptr() == getattr(out.torch, name).data_ptr() for name in STATE_FIELDS):
+    if any(getattr(state, name).data_ptr() == getattr(out.torch, name).data_ptr() for name in out.fields):
         out = second if out is first else first
     scalar = stepper.scalar
     state_in = _wrap_state(tuple(t.contiguous() for t in state), scalar)
@@ -328,8 +339,9 @@ def warp_step(
 
     Args:
         stepper: The step pipeline (dynamics, contacts, substeps, precision, device).
-        state: ``TorchState`` of [E, A(, 2)] tensors of the stepper's dtype and device. Any field
-            may require grad.
+        state: ``TorchState`` of [E, A(, 2)] tensors of the stepper's dtype and device; a
+            ``TorchStateWithBodies`` (agents, then [E, B(, 2)] bodies) when the stepper has bodies.
+            Any field may require grad.
         actions: [E, A, act_dim] physical actions (clamped in-kernel: saturated components get zero
             gradient; non-finite ones act as 0, get zero gradient and raise the invalid flag).
         ring: Optional ``GradRing`` whose next slot holds the taped scratch (no allocation of
@@ -351,8 +363,8 @@ def warp_step(
     if invalid_flag is None:
         invalid_flag = _cache(stepper).invalid_flag
     if not _needs_grad(state, actions):
-        return _no_grad_step(stepper, TorchState(*state), actions, invalid_flag)
-    return TorchState(*_WarpStep.apply(stepper, ring, invalid_flag, actions, *state))
+        return _no_grad_step(stepper, state_type(len(state))(*state), actions, invalid_flag)
+    return state_type(len(state))(*_WarpStep.apply(stepper, ring, invalid_flag, actions, *state))
 
 
 def rollout(
@@ -387,23 +399,24 @@ def rollout(
         if n_steps > ring.capacity:
             raise ValueError(f"a rollout of T={n_steps} steps needs a GradRing of capacity >= T, got {ring.capacity}")
         ring.rewind()
-    state = TorchState(*state0)
+    kind = state_type(len(state0))
+    state = kind(*state0)
     steps = []
     if _needs_grad(state, actions_seq):
         for t in range(n_steps):
             state = warp_step(stepper, state, actions_seq[t], ring=ring, invalid_flag=invalid_flag)
             steps.append(state)
-        trajectory = TorchState(*(torch.stack(fields) for fields in zip(*steps, strict=True)))
+        trajectory = kind(*(torch.stack(fields) for fields in zip(*steps, strict=True)))
     else:
         # One allocation per rollout for the trajectory; the steps themselves recycle buffers.
         trajectory = None
         for t in range(n_steps):
             state = warp_step(stepper, state, actions_seq[t], ring=ring, invalid_flag=invalid_flag)
             if trajectory is None:
-                trajectory = TorchState(*(t_.new_empty((n_steps, *t_.shape)) for t_ in state))
+                trajectory = kind(*(t_.new_empty((n_steps, *t_.shape)) for t_ in state))
             for dst, src in zip(trajectory, state, strict=True):
                 dst[t].copy_(src)
-    final = TorchState(*(field[-1] for field in trajectory))
+    final = kind(*(field[-1] for field in trajectory))
     return final, trajectory
 
 

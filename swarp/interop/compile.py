@@ -42,6 +42,10 @@ def register_stepper(stepper: Stepper) -> int:
     """
     if not isinstance(stepper, Stepper):
         raise TypeError(f"stepper must be a Stepper, got {type(stepper).__name__}")
+    if stepper.n_bodies:
+        raise ValueError(
+            "the swarp::step custom op covers worlds without movable bodies; use warp_step for a stepper with bodies"
+        )
     stepper_id = _IDS.get(stepper)
     if stepper_id is None:
         stepper_id = next(_NEXT_ID)

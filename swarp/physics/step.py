@@ -25,7 +25,7 @@ from swarp.core.config import AgentConfig, Integrator, WorldConfig, _coerce_enum
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
-from swarp.physics import contacts, dynamics
+from swarp.physics import bodies, contacts, dynamics
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
 
 
@@ -38,7 +38,8 @@ class StepScratch:
 
     Attributes:
         neighbors: Neighbor lists built from the step's input positions (never taped).
-        forces: Per substep, the [E, A] vec2 contact forces [N].
+        forces: Per substep, the [E, A] vec2 contact forces [N] (a ``bodies.BodyForces`` in a world
+            with bodies).
         states: Per substep, the ``State`` after it; the last one is the step's output.
     """
 
@@ -49,7 +50,8 @@ class StepScratch:
     def zero_grads(self) -> None:
         """Zero the adjoint of every float array (before seeding and replaying a tape over them)."""
         for forces in self.forces:
-            forces.grad.zero_()
+            for array in forces if isinstance(forces, bodies.BodyForces) else (forces,):
+                array.grad.zero_()
         for state in self.states:
             for array in state.arrays():
                 array.grad.zero_()
@@ -103,6 +105,15 @@ class Stepper:
         if method == "auto":
             method = "grid" if len(agents) >= world.grid_threshold else "brute"
         self.neighbor_method = method
+        # Movable bodies are a structural flag: without them no body launch or argument exists.
+        self.bodies = None
+        if world.bodies:
+            self.bodies = bodies.BodyModel(world, tuple(agents), self.scalar, self.device, self.dt / substeps)
+
+    @property
+    def n_bodies(self) -> int:
+        """Number of movable rigid bodies B per env (0 without ``WorldConfig.bodies``)."""
+        return 0 if self.bodies is None else self.bodies.n_bodies
 
     @property
     def n_agents(self) -> int:
@@ -120,7 +131,9 @@ class Stepper:
         """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision."""
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
-        return State(n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad)
+        return State(
+            n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad, n_bodies=self.n_bodies
+        )
 
     def allocate_neighbors(self, n_envs: int) -> NeighborBuffers:
         """Neighbor-list buffers for ``n_envs`` envs."""
@@ -133,8 +146,10 @@ class Stepper:
             grid=self.neighbor_method == "grid",
         )
 
-    def allocate_forces(self, n_envs: int, requires_grad: bool = False) -> wp.array:
-        """Contact-force scratch [E, A] vec2 [N]."""
+    def allocate_forces(self, n_envs: int, requires_grad: bool = False) -> wp.array | bodies.BodyForces:
+        """Contact-force scratch [E, A] vec2 [N]; with bodies, a ``bodies.BodyForces``."""
+        if self.bodies is not None:
+            return bodies.allocate_forces(n_envs, self.n_agents, self.n_bodies, self.scalar, self.device, requires_grad)
         return wp.zeros(
             (n_envs, self.n_agents), dtype=vec2_type(self.scalar), device=self.device, requires_grad=requires_grad
         )
@@ -190,10 +205,17 @@ class Stepper:
         state_out: State,
         invalid_flag: wp.array,
         launcher: Launcher = EAGER,
+        body_route: tuple | None = None,
     ) -> None:
         """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``.
 
-        ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped).
+        ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped). With bodies,
+        ``forces`` is a ``bodies.BodyForces``: the body contacts, joints and the bodies' integration
+        run between the agent contacts and the agents' integration; ``body_route`` is the
+        ``(read, write)`` pair of body arrays of the no-grad in-place paths, which alternate the
+        bodies with spare arrays and integrate them in the body-contact launch (see
+        ``bodies.body_route``); by default (the taped path) ``state_in``'s and ``state_out``'s, with
+        a separate, differentiable body integration launch. Same bits either way.
         """
         m = self.model
         s = self.scalar
@@ -205,6 +227,9 @@ class Stepper:
             if rows not in (1, n_envs):
                 raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
         per_thread, threads = agents_per_thread(self.device, n_agents)
+        body_forces = forces if self.bodies is not None else None
+        if body_forces is not None:
+            forces = body_forces.contact
         launcher.launch(
             contacts.kernels(s).contact_forces,
             dim=(n_envs, threads),
@@ -231,6 +256,10 @@ class Stepper:
             outputs=[forces],
             device=self.device,
         )
+        if body_forces is not None:
+            read, write = body_route or (bodies.of_state(state_in), bodies.of_state(state_out))
+            bodies.launch_substep(self, state_in, read, body_forces, write, launcher, fuse=body_route is not None)
+            forces = body_forces.total
         launcher.launch(
             dynamics.kernels(s).integrate,
             dim=(n_envs, threads),
@@ -247,9 +276,9 @@ class Stepper:
                 upper,
                 actions,
                 forces,
-                *state_in.arrays(),
+                *state_in.arrays()[:5],
             ],
-            outputs=[*state_out.arrays(), invalid_flag],
+            outputs=[*state_out.arrays()[:5], invalid_flag],
             device=self.device,
         )
 
@@ -277,8 +306,13 @@ class Stepper:
         """
         if not neighbors_valid:
             self.build_neighbors(state.pos, neighbors, launcher=launcher)
-        for _ in range(self.substeps):
-            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher)
+        for k in range(self.substeps):
+            route = self._in_place_route(state, forces, k, self.substeps)
+            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher, route)
+
+    def _in_place_route(self, state: State, forces, substep: int, n_substeps: int) -> tuple | None:
+        """Where substep ``substep`` of ``n_substeps`` in place on ``state`` reads and writes bodies."""
+        return None if self.bodies is None else bodies.body_route(state, forces, substep, n_substeps)
 
     def simulate_into(
         self,
@@ -297,10 +331,13 @@ class Stepper:
         ``simulate_functional``; ``state_out`` may also be ``state_in`` (then this is ``simulate``).
         """
         self.build_neighbors(state_in.pos, neighbors, launcher=launcher)
-        state = state_in
-        for _ in range(self.substeps):
-            self.substep(state, actions, neighbors, forces, state_out, invalid_flag, launcher)
-            state = state_out
+        if state_out is state_in:
+            self.simulate(state_in, actions, neighbors, forces, invalid_flag, launcher, neighbors_valid=True)
+            return
+        self.substep(state_in, actions, neighbors, forces, state_out, invalid_flag, launcher)
+        for k in range(self.substeps - 1):
+            route = self._in_place_route(state_out, forces, k, self.substeps - 1)
+            self.substep(state_out, actions, neighbors, forces, state_out, invalid_flag, launcher, route)
 
     def simulate_functional(
         self,
