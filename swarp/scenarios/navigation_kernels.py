@@ -68,6 +68,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         vel: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
         params: wp.array3d(dtype=scalar),
+        per_env_params: int,
         goals: wp.array2d(dtype=vec2),
         nq: Query,
         obs_range: scalar,
@@ -107,7 +108,8 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
             obs_out[env, agent, 6] = rel_goal[0]
             obs_out[env, agent, 7] = rel_goal[1]
             range2 = obs_range * obs_range
-            r = params[0, agent, _RADIUS]
+            pe = env * per_env_params
+            r = params[pe, agent, _RADIUS]
             n_written = int(0)
             n_collisions = int(0)
             n_near = nq.near[env, agent]
@@ -122,7 +124,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
                 d2 = wp.dot(delta, delta)
                 if d2 > range2:
                     beyond_range = True
-                reach = r + params[0, j, _RADIUS]
+                reach = r + params[pe, j, _RADIUS]
                 if d2 < reach * reach:
                     n_collisions += 1
                 if n_written < k_obs and d2 <= range2:
@@ -318,6 +320,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             state.vel,
             state.theta,
             world.model.params,
+            int(world.model.params.shape[0] > 1),
             sc._goals,
             world.neighbor_query(),
             s(c.obs_range),
