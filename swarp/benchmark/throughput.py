@@ -3,6 +3,8 @@
     python -m swarp.benchmark.throughput                     # the default grid on CPU or CUDA
     python -m swarp.benchmark.throughput --envs 16384 --agents 16 --use-graph auto false
     python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32       # lidar cost
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on  # per-env params cost
 
 Each cell times ``env.step(actions)`` on navigation with neighbor observations and the given
 flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
@@ -28,9 +30,21 @@ def _flag(value: str):
 
 
 def make_env(
-    n_envs: int, n_agents: int, device: str, use_graph, fused, auto_reset: bool, max_steps: int, seed: int = 0
+    n_envs: int,
+    n_agents: int,
+    device: str,
+    use_graph,
+    fused,
+    auto_reset: bool,
+    max_steps: int,
+    seed: int = 0,
+    lidar_rays: int = 0,
+    per_env_params: bool = False,
 ) -> swarp.Environment:
-    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share)."""
+    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share).
+
+    ``lidar_rays`` appends a lidar scan to the observations; ``per_env_params`` gives every env its
+    own (randomized) agent parameter rows."""
     env = swarp.make(
         "navigation",
         n_envs=n_envs,
@@ -41,7 +55,11 @@ def make_env(
         max_steps=max_steps,
         use_graph=use_graph,
         fused=fused,
+        lidar_rays=lidar_rays,
+        per_env_params=per_env_params,
     )
+    if per_env_params:
+        env.randomize_agent_params({"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)})
     gen = torch.Generator(device="cpu").manual_seed(seed)
     env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))
     return env
@@ -70,6 +88,10 @@ def main(argv=None) -> None:
     parser.add_argument("--no-auto-reset", action="store_true", help="time without auto_reset")
     parser.add_argument("--reset-cost", action="store_true", help="auto_reset off vs realistic vs worst case")
     parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--lidar-rays", type=int, nargs="+", default=[0], help="lidar rays per agent (0: none)")
+    parser.add_argument(
+        "--per-env-params", choices=["off", "on"], nargs="+", default=["off"], help="shared or per-env agent params"
+    )
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
@@ -99,16 +121,25 @@ def main(argv=None) -> None:
                     del env
                 continue
             for use_graph in args.use_graph:
-                env = make_env(n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps)
-                sec = bench(env, iters, args.repeats)
-                rows.append([n_envs, n_agents, env.execution_mode, sec * 1e6, n_envs / sec, n_envs * n_agents / sec])
-                del env
+                for rays in args.lidar_rays:
+                    for params in args.per_env_params:
+                        env = make_env(
+                            n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps,
+                            lidar_rays=rays, per_env_params=params == "on",
+                        )  # fmt: skip
+                        sec = bench(env, iters, args.repeats)
+                        per_agent = n_envs * n_agents / sec
+                        rows.append(
+                            [n_envs, n_agents, rays, params, env.execution_mode, sec * 1e6, n_envs / sec, per_agent]
+                        )
+                        del env
             print(f"  done {n_envs}x{n_agents}", flush=True)
     print()
     if args.reset_cost:
         print_table(["n_envs", "n_agents", "auto_reset", "mode", "us/step", "env-steps/s", "vs off"], rows)
     else:
-        print_table(["n_envs", "n_agents", "mode", "us/step", "env-steps/s", "agent-steps/s"], rows)
+        headers = ["n_envs", "n_agents", "lidar", "params", "mode", "us/step", "env-steps/s", "agent-steps/s"]
+        print_table(headers, rows)
 
 
 if __name__ == "__main__":
