@@ -29,6 +29,7 @@ distance to that one surface again, so the adjoint differentiates exactly one cl
 distance (the same function the torch ``min`` differentiates).
 """
 
+import contextlib
 import functools
 import math
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from swarp.core.config import ObstacleShape
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS, Model
+from swarp.env.runtime import TorchStreamScope
 from swarp.physics import contacts
 
 #: ``kind`` codes of what a ray hit.
@@ -412,6 +414,7 @@ class Lidar:
         self._kind = wp.zeros(shape, dtype=wp.int32, device=device)
         self._index = wp.zeros(shape, dtype=wp.int32, device=device)
         self.last = LidarScan(*(wp.to_torch(a) for a in (self._distance, self._kind, self._index)))
+        self.streams = TorchStreamScope(device)
 
     @property
     def n_rays(self) -> int:
@@ -428,7 +431,9 @@ class Lidar:
         (overwritten by the next call)."""
         state = self.world.state
         hits = (self._kind, self._index)
-        launch_scan(self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits)
+        # An eager entry point: on a user torch stream the launch must be ordered on that stream.
+        with self.streams.scope():
+            launch_scan(self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits)
         return self.last
 
     def reference(self, pos: torch.Tensor | None = None, theta: torch.Tensor | None = None) -> LidarScan:
@@ -442,6 +447,11 @@ class Lidar:
 # --- differentiable Warp scan ---------------------------------------------------------------------
 
 
+@functools.cache
+def _streams(device: str) -> TorchStreamScope:
+    return TorchStreamScope(device)
+
+
 class _LidarFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor):
@@ -453,22 +463,21 @@ class _LidarFunction(torch.autograd.Function):
         theta_wp = wp.from_torch(theta.detach().contiguous(), dtype=s, requires_grad=grad)
         out = wp.zeros((n_envs, n_agents, config.n_rays), dtype=s, device=model.device, requires_grad=grad)
         tape = wp.Tape() if grad else None
+        streams = _streams(str(model.device))
         # One ray per thread even on the CPU: the adjoint then replays no per-thread loop state.
-        if tape is not None:
-            with tape:
-                launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1)
-        else:
+        with streams.scope(), tape if tape is not None else contextlib.nullcontext():
             launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1)
-        ctx.saved = (tape, pos_wp, theta_wp, out)
+        ctx.saved = (tape, pos_wp, theta_wp, out, streams)
         return wp.to_torch(out, requires_grad=False)
 
     @staticmethod
     def backward(ctx, grad_distance):
-        tape, pos_wp, theta_wp, out = ctx.saved
+        tape, pos_wp, theta_wp, out, streams = ctx.saved
         if tape is None:
             return None, None, None, None
         wp.to_torch(out.grad).copy_(grad_distance)
-        tape.backward()
+        with streams.scope():
+            tape.backward()
         grad_pos = wp.to_torch(pos_wp.grad).clone()
         grad_theta = wp.to_torch(theta_wp.grad).clone()
         tape.zero()
