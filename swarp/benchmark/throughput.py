@@ -4,7 +4,7 @@
     python -m swarp.benchmark.throughput --envs 16384 --agents 16 --use-graph auto false
     python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32       # lidar cost
-    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on  # per-env params cost
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on random  # per-env params
 
 Each cell times ``env.step(actions)`` on navigation with neighbor observations and the given
 flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
@@ -24,6 +24,9 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import print_table, synchronize, time_wall
 
+#: Parameter ranges of the per-env parameter cases (SI units; within navigation's defaults).
+RANDOM_PARAMS = {"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)}
+
 
 def _flag(value: str):
     return {"auto": "auto", "true": True, "false": False}[value.lower()]
@@ -39,12 +42,13 @@ def make_env(
     max_steps: int,
     seed: int = 0,
     lidar_rays: int = 0,
-    per_env_params: bool = False,
+    per_env_params: str = "off",
 ) -> swarp.Environment:
     """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share).
 
-    ``lidar_rays`` appends a lidar scan to the observations; ``per_env_params`` gives every env its
-    own (randomized) agent parameter rows."""
+    ``lidar_rays`` appends a lidar scan to the observations. ``per_env_params``: ``"off"`` (one
+    shared table), ``"on"`` (a randomized table per env, drawn once), ``"random"`` (re-drawn at every
+    episode start inside the step graph)."""
     env = swarp.make(
         "navigation",
         n_envs=n_envs,
@@ -56,10 +60,11 @@ def make_env(
         use_graph=use_graph,
         fused=fused,
         lidar_rays=lidar_rays,
-        per_env_params=per_env_params,
+        per_env_params=per_env_params != "off",
+        randomize_params=RANDOM_PARAMS if per_env_params == "random" else None,
     )
-    if per_env_params:
-        env.randomize_agent_params({"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)})
+    if per_env_params == "on":
+        env.randomize_agent_params(RANDOM_PARAMS)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))
     return env
@@ -90,7 +95,11 @@ def main(argv=None) -> None:
     parser.add_argument("--max-steps", type=int, default=200)
     parser.add_argument("--lidar-rays", type=int, nargs="+", default=[0], help="lidar rays per agent (0: none)")
     parser.add_argument(
-        "--per-env-params", choices=["off", "on"], nargs="+", default=["off"], help="shared or per-env agent params"
+        "--per-env-params",
+        choices=["off", "on", "random"],
+        nargs="+",
+        default=["off"],
+        help="shared params / a per-env table / re-drawn at every episode start",
     )
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=5)
@@ -125,7 +134,7 @@ def main(argv=None) -> None:
                     for params in args.per_env_params:
                         env = make_env(
                             n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps,
-                            lidar_rays=rays, per_env_params=params == "on",
+                            lidar_rays=rays, per_env_params=params,
                         )  # fmt: skip
                         sec = bench(env, iters, args.repeats)
                         per_agent = n_envs * n_agents / sec

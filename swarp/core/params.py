@@ -14,25 +14,32 @@ will sample, then sample below it). Every other column only has to be physically
 
 ``sample_agent_params`` draws tables from the counter-based RNG of ``swarp.core.rng``, keyed by
 (seed, env, episode) like the resets, so a randomization is reproducible and independent of which
-other envs are resampled with it.
+other envs are resampled with it. ``ParamRandomization`` describes a randomization the
+``Environment`` applies at every episode start inside its step graph; ``kernels(scalar)`` holds
+its Warp twin (``resample_params``), which draws the same numbers.
+
+(No ``from __future__ import annotations`` here: Warp reads kernel annotations at definition.)
 """
 
-from __future__ import annotations
-
+import functools
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 import warp as wp
 
-from swarp.core.rng import INV_2_24, uniform_u24_torch
+from swarp.core.rng import INV_2_24, stream_key, uniform_u24, uniform_u24_torch
 from swarp.core.types import _PARAM_FIELDS, PARAM_MAX_SPEED, PARAM_RADIUS, Model
 
 #: Column names of the parameter table, in column order (``PARAM_*`` indices of swarp.core.types).
 PARAM_NAMES: tuple[str, ...] = _PARAM_FIELDS
 #: First draw index of parameter samples in an episode's random stream (clear of scenario draws).
 DRAW_PARAMS = 1 << 24
+_DRAW_PARAMS = wp.constant(DRAW_PARAMS)
+_N_PARAMS = wp.constant(len(_PARAM_FIELDS))
 
 _STRICTLY_POSITIVE = ("radius", "mass", "wheelbase", "rear_axle_ratio")
 
@@ -147,6 +154,24 @@ def write_params(
     table.copy_(new)
 
 
+def _check_ranges(ranges: Mapping[str, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """``{column: (low, high)}`` from ``{name: (low, high)}``, validated."""
+    if not isinstance(ranges, Mapping) or not ranges:
+        raise ValueError("ranges must be a non-empty mapping {parameter name: (low, high)}")
+    columns = {}
+    for field, bounds in ranges.items():
+        column = param_column(field)
+        if (
+            not isinstance(bounds, (tuple, list))
+            or len(bounds) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
+            or bounds[0] > bounds[1]
+        ):
+            raise ValueError(f"range of {field} must be a finite (low, high) with low <= high, got {bounds!r}")
+        columns[column] = (float(bounds[0]), float(bounds[1]))
+    return columns
+
+
 def sample_agent_params(
     base: torch.Tensor,
     ranges: Mapping[str, tuple[float, float]],
@@ -155,6 +180,11 @@ def sample_agent_params(
     per_agent: bool = True,
 ) -> torch.Tensor:
     """Draw a parameter table: uniform values in ``ranges``, other columns from ``base``.
+
+    The value of column ``c`` for agent ``a`` of env ``e`` is ``low + (high - low) * u`` (times
+    ``base`` when ``relative``), ``u`` the 24-bit uniform of draw ``DRAW_PARAMS + a' * P + c``
+    under ``keys[e]``, where ``a' = a`` (``per_agent``) or 0. The Warp twin (``resample_params``)
+    evaluates the same expression.
 
     Args:
         base: [E_b, A, P] table the unsampled columns come from (E_b in {1, E}).
@@ -166,27 +196,90 @@ def sample_agent_params(
     Returns:
         [E, A, P] table of ``base``'s dtype and device (validate it with ``check_param_table``).
     """
-    if not isinstance(ranges, Mapping) or not ranges:
-        raise ValueError("ranges must be a non-empty mapping {parameter name: (low, high)}")
+    columns = _check_ranges(ranges)
     n_envs = keys.shape[0]
     n_agents = base.shape[1]
     table = base.expand(n_envs, -1, -1).clone()
     agents = torch.arange(n_agents, device=keys.device).view(1, n_agents)
     if not per_agent:
         agents = torch.zeros_like(agents)
-    for field, bounds in ranges.items():
-        column = param_column(field)
-        if len(bounds) != 2 or not all(math.isfinite(b) for b in bounds) or bounds[0] > bounds[1]:
-            raise ValueError(f"range of {field} must be a finite (low, high) with low <= high, got {bounds!r}")
+    for column, (low, high) in columns.items():
         index = DRAW_PARAMS + agents * len(PARAM_NAMES) + column
         u = uniform_u24_torch(keys.view(-1, 1), index).to(table.dtype) * INV_2_24  # [E, A] in [0, 1)
-        value = bounds[0] + (bounds[1] - bounds[0]) * u
+        low_t, high_t = (torch.tensor(b, dtype=table.dtype, device=table.device) for b in (low, high))
+        value = low_t + (high_t - low_t) * u
         table[..., column] = value * table[..., column] if relative else value
     return table
 
 
+@dataclass(frozen=True)
+class ParamRandomization:
+    """Agent parameters re-drawn at the start of every episode (``Environment(randomize_params=...)``).
+
+    Attributes:
+        ranges: ``{name: (low, high)}``: SI values, or factors of the configured values with
+            ``relative``.
+        relative: Scale the ``AgentConfig`` values instead of replacing them.
+        per_agent: Each agent draws its own value; otherwise all agents of an env share one.
+    """
+
+    ranges: Mapping[str, tuple[float, float]]
+    relative: bool = False
+    per_agent: bool = True
+
+    def __post_init__(self) -> None:
+        _check_ranges(self.ranges)
+        for name in ("relative", "per_agent"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"ParamRandomization.{name} must be a bool, got {getattr(self, name)!r}")
+        object.__setattr__(self, "ranges", dict(self.ranges))
+
+    def extreme_tables(self, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(lowest, highest)`` [1, A, P] tables any draw lies between (to validate once, up front)."""
+        low, high = base.clone(), base.clone()
+        for column, (lo, hi) in _check_ranges(self.ranges).items():
+            scale = base[..., column] if self.relative else torch.ones_like(base[..., column])
+            low[..., column] = lo * scale
+            high[..., column] = hi * scale
+        return low, high
+
+
+@functools.cache
+def kernels(scalar: type) -> SimpleNamespace:
+    """``resample_params``: the Warp twin of ``sample_agent_params`` for the envs of a mask."""
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def resample_params(
+        env_mask: wp.array(dtype=wp.bool),
+        seed: wp.array(dtype=wp.int32),
+        episode: wp.array(dtype=wp.int32),
+        columns: wp.array(dtype=wp.int32),
+        low: wp.array(dtype=scalar),
+        high: wp.array(dtype=scalar),
+        relative: int,
+        per_agent: int,
+        base: wp.array3d(dtype=scalar),
+        params_out: wp.array3d(dtype=scalar),
+    ):
+        env, agent = wp.tid()
+        if not env_mask[env]:
+            return
+        key = stream_key(seed[0], env, episode[env])
+        drawer = agent * per_agent
+        for c in range(columns.shape[0]):
+            column = columns[c]
+            u = scalar(uniform_u24(key, _DRAW_PARAMS + drawer * _N_PARAMS + column)) * scalar(INV_2_24)
+            value = low[c] + (high[c] - low[c]) * u
+            if relative != 0:
+                value = value * base[0, agent, column]
+            params_out[env, agent, column] = value
+
+    return SimpleNamespace(resample_params=resample_params)
+
+
 __all__ = [
     "PARAM_NAMES",
+    "ParamRandomization",
     "check_param_table",
     "enable_per_env_params",
     "param_ceilings",

@@ -13,8 +13,9 @@ from typing import Any
 import torch
 import warp as wp
 
+from swarp.core import params as param_table
 from swarp.core.launch import EAGER, Launcher
-from swarp.core.params import PARAM_NAMES, enable_per_env_params, sample_agent_params, write_params
+from swarp.core.params import ParamRandomization
 from swarp.core.rng import stream_key_torch
 from swarp.core.types import STATE_FIELDS, TorchState
 from swarp.env import episode
@@ -54,6 +55,10 @@ class Environment:
         per_env_params: Give every env its own agent parameters (``[E, A, P]``, for domain
             randomization); see ``agent_params``, ``set_agent_params``, ``randomize_agent_params``.
             Off by default: all envs share one table and the step pays nothing for the option.
+        randomize_params: Re-draw agent parameters at the start of every episode, inside the step
+            graph (auto-resets included): a ``swarp.core.params.ParamRandomization`` or a mapping
+            ``{name: (low, high)}`` of SI ranges. Implies ``per_env_params``. Draws are keyed by
+            (seed, env, episode) and equal ``randomize_agent_params`` at the same episode.
 
     Attributes:
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
@@ -74,6 +79,7 @@ class Environment:
         lidar_rays: int = 0,
         lidar_range: float = 1.0,
         per_env_params: bool = False,
+        randomize_params: ParamRandomization | dict | None = None,
     ):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
@@ -85,6 +91,9 @@ class Environment:
         if not isinstance(per_env_params, bool):
             raise TypeError(f"per_env_params must be a bool, got {per_env_params!r}")
         lidar_config = LidarConfig(lidar_rays, lidar_range) if lidar_rays else None
+        if randomize_params is not None and not isinstance(randomize_params, ParamRandomization):
+            randomize_params = ParamRandomization(randomize_params)
+        per_env_params = per_env_params or randomize_params is not None
         if fused not in (True, False, "auto"):
             raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
         if fused is True and not scenario.fused_available:
@@ -105,10 +114,11 @@ class Environment:
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self._per_env_params = per_env_params
         self._base_params: torch.Tensor | None = None
+        self.randomization = randomize_params
         self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
         self.world = World(self.stepper, n_envs)
         if per_env_params:
-            enable_per_env_params(self.world.model, n_envs)
+            param_table.enable_per_env_params(self.world.model, n_envs)
             self.world.invalidate()
         if spec.n_obstacle_slots:
             self.world.model.set_obstacle_slots(n_envs, spec.n_obstacle_slots)
@@ -116,6 +126,8 @@ class Environment:
         self.device = self.stepper.device
         self.torch_device = self.stepper.torch_device
         self.dtype = self.stepper.torch_dtype
+        if randomize_params is not None:
+            self._setup_randomization(randomize_params)
         self.fused = scenario.fused_available if fused == "auto" else bool(fused)
         self._allocate_buffers()
         scenario.bind(self)
@@ -252,7 +264,7 @@ class Environment:
                 fleet maxima (they size the contact search).
         """
         self._check_no_pending_send("set_agent_params")
-        write_params(self.world.model, values, env_mask, **columns)
+        param_table.write_params(self.world.model, values, env_mask, **columns)
 
     def randomize_agent_params(
         self,
@@ -275,13 +287,14 @@ class Environment:
         if not self.per_env_params:
             raise RuntimeError("randomize_agent_params needs an environment built with per_env_params=True")
         base = self._configured_params()
-        table = sample_agent_params(base, ranges, self.rng_keys(), relative=relative, per_agent=per_agent)
+        table = param_table.sample_agent_params(base, ranges, self.rng_keys(), relative=relative, per_agent=per_agent)
         self.set_agent_params(table, env_mask=env_mask)
 
     def _configured_params(self) -> torch.Tensor:
         """[1, A, P] the parameters the ``AgentConfig``s give (the shared table's values)."""
         if self._base_params is None:
-            rows = [[float(getattr(cfg, name)) for name in PARAM_NAMES] for cfg in self.stepper.model.agents]
+            agents = self.stepper.model.agents
+            rows = [[float(getattr(cfg, name)) for name in param_table.PARAM_NAMES] for cfg in agents]
             self._base_params = torch.tensor([rows], dtype=self.dtype, device=self.torch_device)
         return self._base_params
 
@@ -301,10 +314,46 @@ class Environment:
         if not sc.ends_steps:
             self._launch_advance(launcher)
         if self.auto_reset:
+            self._launch_randomize(launcher, self._done)
             sc.launch_reset(launcher, self._done)
             self._refresh_neighbors(launcher, self._done)
             self._launch_lidar(launcher, self._done)
             sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
+
+    def _setup_randomization(self, randomization: ParamRandomization) -> None:
+        """Validate every value the ranges can produce (once, here) and stage the kernel's arrays."""
+        base = self._configured_params()
+        for table in randomization.extreme_tables(base):
+            param_table.check_param_table(self.world.model, table, name="randomize_params")
+        ranges = list(randomization.ranges.items())
+        dev, scalar = self.device, self.stepper.scalar
+        self._random_columns = wp.array([param_table.param_column(n) for n, _ in ranges], dtype=wp.int32, device=dev)
+        self._random_low = wp.array([float(b[0]) for _, b in ranges], dtype=scalar, device=dev)
+        self._random_high = wp.array([float(b[1]) for _, b in ranges], dtype=scalar, device=dev)
+        self._random_base = wp.from_torch(base.contiguous(), dtype=scalar)
+
+    def _launch_randomize(self, launcher: Launcher, env_mask: wp.array) -> None:
+        """Re-draw the parameters of the envs in ``env_mask`` (no-op without ``randomize_params``)."""
+        r = self.randomization
+        if r is None:
+            return
+        launcher.launch(
+            param_table.kernels(self.stepper.scalar).resample_params,
+            dim=(self.n_envs, self.n_agents),
+            inputs=[
+                env_mask,
+                self._seed,
+                self._episode,
+                self._random_columns,
+                self._random_low,
+                self._random_high,
+                int(r.relative),
+                int(r.per_agent),
+                self._random_base,
+            ],
+            outputs=[self.world.model.params],
+            device=self.device,
+        )
 
     def _launch_lidar(self, launcher: Launcher, env_mask: wp.array | None = None) -> None:
         """The lidar scan into the observation columns after the scenario's (no-op without lidar)."""
@@ -324,6 +373,7 @@ class Environment:
     def _fused_reset(self, launcher: Launcher) -> None:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self._launch_begin_episodes(launcher)
+        self._launch_randomize(launcher, self._reset_mask)
         sc.launch_reset(launcher, self._reset_mask)
         self._refresh_neighbors(launcher, self._reset_mask)
         self._launch_lidar(launcher, self._reset_mask)
@@ -370,6 +420,11 @@ class Environment:
             self.info[key].copy_(torch.where(mask, value, self.info[key]))
 
     def _torch_reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
+        r = self.randomization
+        if r is not None:
+            base = self._configured_params()
+            table = param_table.sample_agent_params(base, r.ranges, self.rng_keys(), r.relative, r.per_agent)
+            self.agent_params.copy_(torch.where(mask.view(-1, 1, 1), table, self.agent_params))
         self.scenario.reset_world(mask)
         with self.streams.scope():
             self.world.build_neighbors(mask_wp)

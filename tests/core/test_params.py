@@ -11,6 +11,7 @@ import swarp
 from swarp import AgentConfig, Stepper, World, WorldConfig
 from swarp.core.params import (
     PARAM_NAMES,
+    ParamRandomization,
     check_param_table,
     enable_per_env_params,
     param_column,
@@ -197,3 +198,51 @@ def test_warp_step_accepts_per_env_params_of_its_batch():
     assert torch.allclose(out.speed[:, 0], torch.tensor([0.5, 2.0], dtype=torch.float64), atol=EXACT_TOL)
     with pytest.raises(ValueError, match="per-env parameter rows"):
         swarp.warp_step(world.stepper, swarp.TorchState(*(t[:1].clone() for t in state)), actions[:1])
+
+
+# --- re-drawn at every episode start, inside the step graph ------------------------------------
+
+
+def test_in_graph_randomization_matches_the_torch_path_and_only_touches_reset_envs(generator):
+    ranges = {"mass": (0.5, 2.0), "max_speed": (0.3, 1.0)}
+    common = dict(n_envs=6, device="cpu", n_agents=3, auto_reset=True, max_steps=3, seed=4, randomize_params=ranges)
+    fused, reference = (swarp.make("navigation", fused=f, **common) for f in (True, False))
+    assert fused.execution_mode == "graph" and fused.per_env_params
+    assert torch.equal(fused.agent_params, reference.agent_params)
+    fused.step_count.copy_(torch.tensor([0, 1, 2, 0, 1, 2], dtype=torch.int32))  # stagger the time limits
+    reference.step_count.copy_(fused.step_count)
+    for _ in range(5):
+        before = fused.agent_params.clone()
+        actions = torch.rand(6, 3, 2, generator=generator) * 2 - 1
+        out_f, out_r = fused.step(actions), reference.step(actions)
+        assert torch.equal(fused.agent_params, reference.agent_params)  # same bits, same draws
+        assert (out_f[0] - out_r[0]).abs().max().item() < 1e-5
+        done = out_f[2] | out_f[3]
+        assert 0 < done.sum() < 6
+        assert torch.equal(fused.agent_params[~done], before[~done])
+        assert not torch.equal(fused.agent_params[done], before[done])
+    redrawn = fused.agent_params.clone()
+    fused.randomize_agent_params(ranges)  # the method draws what the episode start drew
+    assert torch.equal(fused.agent_params, redrawn)
+
+
+def test_relative_shared_randomization_scales_the_configured_values():
+    randomization = ParamRandomization({"mass": (0.8, 1.2)}, relative=True, per_agent=False)
+    env = swarp.make("navigation", n_envs=8, device="cpu", n_agents=3, randomize_params=randomization)
+    mass = env.agent_params[..., param_column("mass")]
+    assert ((mass >= 0.8) & (mass < 1.2)).all() and (mass == mass[:, :1]).all() and mass.unique().numel() == 8
+
+
+@pytest.mark.parametrize(
+    "ranges, match",
+    [
+        ({"radius": (0.01, 0.2)}, "radius max"),
+        ({"mass": (0.0, 1.0)}, "mass must be > 0"),
+        ({"mass": (2.0, 1.0)}, "low <= high"),
+        ({"weight": (1.0, 2.0)}, "unknown agent parameter"),
+        ({}, "non-empty"),
+    ],
+)
+def test_randomization_ranges_are_validated_up_front(ranges, match):
+    with pytest.raises(ValueError, match=match):
+        swarp.make("navigation", n_envs=2, device="cpu", randomize_params=ranges)
