@@ -132,6 +132,20 @@ def funcs(scalar: type) -> SimpleNamespace:
         return -b - wp.sqrt(disc)
 
     @wp.func
+    def ray_circle_select(o: vec2, d: vec2, center: vec2, radius: scalar) -> scalar:
+        """``ray_circle`` without branches, for the discrete search only (selects compile to
+        conditional moves: a ray misses most discs at random, which a branch predictor cannot
+        learn; its square root of a clamped value has no usable adjoint, hence search only)."""
+        oc = o - center
+        b = wp.dot(oc, d)
+        c = wp.dot(oc, oc) - radius * radius
+        disc = b * b - c
+        t = -b - wp.sqrt(wp.max(disc, zero))
+        t = wp.where(disc >= zero, t, far)
+        t = wp.where(b < zero, t, far)
+        return wp.where(c <= zero, zero, t)
+
+    @wp.func
     def slab(o: scalar, d: scalar, half: scalar) -> vec2:
         """Entry and exit parameters of the ray through ``|x| <= half`` along one axis."""
         if d == zero:
@@ -183,6 +197,7 @@ def funcs(scalar: type) -> SimpleNamespace:
 
     return SimpleNamespace(
         ray_circle=ray_circle,
+        ray_circle_select=ray_circle_select,
         slab=slab,
         ray_box_local=ray_box_local,
         ray_obstacle=ray_obstacle,
@@ -234,7 +249,7 @@ def kernels(scalar: type, with_hits: bool) -> SimpleNamespace:
         if sc.see_agents != 0:
             for j in range(pos.shape[1]):
                 if j != agent:
-                    t = f.ray_circle(o, d, pos[env, j], sc.params[pe, j, _RADIUS])
+                    t = f.ray_circle_select(o, d, pos[env, j], sc.params[pe, j, _RADIUS])
                     if t < best:
                         best = t
                         kind = _HIT_AGENT
