@@ -15,6 +15,7 @@ from swarp.core.config import (  # noqa: E402
     ObstacleShape,
     WorldConfig,
 )
+from swarp.core.params import ParamRandomization  # noqa: E402
 from swarp.core.types import Model, State, TorchState  # noqa: E402
 from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.interop.autograd import rollout, warp_step  # noqa: E402
@@ -22,6 +23,7 @@ from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
 from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
+from swarp.sensors.lidar import LidarConfig  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -37,9 +39,11 @@ __all__ = [
     "ControlMode",
     "DynamicsModel",
     "Integrator",
+    "LidarConfig",
     "Model",
     "Obstacle",
     "ObstacleShape",
+    "ParamRandomization",
     "State",
     "Stepper",
     "TorchState",

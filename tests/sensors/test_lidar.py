@@ -287,3 +287,16 @@ def test_lidar_warp_rejects_bad_inputs():
         lidar_warp(world.model, config, torch.zeros(1, 3, 2, dtype=torch.float64), torch.zeros(1, 3))
     with pytest.raises(TypeError, match="dtype"):
         lidar_warp(world.model, config, torch.zeros(1, 2, 2), torch.zeros(1, 2))
+
+
+def test_async_steps_with_lidar_and_randomized_params_are_bit_identical(generator):
+    common = dict(n_envs=4, device="cpu", n_agents=3, auto_reset=True, max_steps=3, n_obstacles=2, lidar_rays=8)
+    common["randomize_params"] = {"mass": (0.5, 2.0)}
+    sync, overlapped = swarp.make("navigation", **common), swarp.make("navigation", **common)
+    for _ in range(5):
+        actions = torch.rand(4, 3, 2, generator=generator) * 2 - 1
+        obs, *_ = sync.step(actions)
+        overlapped.send(actions)
+        obs_async, *_ = overlapped.recv()
+        assert torch.equal(obs, obs_async)
+        assert torch.equal(sync.agent_params, overlapped.agent_params)
