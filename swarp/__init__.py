@@ -17,6 +17,7 @@ from swarp.core.config import (  # noqa: E402
     ObstacleShape,
     WorldConfig,
 )
+from swarp.core.params import ParamRandomization  # noqa: E402
 from swarp.core.types import Model, State, TorchState, TorchStateWithBodies  # noqa: E402
 from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.interop.autograd import rollout, warp_step  # noqa: E402
@@ -27,6 +28,7 @@ from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (regis
 from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "push_t")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
 from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
+from swarp.sensors.lidar import LidarConfig  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -45,9 +47,11 @@ __all__ = [
     "ControlMode",
     "DynamicsModel",
     "Integrator",
+    "LidarConfig",
     "Model",
     "Obstacle",
     "ObstacleShape",
+    "ParamRandomization",
     "State",
     "Stepper",
     "TorchState",

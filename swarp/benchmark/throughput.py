@@ -4,6 +4,8 @@
     python -m swarp.benchmark.throughput --envs 16384 --agents 16 --use-graph auto false
     python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
     python -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4   # a body scenario
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32       # lidar cost
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on random  # per-env params
 
 Each cell times ``env.step(actions)`` on a scenario (default navigation, with neighbor observations) with the given
 flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
@@ -23,6 +25,9 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import print_table, synchronize, time_wall
 
+#: Parameter ranges of the per-env parameter cases (SI units; within navigation's defaults).
+RANDOM_PARAMS = {"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)}
+
 
 def _flag(value: str):
     return {"auto": "auto", "true": True, "false": False}[value.lower()]
@@ -39,9 +44,15 @@ def make_env(
     seed: int = 0,
     env_offset: int = 0,
     scenario: str = "navigation",
+    lidar_rays: int = 0,
+    per_env_params: str = "off",
 ) -> swarp.Environment:
-    """An env of ``scenario`` whose episode clocks are spread over [0, max_steps) (realistic reset
-    share); ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``)."""
+    """An env of ``scenario`` whose episode clocks are spread over [0, max_steps) (realistic reset share).
+
+    ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``).
+    ``lidar_rays`` appends a lidar scan to the observations. ``per_env_params``: ``"off"`` (one
+    shared table), ``"on"`` (a randomized table per env, drawn once), ``"random"`` (re-drawn at every
+    episode start inside the step graph)."""
     env = swarp.make(
         scenario,
         n_envs=n_envs,
@@ -53,7 +64,12 @@ def make_env(
         max_steps=max_steps,
         use_graph=use_graph,
         fused=fused,
+        lidar_rays=lidar_rays,
+        per_env_params=per_env_params != "off",
+        randomize_params=RANDOM_PARAMS if per_env_params == "random" else None,
     )
+    if per_env_params == "on":
+        env.randomize_agent_params(RANDOM_PARAMS)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))
     return env
@@ -83,6 +99,14 @@ def main(argv=None) -> None:
     parser.add_argument("--no-auto-reset", action="store_true", help="time without auto_reset")
     parser.add_argument("--reset-cost", action="store_true", help="auto_reset off vs realistic vs worst case")
     parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--lidar-rays", type=int, nargs="+", default=[0], help="lidar rays per agent (0: none)")
+    parser.add_argument(
+        "--per-env-params",
+        choices=["off", "on", "random"],
+        nargs="+",
+        default=["off"],
+        help="shared params / a per-env table / re-drawn at every episode start",
+    )
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
@@ -114,25 +138,25 @@ def main(argv=None) -> None:
                     del env
                 continue
             for use_graph in args.use_graph:
-                env = make_env(
-                    n_envs,
-                    n_agents,
-                    device,
-                    use_graph,
-                    args.fused,
-                    not args.no_auto_reset,
-                    args.max_steps,
-                    scenario=args.scenario,
-                )
-                sec = bench(env, iters, args.repeats)
-                rows.append([n_envs, n_agents, env.execution_mode, sec * 1e6, n_envs / sec, n_envs * n_agents / sec])
-                del env
+                for rays in args.lidar_rays:
+                    for params in args.per_env_params:
+                        env = make_env(
+                            n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps,
+                            scenario=args.scenario, lidar_rays=rays, per_env_params=params,
+                        )  # fmt: skip
+                        sec = bench(env, iters, args.repeats)
+                        per_agent = n_envs * n_agents / sec
+                        rows.append(
+                            [n_envs, n_agents, rays, params, env.execution_mode, sec * 1e6, n_envs / sec, per_agent]
+                        )
+                        del env
             print(f"  done {n_envs}x{n_agents}", flush=True)
     print()
     if args.reset_cost:
         print_table(["n_envs", "n_agents", "auto_reset", "mode", "us/step", "env-steps/s", "vs off"], rows)
     else:
-        print_table(["n_envs", "n_agents", "mode", "us/step", "env-steps/s", "agent-steps/s"], rows)
+        headers = ["n_envs", "n_agents", "lidar", "params", "mode", "us/step", "env-steps/s", "agent-steps/s"]
+        print_table(headers, rows)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import warp as wp
 
+from swarp.core import params as param_table
 from swarp.core.launch import EAGER, Launcher
+from swarp.core.params import ParamRandomization
 from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
@@ -21,6 +23,7 @@ from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
+from swarp.sensors.lidar import Lidar, LidarConfig
 
 if TYPE_CHECKING:
     from swarp.env.pool import EnvPool
@@ -53,6 +56,17 @@ class Environment:
             ``k .. k + n - 1`` of one big batch with the same seed draw: shards of a batch (one per
             process or GPU, ``swarp.distributed``) or partial batches together replay the
             unsplit batch exactly. Only the reset draws depend on it; everything else is per env.
+        lidar_rays: Lidar rays per agent appended to every observation (0: no lidar). Any scenario:
+            ``obs`` becomes ``[scenario observation, n_rays distances [m]]`` and the scan runs inside
+            the step (see ``swarp.sensors.lidar``; ``env.lidar`` is the sensor).
+        lidar_range: Lidar range [m]: the reading of a ray that hits nothing.
+        per_env_params: Give every env its own agent parameters (``[E, A, P]``, for domain
+            randomization); see ``agent_params``, ``set_agent_params``, ``randomize_agent_params``.
+            Off by default: all envs share one table and the step pays nothing for the option.
+        randomize_params: Re-draw agent parameters at the start of every episode, inside the step
+            graph (auto-resets included): a ``swarp.core.params.ParamRandomization`` or a mapping
+            ``{name: (low, high)}`` of SI ranges. Implies ``per_env_params``. Draws are keyed by
+            (seed, env, episode) and equal ``randomize_agent_params`` at the same episode.
 
     Attributes:
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
@@ -72,6 +86,10 @@ class Environment:
         clone_outputs: bool = False,
         dtype: str | torch.dtype = "float32",
         env_offset: int = 0,
+        lidar_rays: int = 0,
+        lidar_range: float = 1.0,
+        per_env_params: bool = False,
+        randomize_params: ParamRandomization | dict | None = None,
     ):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
@@ -85,6 +103,14 @@ class Environment:
                 f"env_offset + n_envs must be <= 2^31 (global env indices are int32), got "
                 f"{env_offset} + {n_envs} = {env_offset + n_envs}"
             )
+        if isinstance(lidar_rays, bool) or not isinstance(lidar_rays, int) or lidar_rays < 0:
+            raise ValueError(f"lidar_rays must be an int >= 0, got {lidar_rays!r}")
+        if not isinstance(per_env_params, bool):
+            raise TypeError(f"per_env_params must be a bool, got {per_env_params!r}")
+        lidar_config = LidarConfig(lidar_rays, lidar_range) if lidar_rays else None
+        if randomize_params is not None and not isinstance(randomize_params, ParamRandomization):
+            randomize_params = ParamRandomization(randomize_params)
+        per_env_params = per_env_params or randomize_params is not None
         if fused not in (True, False, "auto"):
             raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
         if fused is True and not scenario.fused_available:
@@ -104,18 +130,28 @@ class Environment:
         self._grad_state: tuple | None = None  # a TorchState (or TorchStateWithBodies)
         self._async = None  # AsyncStep, created by the first send()
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._per_env_params = per_env_params
+        self._base_params: torch.Tensor | None = None
+        self.randomization = randomize_params
         self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
         self.world = World(self.stepper, n_envs)
+        if per_env_params:
+            param_table.enable_per_env_params(self.world.model, n_envs)
+            self.world.invalidate()
         if spec.n_obstacle_slots:
             self.world.model.set_obstacle_slots(n_envs, spec.n_obstacle_slots)
             self.world.invalidate()
         self.device = self.stepper.device
         self.torch_device = self.stepper.torch_device
         self.dtype = self.stepper.torch_dtype
+        if randomize_params is not None:
+            self._setup_randomization(randomize_params)
         self.fused = scenario.fused_available if fused == "auto" else bool(fused)
         self._allocate_buffers()
         scenario.bind(self)
-        self.obs_dim = scenario.obs_dim
+        self.scenario_obs_dim = scenario.obs_dim
+        self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
+        self.obs_dim = self.scenario_obs_dim + lidar_rays
         self._allocate_outputs()
         self.info = dict(scenario.info_buffers())
         if self.auto_reset:
@@ -223,6 +259,69 @@ class Environment:
             self._action_bounds = self.stepper.model.action_bounds(self.torch_device, self.dtype)
         return self._action_bounds
 
+    @property
+    def per_env_params(self) -> bool:
+        """Whether every env has its own agent parameters (``agent_params`` is [E, A, P])."""
+        return self._per_env_params
+
+    @property
+    def agent_params(self) -> torch.Tensor:
+        """Zero-copy view of the agent parameter table: [E, A, P] with ``per_env_params``, else
+        [1, A, P] shared by every env; columns ``swarp.core.params.PARAM_NAMES`` (SI units).
+
+        The step reads it in place: ``set_agent_params`` writes it with validation, and a change
+        takes effect on the next step without recapturing anything. ``action_bounds`` keeps the
+        configured limits; the kernels clamp each env's actions to its own.
+        """
+        return wp.to_torch(self.world.model.params)
+
+    def set_agent_params(
+        self, values: torch.Tensor | None = None, env_mask: torch.Tensor | None = None, **columns: Any
+    ) -> None:
+        """Write agent parameters in place, validated (one host sync); next step uses them.
+
+        Args:
+            values: A whole table broadcastable to ``agent_params``' shape.
+            env_mask: Optional [E] bool: only these envs change (needs ``per_env_params``).
+            **columns: Parameters by name, e.g. ``mass=torch.full((E, A), 2.0)`` or ``max_speed=0.5``;
+                each broadcastable to [E_p, A]. radius and max_speed may not exceed the configured
+                fleet maxima (they size the contact search).
+        """
+        self._check_no_pending_send("set_agent_params")
+        param_table.write_params(self.world.model, values, env_mask, **columns)
+
+    def randomize_agent_params(
+        self,
+        ranges: dict[str, tuple[float, float]],
+        env_mask: torch.Tensor | None = None,
+        relative: bool = False,
+        per_agent: bool = True,
+    ) -> None:
+        """Domain randomization: draw parameters uniformly in ``ranges`` for every env (or those in
+        ``env_mask``), in place. Draws come from the reset RNG keyed by (seed, env, episode), so
+        calling this after each reset gives every episode its own, reproducible parameters.
+
+        Args:
+            ranges: ``{name: (low, high)}`` in SI units, or factors of the configured values with
+                ``relative=True`` (e.g. ``{"mass": (0.8, 1.2)}``).
+            env_mask: Optional [E] bool.
+            relative: Scale the configured (``AgentConfig``) values instead of replacing them.
+            per_agent: Each agent draws its own value; otherwise all agents of an env share one.
+        """
+        if not self.per_env_params:
+            raise RuntimeError("randomize_agent_params needs an environment built with per_env_params=True")
+        base = self._configured_params()
+        table = param_table.sample_agent_params(base, ranges, self.rng_keys(), relative=relative, per_agent=per_agent)
+        self.set_agent_params(table, env_mask=env_mask)
+
+    def _configured_params(self) -> torch.Tensor:
+        """[1, A, P] the parameters the ``AgentConfig``s give (the shared table's values)."""
+        if self._base_params is None:
+            agents = self.stepper.model.agents
+            rows = [[float(getattr(cfg, name)) for name in param_table.PARAM_NAMES] for cfg in agents]
+            self._base_params = torch.tensor([rows], dtype=self.dtype, device=self.torch_device)
+        return self._base_params
+
     def rng_keys(self) -> torch.Tensor:
         """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
         keyed by global env index ``env_offset + i``."""
@@ -234,13 +333,56 @@ class Environment:
     def _fused_step(self, launcher: Launcher) -> None:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
+        # The lidar columns go first: the scenario's step end may copy whole rows to final_obs.
+        self._launch_lidar(launcher)
         sc.launch_observe(launcher, mode=OBSERVE_STEP)
         if not sc.ends_steps:
             self._launch_advance(launcher)
         if self.auto_reset:
+            self._launch_randomize(launcher, self._done)
             sc.launch_reset(launcher, self._done)
             self._refresh_neighbors(launcher, self._done)
+            self._launch_lidar(launcher, self._done)
             sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
+
+    def _setup_randomization(self, randomization: ParamRandomization) -> None:
+        """Validate every value the ranges can produce (once, here) and stage the kernel's arrays."""
+        base = self._configured_params()
+        for table in randomization.extreme_tables(base):
+            param_table.check_param_table(self.world.model, table, name="randomize_params")
+        ranges = list(randomization.ranges.items())
+        dev, scalar = self.device, self.stepper.scalar
+        self._random_columns = wp.array([param_table.param_column(n) for n, _ in ranges], dtype=wp.int32, device=dev)
+        self._random_low = wp.array([float(b[0]) for _, b in ranges], dtype=scalar, device=dev)
+        self._random_high = wp.array([float(b[1]) for _, b in ranges], dtype=scalar, device=dev)
+        self._random_base = wp.from_torch(base.contiguous(), dtype=scalar)
+
+    def _launch_randomize(self, launcher: Launcher, env_mask: wp.array) -> None:
+        """Re-draw the parameters of the envs in ``env_mask`` (no-op without ``randomize_params``)."""
+        r = self.randomization
+        if r is None:
+            return
+        launcher.launch(
+            param_table.kernels(self.stepper.scalar).resample_params,
+            dim=(self.n_envs, self.n_agents),
+            inputs=[
+                env_mask,
+                self.reset_streams,
+                self._random_columns,
+                self._random_low,
+                self._random_high,
+                int(r.relative),
+                int(r.per_agent),
+                self._random_base,
+            ],
+            outputs=[self.world.model.params],
+            device=self.device,
+        )
+
+    def _launch_lidar(self, launcher: Launcher, env_mask: wp.array | None = None) -> None:
+        """The lidar scan into the observation columns after the scenario's (no-op without lidar)."""
+        if self.lidar is not None:
+            self.lidar.launch(launcher, self._obs, self.scenario_obs_dim, env_mask)
 
     def _launch_begin_episodes(self, launcher: Launcher) -> None:
         """Advance the episode counter and zero the step counter of every env in ``reset_mask``."""
@@ -255,8 +397,10 @@ class Environment:
     def _fused_reset(self, launcher: Launcher) -> None:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self._launch_begin_episodes(launcher)
+        self._launch_randomize(launcher, self._reset_mask)
         sc.launch_reset(launcher, self._reset_mask)
         self._refresh_neighbors(launcher, self._reset_mask)
+        self._launch_lidar(launcher, self._reset_mask)
         sc.launch_observe(launcher, env_mask=self._reset_mask, mode=OBSERVE_RESET)
 
     def _refresh_neighbors(self, launcher: Launcher, mask: wp.array) -> None:
@@ -280,7 +424,7 @@ class Environment:
     def _torch_step(self) -> None:
         sc = self.scenario
         self.world.run_step()
-        self.obs.copy_(sc.observations())
+        self.obs.copy_(self._observations())
         self.reward.copy_(sc.rewards())
         self.terminated.copy_(sc.done())
         for key, value in sc.info().items():
@@ -300,10 +444,22 @@ class Environment:
             self.info[key].copy_(torch.where(mask, value, self.info[key]))
 
     def _torch_reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
+        r = self.randomization
+        if r is not None:
+            base = self._configured_params()
+            table = param_table.sample_agent_params(base, r.ranges, self.rng_keys(), r.relative, r.per_agent)
+            self.agent_params.copy_(torch.where(mask.view(-1, 1, 1), table, self.agent_params))
         self.scenario.reset_world(mask)
         with self.streams.scope():
             self.world.build_neighbors(mask_wp)
-        self.obs.copy_(torch.where(mask.view(-1, 1, 1), self.scenario.observations(), self.obs))
+        self.obs.copy_(torch.where(mask.view(-1, 1, 1), self._observations(), self.obs))
+
+    def _observations(self) -> torch.Tensor:
+        """Torch reference observation [E, A, obs_dim] of ``state``: the scenario's, then the lidar's."""
+        obs = self.scenario.observations()
+        if self.lidar is None:
+            return obs
+        return torch.cat([obs, self.lidar.reference(self.state.pos, self.state.theta).distance], dim=-1)
 
     def _grad_step(self, actions: torch.Tensor):
         """The differentiable step: physics through ``warp_step``, then the scenario's torch
@@ -332,7 +488,7 @@ class Environment:
             self.world.build_neighbors()
         self._grad_state = state
         try:
-            obs = sc.observations()
+            obs = self._observations()
             reward = sc.rewards()
             terminated = sc.done()
             step_info = sc.info()

@@ -21,6 +21,7 @@ import torch
 import warp as wp
 
 from swarp.core.config import ObstacleShape
+from swarp.core.types import PARAM_RADIUS
 from swarp.render.drawables import AGENT_COLOR, DRAWABLE_TYPES, Boxes, Circles, Color, Crosses, Segments
 from swarp.render.raster import Canvas
 
@@ -65,6 +66,7 @@ class Style:
         heading: Heading tick on each agent.
         neighbor: Neighbor-graph edges.
         velocity: Velocity arrows.
+        lidar: Lidar rays.
         text: Agent ids.
         palette: Agent colors, agent i takes ``palette[i % len(palette)]``.
         min_agent_radius_px: Agents are drawn at least this large [px].
@@ -80,6 +82,7 @@ class Style:
     heading: Color = (25, 25, 25)
     neighbor: Color = (160, 160, 160)
     velocity: Color = (25, 25, 25)
+    lidar: Color = (230, 120, 40)
     text: Color = (0, 0, 0)
     palette: tuple[Color, ...] = PALETTE
     min_agent_radius_px: float = 1.5
@@ -98,6 +101,8 @@ class Overlays:
         neighbors: The neighbor graph (``env.world.neighbor_lists()``), one line per list entry.
         velocity: Velocity arrows of length ``velocity_scale * |v|``.
         ids: Agent indices as text (needs Pillow, the ``viz`` extra).
+        lidar: Each lidar ray from its agent's centre to what it hit (or to its range); needs an
+            environment built with ``lidar_rays``. The scan is taken from the current state.
         velocity_scale: Arrow length per speed [s] (an arrow shows where the agent is that much later).
     """
 
@@ -107,6 +112,7 @@ class Overlays:
     neighbors: bool = False
     velocity: bool = False
     ids: bool = False
+    lidar: bool = False
     velocity_scale: float = 0.25
 
     @classmethod
@@ -243,7 +249,6 @@ class Renderer:
         self.host: dict[str, np.ndarray] = {}
         self._scratch: dict[int, np.ndarray] = {}
         self._background_cache: tuple[tuple, np.ndarray] | None = None
-        self._radius = np.array([cfg.radius for cfg in env.stepper.model.agents], dtype=np.float32)
 
     # --- public ---------------------------------------------------------------------------------
 
@@ -353,6 +358,8 @@ class Renderer:
             self._draw_drawable(canvas, layout, drawable)
         if overlays.neighbors:
             self._draw_neighbors(canvas, layout, host)
+        if overlays.lidar:
+            self._draw_lidar(canvas, layout, host)
         self._draw_agents(canvas, layout, host, overlays.headings)
         if overlays.velocity:
             self._draw_velocity(canvas, layout, host, overlays.velocity_scale)
@@ -370,6 +377,9 @@ class Renderer:
         # index_select, not tensor[index]: on a 2-core CPU the latter runs a parallel region whose
         # thread wake-up alone was measured at ~8 ms per call.
         tensors = {"pos": state.pos.index_select(0, index), "theta": state.theta.index_select(0, index)}
+        # Radii [N, A] from the parameter table: per env when the environment randomizes them.
+        radius = env.agent_params[..., PARAM_RADIUS]
+        tensors["radius"] = radius.index_select(0, index if radius.shape[0] > 1 else torch.zeros_like(index))
         if overlays.velocity:
             tensors["vel"] = state.vel.index_select(0, index)
         if overlays.obstacles:
@@ -383,6 +393,11 @@ class Renderer:
             neighbors = env.world.neighbors
             tensors["neighbors.nbr"] = wp.to_torch(neighbors.nbr).index_select(0, index)
             tensors["neighbors.count"] = wp.to_torch(neighbors.count).index_select(0, index)
+        if overlays.lidar:
+            if env.lidar is None:
+                raise ValueError("the lidar overlay needs an environment built with lidar_rays > 0")
+            with env.streams.scope():
+                tensors["lidar"] = env.lidar.scan().distance.index_select(0, index)
         drawables = list(env.scenario.drawables(index)) if overlays.scenario else []
         for i, drawable in enumerate(drawables):
             if not isinstance(drawable, DRAWABLE_TYPES):
@@ -410,7 +425,7 @@ class Renderer:
 
     def _default_extent(self, host) -> tuple[float, float, float, float]:
         bounds = self.env.world.model.world.bounds
-        reach = float(self._radius.max())
+        reach = float(host["radius"].max())
         if bounds is not None:  # with a margin: agents pressing into soft walls stay in view
             margin = BOUNDS_MARGIN_RADII * reach
             return (bounds[0] - margin, bounds[1] + margin, bounds[2] - margin, bounds[3] + margin)
@@ -581,13 +596,25 @@ class Renderer:
         tile, agent, other = tile[once], agent[once], other[once]
         canvas.capsules(pixels[tile, agent], pixels[tile, other], 0.75, self.style.neighbor, clip=layout.clip[tile])
 
-    def _agent_radius_px(self, layout: Layout) -> np.ndarray:
-        return np.maximum(self._radius * layout.scale, self.style.min_agent_radius_px)
+    def _draw_lidar(self, canvas: Canvas, layout: Layout, host) -> None:
+        distance = host["lidar"]  # [N, A, R] [m]
+        n_rays = distance.shape[2]
+        angle = host["theta"][..., None] + 2.0 * np.pi * np.arange(n_rays) / n_rays  # as the kernel's rays
+        ends = host["pos"][:, :, None, :] + distance[..., None] * np.stack([np.cos(angle), np.sin(angle)], -1)
+        starts = np.broadcast_to(self._pixels(layout, host["pos"])[:, :, None, :], ends.shape)
+        clip = self._per_item(layout, distance.shape[1] * n_rays)
+        canvas.capsules(
+            starts.reshape(-1, 2), self._pixels(layout, ends).reshape(-1, 2), 0.75, self.style.lidar, clip=clip
+        )
+
+    def _agent_radius_px(self, layout: Layout, host) -> np.ndarray:
+        """[N, A] drawn agent radii [px]."""
+        return np.maximum(host["radius"] * layout.scale, self.style.min_agent_radius_px)
 
     def _draw_agents(self, canvas: Canvas, layout: Layout, host, headings: bool) -> None:
         n_tiles, n_agents = host["pos"].shape[:2]
         centers = self._pixels(layout, host["pos"]).reshape(-1, 2)
-        radius = np.broadcast_to(self._agent_radius_px(layout), (n_tiles, n_agents)).reshape(-1)
+        radius = self._agent_radius_px(layout, host).reshape(-1)
         clip = self._per_item(layout, n_agents)
         canvas.capsules(centers, centers, radius, self._colors(AGENT_COLOR, n_tiles, n_agents), clip=clip)
         if not headings:
@@ -639,11 +666,11 @@ class Renderer:
             font = ImageFont.load_default()
         n_tiles, n_agents = host["pos"].shape[:2]
         centers = self._pixels(layout, host["pos"])
-        radius = self._agent_radius_px(layout)
+        radius = self._agent_radius_px(layout, host)
         for tile in range(n_tiles):
             x0, y0, x1, y1 = layout.clip[tile]
             for agent in range(n_agents):
-                x, y = centers[tile, agent] + radius[agent] * 0.75
+                x, y = centers[tile, agent] + radius[tile, agent] * 0.75
                 if x0 <= x < x1 and y0 <= y < y1:
                     draw.text((float(x), float(y)), str(agent), fill=self.style.text, font=font)
         return np.array(picture)

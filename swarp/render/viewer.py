@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from swarp.core.types import PARAM_RADIUS
 from swarp.render.frame import Overlays, Renderer, Style, _check_size
 from swarp.render.video import ActionFn, random_action_fn
 
@@ -284,7 +285,8 @@ class Viewer:
             return None
         point = self.screen_to_world(pixel)
         slack = PICK_SLACK_PX / self.renderer.layout.scale
-        radius = self.renderer._radius
+        radii = self.env.agent_params[..., PARAM_RADIUS]  # [E_p, A]: a row per env when randomized
+        radius = radii[min(self.env_index, radii.shape[0] - 1)].detach().cpu().numpy()
         candidates = []
         # A click is rare: these small copies are off the step path.
         pos = self.env.state.pos[self.env_index].detach().cpu().numpy()

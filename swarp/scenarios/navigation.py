@@ -35,6 +35,7 @@ import warp as wp
 
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig, _coerce_enum
 from swarp.core.launch import Launcher
+from swarp.core.types import PARAM_RADIUS
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
@@ -328,9 +329,9 @@ class NavigationScenario(FusedScenario):
 
     def _collisions_torch(self) -> torch.Tensor:
         _, d2 = self._pairwise()
-        r = self.cfg.agent_radius
+        radius = self.env.agent_params[..., PARAM_RADIUS]  # [E_p, A]: per-env radii when randomized
         eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
-        reach = torch.tensor(2.0 * r, dtype=self.dtype, device=d2.device)
+        reach = radius.unsqueeze(-1) + radius.unsqueeze(-2)
         return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
 
     def rewards(self) -> torch.Tensor:

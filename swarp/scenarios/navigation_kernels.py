@@ -45,7 +45,6 @@ OBS_BLOCK = 64
 _TILED_ROWS = os.environ.get("SWARP_OBS_STORE", "tile") == "tile"
 
 
-
 def _tiled_rows(device: str) -> bool:
     """Whether the step's observation uses the tiled row store: on CUDA (and on the CPU only when
     Warp honours CPU block widths, ``wp.config.enable_cpu_blocks``, which the tests use to check it)."""
@@ -85,6 +84,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         vel: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
         params: wp.array3d(dtype=scalar),
+        per_env_params: int,
         goals: wp.array2d(dtype=vec2),
         nq: Query,
         obs_range: scalar,
@@ -118,7 +118,8 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         row[6] = rel_goal[0]
         row[7] = rel_goal[1]
         range2 = obs_range * obs_range
-        r = params[0, agent, _RADIUS]
+        pe = env * per_env_params
+        r = params[pe, agent, _RADIUS]
         n_written = int(0)
         n_collisions = int(0)
         n_near = nq.near[env, agent]
@@ -133,7 +134,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
             d2 = wp.dot(delta, delta)
             if d2 > range2:
                 beyond_range = True
-            reach = r + params[0, j, _RADIUS]
+            reach = r + params[pe, j, _RADIUS]
             if d2 < reach * reach:
                 n_collisions += 1
             if n_written < k_obs and d2 <= range2:
@@ -164,6 +165,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         vel: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
         params: wp.array3d(dtype=scalar),
+        per_env_params: int,
         goals: wp.array2d(dtype=vec2),
         nq: Query,
         obs_range: scalar,
@@ -189,8 +191,8 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
             row = observe_agent(
-                pos, vel, theta, params, goals, nq, obs_range, goal_radius, collision_penalty, mode, env, agent,
-                prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
+                pos, vel, theta, params, per_env_params, goals, nq, obs_range, goal_radius, collision_penalty,
+                mode, env, agent, prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
             )  # fmt: skip
             for c in range(wp.static(obs_dim)):
                 obs_out[env, agent, c] = row[c]
@@ -201,6 +203,7 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         vel: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
         params: wp.array3d(dtype=scalar),
+        per_env_params: int,
         goals: wp.array2d(dtype=vec2),
         nq: Query,
         obs_range: scalar,
@@ -227,8 +230,8 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
             env = row_index / n_agents
             agent = row_index - env * n_agents
             row = observe_agent(
-                pos, vel, theta, params, goals, nq, obs_range, goal_radius, collision_penalty, mode, env, agent,
-                prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
+                pos, vel, theta, params, per_env_params, goals, nq, obs_range, goal_radius, collision_penalty,
+                mode, env, agent, prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
             )  # fmt: skip
         rows = wp.tile_transpose(wp.tile(row))
         wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
@@ -401,6 +404,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         state.vel,
         state.theta,
         world.model.params,
+        int(world.model.params.shape[0] > 1),
         sc._goals,
         world.neighbor_query(),
         s(c.obs_range),

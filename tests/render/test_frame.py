@@ -334,3 +334,38 @@ def test_overlay_defaults_are_documented_fields():
     assert Overlays.from_kwargs(neighbors=True).neighbors
     image = render_frame(swarp.make("navigation", n_envs=1, device="cpu"), width=64, height=48)
     assert image.shape == (48, 64, 3)
+
+
+def test_lidar_overlay_draws_each_ray_to_its_hit():
+    env = swarp.make("navigation", n_envs=1, device="cpu", n_agents=1, lidar_rays=4, lidar_range=0.5, world_size=1.0)
+    env.world.set_state(pos=torch.tensor([[[0.0, 0.0]]]), theta=torch.zeros(1, 1))
+    obs_before = env.obs.clone()
+    plain = env.render(headings=False, scenario=False)
+    rays = env.render(headings=False, scenario=False, lidar=True)
+    layout = renderer_for(env).layout
+    hit = env.lidar.last.distance[0, 0]
+    assert torch.allclose(hit, torch.full((4,), 0.5))  # nothing within range: every ray ends at 0.5 m
+    for ray, direction in enumerate([(1, 0), (0, 1), (-1, 0), (0, -1)]):
+        inside = np.array(direction) * 0.35  # on the ray, beyond the agent's disc
+        beyond = np.array(direction) * 0.65  # past the ray's end
+        x, y = (int(c) for c in layout.world_to_pixel(inside))
+        assert (plain[y - 1 : y + 2, x - 1 : x + 2] == STYLE.background).all()
+        patch = rays[y - 1 : y + 2, x - 1 : x + 2].reshape(-1, 3).astype(int)
+        # Anti-aliased: the closest pixel is at least half-way from the background to the ray color.
+        halfway = np.abs(np.array(STYLE.background) - np.array(STYLE.lidar)).max() / 2
+        assert np.abs(patch - np.array(STYLE.lidar)).max(axis=1).min() <= halfway, (ray, patch)
+        x, y = (int(c) for c in layout.world_to_pixel(beyond))
+        assert (rays[y - 1 : y + 2, x - 1 : x + 2] == STYLE.background).all()
+    assert torch.equal(env.obs, obs_before)  # rendering reads; it never writes the observations
+    with pytest.raises(ValueError, match="lidar_rays"):
+        swarp.make("navigation", n_envs=1, device="cpu").render(lidar=True)
+
+
+def test_agents_are_drawn_with_their_envs_own_radius():
+    env = swarp.make("navigation", n_envs=2, device="cpu", n_agents=1, agent_radius=0.2, per_env_params=True)
+    env.set_agent_params(radius=torch.tensor([[0.05], [0.2]]))
+    env.world.set_state(pos=torch.zeros(2, 1, 2))
+    color = np.array(STYLE.palette[0])
+    painted = [(env.render(env_index=i, scenario=False) == color).all(-1).sum() for i in (0, 1)]
+    # Disc area scales with the radius squared: 16x, less anti-aliased rims and the heading tick.
+    assert painted[1] > 10 * painted[0] > 0

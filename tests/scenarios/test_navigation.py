@@ -351,15 +351,19 @@ def test_observation_layout_matches_the_docstring():
     assert bool((slots[valid == 0] == 0).all())
 
 
-def test_tiled_observation_rows_equal_the_per_thread_store(monkeypatch):
+@pytest.mark.parametrize("lidar_rays", [0, 4])
+def test_tiled_observation_rows_equal_the_per_thread_store(monkeypatch, lidar_rays):
     """The CUDA step observes through a tiled kernel (rows staged in shared memory, stored as one
     coalesced block); Warp runs it on the CPU when CPU blocks are enabled. Same bits as the
-    per-thread store over auto-resets, with a partial last block (13 x 7 = 91 rows, blocks of 64)."""
+    per-thread store over auto-resets, with a partial last block (13 x 7 = 91 rows, blocks of 64),
+    and with lidar columns after the scenario's (the tile writes only the scenario's columns)."""
     from swarp.core import launch
     from swarp.scenarios import navigation_kernels
 
     def rollout_outputs() -> list[torch.Tensor]:
-        env = swarp.make("navigation", n_envs=13, device="cpu", seed=4, n_agents=7, auto_reset=True, max_steps=12)
+        env = swarp.make(
+            "navigation", n_envs=13, device="cpu", seed=4, n_agents=7, auto_reset=True, max_steps=12, lidar_rays=lidar_rays
+        )
         env.reset()
         generator = torch.Generator().manual_seed(0)
         outputs = []

@@ -1,0 +1,695 @@
+"""Lidar: ``n_rays`` range readings per agent, against other agents, obstacles and world walls.
+
+Ray ``k`` of agent ``i`` starts at the agent's centre and points along ``theta_i + 2 pi k / n_rays``
+(the body frame: ray 0 looks straight ahead, rays go counter-clockwise). Its reading is the
+distance [m] from the centre to the first surface it meets, or ``max_range`` when nothing is closer.
+A ray whose origin is inside a shape reads 0. It sees:
+
+* the other agents of the same env (discs of their radius; never the agent itself, never an agent
+  of another env),
+* every obstacle slot of the env, each shape solved analytically: CIRCLE (ray-disc), BOX (slabs in
+  the box frame), SEGMENT (a capsule: the slabs of its core rectangle and the discs of its caps;
+  a thickness of 0 is a bare segment),
+* the world bounds, when the world has them (``see_walls``).
+
+Movable bodies (issue #7) are not seen yet: they land on another branch; adding them is one more
+candidate loop in ``_closest_hit`` and in ``lidar_reference``.
+
+Three forms that agree (tests pin them together):
+
+* ``lidar_reference``: plain torch over all (ray, target) pairs, the specification; differentiable
+  through torch autograd.
+* the ray-parallel Warp kernel (one thread per ray on CUDA; one env per thread on the CPU), used by
+  ``Lidar`` to write readings straight into an observation buffer inside the step's graph.
+* ``lidar_warp``: the kernel as a ``torch.autograd.Function`` (a ``wp.Tape`` backward), gradients
+  with respect to positions and headings.
+
+The kernel finds *which* surface a ray hits in a first, discrete pass and then computes the
+distance to that one surface again, so the adjoint differentiates exactly one closed-form hit
+distance (the same function the torch ``min`` differentiates).
+"""
+
+import contextlib
+import functools
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import NamedTuple
+
+import torch
+import warp as wp
+
+from swarp.core.config import ObstacleShape
+from swarp.core.launch import EAGER, Launcher, agents_per_thread
+from swarp.core.precision import vec2_type
+from swarp.core.types import PARAM_RADIUS, Model
+from swarp.env.runtime import TorchStreamScope
+from swarp.physics import contacts
+
+#: ``kind`` codes of what a ray hit.
+HIT_NONE = 0
+HIT_AGENT = 1
+HIT_OBSTACLE = 2
+HIT_WALL = 3
+
+_HIT_AGENT = wp.constant(HIT_AGENT)
+_HIT_OBSTACLE = wp.constant(HIT_OBSTACLE)
+_HIT_WALL = wp.constant(HIT_WALL)
+_HIT_NONE = wp.constant(HIT_NONE)
+_CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
+_BOX = wp.constant(int(ObstacleShape.BOX))
+_SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
+_RADIUS = wp.constant(PARAM_RADIUS)
+
+
+@dataclass(frozen=True)
+class LidarConfig:
+    """What a lidar measures.
+
+    Attributes:
+        n_rays: Rays per agent (>= 1), evenly spaced over the full circle from the heading.
+        max_range: Reading [m] when nothing is hit within it (> 0, finite).
+        see_agents: Whether rays hit the other agents of the env.
+        see_walls: Whether rays hit the world bounds (ignored in an unbounded world).
+    """
+
+    n_rays: int
+    max_range: float = 1.0
+    see_agents: bool = True
+    see_walls: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_rays, bool) or not isinstance(self.n_rays, int) or self.n_rays < 1:
+            raise ValueError(f"lidar n_rays must be an int >= 1, got {self.n_rays!r}")
+        r = self.max_range
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0:
+            raise ValueError(f"lidar max_range must be a finite number > 0 [m], got {r!r}")
+        for name in ("see_agents", "see_walls"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"lidar {name} must be a bool, got {getattr(self, name)!r}")
+
+
+class LidarScan(NamedTuple):
+    """Readings of every ray of every agent.
+
+    Fields:
+        distance: [E, A, n_rays] distance [m] to the first hit, ``max_range`` where none.
+        kind: [E, A, n_rays] int32 ``HIT_*`` code of what was hit.
+        index: [E, A, n_rays] int32 agent index (``HIT_AGENT``) or obstacle slot (``HIT_OBSTACLE``)
+            hit; -1 otherwise.
+    """
+
+    distance: torch.Tensor
+    kind: torch.Tensor
+    index: torch.Tensor
+
+
+# --- Warp ---------------------------------------------------------------------------------------
+
+
+@functools.cache
+def funcs(scalar: type) -> SimpleNamespace:
+    """Ray-shape intersection functions for one precision. Each returns the hit distance along a
+    unit direction ``d`` from ``o`` [m]: 0 when ``o`` is inside the shape, a huge value on a miss."""
+    vec2 = vec2_type(scalar)
+    rotate = contacts.funcs(scalar).rotate
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    far = scalar(1.0e30)
+
+    @wp.func
+    def ray_circle(o: vec2, d: vec2, center: vec2, radius: scalar) -> scalar:
+        oc = o - center
+        b = wp.dot(oc, d)
+        c = wp.dot(oc, oc) - radius * radius
+        if c <= zero:
+            return zero
+        if b >= zero:
+            return far  # outside and heading away
+        disc = b * b - c
+        if disc < zero:
+            return far
+        return -b - wp.sqrt(disc)
+
+    @wp.func
+    def ray_circle_select(o: vec2, d: vec2, center: vec2, radius: scalar) -> scalar:
+        """``ray_circle`` without branches, for the discrete search only (selects compile to
+        conditional moves: a ray misses most discs at random, which a branch predictor cannot
+        learn; its square root of a clamped value has no usable adjoint, hence search only)."""
+        oc = o - center
+        b = wp.dot(oc, d)
+        c = wp.dot(oc, oc) - radius * radius
+        disc = b * b - c
+        t = -b - wp.sqrt(wp.max(disc, zero))
+        t = wp.where(disc >= zero, t, far)
+        t = wp.where(b < zero, t, far)
+        return wp.where(c <= zero, zero, t)
+
+    @wp.func
+    def slab(o: scalar, d: scalar, half: scalar) -> vec2:
+        """Entry and exit parameters of the ray through ``|x| <= half`` along one axis."""
+        if d == zero:
+            if wp.abs(o) <= half:
+                return vec2(-far, far)
+            return vec2(far, -far)
+        inv = one / d
+        t1 = (-half - o) * inv
+        t2 = (half - o) * inv
+        return vec2(wp.min(t1, t2), wp.max(t1, t2))
+
+    @wp.func
+    def ray_box_local(o: vec2, d: vec2, half: vec2) -> scalar:
+        """Ray against the axis-aligned box ``|x| <= half[0], |y| <= half[1]`` (its own frame)."""
+        sx = slab(o[0], d[0], half[0])
+        sy = slab(o[1], d[1], half[1])
+        t_near = wp.max(sx[0], sy[0])
+        t_far = wp.min(sx[1], sy[1])
+        if t_near > t_far or t_far < zero:
+            return far
+        if t_near <= zero:
+            return zero
+        return t_near
+
+    @wp.func
+    def ray_obstacle(o: vec2, d: vec2, shape: int, center: vec2, angle: scalar, size: vec2) -> scalar:
+        if shape == _CIRCLE:
+            return ray_circle(o, d, center, size[0])
+        o_local = rotate(o - center, -angle)
+        d_local = rotate(d, -angle)
+        if shape == _BOX:
+            return ray_box_local(o_local, d_local, size)
+        if shape == _SEGMENT:
+            t = ray_box_local(o_local, d_local, size)
+            t = wp.min(t, ray_circle(o_local, d_local, vec2(-size[0], zero), size[1]))
+            return wp.min(t, ray_circle(o_local, d_local, vec2(size[0], zero), size[1]))
+        return far
+
+    @wp.func
+    def ray_walls(o: vec2, d: vec2, lower: vec2, upper: vec2) -> scalar:
+        """Distance to the bounds box ``[lower, upper]`` from inside it (0 from outside)."""
+        t = far
+        for axis in range(2):
+            if d[axis] > zero:
+                t = wp.min(t, (upper[axis] - o[axis]) / d[axis])
+            elif d[axis] < zero:
+                t = wp.min(t, (lower[axis] - o[axis]) / d[axis])
+        return wp.max(t, zero)
+
+    return SimpleNamespace(
+        ray_circle=ray_circle,
+        ray_circle_select=ray_circle_select,
+        slab=slab,
+        ray_box_local=ray_box_local,
+        ray_obstacle=ray_obstacle,
+        ray_walls=ray_walls,
+    )
+
+
+@functools.cache
+def scene_struct(scalar: type):
+    """The Warp struct of what rays can hit besides agent positions, for one precision."""
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class LidarScene:
+        params: wp.array3d(dtype=scalar)  # [E_p, A, P] agent parameters (radius column)
+        per_env_params: int  # 1 when params has a row per env
+        obstacle_shape: wp.array2d(dtype=wp.int32)  # [E_o, O] ObstacleShape codes
+        obstacle_center: wp.array2d(dtype=vec2)
+        obstacle_angle: wp.array2d(dtype=scalar)
+        obstacle_size: wp.array2d(dtype=vec2)
+        per_env_obstacles: int  # 1 when obstacles have a row per env
+        see_agents: int
+        see_walls: int
+        lower: vec2  # wall corners [m]
+        upper: vec2
+        n_rays: int
+        max_range: scalar  # [m]
+
+    return LidarScene
+
+
+@functools.cache
+def kernels(scalar: type, with_hits: bool) -> SimpleNamespace:
+    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit."""
+    vec2 = vec2_type(scalar)
+    f = funcs(scalar)
+    Scene = scene_struct(scalar)
+    two_pi = scalar(2.0 * math.pi)
+
+    @wp.func
+    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
+        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
+        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
+        pe = env * sc.per_env_params
+        oe = env * sc.per_env_obstacles
+        best = sc.max_range
+        kind = _HIT_NONE
+        index = int(-1)
+        if sc.see_agents != 0:
+            for j in range(pos.shape[1]):
+                if j != agent:
+                    t = f.ray_circle_select(o, d, pos[env, j], sc.params[pe, j, _RADIUS])
+                    if t < best:
+                        best = t
+                        kind = _HIT_AGENT
+                        index = j
+        for s in range(sc.obstacle_shape.shape[1]):
+            shape = sc.obstacle_shape[oe, s]
+            if shape != 0:
+                t = f.ray_obstacle(
+                    o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
+                )
+                if t < best:
+                    best = t
+                    kind = _HIT_OBSTACLE
+                    index = s
+        if sc.see_walls != 0:
+            t = f.ray_walls(o, d, sc.lower, sc.upper)
+            if t < best:
+                kind = _HIT_WALL
+                index = -1
+        return wp.vec2i(kind, index)
+
+    @wp.func
+    def hit_distance(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, o: vec2, d: vec2, hit: wp.vec2i) -> scalar:
+        """Pass 2: the distance [m] to the surface ``hit``, the only value the adjoint differentiates."""
+        kind = hit[0]
+        index = hit[1]
+        if kind == _HIT_AGENT:
+            return f.ray_circle(o, d, pos[env, index], sc.params[env * sc.per_env_params, index, _RADIUS])
+        if kind == _HIT_OBSTACLE:
+            oe = env * sc.per_env_obstacles
+            return f.ray_obstacle(
+                o,
+                d,
+                sc.obstacle_shape[oe, index],
+                sc.obstacle_center[oe, index],
+                sc.obstacle_angle[oe, index],
+                sc.obstacle_size[oe, index],
+            )
+        if kind == _HIT_WALL:
+            return f.ray_walls(o, d, sc.lower, sc.upper)
+        return sc.max_range
+
+    @wp.kernel(module="unique")
+    def lidar_scan(
+        scene: Scene,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        rays_per_thread: int,
+        column: int,
+        distance_out: wp.array3d(dtype=scalar),
+        kind_out: wp.array3d(dtype=wp.int32),
+        index_out: wp.array3d(dtype=wp.int32),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_rays = scene.n_rays
+        # One ray per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
+        first = slot * rays_per_thread
+        for item in range(first, wp.min(first + rays_per_thread, pos.shape[1] * n_rays)):
+            agent = item // n_rays
+            ray = item - agent * n_rays
+            o = pos[env, agent]
+            phi = theta[env, agent] + two_pi * scalar(ray) / scalar(n_rays)
+            d = vec2(wp.cos(phi), wp.sin(phi))
+            hit = closest_hit(scene, pos, env, agent, o, d)
+            distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
+            if wp.static(with_hits):
+                kind_out[env, agent, ray] = hit[0]
+                index_out[env, agent, ray] = hit[1]
+
+    return SimpleNamespace(lidar_scan=lidar_scan)
+
+
+@functools.cache
+def _placeholders(device: str) -> tuple[wp.array, wp.array]:
+    """Arrays passed for unused outputs and masks (allocated once per device, so never inside a
+    capture: the pre-capture pass of a graph allocates them)."""
+    return wp.empty((1, 1, 1), dtype=wp.int32, device=device), wp.empty(1, dtype=wp.bool, device=device)
+
+
+def _check_rows(model: Model, n_envs: int) -> None:
+    for what, rows in (("parameter", model.params.shape[0]), ("obstacle", model.obstacles.shape.shape[0])):
+        if rows not in (1, n_envs):
+            raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
+
+
+def launch_scan(
+    model: Model,
+    config: LidarConfig,
+    pos: wp.array,
+    theta: wp.array,
+    distance_out: wp.array,
+    column: int = 0,
+    hits_out: tuple[wp.array, wp.array] | None = None,
+    env_mask: wp.array | None = None,
+    launcher: Launcher = EAGER,
+    rays_per_thread: int | None = None,
+) -> None:
+    """Launch the scan of every agent's rays.
+
+    Args:
+        model: Agent radii (``params``), obstacles and world bounds.
+        config: The lidar.
+        pos: ``wp.array2d(vec2)`` [E, A] positions [m].
+        theta: ``wp.array2d(scalar)`` [E, A] headings [rad].
+        distance_out: ``wp.array3d(scalar)`` [E, A, >= column + n_rays]; ray k of an agent is
+            written to column ``column + k`` (so readings can land inside an observation row).
+        column: First column written.
+        hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
+        env_mask: Optional [E] bool: only these envs are scanned.
+        launcher: Eager, recording, or under the caller's graph capture.
+        rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
+    """
+    n_envs, n_agents = pos.shape
+    _check_rows(model, n_envs)
+    if distance_out.shape[0] != n_envs or distance_out.shape[1] != n_agents:
+        raise ValueError(f"distance_out must be [{n_envs}, {n_agents}, ...], got {list(distance_out.shape)}")
+    if distance_out.shape[2] < column + config.n_rays:
+        raise ValueError(f"distance_out has {distance_out.shape[2]} columns; the scan needs {column + config.n_rays}")
+    s = model.scalar
+    vec2 = vec2_type(s)
+    n_items = n_agents * config.n_rays
+    if rays_per_thread is None:
+        rays_per_thread, threads = agents_per_thread(model.device, n_items)
+    else:
+        threads = -(-n_items // rays_per_thread)
+    lower, upper = model.bounds_vectors()
+    walls = int(config.see_walls and model.world.bounds is not None)
+    with_hits = hits_out is not None
+    no_hits, no_mask = _placeholders(str(model.device))
+    if hits_out is None:
+        hits_out = (no_hits, no_hits)
+    mask = env_mask if env_mask is not None else no_mask
+    ob = model.obstacles
+    scene = scene_struct(s)()
+    scene.params = model.params
+    scene.per_env_params = int(model.params.shape[0] > 1)
+    scene.obstacle_shape = ob.shape
+    scene.obstacle_center = ob.center
+    scene.obstacle_angle = ob.angle
+    scene.obstacle_size = ob.size
+    scene.per_env_obstacles = int(ob.per_env)
+    scene.see_agents = int(config.see_agents)
+    scene.see_walls = walls
+    scene.lower = vec2(*lower) if walls else vec2(0.0, 0.0)
+    scene.upper = vec2(*upper) if walls else vec2(0.0, 0.0)
+    scene.n_rays = config.n_rays
+    scene.max_range = s(config.max_range)
+    launcher.launch(
+        kernels(s, with_hits).lidar_scan,
+        dim=(n_envs, threads),
+        inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
+        outputs=[distance_out, *hits_out],
+        device=model.device,
+    )
+
+
+class Lidar:
+    """A lidar on every agent of a ``World``, with persistent output buffers (no allocation per scan).
+
+    Args:
+        world: The ``World`` whose state is scanned.
+        config: The ``LidarConfig``.
+    """
+
+    def __init__(self, world, config: LidarConfig):
+        if not isinstance(config, LidarConfig):
+            raise TypeError(f"config must be a LidarConfig, got {type(config).__name__}")
+        self.world = world
+        self.config = config
+        shape = (world.n_envs, world.n_agents, config.n_rays)
+        device, scalar = world.stepper.device, world.stepper.scalar
+        self._distance = wp.zeros(shape, dtype=scalar, device=device)
+        self._kind = wp.zeros(shape, dtype=wp.int32, device=device)
+        self._index = wp.zeros(shape, dtype=wp.int32, device=device)
+        self.last = LidarScan(*(wp.to_torch(a) for a in (self._distance, self._kind, self._index)))
+        self.streams = TorchStreamScope(device)
+
+    @property
+    def n_rays(self) -> int:
+        return self.config.n_rays
+
+    def launch(self, launcher: Launcher, out: wp.array, column: int, env_mask: wp.array | None = None) -> None:
+        """Launch a scan writing distances into columns ``[column, column + n_rays)`` of ``out``
+        [E, A, obs_dim] (e.g. the environment's observation buffer, inside its step graph)."""
+        state = self.world.state
+        launch_scan(self.world.model, self.config, state.pos, state.theta, out, column, None, env_mask, launcher)
+
+    def scan(self) -> LidarScan:
+        """Scan the world's current state now (eager); returns the persistent ``last`` buffers
+        (overwritten by the next call)."""
+        state = self.world.state
+        hits = (self._kind, self._index)
+        # An eager entry point: on a user torch stream the launch must be ordered on that stream.
+        with self.streams.scope():
+            launch_scan(self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits)
+        return self.last
+
+    def reference(self, pos: torch.Tensor | None = None, theta: torch.Tensor | None = None) -> LidarScan:
+        """The torch reference scan of ``pos``/``theta`` (default: the world's state); differentiable."""
+        state = self.world.state.torch
+        return lidar_reference_model(
+            self.world.model, self.config, state.pos if pos is None else pos, state.theta if theta is None else theta
+        )
+
+
+# --- differentiable Warp scan ---------------------------------------------------------------------
+
+
+@functools.cache
+def _streams(device: str) -> TorchStreamScope:
+    return TorchStreamScope(device)
+
+
+class _LidarFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor):
+        n_envs, n_agents = theta.shape
+        s = model.scalar
+        # Autograd runs ``forward`` with grad mode off; needs_input_grad says whether to tape.
+        grad = bool(ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
+        pos_wp = wp.from_torch(pos.detach().contiguous(), dtype=vec2_type(s), requires_grad=grad)
+        theta_wp = wp.from_torch(theta.detach().contiguous(), dtype=s, requires_grad=grad)
+        out = wp.zeros((n_envs, n_agents, config.n_rays), dtype=s, device=model.device, requires_grad=grad)
+        tape = wp.Tape() if grad else None
+        streams = _streams(str(model.device))
+        # One ray per thread even on the CPU: the adjoint then replays no per-thread loop state.
+        with streams.scope(), tape if tape is not None else contextlib.nullcontext():
+            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1)
+        ctx.saved = (tape, pos_wp, theta_wp, out, streams)
+        return wp.to_torch(out, requires_grad=False)
+
+    @staticmethod
+    def backward(ctx, grad_distance):
+        tape, pos_wp, theta_wp, out, streams = ctx.saved
+        if tape is None:
+            return None, None, None, None
+        wp.to_torch(out.grad).copy_(grad_distance)
+        with streams.scope():
+            tape.backward()
+        grad_pos = wp.to_torch(pos_wp.grad).clone()
+        grad_theta = wp.to_torch(theta_wp.grad).clone()
+        tape.zero()
+        return None, None, grad_pos, grad_theta
+
+
+def lidar_warp(model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    """The Warp scan as a differentiable torch function.
+
+    Args:
+        model: A ``Model`` (``stepper.model``) giving radii, obstacles and bounds.
+        config: The lidar.
+        pos: [E, A, 2] positions [m], the model's dtype and device.
+        theta: [E, A] headings [rad].
+
+    Returns:
+        [E, A, n_rays] distances [m]; gradients flow to ``pos`` and ``theta`` (obstacles and radii
+        are constants).
+    """
+    _check_inputs(model, pos, theta)
+    return _LidarFunction.apply(model, config, pos, theta)
+
+
+def _check_inputs(model: Model, pos: torch.Tensor, theta: torch.Tensor) -> None:
+    if not isinstance(pos, torch.Tensor) or not isinstance(theta, torch.Tensor):
+        raise TypeError("pos and theta must be torch.Tensors")
+    if pos.dim() != 3 or pos.shape[1:] != (model.n_agents, 2) or tuple(theta.shape) != tuple(pos.shape[:2]):
+        raise ValueError(
+            f"pos must be [E, {model.n_agents}, 2] and theta [E, {model.n_agents}], got {list(pos.shape)} and "
+            f"{list(theta.shape)}"
+        )
+    dtype = torch.float64 if model.scalar is wp.float64 else torch.float32
+    for name, t in (("pos", pos), ("theta", theta)):
+        if t.dtype != dtype:
+            raise TypeError(f"{name} must have dtype {dtype}, got {t.dtype}")
+        if str(wp.device_from_torch(t.device)) != str(wp.get_device(model.device)):
+            raise ValueError(f"{name} must be on the model's device {model.device}, got {t.device}")
+
+
+# --- torch reference ------------------------------------------------------------------------------
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(-1)
+
+
+def _rotate_back(v: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
+    """``v`` [..., 2] rotated by ``-angle`` [...]."""
+    c, s = torch.cos(angle), torch.sin(angle)
+    return torch.stack([c * v[..., 0] + s * v[..., 1], c * v[..., 1] - s * v[..., 0]], -1)
+
+
+def ray_circle_torch(o: torch.Tensor, d: torch.Tensor, center: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
+    """Hit distance [m] of rays ``o + t d`` (unit ``d``, [..., 2]) with discs; 0 inside, inf on a miss."""
+    oc = o - center
+    b = _dot(oc, d)
+    c = _dot(oc, oc) - radius * radius
+    disc = b * b - c
+    hit = (c > 0) & (b < 0) & (disc >= 0)
+    t = -b - torch.sqrt(torch.where(hit, disc, torch.ones_like(disc)))
+    t = torch.where(hit, t, torch.full_like(t, math.inf))
+    return torch.where(c <= 0, torch.zeros_like(t), t)
+
+
+def ray_box_local_torch(o: torch.Tensor, d: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
+    """Hit distance [m] of rays (box frame, [..., 2]) with boxes ``|x| <= half``; 0 inside, inf on a miss."""
+    parallel = d == 0
+    safe = torch.where(parallel, torch.ones_like(d), d)
+    t1 = (-half - o) / safe
+    t2 = (half - o) / safe
+    inside = o.abs() <= half
+    inf = torch.full_like(t1, math.inf)
+    t_min = torch.where(parallel, torch.where(inside, -inf, inf), torch.minimum(t1, t2))
+    t_max = torch.where(parallel, torch.where(inside, inf, -inf), torch.maximum(t1, t2))
+    t_near = t_min.amax(-1)
+    t_far = t_max.amin(-1)
+    hit = (t_near <= t_far) & (t_far >= 0)
+    return torch.where(hit, t_near.clamp(min=0.0), torch.full_like(t_near, math.inf))
+
+
+def ray_obstacles_torch(
+    o: torch.Tensor, d: torch.Tensor, shape: torch.Tensor, center: torch.Tensor, angle: torch.Tensor, size: torch.Tensor
+) -> torch.Tensor:
+    """Hit distances [m] of rays ``o``, ``d`` [..., 2] with obstacles (``shape`` [...] ``ObstacleShape``
+    codes, ``center``/``size`` [..., 2], ``angle`` [...]); inf for a miss or an empty slot."""
+    o, d, center, size = torch.broadcast_tensors(o, d, center, size)
+    o_local = _rotate_back(o - center, angle)
+    d_local = _rotate_back(d, angle)
+    zero = torch.zeros_like(size[..., 0])
+    circle = ray_circle_torch(o, d, center, size[..., 0])
+    box = ray_box_local_torch(o_local, d_local, size)
+    cap = torch.stack([size[..., 0], zero], -1)
+    capsule = torch.minimum(
+        box,
+        torch.minimum(
+            ray_circle_torch(o_local, d_local, -cap, size[..., 1]),
+            ray_circle_torch(o_local, d_local, cap, size[..., 1]),
+        ),
+    )
+    t = torch.full_like(circle, math.inf)
+    t = torch.where(shape == int(ObstacleShape.CIRCLE), circle, t)
+    t = torch.where(shape == int(ObstacleShape.BOX), box, t)
+    return torch.where(shape == int(ObstacleShape.SEGMENT), capsule, t)
+
+
+def ray_walls_torch(o: torch.Tensor, d: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor) -> torch.Tensor:
+    """Distance [m] from ``o`` along ``d`` [..., 2] to the bounds box ``[lower, upper]`` [2] (0 outside it)."""
+    safe = torch.where(d == 0, torch.ones_like(d), d)
+    exit = torch.where(d > 0, (upper - o) / safe, (lower - o) / safe)
+    exit = torch.where(d == 0, torch.full_like(exit, math.inf), exit)
+    return exit.amin(-1).clamp(min=0.0)
+
+
+def lidar_reference(
+    config: LidarConfig,
+    pos: torch.Tensor,
+    theta: torch.Tensor,
+    radius: torch.Tensor,
+    obstacles: dict[str, torch.Tensor] | None = None,
+    bounds: tuple[tuple[float, float], tuple[float, float]] | None = None,
+) -> LidarScan:
+    """Torch reference of the scan (the specification), differentiable in every float input.
+
+    Args:
+        config: The lidar.
+        pos: [E, A, 2] positions [m].
+        theta: [E, A] headings [rad].
+        radius: [E_p, A] agent radii [m], ``E_p`` in {1, E}.
+        obstacles: ``shape`` [E_o, O] int32 ``ObstacleShape`` codes, ``center`` [E_o, O, 2],
+            ``angle`` [E_o, O], ``size`` [E_o, O, 2] (``Model.obstacle_tensors()``), or ``None``.
+        bounds: ``((x_min, y_min), (x_max, y_max))`` [m] of the walls, or ``None``.
+
+    Returns:
+        ``LidarScan`` (distance keeps autograd history; kind and index are int32).
+    """
+    n_envs, n_agents = theta.shape
+    rays = torch.arange(config.n_rays, device=pos.device, dtype=pos.dtype)
+    phi = theta.unsqueeze(-1) + (2.0 * math.pi) * rays / config.n_rays  # [E, A, N]
+    d = torch.stack([torch.cos(phi), torch.sin(phi)], -1).unsqueeze(-2)  # [E, A, N, 1, 2]
+    o = pos.view(n_envs, n_agents, 1, 1, 2)
+    candidates, kinds = [], []
+    if config.see_agents:
+        centers = pos.view(n_envs, 1, 1, n_agents, 2)
+        t = ray_circle_torch(o, d, centers, radius.view(-1, 1, 1, n_agents))  # [E, A, N, A]
+        self_hit = torch.eye(n_agents, dtype=torch.bool, device=pos.device).view(1, n_agents, 1, n_agents)
+        candidates.append(torch.where(self_hit, torch.full_like(t, math.inf), t))
+        kinds.append(torch.full((n_agents,), HIT_AGENT))
+    if obstacles is not None and obstacles["shape"].shape[1] > 0:
+        n_obs = obstacles["shape"].shape[1]
+        t = ray_obstacles_torch(
+            o,
+            d,
+            obstacles["shape"].view(-1, 1, 1, n_obs),
+            obstacles["center"].view(-1, 1, 1, n_obs, 2),
+            obstacles["angle"].view(-1, 1, 1, n_obs),
+            obstacles["size"].view(-1, 1, 1, n_obs, 2),
+        )
+        candidates.append(t.expand(n_envs, n_agents, config.n_rays, n_obs))
+        kinds.append(torch.full((n_obs,), HIT_OBSTACLE))
+    if config.see_walls and bounds is not None:
+        lower = torch.tensor(bounds[0], dtype=pos.dtype, device=pos.device)
+        upper = torch.tensor(bounds[1], dtype=pos.dtype, device=pos.device)
+        candidates.append(ray_walls_torch(o.squeeze(-2), d.squeeze(-2), lower, upper).unsqueeze(-1))
+        kinds.append(torch.full((1,), HIT_WALL))
+    shape = (n_envs, n_agents, config.n_rays)
+    if not candidates:
+        distance = torch.full(shape, config.max_range, dtype=pos.dtype, device=pos.device)
+        none = torch.full(shape, HIT_NONE, dtype=torch.int32, device=pos.device)
+        return LidarScan(distance, none, none - 1)
+    all_t = torch.cat(candidates, -1)
+    kind_of = torch.cat(kinds).to(pos.device)
+    offsets = torch.cat([torch.arange(k.numel()) for k in kinds]).to(pos.device)
+    t, which = all_t.min(-1)
+    hit = t < config.max_range
+    distance = torch.where(hit, t, torch.full_like(t, config.max_range))
+    kind = torch.where(hit, kind_of[which], torch.full_like(which, HIT_NONE)).to(torch.int32)
+    index = torch.where(hit & (kind != HIT_WALL), offsets[which], torch.full_like(which, -1)).to(torch.int32)
+    return LidarScan(distance, kind, index)
+
+
+def lidar_reference_model(model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor) -> LidarScan:
+    """``lidar_reference`` with radii, obstacles and bounds read from ``model``."""
+    radius = wp.to_torch(model.params)[..., PARAM_RADIUS]
+    bounds = model.bounds_vectors() if model.world.bounds is not None else None
+    return lidar_reference(config, pos, theta, radius, model.obstacle_tensors(), bounds)
+
+
+__all__ = [
+    "HIT_AGENT",
+    "HIT_NONE",
+    "HIT_OBSTACLE",
+    "HIT_WALL",
+    "Lidar",
+    "LidarConfig",
+    "LidarScan",
+    "launch_scan",
+    "lidar_reference",
+    "lidar_reference_model",
+    "lidar_warp",
+]

@@ -1,0 +1,333 @@
+"""Lidar (``swarp/sensors/lidar.py``): analytic hits per shape, Warp kernel against the torch
+reference, env isolation, gradients, and ``lidar_rays=`` observations inside the step."""
+
+import math
+
+import pytest
+import torch
+import warp as wp
+
+import swarp
+from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
+from swarp.sensors.lidar import (
+    HIT_AGENT,
+    HIT_NONE,
+    HIT_OBSTACLE,
+    HIT_WALL,
+    Lidar,
+    LidarConfig,
+    launch_scan,
+    lidar_reference_model,
+    lidar_warp,
+)
+
+#: Agreement of float64 distances between kernel, reference and closed forms [m].
+EXACT_TOL = 1e-12
+#: Agreement of float32 kernel and reference distances [m] (rounding of a few trig/sqrt ops).
+FLOAT32_TOL = 2e-5
+#: Agreement of fused (Warp) and torch environment observations, float32.
+OBS_TOL = 1e-5
+
+
+def make_world(obstacles=(), bounds=None, n_agents=1, n_envs=1, radius=0.1, dtype="float64") -> World:
+    world = WorldConfig(bounds=bounds, obstacles=tuple(obstacles), collisions=False)
+    stepper = Stepper([AgentConfig(radius=radius)] * n_agents, device="cpu", world=world, dtype=dtype)
+    return World(stepper, n_envs)
+
+
+def place(world: World, pos, theta=None) -> None:
+    pos = torch.as_tensor(pos, dtype=world.stepper.torch_dtype).reshape(world.n_envs, world.n_agents, 2)
+    theta = torch.zeros(world.n_envs, world.n_agents, dtype=pos.dtype) if theta is None else theta
+    world.set_state(pos=pos, theta=torch.as_tensor(theta, dtype=pos.dtype).reshape(pos.shape[:2]))
+
+
+def both_scans(world: World, config: LidarConfig):
+    """(kernel scan, reference scan), each a LidarScan; the kernel one is cloned."""
+    kernel = Lidar(world, config).scan()
+    kernel = type(kernel)(*(t.clone() for t in kernel))
+    return kernel, lidar_reference_model(world.model, config, world.state.torch.pos, world.state.torch.theta)
+
+
+# --- analytic hits ------------------------------------------------------------------------------
+
+#: Distance to the near corner of a 0.2 m square turned 45 degrees, centred 1 m ahead [m].
+CORNER = 1.0 - math.hypot(0.1, 0.1)
+ANALYTIC_CASES = {
+    # name: (obstacles, bounds, expected distance of ray 0 from the origin heading +x, expected kind)
+    "circle": ([Obstacle.circle((1.0, 0.0), 0.25)], None, 0.75, HIT_OBSTACLE),
+    "box": ([Obstacle.box((1.0, 0.0), (0.2, 0.3))], None, 0.8, HIT_OBSTACLE),
+    "rotated box corner": ([Obstacle.box((1.0, 0.0), (0.1, 0.1), math.pi / 4)], None, CORNER, HIT_OBSTACLE),
+    "bare segment": ([Obstacle.segment((0.5, -1.0), (0.5, 1.0))], None, 0.5, HIT_OBSTACLE),
+    "capsule side": ([Obstacle.segment((0.5, -1.0), (0.5, 1.0), 0.05)], None, 0.45, HIT_OBSTACLE),
+    "capsule cap": ([Obstacle.segment((0.5, 0.0), (1.5, 0.0), 0.1)], None, 0.4, HIT_OBSTACLE),
+    "wall": ([], 0.7, 0.7, HIT_WALL),
+    "nothing": ([], None, 2.0, HIT_NONE),
+}
+
+
+@pytest.mark.parametrize("case", ANALYTIC_CASES, ids=list(ANALYTIC_CASES))
+def test_ray_hits_match_closed_forms(case):
+    obstacles, bounds, expected, kind = ANALYTIC_CASES[case]
+    world = make_world(obstacles, bounds)
+    place(world, [[0.0, 0.0]])
+    for scan in both_scans(world, LidarConfig(4, max_range=2.0)):
+        assert abs(scan.distance[0, 0, 0].item() - expected) < EXACT_TOL
+        assert scan.kind[0, 0, 0].item() == kind
+        assert scan.index[0, 0, 0].item() == (0 if kind == HIT_OBSTACLE else -1)
+
+
+def test_rays_fan_out_from_the_heading_and_see_walls_at_the_right_angles():
+    world = make_world(bounds=(-1.0, 2.0, -3.0, 4.0))
+    place(world, [[0.5, 0.0]], theta=[[math.pi / 2]])
+    for scan in both_scans(world, LidarConfig(8, max_range=10.0)):
+        # Ray k points along pi/2 + k pi/4: up, up-left, left, down-left, down, down-right, right, up-right.
+        up, left, down, right = 4.0, 1.5, 3.0, 1.5
+        expected = [up, left * math.sqrt(2), left, left * math.sqrt(2), down, right * math.sqrt(2), right]
+        expected.append(right * math.sqrt(2))
+        assert torch.allclose(scan.distance[0, 0], torch.tensor(expected, dtype=torch.float64), atol=EXACT_TOL)
+        assert (scan.kind == HIT_WALL).all()
+
+
+def test_rays_see_other_agents_of_their_env_and_never_themselves():
+    world = make_world(n_agents=3, radius=0.1)
+    place(world, [[0.0, 0.0], [0.6, 0.0], [0.0, -1.0]])
+    for scan in both_scans(world, LidarConfig(4, max_range=2.0)):
+        assert abs(scan.distance[0, 0, 0].item() - 0.5) < EXACT_TOL  # agent 1's near side
+        assert (scan.kind[0, 0, 0].item(), scan.index[0, 0, 0].item()) == (HIT_AGENT, 1)
+        assert abs(scan.distance[0, 0, 3].item() - 0.9) < EXACT_TOL  # agent 2 straight down
+        assert (scan.kind[0, 0, 3].item(), scan.index[0, 0, 3].item()) == (HIT_AGENT, 2)
+        # Agent 1 looks away from agent 0 along +x; its backward ray (k = 2) sees agent 0.
+        assert scan.kind[0, 1, 0].item() == HIT_NONE
+        assert abs(scan.distance[0, 1, 2].item() - 0.5) < EXACT_TOL
+
+
+def test_rays_never_see_agents_or_obstacles_of_other_envs():
+    world = make_world(n_agents=2, n_envs=2, radius=0.1)
+    # Agent 0 sits at the origin in both envs; only env 1 has an agent and an obstacle next to it.
+    place(world, [[[0.0, 0.0], [-5.0, 0.0]], [[0.0, 0.0], [0.5, 0.0]]])
+    world.model.set_obstacles([[Obstacle.circle((-3.0, 3.0), 0.1)], [Obstacle.circle((0.0, 0.5), 0.1)]])
+    for scan in both_scans(world, LidarConfig(4, max_range=2.0)):
+        assert (scan.kind[0, 0] == HIT_NONE).all()
+        assert torch.equal(scan.distance[0, 0], torch.full((4,), 2.0, dtype=torch.float64))
+        assert (scan.kind[1, 0, 0].item(), scan.index[1, 0, 0].item()) == (HIT_AGENT, 1)
+        assert (scan.kind[1, 0, 1].item(), scan.index[1, 0, 1].item()) == (HIT_OBSTACLE, 0)
+        assert abs(scan.distance[1, 0, 0].item() - 0.4) < EXACT_TOL
+        assert abs(scan.distance[1, 0, 1].item() - 0.4) < EXACT_TOL
+
+
+def test_origin_inside_a_shape_reads_zero():
+    world = make_world([Obstacle.box((0.0, 0.0), (0.3, 0.2), 0.4)])
+    place(world, [[0.1, 0.05]])
+    for scan in both_scans(world, LidarConfig(5, max_range=1.0)):
+        assert torch.equal(scan.distance, torch.zeros_like(scan.distance))
+        assert (scan.kind == HIT_OBSTACLE).all()
+
+
+# --- kernel against reference ---------------------------------------------------------------------
+
+
+def random_world(generator, dtype, n_envs=5, n_agents=6) -> World:
+    shared = [
+        Obstacle.circle((1.0, 0.3), 0.2),
+        Obstacle.box((-0.5, 1.0), (0.1, 0.3), 0.7),
+        Obstacle.segment((-1.0, -1.0), (-0.2, -1.4), 0.05),
+        Obstacle.segment((0.5, -0.5), (1.0, -1.2)),
+    ]
+    world = make_world(shared, bounds=2.0, n_agents=n_agents, n_envs=n_envs, radius=0.08, dtype=dtype)
+    world.model.set_obstacle_slots(n_envs, 2)
+    obstacles = world.model.obstacle_tensors()
+    per_env = torch.rand(n_envs, 2, 2, generator=generator, dtype=torch.float64) * 3 - 1.5
+    obstacles["shape"][:, 4] = 2  # a box per env
+    obstacles["center"][:, 4] = per_env[:, 0].to(obstacles["center"].dtype)
+    obstacles["size"][:, 4] = 0.15
+    obstacles["angle"][:, 4] = torch.linspace(-3, 3, n_envs, dtype=torch.float64).to(obstacles["angle"].dtype)
+    obstacles["shape"][:, 5] = 3  # and a capsule
+    obstacles["center"][:, 5] = per_env[:, 1].to(obstacles["center"].dtype)
+    obstacles["size"][:, 5, 0] = 0.3
+    obstacles["size"][:, 5, 1] = 0.02
+    pos = torch.rand(n_envs, n_agents, 2, generator=generator, dtype=torch.float64) * 3.6 - 1.8
+    theta = torch.rand(n_envs, n_agents, generator=generator, dtype=torch.float64) * 2 * math.pi - math.pi
+    place(world, pos.to(world.stepper.torch_dtype), theta.to(world.stepper.torch_dtype))
+    return world
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_warp_scan_equals_torch_reference(generator, dtype):
+    world = random_world(generator, dtype)
+    config = LidarConfig(32, max_range=1.5)
+    kernel, reference = both_scans(world, config)
+    tol = EXACT_TOL if dtype == "float64" else FLOAT32_TOL
+    assert (kernel.distance - reference.distance).abs().max().item() < tol
+    # Discrete results agree wherever the nearest two candidates are not within rounding of each other.
+    assert (kernel.kind != reference.kind).float().mean().item() <= (0.0 if dtype == "float64" else 0.002)
+    kinds = set(reference.kind.unique().tolist())
+    assert kinds == {HIT_NONE, HIT_AGENT, HIT_OBSTACLE, HIT_WALL}, kinds
+
+
+def test_thread_layouts_give_identical_readings(generator):
+    world = random_world(generator, "float64")
+    config = LidarConfig(16, max_range=1.5)
+    shape = (world.n_envs, world.n_agents, config.n_rays)
+    outs = []
+    for per_thread in (1, 7, world.n_agents * config.n_rays):
+        out = wp.zeros(shape, dtype=wp.float64, device="cpu")
+        launch_scan(world.model, config, world.state.pos, world.state.theta, out, rays_per_thread=per_thread)
+        outs.append(wp.to_torch(out))
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_env_mask_and_column_offset():
+    world = make_world(n_agents=2, n_envs=3, bounds=1.0)
+    place(world, torch.zeros(3, 2, 2, dtype=torch.float64) + torch.tensor([[0.0, 0.0], [0.5, 0.5]]))
+    config = LidarConfig(4, max_range=5.0)
+    out = wp.full((3, 2, 10), -7.0, dtype=wp.float64, device="cpu")
+    mask = wp.array([True, False, True], dtype=wp.bool, device="cpu")
+    launch_scan(world.model, config, world.state.pos, world.state.theta, out, column=3, env_mask=mask)
+    got = wp.to_torch(out)
+    assert (got[1] == -7.0).all() and (got[:, :, :3] == -7.0).all() and (got[:, :, 7:] == -7.0).all()
+    assert abs(got[0, 0, 3].item() - 1.0) < EXACT_TOL
+
+
+# --- gradients --------------------------------------------------------------------------------------
+
+
+def test_warp_scan_gradcheck_float64(generator):
+    world = random_world(generator, "float64", n_envs=2, n_agents=3)
+    config = LidarConfig(8, max_range=1.5)
+    pos = world.state.torch.pos.clone().requires_grad_()
+    theta = world.state.torch.theta.clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda p, t: lidar_warp(world.model, config, p, t), (pos, theta))
+
+
+def test_warp_scan_gradients_equal_the_reference_gradients(generator):
+    world = random_world(generator, "float64")
+    config = LidarConfig(16, max_range=1.5)
+    pos = world.state.torch.pos.clone().requires_grad_()
+    theta = world.state.torch.theta.clone().requires_grad_()
+    weights = torch.rand(world.n_envs, world.n_agents, config.n_rays, generator=generator, dtype=torch.float64)
+    warp_grads = torch.autograd.grad((lidar_warp(world.model, config, pos, theta) * weights).sum(), (pos, theta))
+    reference = lidar_reference_model(world.model, config, pos, theta).distance
+    torch_grads = torch.autograd.grad((reference * weights).sum(), (pos, theta))
+    for a, b in zip(warp_grads, torch_grads, strict=True):
+        assert (a - b).abs().max().item() < 1e-10
+    assert warp_grads[0].abs().sum() > 0 and warp_grads[1].abs().sum() > 0
+
+
+def test_reference_gradcheck_float64(generator):
+    world = random_world(generator, "float64", n_envs=2, n_agents=3)
+    config = LidarConfig(8, max_range=1.5)
+    pos = world.state.torch.pos.clone().requires_grad_()
+    theta = world.state.torch.theta.clone().requires_grad_()
+
+    def scan(p, t):
+        return lidar_reference_model(world.model, config, p, t).distance
+
+    assert torch.autograd.gradcheck(scan, (pos, theta))
+
+
+# --- in an environment ------------------------------------------------------------------------------
+
+
+def nav_pair(**options):
+    common = dict(n_envs=6, device="cpu", n_agents=4, auto_reset=True, max_steps=4, **options)
+    return swarp.make("navigation", fused=True, **common), swarp.make("navigation", fused=False, **common)
+
+
+def test_lidar_observations_fused_match_torch_reference_with_auto_reset(generator):
+    fused, reference = nav_pair(lidar_rays=12, lidar_range=0.7, n_obstacles=3)
+    base = swarp.make("navigation", n_envs=1, device="cpu", n_agents=4).obs_dim
+    assert fused.obs_dim == reference.obs_dim == base + 12
+    assert fused.execution_mode == "graph"
+    seen_done = False
+    for _ in range(9):
+        actions = torch.rand(6, 4, 2, generator=generator) * 2 - 1
+        out_f, out_r = fused.step(actions), reference.step(actions)
+        seen_done |= bool(out_f[2].any() or out_f[3].any())
+        assert (out_f[0] - out_r[0]).abs().max().item() < OBS_TOL
+        assert (out_f[4]["final_obs"] - out_r[4]["final_obs"]).abs().max().item() < OBS_TOL
+    assert seen_done
+    lidar_columns = fused.obs[..., base:]
+    assert torch.equal(lidar_columns, fused.lidar.scan().distance)
+    assert (lidar_columns < 0.7).any() and (lidar_columns == 0.7).any()
+
+
+def test_lidar_observations_after_reset_match():
+    fused, reference = nav_pair(lidar_rays=6, n_obstacles=2)
+    obs_f, _ = fused.reset(seed=5)
+    obs_r, _ = reference.reset(seed=5)
+    assert (obs_f - obs_r).abs().max().item() < OBS_TOL
+
+
+def test_grad_mode_step_differentiates_lidar_observations():
+    env = swarp.make("navigation", n_envs=3, device="cpu", n_agents=4, lidar_rays=8, n_obstacles=3, dtype="float64")
+    actions = (torch.rand(3, 4, 2, dtype=torch.float64) * 0.5).requires_grad_()
+    obs, *_ = env.step(actions)
+    obs[..., env.scenario_obs_dim :].sum().backward()
+    assert actions.grad is not None and actions.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(lidar_rays=-1), "lidar_rays"),
+        (dict(lidar_rays=2.5), "lidar_rays"),
+        (dict(lidar_rays=4, lidar_range=0.0), "max_range"),
+        (dict(lidar_rays=4, lidar_range=float("inf")), "max_range"),
+    ],
+)
+def test_bad_lidar_options_are_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        swarp.make("navigation", n_envs=1, device="cpu", **kwargs)
+
+
+def test_lidar_warp_rejects_bad_inputs():
+    world = make_world(n_agents=2)
+    config = LidarConfig(4)
+    with pytest.raises(ValueError, match="pos must be"):
+        lidar_warp(world.model, config, torch.zeros(1, 3, 2, dtype=torch.float64), torch.zeros(1, 3))
+    with pytest.raises(TypeError, match="dtype"):
+        lidar_warp(world.model, config, torch.zeros(1, 2, 2), torch.zeros(1, 2))
+
+
+def test_async_steps_with_lidar_and_randomized_params_are_bit_identical(generator):
+    common = dict(n_envs=4, device="cpu", n_agents=3, auto_reset=True, max_steps=3, n_obstacles=2, lidar_rays=8)
+    common["randomize_params"] = {"mass": (0.5, 2.0)}
+    sync, overlapped = swarp.make("navigation", **common), swarp.make("navigation", **common)
+    for _ in range(5):
+        actions = torch.rand(4, 3, 2, generator=generator) * 2 - 1
+        obs, *_ = sync.step(actions)
+        overlapped.send(actions)
+        obs_async, *_ = overlapped.recv()
+        assert torch.equal(obs, obs_async)
+        assert torch.equal(sync.agent_params, overlapped.agent_params)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_step_with_lidar_and_randomized_params_matches_the_torch_path(generator):
+    common = dict(n_envs=64, device="cuda:0", n_agents=8, auto_reset=True, max_steps=4, n_obstacles=3)
+    common.update(lidar_rays=32, randomize_params={"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)})
+    fused, reference = (swarp.make("navigation", fused=f, **common) for f in (True, False))
+    assert fused.execution_mode == "graph"
+    for _ in range(6):
+        actions = (torch.rand(64, 8, 2, generator=generator) * 2 - 1).cuda()
+        out_f, out_r = fused.step(actions), reference.step(actions)
+        assert (out_f[0] - out_r[0]).abs().max().item() < OBS_TOL
+        assert (fused.agent_params - reference.agent_params).abs().max().item() < 1e-6
+    scan = fused.lidar.scan()
+    assert torch.equal(scan.distance, fused.obs[..., fused.scenario_obs_dim :])
+
+
+@pytest.mark.gpu
+def test_cuda_lidar_gradients_match_the_reference(generator):
+    world = random_world(generator, "float64")
+    cpu_model = world.model
+    stepper = Stepper(
+        [AgentConfig(radius=0.08)] * world.n_agents, device="cuda:0", world=cpu_model.world, dtype="float64"
+    )
+    config = LidarConfig(16, max_range=1.5)
+    pos = world.state.torch.pos.cuda().requires_grad_()
+    theta = world.state.torch.theta.cuda().requires_grad_()
+    got = torch.autograd.grad(lidar_warp(stepper.model, config, pos, theta).sum(), (pos, theta))
+    want = torch.autograd.grad(lidar_reference_model(stepper.model, config, pos, theta).distance.sum(), (pos, theta))
+    for a, b in zip(got, want, strict=True):
+        assert (a - b).abs().max().item() < 1e-10
