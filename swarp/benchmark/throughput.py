@@ -39,9 +39,11 @@ def make_env(
     seed: int = 0,
     env_offset: int = 0,
     scenario: str = "navigation",
+    **options,
 ) -> swarp.Environment:
-    """An env of ``scenario`` whose episode clocks are spread over [0, max_steps) (realistic reset
-    share); ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``)."""
+    """An env of ``scenario`` (navigation by default; ``options`` are further scenario options) whose
+    episode clocks are spread over [0, max_steps) (a realistic share of resets per step);
+    ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``)."""
     env = swarp.make(
         scenario,
         n_envs=n_envs,
@@ -53,6 +55,7 @@ def make_env(
         max_steps=max_steps,
         use_graph=use_graph,
         fused=fused,
+        **options,
     )
     gen = torch.Generator(device="cpu").manual_seed(seed)
     env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))

@@ -1,0 +1,322 @@
+"""Building blocks shared by the scenario library: option checks, neighbor features, collisions,
+ranked spawns and exactly rounded trigonometry, each as a torch function (for the references) and a
+Warp function (for the kernels) computing the same thing in the same order.
+
+Conventions the twins rely on:
+
+* Neighbor features: the k nearest other agents within ``obs_range``, nearest first (ties by
+  index), each ``(dx, dy, dvx, dvy, 1)``; zeros past the last one. The kernels read them from the
+  world's sorted neighbor list (whose radius must be >= ``obs_range``), the torch twin sorts all pairs.
+* A collision of agents i and j (equal radii r): centre distance below ``2 r``, tested as
+  ``d2 < reach * reach`` with ``reach = 2 r`` in the sim precision on both sides.
+* Resets draw from the counter-based stream (``swarp.core.rng``). Cosines and sines of drawn angles
+  are evaluated in float64 and rounded, so both twins get the same bits in float32 (libm and torch's
+  vectorised float32 trigonometry may differ in the last bit).
+"""
+
+import functools
+import math
+from types import SimpleNamespace
+
+import torch
+import warp as wp
+
+from swarp.core.config import ControlMode, DynamicsModel, _coerce_enum
+from swarp.core.precision import vec2_type
+from swarp.core.rng import uniform_u24
+from swarp.physics import neighbors
+from swarp.scenarios import spawn
+
+# --- option checks -------------------------------------------------------------------------------
+
+
+class OptionChecker:
+    """Validates the fields of a scenario's frozen config dataclass with messages naming the option.
+
+    Args:
+        cfg: The config instance (from its ``__post_init__``).
+        scenario: Scenario name used in the messages.
+    """
+
+    def __init__(self, cfg, scenario: str):
+        self.cfg = cfg
+        self.scenario = scenario
+
+    def fail(self, message: str) -> None:
+        raise ValueError(f"{self.scenario} option {message}")
+
+    def int(self, name: str, low: int, high: int | None = None) -> None:
+        """An int in ``[low, high]`` (bools are rejected)."""
+        value = getattr(self.cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            bound = f">= {low}" + (f" and <= {high}" if high is not None else "")
+            self.fail(f"{name} must be an int {bound}, got {value!r}")
+
+    def number(self, name: str, allow_zero: bool = False, optional: bool = False) -> None:
+        """A finite number > 0 (or >= 0 with ``allow_zero``; ``None`` passes with ``optional``)."""
+        value = getattr(self.cfg, name)
+        if optional and value is None:
+            return
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+            or (value == 0 and not allow_zero)
+        ):
+            self.fail(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}")
+
+    def bool(self, name: str) -> None:
+        value = getattr(self.cfg, name)
+        if not isinstance(value, bool):
+            self.fail(f"{name} must be a bool, got {value!r}")
+
+    def ctrl_mode(self, name: str = "ctrl_mode") -> None:
+        _coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
+
+    def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
+        """The neighbor-list width holds at least the observed neighbors."""
+        k, width = getattr(self.cfg, obs_name), getattr(self.cfg, width_name)
+        if width < k:
+            self.fail(f"{width_name} ({width}) must be >= {obs_name} ({k})")
+
+
+# --- torch twins ---------------------------------------------------------------------------------
+
+
+def pairwise(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(delta [E, A, A, 2] = p_j - p_i, d2 [E, A, A])`` of positions ``pos`` [E, A, 2]."""
+    delta = pos.unsqueeze(1) - pos.unsqueeze(2)
+    return delta, delta.square().sum(-1)
+
+
+def neighbor_features(
+    pos: torch.Tensor, vel: torch.Tensor, d2: torch.Tensor, delta: torch.Tensor, k: int, obs_range: float
+) -> torch.Tensor:
+    """[E, A, 5 k] features of the k nearest other agents within ``obs_range`` [m], nearest first
+    (ties by index): relative position [m], relative velocity [m/s], valid flag; zeros past the last."""
+    E, A = pos.shape[:2]
+    if k == 0:
+        return pos.new_zeros(E, A, 0)
+    eye = torch.eye(A, dtype=torch.bool, device=pos.device)
+    in_range = (d2 <= obs_range**2) & ~eye
+    key = torch.where(in_range, d2, torch.full_like(d2, math.inf))
+    order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
+    valid = torch.gather(in_range, 2, order)
+    index2 = order.unsqueeze(-1).expand(-1, -1, -1, 2)
+    rel_pos = torch.gather(delta, 2, index2)
+    rel_vel = torch.gather(vel.unsqueeze(1).expand(E, A, A, 2), 2, index2) - vel.unsqueeze(2)
+    feats = torch.cat([rel_pos, rel_vel, torch.ones_like(rel_pos[..., :1])], -1) * valid.unsqueeze(-1)
+    if feats.shape[2] < k:
+        feats = torch.nn.functional.pad(feats, (0, 0, 0, k - feats.shape[2]))
+    return feats.reshape(E, A, 5 * k)
+
+
+def collisions(d2: torch.Tensor, agent_radius: float) -> torch.Tensor:
+    """[E, A] int32: other agents each agent overlaps (centre distance < 2 r), from ``d2`` [E, A, A]."""
+    reach = torch.tensor(2.0 * agent_radius, dtype=d2.dtype, device=d2.device)
+    eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
+    return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
+
+
+def separation(d2: torch.Tensor, distance: float) -> torch.Tensor:
+    """[E, A] separation penalty: ``sum_j max(0, 1 - d_ij / distance)`` over other agents j."""
+    eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
+    sep = torch.tensor(distance, dtype=d2.dtype, device=d2.device)
+    close = (d2 < sep * sep) & ~eye
+    # sqrt of far pairs is computed and then dropped; clamp keeps it finite on the diagonal too.
+    term = 1.0 - d2.clamp(min=0).sqrt() / sep
+    return torch.where(close, term, torch.zeros_like(term)).sum(-1)
+
+
+def neighbor_overflow(world) -> torch.Tensor:
+    """[E] bool: was some agent's neighbor list of this env truncated at the last build?"""
+    total = wp.to_torch(world.neighbors.total)
+    count = wp.to_torch(world.neighbors.count)
+    return (total > count).any(dim=1)
+
+
+#: Time constant [s] over which ``track_velocity`` closes a velocity error under acceleration control
+#: (in units of the step length).
+TRACKING_STEPS = 1.0
+
+
+def track_velocity(env, command: torch.Tensor) -> torch.Tensor:
+    """Actions [E, A, 2] that make holonomic agents follow world-frame velocity ``command`` [E, A, 2]
+    [m/s]: the command itself under velocity control, the acceleration closing the gap in one step
+    under acceleration control; clipped to ``env.action_bounds``. For scripted controllers.
+
+    Raises:
+        NotImplementedError: Some agent is not holonomic.
+    """
+    agents = env.stepper.model.agents
+    if any(a.model != DynamicsModel.HOLONOMIC for a in agents):
+        raise NotImplementedError("scripted controllers drive holonomic agents only")
+    low, high = env.action_bounds
+    if all(a.ctrl_mode == ControlMode.VELOCITY for a in agents):
+        return torch.clamp(command, low, high)
+    accel = (command - env.state.vel) / (TRACKING_STEPS * env.stepper.dt)
+    velocity_mode = torch.tensor([a.ctrl_mode == ControlMode.VELOCITY for a in agents], device=command.device)
+    return torch.clamp(torch.where(velocity_mode.view(1, -1, 1), command, accel), low, high)
+
+
+def cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch twin of ``funcs().cos_sin``: evaluated in float64, rounded to ``angle``'s dtype."""
+    wide = angle.double()
+    return torch.cos(wide).to(angle.dtype), torch.sin(wide).to(angle.dtype)
+
+
+def ranked_cells(key: torch.Tensor, draw_base: int, n_cells: int, count: int) -> torch.Tensor:
+    """[E, count] int64: the cells of the ``count`` smallest keys, smallest first (``key`` [E, 1])."""
+    return spawn.smallest_cells_torch(spawn.cell_keys_torch(key, draw_base, n_cells), count)
+
+
+# --- Warp twins ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNamespace:
+    """Warp functions for one precision, neighbor-list configuration (width K, backend) and count k
+    of observed neighbors (a compile-time constant: the feature loop unrolls into registers)."""
+    vec2 = vec2_type(scalar)
+    Query = neighbors.query_struct(scalar)
+    nbk = neighbors.kernels(scalar, max_neighbors)
+    build_list = nbk.build_grid if grid else nbk.build_brute
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    sp = spawn.funcs(scalar)
+    n_features = 5 * k_obs
+    features_type = wp.types.vector(max(n_features, 1), scalar)
+
+    @wp.func
+    def observe_neighbors(
+        nq: Query,
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        env: int,
+        agent: int,
+        obs_range: scalar,
+        reach: scalar,
+        sep_distance: scalar,
+    ) -> tuple[features_type, int, scalar]:
+        """Build ``agent``'s neighbor list; return its k neighbor features, its collisions and its
+        separation penalty (``sep_distance`` 0: none).
+
+        The list is sorted nearest first, so the observed neighbors are its first k entries that
+        lie within ``obs_range``, and contacts (the near prefix) and separation pairs are prefixes
+        too. The first k entries are read unconditionally (their loads overlap); later ones only
+        while they can still be contacts or separation pairs.
+        """
+        build_list(nq, env, agent)
+        p = pos[env, agent]
+        v = vel[env, agent]
+        count = nq.count[env, agent]
+        n_near = nq.near[env, agent]
+        range2 = obs_range * obs_range
+        reach2 = reach * reach
+        sep2 = sep_distance * sep_distance
+        features = features_type()
+        n_collisions = int(0)
+        penalty = zero
+        for w in range(wp.static(k_obs)):
+            # Entries past ``count`` are stale (or -1): read this agent instead and discard.
+            j = wp.where(w < count, nq.nbr[env, w, agent], agent)
+            delta = pos[env, j] - p
+            d2 = wp.dot(delta, delta)
+            if w < count:
+                if d2 <= range2:
+                    dv = vel[env, j] - v
+                    features[5 * w + 0] = delta[0]
+                    features[5 * w + 1] = delta[1]
+                    features[5 * w + 2] = dv[0]
+                    features[5 * w + 3] = dv[1]
+                    features[5 * w + 4] = one
+                if d2 < reach2:
+                    n_collisions += 1
+                if d2 < sep2:
+                    penalty += one - wp.sqrt(d2) / sep_distance
+        for s in range(wp.min(k_obs, count), count):
+            j = nq.nbr[env, s, agent]
+            delta = pos[env, j] - p
+            d2 = wp.dot(delta, delta)
+            if s >= n_near and not (d2 < sep2):
+                break
+            if d2 < reach2:
+                n_collisions += 1
+            if d2 < sep2:
+                penalty += one - wp.sqrt(d2) / sep_distance
+        return features, n_collisions, penalty
+
+    @wp.func
+    def cell_rank(key: wp.uint32, draw_base: int, n_cells: int, cell: int) -> int:
+        """How many cells have a smaller (key, index) than ``cell``: its rank in the ranked spawn."""
+        mine = uniform_u24(key, draw_base + cell)
+        rank = int(0)
+        for c in range(n_cells):
+            if sp.before(uniform_u24(key, draw_base + c), c, mine, cell):
+                rank += 1
+        return rank
+
+    @wp.func
+    def cos_sin(angle: scalar) -> vec2:
+        """``(cos, sin)`` of ``angle`` evaluated in float64 and rounded (see the module docstring)."""
+        wide = wp.float64(angle)
+        return vec2(scalar(wp.cos(wide)), scalar(wp.sin(wide)))
+
+    return SimpleNamespace(
+        vec2=vec2,
+        Query=Query,
+        n_features=n_features,
+        features_type=features_type,
+        observe_neighbors=observe_neighbors,
+        cell_rank=cell_rank,
+        cos_sin=cos_sin,
+        cell_point=sp.cell_point,
+        uniform=sp.uniform,
+    )
+
+
+def store_width(obs_dim: int) -> int:
+    """Floats per store of an observation row: 4 (16-byte stores) where ``obs_dim`` allows it, else 2 or 1."""
+    return 4 if obs_dim % 4 == 0 else 2 if obs_dim % 2 == 0 else 1
+
+
+@functools.cache
+def row_funcs(scalar: type, obs_dim: int) -> SimpleNamespace:
+    """An observation row kept in registers (``row_type``) and its store in ``store_width`` chunks.
+
+    One thread writes one agent's whole row; scalar stores ``obs_dim`` floats apart make every warp
+    store touch 32 memory sectors, so rows go out in 16- or 8-byte pieces where alignment allows,
+    through ``chunk_view`` of the observation buffer.
+    """
+    width = store_width(obs_dim)
+    chunk_type = wp.types.vector(width, scalar)
+    row_type = wp.types.vector(obs_dim, scalar)
+
+    @wp.func
+    def store_row(out: wp.array3d(dtype=chunk_type), env: int, agent: int, row: row_type):
+        for c in range(wp.static(obs_dim // width)):
+            piece = chunk_type()
+            for i in range(wp.static(width)):
+                piece[i] = row[c * wp.static(width) + i]
+            out[env, agent, c] = piece
+
+    def chunk_view(obs: wp.array) -> wp.array:
+        """A view of the [E, A, obs_dim] observation buffer as [E, A, obs_dim / width] chunks."""
+        E, A, D = obs.shape
+        return wp.array(ptr=obs.ptr, dtype=chunk_type, shape=(E, A, D // width), device=obs.device)
+
+    return SimpleNamespace(
+        width=width, chunk_type=chunk_type, row_type=row_type, store_row=store_row, chunk_view=chunk_view
+    )
+
+
+def obs_chunks(scenario) -> wp.array:
+    """The chunked view (``row_funcs(...).chunk_view``) of a bound scenario's observation buffer,
+    made once: recorded launches and graphs keep its pointer, which is the buffer's own."""
+    view = getattr(scenario, "_obs_chunks", None)
+    if view is None:
+        env = scenario.env
+        view = row_funcs(env.stepper.scalar, scenario.obs_dim).chunk_view(env._obs)
+        scenario._obs_chunks = view
+    return view

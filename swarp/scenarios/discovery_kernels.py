@@ -1,0 +1,279 @@
+"""Discovery, fused: the Warp twin of ``discovery.py`` (observations, rewards, termination, reset).
+
+* ``disc_observe`` (one thread per agent): builds the agent's neighbor list, writes its
+  observation (targets as found at the start of the step), which targets it covers (a bit mask),
+  its time and collision penalties and collisions.
+* ``disc_finish`` (one thread per env): counts the covering agents of each target still to find,
+  marks new finds (zeroing their rows in every agent's observation, which the observe kernel wrote
+  before the find), the shared reward, the covered fraction, termination and the end of the step.
+* ``disc_reset`` (one thread per env and spawn cell, masked): agents, headings and targets.
+"""
+
+import functools
+import math
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.rng import stream_key
+from swarp.env import episode
+from swarp.scenarios import base, common
+
+# Draw-index blocks of one episode's random stream, shared with the torch reference.
+DRAW_BLOCK = 1 << 12
+DRAW_CELLS = 0
+DRAW_JITTER = 1 * DRAW_BLOCK
+DRAW_HEADING = 2 * DRAW_BLOCK
+
+_DRAW_CELLS = wp.constant(DRAW_CELLS)
+_DRAW_JITTER = wp.constant(DRAW_JITTER)
+_DRAW_HEADING = wp.constant(DRAW_HEADING)
+_OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
+_OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
+#: Where the per-target block of an observation starts.
+_TARGETS_AT = wp.constant(4)
+
+
+@functools.cache
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, n_targets: int, k_obs: int):
+    """Kernels for one precision, neighbor-list configuration, agent, target and observed-neighbor count."""
+    f = common.funcs(scalar, max_neighbors, grid, k_obs)
+    n_features = f.n_features
+    header = 4 + 3 * n_targets
+    rf = common.row_funcs(scalar, header + n_features)
+    counts_type = wp.types.vector(n_targets, wp.int32)
+    vec2 = f.vec2
+    Query = f.Query
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+    n_targets_s = scalar(n_targets)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def disc_observe(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        targets: wp.array2d(dtype=vec2),
+        found: wp.array2d(dtype=wp.bool),
+        nq: Query,
+        obs_range: scalar,
+        reach: scalar,
+        covering_range: scalar,
+        time_penalty: scalar,
+        collision_penalty: scalar,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=rf.chunk_type),
+        cover_bits_out: wp.array2d(dtype=wp.int32),
+        reward_out: wp.array2d(dtype=scalar),
+        collisions_out: wp.array2d(dtype=wp.int32),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        cover2 = covering_range * covering_range
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            p = pos[env, agent]
+            v = vel[env, agent]
+            row = rf.row_type()
+            row[0] = p[0]
+            row[1] = p[1]
+            row[2] = v[0]
+            row[3] = v[1]
+            bits = int(0)
+            for t in range(wp.static(n_targets)):
+                # Found targets keep their zeros (a fresh row is all zeros).
+                if not found[env, t]:
+                    rel = targets[env, t] - p
+                    row[wp.static(4) + 3 * t] = rel[0]
+                    row[wp.static(4) + 3 * t + 1] = rel[1]
+                    row[wp.static(4) + 3 * t + 2] = one
+                    if wp.dot(rel, rel) <= cover2:
+                        bits = bits | (1 << t)
+            features, n_collisions, _separation = f.observe_neighbors(nq, pos, vel, env, agent, obs_range, reach, zero)
+            for i in range(wp.static(n_features)):
+                row[i + wp.static(header)] = features[i]
+            rf.store_row(obs_out, env, agent, row)
+            if mode == _OBSERVE_STEP:
+                cover_bits_out[env, agent] = bits
+                reward_out[env, agent] = -time_penalty - collision_penalty * scalar(n_collisions)
+            if mode != _OBSERVE_ONLY:
+                collisions_out[env, agent] = n_collisions
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def disc_finish(
+        cover_bits: wp.array2d(dtype=wp.int32),
+        agents_per_target: int,
+        covering_reward: scalar,
+        ep: Episode,
+        mode: int,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        found: wp.array2d(dtype=wp.bool),
+        obs_out: wp.array3d(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        newly_found_out: wp.array(dtype=wp.int32),
+        covered_out: wp.array(dtype=scalar),
+    ):
+        env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        # Covering agents per target, summed from every agent's bit mask once (in registers).
+        counts = counts_type()
+        if mode == _OBSERVE_STEP:
+            # Plain constant ranges: they unroll up to Warp's max_unroll (a wp.static inside would
+            # force the fleet loop to unroll whatever its size).
+            for a in range(fleet_size):
+                bits = cover_bits[env, a]
+                for t in range(n_targets):
+                    counts[t] += (bits >> t) & 1
+        n_found = int(0)
+        n_new = int(0)
+        for t in range(wp.static(n_targets)):
+            is_found = found[env, t]
+            if mode == _OBSERVE_STEP and not is_found and counts[t] >= agents_per_target:
+                is_found = True
+                found[env, t] = True
+                n_new += 1
+                # The observe kernel wrote this target as still to find: clear its rows.
+                base = _TARGETS_AT + 3 * t
+                for a in range(wp.static(fleet_size)):
+                    obs_out[env, a, base + 0] = zero
+                    obs_out[env, a, base + 1] = zero
+                    obs_out[env, a, base + 2] = zero
+            if is_found:
+                n_found += 1
+        covered_out[env] = scalar(n_found) / n_targets_s
+        if mode != _OBSERVE_STEP:
+            return  # a reset only refreshes the info
+        newly_found_out[env] = n_new
+        bonus = covering_reward * scalar(n_new)
+        for a in range(wp.static(fleet_size)):
+            reward_out[env, a] = reward_out[env, a] + bonus
+        end_step(ep, env, n_found == wp.static(n_targets))
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def disc_reset(
+        env_mask: wp.array(dtype=wp.bool),
+        seed: wp.array(dtype=wp.int32),
+        episode_index: wp.array(dtype=wp.int32),
+        side: int,
+        world_size: scalar,
+        jitter: scalar,
+        cells_per_thread: int,
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        targets_out: wp.array2d(dtype=vec2),
+        found_out: wp.array2d(dtype=wp.bool),
+    ):
+        # Agent i takes the cell of i-th smallest key, target t the cell of (A + t)-th smallest;
+        # one thread per (env, cell) on the GPU, one env per thread on the CPU.
+        env, slot = wp.tid()
+        if not env_mask[env]:
+            return
+        key = stream_key(seed[0], env, episode_index[env])
+        n_cells = side * side
+        n_agents = pos_out.shape[1]
+        first = slot * cells_per_thread
+        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
+            rank = f.cell_rank(key, _DRAW_CELLS, n_cells, cell)
+            if rank < n_agents + wp.static(n_targets):
+                point = f.cell_point(cell, side, world_size, jitter, key, _DRAW_JITTER + 2 * rank)
+                if rank < n_agents:
+                    pos_out[env, rank] = point
+                    theta_out[env, rank] = (f.uniform(key, _DRAW_HEADING + rank) * two - one) * pi
+                    vel_out[env, rank] = vec2(zero, zero)
+                    speed_out[env, rank] = zero
+                    ang_vel_out[env, rank] = zero
+                else:
+                    targets_out[env, rank - n_agents] = point
+                    found_out[env, rank - n_agents] = False
+
+    return SimpleNamespace(disc_observe=disc_observe, disc_finish=disc_finish, disc_reset=disc_reset)
+
+
+def _kernels_for(sc):
+    stepper = sc.env.stepper
+    return kernels(
+        stepper.scalar,
+        stepper.world.max_neighbors,
+        stepper.neighbor_method == "grid",
+        sc.n_agents,
+        sc.cfg.n_targets,
+        sc.cfg.obs_neighbors,
+    )
+
+
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+    """Launch ``disc_observe`` (and, for a step or a reset, ``disc_finish``) for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state, nb = world.state, world.neighbors
+    mask = env_mask if env_mask is not None else nb.no_mask
+    use_mask = int(env_mask is not None)
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    launcher.launch(
+        k.disc_observe,
+        dim=(sc.n_envs, threads),
+        inputs=[
+            state.pos,
+            state.vel,
+            sc._targets,
+            sc._found,
+            world.neighbor_query(),
+            s(c.obs_range),
+            s(2.0 * c.agent_radius),
+            s(c.covering_range),
+            s(c.time_penalty),
+            s(c.collision_penalty),
+            mask,
+            use_mask,
+            int(mode),
+            per_thread,
+        ],
+        outputs=[common.obs_chunks(sc), sc._cover_bits, env._reward, sc._collisions],
+        device=env.device,
+    )
+    if mode != base.OBSERVE_ONLY:
+        launcher.launch(
+            k.disc_finish,
+            dim=sc.n_envs,
+            inputs=[
+                sc._cover_bits,
+                c.agents_per_target,
+                s(c.covering_reward),
+                env.episode_args,
+                int(mode),
+                mask,
+                use_mask,
+            ],
+            outputs=[sc._found, env._obs, env._reward, sc._newly_found, sc._covered_fraction],
+            device=env.device,
+        )
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch the masked ``disc_reset`` for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state = world.state
+    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    launcher.launch(
+        k.disc_reset,
+        dim=(sc.n_envs, threads),
+        inputs=[env_mask, env._seed, env._episode, sc.side, s(c.world_size), s(sc.jitter), per_thread],
+        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._targets, sc._found],
+        device=env.device,
+    )

@@ -1,0 +1,296 @@
+"""Formation, fused: the Warp twin of ``formation.py`` (observations, rewards, termination, reset).
+
+* ``form_observe`` (one thread per agent): builds the agent's neighbor list, writes its
+  observation, its progress towards its slot, collisions and per-agent info.
+* ``form_finish`` (one thread per env): termination, shared/bonus reward terms, the formation
+  error, and the end of the step's bookkeeping.
+* ``form_reset`` (one thread per env and spawn cell, masked): spawns, headings, center and slots.
+"""
+
+import functools
+import math
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.rng import stream_key
+from swarp.env import episode
+from swarp.scenarios import base, common
+
+# Draw-index blocks of one episode's random stream, shared with the torch reference.
+DRAW_BLOCK = 1 << 12
+DRAW_CELLS = 0
+DRAW_JITTER = 1 * DRAW_BLOCK
+DRAW_HEADING = 2 * DRAW_BLOCK
+DRAW_CENTER = 3 * DRAW_BLOCK
+
+_DRAW_CELLS = wp.constant(DRAW_CELLS)
+_DRAW_JITTER = wp.constant(DRAW_JITTER)
+_DRAW_HEADING = wp.constant(DRAW_HEADING)
+_DRAW_CENTER = wp.constant(DRAW_CENTER)
+_OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
+_OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
+
+
+@functools.cache
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int):
+    """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
+    f = common.funcs(scalar, max_neighbors, grid, k_obs)
+    n_features = f.n_features
+    rf = common.row_funcs(scalar, 8 + n_features)
+    vec2 = f.vec2
+    Query = f.Query
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+    inv_fleet = scalar(1.0 / fleet_size)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def form_observe(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        slots: wp.array2d(dtype=vec2),
+        center: wp.array(dtype=vec2),
+        nq: Query,
+        obs_range: scalar,
+        reach: scalar,
+        tolerance: scalar,
+        collision_penalty: scalar,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=rf.chunk_type),
+        prev_dist: wp.array2d(dtype=scalar),
+        progress_out: wp.array2d(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        dist_out: wp.array2d(dtype=scalar),
+        on_slot_out: wp.array2d(dtype=wp.bool),
+        collisions_out: wp.array2d(dtype=wp.int32),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        c = center[env]
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            p = pos[env, agent]
+            v = vel[env, agent]
+            rel_slot = slots[env, agent] - p
+            rel_center = c - p
+            features, n_collisions, _separation = f.observe_neighbors(nq, pos, vel, env, agent, obs_range, reach, zero)
+            row = rf.row_type()
+            row[0] = p[0]
+            row[1] = p[1]
+            row[2] = v[0]
+            row[3] = v[1]
+            row[4] = rel_slot[0]
+            row[5] = rel_slot[1]
+            row[6] = rel_center[0]
+            row[7] = rel_center[1]
+            for i in range(wp.static(n_features)):
+                row[i + wp.static(8)] = features[i]
+            rf.store_row(obs_out, env, agent, row)
+            dist = wp.sqrt(wp.dot(rel_slot, rel_slot))
+            if mode == _OBSERVE_STEP:
+                progress_out[env, agent] = prev_dist[env, agent] - dist
+                reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+            if mode != _OBSERVE_ONLY:
+                dist_out[env, agent] = dist
+                on_slot_out[env, agent] = dist < tolerance
+                collisions_out[env, agent] = n_collisions
+            prev_dist[env, agent] = dist
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def form_finish(
+        progress: wp.array2d(dtype=scalar),
+        dist: wp.array2d(dtype=scalar),
+        on_slot: wp.array2d(dtype=wp.bool),
+        shared_reward: int,
+        shaping_factor: scalar,
+        final_reward: scalar,
+        ep: Episode,
+        mode: int,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        reward_out: wp.array2d(dtype=scalar),
+        error_out: wp.array(dtype=scalar),
+    ):
+        env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        # Compile-time fleet size: small fleets unroll, so the loads are all in flight at once.
+        complete = bool(True)
+        total_dist = zero
+        total_progress = zero
+        for a in range(wp.static(fleet_size)):
+            if not on_slot[env, a]:
+                complete = False
+            total_dist += dist[env, a]
+            total_progress += progress[env, a]
+        error_out[env] = total_dist * inv_fleet
+        if mode != _OBSERVE_STEP:
+            return  # a reset only refreshes the info
+        mean = total_progress * inv_fleet
+        bonus = zero
+        if complete:
+            bonus = final_reward
+        for a in range(wp.static(fleet_size)):
+            own = progress[env, a]
+            if shared_reward != 0:
+                own = mean
+            reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
+        end_step(ep, env, complete)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def form_reset(
+        env_mask: wp.array(dtype=wp.bool),
+        seed: wp.array(dtype=wp.int32),
+        episode_index: wp.array(dtype=wp.int32),
+        side: int,
+        world_size: scalar,
+        jitter: scalar,
+        center_limit: scalar,
+        formation_radius: scalar,
+        corners: wp.array(dtype=vec2),
+        cells_per_thread: int,
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        center_out: wp.array(dtype=vec2),
+        slots_out: wp.array2d(dtype=vec2),
+    ):
+        # Agent i spawns in the cell of i-th smallest key; one thread per (env, cell) on the GPU,
+        # one env per thread on the CPU. Every thread derives the env's center and rotation (a few
+        # hashes), the one that spawns agent i also writes its slot.
+        env, slot = wp.tid()
+        if not env_mask[env]:
+            return
+        key = stream_key(seed[0], env, episode_index[env])
+        n_cells = side * side
+        c = vec2(
+            (f.uniform(key, _DRAW_CENTER) * two - one) * center_limit,
+            (f.uniform(key, _DRAW_CENTER + 1) * two - one) * center_limit,
+        )
+        rotation = f.cos_sin((f.uniform(key, _DRAW_CENTER + 2) * two - one) * pi)
+        if slot == 0:
+            center_out[env] = c
+        first = slot * cells_per_thread
+        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
+            a = f.cell_rank(key, _DRAW_CELLS, n_cells, cell)
+            if a < pos_out.shape[1]:
+                pos_out[env, a] = f.cell_point(cell, side, world_size, jitter, key, _DRAW_JITTER + 2 * a)
+                theta_out[env, a] = (f.uniform(key, _DRAW_HEADING + a) * two - one) * pi
+                vel_out[env, a] = vec2(zero, zero)
+                speed_out[env, a] = zero
+                ang_vel_out[env, a] = zero
+                u = corners[a]
+                slots_out[env, a] = vec2(
+                    c[0] + formation_radius * (rotation[0] * u[0] - rotation[1] * u[1]),
+                    c[1] + formation_radius * (rotation[1] * u[0] + rotation[0] * u[1]),
+                )
+
+    return SimpleNamespace(form_observe=form_observe, form_finish=form_finish, form_reset=form_reset)
+
+
+def _kernels_for(sc):
+    stepper = sc.env.stepper
+    return kernels(
+        stepper.scalar,
+        stepper.world.max_neighbors,
+        stepper.neighbor_method == "grid",
+        sc.n_agents,
+        sc.cfg.obs_neighbors,
+    )
+
+
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+    """Launch ``form_observe`` (and, for a step or a reset, ``form_finish``) for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state, nb = world.state, world.neighbors
+    mask = env_mask if env_mask is not None else nb.no_mask
+    use_mask = int(env_mask is not None)
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    launcher.launch(
+        k.form_observe,
+        dim=(sc.n_envs, threads),
+        inputs=[
+            state.pos,
+            state.vel,
+            sc._slots,
+            sc._center,
+            world.neighbor_query(),
+            s(c.obs_range),
+            s(2.0 * c.agent_radius),
+            s(c.tolerance),
+            s(c.collision_penalty),
+            mask,
+            use_mask,
+            int(mode),
+            per_thread,
+        ],
+        outputs=[
+            common.obs_chunks(sc),
+            sc._prev_dist,
+            sc._progress,
+            env._reward,
+            sc._dist,
+            sc._on_slot,
+            sc._collisions,
+        ],
+        device=env.device,
+    )
+    if mode != base.OBSERVE_ONLY:
+        launcher.launch(
+            k.form_finish,
+            dim=sc.n_envs,
+            inputs=[
+                sc._progress,
+                sc._dist,
+                sc._on_slot,
+                int(c.shared_reward),
+                s(c.shaping_factor),
+                s(c.final_reward),
+                env.episode_args,
+                int(mode),
+                mask,
+                use_mask,
+            ],
+            outputs=[env._reward, sc._error],
+            device=env.device,
+        )
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch the masked ``form_reset`` for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state = world.state
+    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    launcher.launch(
+        k.form_reset,
+        dim=(sc.n_envs, threads),
+        inputs=[
+            env_mask,
+            env._seed,
+            env._episode,
+            sc.side,
+            s(c.world_size),
+            s(sc.jitter),
+            s(sc.center_limit),
+            s(c.formation_radius),
+            sc._corners,
+            per_thread,
+        ],
+        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._center, sc._slots],
+        device=env.device,
+    )
