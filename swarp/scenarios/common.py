@@ -16,16 +16,20 @@ Conventions the twins rely on:
 
 import functools
 import math
+from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import ClassVar
 
 import torch
 import warp as wp
 
-from swarp.core.config import ControlMode, DynamicsModel, _coerce_enum
+from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig, _coerce_enum
+from swarp.core.launch import agents_per_thread
 from swarp.core.precision import vec2_type
-from swarp.core.rng import uniform_u24
+from swarp.core.rng import stream_key, uniform_u24
 from swarp.physics import neighbors
 from swarp.scenarios import spawn
+from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
 
 # --- option checks -------------------------------------------------------------------------------
 
@@ -74,11 +78,134 @@ class OptionChecker:
     def ctrl_mode(self, name: str = "ctrl_mode") -> None:
         _coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
 
+    def arena(self) -> None:
+        """The options every arena scenario of the library shares (see ``arena_world``)."""
+        self.int("n_agents", 1, 2000)
+        self.int("obs_neighbors", 0)
+        self.int("substeps", 1)
+        self.int("max_steps", 1)
+        self.int("max_neighbors", 1)
+        for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
+            self.number(name)
+        self.number("collision_penalty", allow_zero=True)
+        if self.cfg.spawn_cells is not None:
+            self.int("spawn_cells", 1)
+        self.ctrl_mode()
+        self.neighbors()
+
     def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
         """The neighbor-list width holds at least the observed neighbors."""
         k, width = getattr(self.cfg, obs_name), getattr(self.cfg, width_name)
         if width < k:
             self.fail(f"{width_name} ({width}) must be >= {obs_name} ({k})")
+
+
+@dataclass(frozen=True)
+class ArenaConfig:
+    """Options every arena scenario of the library shares (SI units); each scenario's config
+    subclasses it, overriding defaults and adding its own options.
+
+    Attributes:
+        n_agents: Agents per env.
+        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
+        agent_radius: Agent radius [m].
+        max_speed: Speed limit [m/s].
+        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
+        obs_neighbors: k, the nearest other agents in each observation.
+        obs_range: Sensing range [m] for the neighbor observation.
+        collision_penalty: Penalty per overlapping agent per step (>= 0).
+        spawn_cells: Cells per side of the spawn grid (default: chosen from the points to place).
+        dt: Step length [s].
+        substeps: Physics substeps per step.
+        max_steps: Episode length [steps].
+        max_neighbors: Neighbor-list width K (>= obs_neighbors).
+    """
+
+    #: Scenario name in option error messages.
+    scenario_name: ClassVar[str] = "arena"
+
+    n_agents: int = 4
+    world_size: float = 1.0
+    agent_radius: float = 0.05
+    max_speed: float = 1.0
+    ctrl_mode: str = "velocity"
+    obs_neighbors: int = 3
+    obs_range: float = 0.5
+    collision_penalty: float = 1.0
+    spawn_cells: int | None = None
+    dt: float = 0.1
+    substeps: int = 1
+    max_steps: int = 200
+    max_neighbors: int = 16
+
+    def __post_init__(self) -> None:
+        self.checker().arena()
+
+    def checker(self) -> OptionChecker:
+        """An ``OptionChecker`` for this config's further options."""
+        return OptionChecker(self, self.scenario_name)
+
+
+# --- the arena and its resets ----------------------------------------------------------------------
+
+#: Spawn clearance from a cell edge, as a multiple of the agent radius.
+CLEARANCE_FACTOR = 1.25
+#: Draw-index blocks of one episode's random stream (``swarp.core.rng``) in the library's resets:
+#: cell keys, cell jitter (two per point), agent headings, then per-env draws (target, center...).
+DRAW_BLOCK = 1 << 12
+DRAW_CELLS = 0
+DRAW_JITTER = 1 * DRAW_BLOCK
+DRAW_HEADING = 2 * DRAW_BLOCK
+DRAW_ENV = 3 * DRAW_BLOCK
+
+
+def arena_world(scenario, n_points: int, neighbor_reach: float = 0.0):
+    """The physical world of an arena scenario: ``n_agents`` equal holonomic agents in the soft-walled
+    square ``[-L, L]^2`` (L = ``world_size``), neighbor lists wide enough for the observation, for
+    contacts within a step and for ``neighbor_reach`` [m].
+
+    Also sets the scenario's spawn grid: ``clearance`` [m], ``side`` (cells per side, room for
+    ``n_points`` points) and ``jitter`` [m] (see ``spawn.py``).
+
+    Returns:
+        The ``WorldSpec``.
+    """
+    c = scenario.cfg
+    scenario.clearance = CLEARANCE_FACTOR * c.agent_radius
+    scenario.side = spawn.cells_per_side(c.world_size, scenario.clearance, n_points, c.spawn_cells)
+    scenario.jitter = c.world_size / scenario.side - scenario.clearance
+    agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
+    reach = max(c.obs_range, neighbor_reach, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt)
+    world = WorldConfig(bounds=c.world_size, bounds_mode="soft", max_neighbors=c.max_neighbors, neighbor_radius=reach)
+    return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+
+
+def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
+    """Torch twin of the fused resets' spawn: ``n_points`` points in the cells of the smallest keys
+    (point p in the p-th, jittered), agents first; writes the agents' state (random heading, at rest)
+    in the envs of ``env_mask`` [E] bool and returns every point [E, n_points, 2] (all envs)."""
+    c, E, A, dtype = scenario.cfg, scenario.n_envs, scenario.n_agents, scenario.dtype
+    key = scenario.env.rng_keys().view(E, 1)
+    cells = spawn.smallest_cells_torch(spawn.cell_keys_torch(key, DRAW_CELLS, scenario.side**2), n_points)
+    index = torch.arange(n_points, device=cells.device).view(1, n_points)
+    points = spawn.cell_point_torch(
+        cells, scenario.side, c.world_size, scenario.jitter, key, DRAW_JITTER + 2 * index, dtype
+    )
+    heading = (spawn.uniform_torch(key, DRAW_HEADING + index[:, :A], dtype) * 2.0 - 1.0) * math.pi
+    m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
+    state = scenario.env.state
+    state.pos.copy_(torch.where(m3, points[:, :A], state.pos))
+    state.theta.copy_(torch.where(m2, heading, state.theta))
+    state.vel.masked_fill_(m3, 0.0)
+    state.speed.masked_fill_(m2, 0.0)
+    state.ang_vel.masked_fill_(m2, 0.0)
+    return points
+
+
+def env_draws_torch(scenario, count: int) -> list[torch.Tensor]:
+    """The first ``count`` per-env uniforms in [0, 1) (draws ``DRAW_ENV + i``), each [E, 1]."""
+    key = scenario.env.rng_keys().view(scenario.n_envs, 1)
+    return [spawn.uniform_torch(key, DRAW_ENV + i, scenario.dtype) for i in range(count)]
 
 
 # --- torch twins ---------------------------------------------------------------------------------
@@ -166,12 +293,36 @@ def cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cos(wide).to(angle.dtype), torch.sin(wide).to(angle.dtype)
 
 
-def ranked_cells(key: torch.Tensor, draw_base: int, n_cells: int, count: int) -> torch.Tensor:
-    """[E, count] int64: the cells of the ``count`` smallest keys, smallest first (``key`` [E, 1])."""
-    return spawn.smallest_cells_torch(spawn.cell_keys_torch(key, draw_base, n_cells), count)
+_DRAW_CELLS = wp.constant(DRAW_CELLS)
+_DRAW_JITTER = wp.constant(DRAW_JITTER)
+_DRAW_HEADING = wp.constant(DRAW_HEADING)
+_DRAW_ENV = wp.constant(DRAW_ENV)
 
 
 # --- Warp twins ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def spawn_struct(scalar: type):
+    """The Warp struct of what every ranked-spawn reset reads and writes (``launch_reset`` fills it)."""
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class Spawn:
+        env_mask: wp.array(dtype=wp.bool)
+        seed: wp.array(dtype=wp.int32)
+        episode: wp.array(dtype=wp.int32)
+        side: int
+        world_size: scalar
+        jitter: scalar
+        cells_per_thread: int
+        pos: wp.array2d(dtype=vec2)
+        theta: wp.array2d(dtype=scalar)
+        vel: wp.array2d(dtype=vec2)
+        speed: wp.array2d(dtype=scalar)
+        ang_vel: wp.array2d(dtype=scalar)
+
+    return Spawn
 
 
 @functools.cache
@@ -184,6 +335,8 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
     build_list = nbk.build_grid if grid else nbk.build_brute
     zero = scalar(0.0)
     one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
     sp = spawn.funcs(scalar)
     n_features = 5 * k_obs
     features_type = wp.types.vector(max(n_features, 1), scalar)
@@ -248,14 +401,46 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
         return features, n_collisions, penalty
 
     @wp.func
-    def cell_rank(key: wp.uint32, draw_base: int, n_cells: int, cell: int) -> int:
+    def cell_rank(key: wp.uint32, n_cells: int, cell: int) -> int:
         """How many cells have a smaller (key, index) than ``cell``: its rank in the ranked spawn."""
-        mine = uniform_u24(key, draw_base + cell)
+        mine = uniform_u24(key, _DRAW_CELLS + cell)
         rank = int(0)
         for c in range(n_cells):
-            if sp.before(uniform_u24(key, draw_base + c), c, mine, cell):
+            if sp.before(uniform_u24(key, _DRAW_CELLS + c), c, mine, cell):
                 rank += 1
         return rank
+
+    Spawn = spawn_struct(scalar)
+
+    @wp.func
+    def spawn_key(spawn: Spawn, env: int) -> wp.uint32:
+        """The random-stream key of ``env``'s new episode."""
+        return stream_key(spawn.seed[0], env, spawn.episode[env])
+
+    @wp.func
+    def spawn_cells(spawn: Spawn, slot: int) -> wp.vec2i:
+        """``[first, stop)`` cells of thread ``slot`` of a reset launched by ``launch_reset``."""
+        first = slot * spawn.cells_per_thread
+        return wp.vec2i(first, wp.min(first + spawn.cells_per_thread, spawn.side * spawn.side))
+
+    @wp.func
+    def spawn_point(spawn: Spawn, key: wp.uint32, cell: int, point: int) -> vec2:
+        """Where spawn point ``point`` (the rank of ``cell``) lies in ``cell``."""
+        return sp.cell_point(cell, spawn.side, spawn.world_size, spawn.jitter, key, _DRAW_JITTER + 2 * point)
+
+    @wp.func
+    def spawn_agent(spawn: Spawn, key: wp.uint32, env: int, agent: int, point: vec2):
+        """Place ``agent`` at ``point``, at rest, with a random heading (Warp twin of ``spawn_torch``)."""
+        spawn.pos[env, agent] = point
+        spawn.theta[env, agent] = (sp.uniform(key, _DRAW_HEADING + agent) * two - one) * pi
+        spawn.vel[env, agent] = vec2(zero, zero)
+        spawn.speed[env, agent] = zero
+        spawn.ang_vel[env, agent] = zero
+
+    @wp.func
+    def env_draw(key: wp.uint32, index: int) -> scalar:
+        """Per-env uniform ``index`` in [0, 1) (Warp twin of ``env_draws_torch``)."""
+        return sp.uniform(key, _DRAW_ENV + index)
 
     @wp.func
     def cos_sin(angle: scalar) -> vec2:
@@ -270,9 +455,13 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
         features_type=features_type,
         observe_neighbors=observe_neighbors,
         cell_rank=cell_rank,
+        Spawn=Spawn,
+        spawn_key=spawn_key,
+        spawn_cells=spawn_cells,
+        spawn_agent=spawn_agent,
+        spawn_point=spawn_point,
+        env_draw=env_draw,
         cos_sin=cos_sin,
-        cell_point=sp.cell_point,
-        uniform=sp.uniform,
     )
 
 
@@ -320,3 +509,59 @@ def obs_chunks(scenario) -> wp.array:
         view = row_funcs(env.stepper.scalar, scenario.obs_dim).chunk_view(env._obs)
         scenario._obs_chunks = view
     return view
+
+
+def launch_observe(sc, launcher, env_mask, mode: int, observe, observe_args: tuple, finish, finish_args: tuple) -> None:
+    """Launch a scenario's per-agent observe kernel and, for a step or a reset, its per-env finish.
+
+    The kernels' parameters end the library's way: observe ``(*inputs, env_mask, use_mask, mode,
+    agents_per_thread, *outputs)``, finish ``(*inputs, ep, mode, env_mask, use_mask, *outputs)``;
+    ``observe_args`` and ``finish_args`` are ``(inputs, outputs)`` pairs without those.
+    """
+    env = sc.env
+    mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
+    use_mask = int(env_mask is not None)
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    inputs, outputs = observe_args
+    launcher.launch(
+        observe,
+        dim=(sc.n_envs, threads),
+        inputs=[*inputs, mask, use_mask, int(mode), per_thread],
+        outputs=outputs,
+        device=env.device,
+    )
+    if mode != OBSERVE_ONLY:
+        inputs, outputs = finish_args
+        launcher.launch(
+            finish,
+            dim=sc.n_envs,
+            inputs=[*inputs, env.episode_args, int(mode), mask, use_mask],
+            outputs=outputs,
+            device=env.device,
+        )
+
+
+def kernel_key(sc) -> tuple:
+    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors)``: what a bound scenario's kernel
+    factories specialise on (scenario kernel modules may append more)."""
+    stepper = sc.env.stepper
+    grid = stepper.neighbor_method == "grid"
+    return stepper.scalar, stepper.world.max_neighbors, grid, sc.n_agents, sc.cfg.obs_neighbors
+
+
+def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list) -> None:
+    """Launch a scenario's masked ranked-spawn reset ``kernel(spawn, *inputs, *outputs)`` (``spawn``
+    a ``spawn_struct``): one thread per (env, spawn cell) on the GPU, one env per thread on the CPU."""
+    env, state = sc.env, sc.world.state
+    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    spawn = spawn_struct(env.stepper.scalar)()
+    spawn.env_mask = env_mask
+    spawn.seed = env._seed
+    spawn.episode = env._episode
+    spawn.side = sc.side
+    spawn.world_size = env.stepper.scalar(sc.cfg.world_size)
+    spawn.jitter = env.stepper.scalar(sc.jitter)
+    spawn.cells_per_thread = per_thread
+    spawn.pos, spawn.theta, spawn.vel = state.pos, state.theta, state.vel
+    spawn.speed, spawn.ang_vel = state.speed, state.ang_vel
+    launcher.launch(kernel, dim=(sc.n_envs, threads), inputs=[spawn, *inputs], outputs=outputs, device=env.device)

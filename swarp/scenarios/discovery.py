@@ -32,20 +32,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import common
 from swarp.scenarios import discovery_kernels as dk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.spawn import cell_point_torch, cells_per_side, uniform_torch
 
-#: Spawn clearance from a cell edge, as a multiple of the agent radius.
-CLEARANCE_FACTOR = 1.25
 #: Most targets per env (the fused kernels keep each agent's covered targets in a 32-bit mask).
 MAX_TARGETS = 32
 #: Colors of targets still to find and of found ones (RGB), and the ring width [px].
@@ -59,66 +56,36 @@ WAIT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
-class DiscoveryConfig:
+class DiscoveryConfig(common.ArenaConfig):
     """Options of the discovery scenario (SI units).
 
+    The shared arena options are ``common.ArenaConfig``'s; defaults here: n_agents=5.
+
     Attributes:
-        n_agents: Agents per env.
         n_targets: Targets per env (at most ``MAX_TARGETS``).
         agents_per_target: Agents needed within ``covering_range`` at once to find a target (k).
         covering_range: Distance [m] from a target within which an agent covers it.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s].
-        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
-        obs_neighbors: Nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
         covering_reward: Reward to every agent per target found (shared).
         time_penalty: Penalty per agent per step (>= 0).
-        collision_penalty: Penalty per overlapping agent per step (>= 0).
-        spawn_cells: Cells per side of the spawn grid (default: chosen from n_agents + n_targets).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors).
     """
+
+    scenario_name: ClassVar[str] = "discovery"
 
     n_agents: int = 5
     n_targets: int = 5
     agents_per_target: int = 2
     covering_range: float = 0.25
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
-    ctrl_mode: str = "velocity"
-    obs_neighbors: int = 3
-    obs_range: float = 0.5
     covering_reward: float = 1.0
     time_penalty: float = 0.01
-    collision_penalty: float = 1.0
-    spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int = 16
 
     def __post_init__(self) -> None:
-        check = common.OptionChecker(self, "discovery")
-        check.int("n_agents", 1, 2000)
+        super().__post_init__()
+        check = self.checker()
         check.int("n_targets", 1, MAX_TARGETS)
-        check.int("agents_per_target", 1, self.n_agents if isinstance(self.n_agents, int) else None)
-        check.int("obs_neighbors", 0)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("covering_range", "world_size", "agent_radius", "max_speed", "obs_range", "dt"):
-            check.number(name)
-        for name in ("covering_reward", "time_penalty", "collision_penalty"):
+        check.int("agents_per_target", 1, self.n_agents)
+        check.number("covering_range")
+        for name in ("covering_reward", "time_penalty"):
             check.number(name, allow_zero=True)
-        if self.spawn_cells is not None:
-            check.int("spawn_cells", 1)
-        check.ctrl_mode()
-        check.neighbors()
 
 
 class DiscoveryScenario(FusedScenario):
@@ -130,18 +97,7 @@ class DiscoveryScenario(FusedScenario):
     ends_steps = True
 
     def make_world(self) -> WorldSpec:
-        c = self.cfg
-        agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
-        self.clearance = CLEARANCE_FACTOR * c.agent_radius
-        self.side = cells_per_side(c.world_size, self.clearance, c.n_agents + c.n_targets, c.spawn_cells)
-        self.jitter = c.world_size / self.side - self.clearance
-        world = WorldConfig(
-            bounds=c.world_size,
-            bounds_mode="soft",
-            max_neighbors=c.max_neighbors,
-            neighbor_radius=max(c.obs_range, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt),
-        )
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+        return common.arena_world(self, self.cfg.n_agents + self.cfg.n_targets)
 
     @property
     def obs_dim(self) -> int:
@@ -184,24 +140,12 @@ class DiscoveryScenario(FusedScenario):
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        c, E, A, T = self.cfg, self.n_envs, self.n_agents, self.cfg.n_targets
-        dtype, dev = self.dtype, self.targets.device
-        key = self.env.rng_keys().view(E, 1)
         # One ranking for agents and targets: agent i takes the i-th smallest cell, target t the
         # (A + t)-th, so nothing shares a cell.
-        cells = common.ranked_cells(key, dk.DRAW_CELLS, self.side * self.side, A + T)
-        points = torch.arange(A + T, device=dev).view(1, A + T)
-        where = cell_point_torch(cells, self.side, c.world_size, self.jitter, key, dk.DRAW_JITTER + 2 * points, dtype)
-        heading = (uniform_torch(key, dk.DRAW_HEADING + points[:, :A], dtype) * 2.0 - 1.0) * math.pi
-        m1, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
-        state = self.env.state
-        state.pos.copy_(torch.where(m3, where[:, :A], state.pos))
-        state.theta.copy_(torch.where(m1, heading, state.theta))
-        state.vel.masked_fill_(m3, 0.0)
-        state.speed.masked_fill_(m1, 0.0)
-        state.ang_vel.masked_fill_(m1, 0.0)
-        self.targets.copy_(torch.where(m3, where[:, A:], self.targets))
-        self.found.masked_fill_(m1, False)
+        A, E = self.n_agents, self.n_envs
+        points = common.spawn_torch(self, env_mask, A + self.cfg.n_targets)
+        self.targets.copy_(torch.where(env_mask.view(E, 1, 1), points[:, A:], self.targets))
+        self.found.masked_fill_(env_mask.view(E, 1), False)
 
     def _coverage(self) -> torch.Tensor:
         """[E, T] int: agents within ``covering_range`` of each target."""

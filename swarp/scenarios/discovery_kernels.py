@@ -10,25 +10,14 @@
 """
 
 import functools
-import math
 from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
-from swarp.core.rng import stream_key
+from swarp.core.launch import Launcher
 from swarp.env import episode
 from swarp.scenarios import base, common
 
-# Draw-index blocks of one episode's random stream, shared with the torch reference.
-DRAW_BLOCK = 1 << 12
-DRAW_CELLS = 0
-DRAW_JITTER = 1 * DRAW_BLOCK
-DRAW_HEADING = 2 * DRAW_BLOCK
-
-_DRAW_CELLS = wp.constant(DRAW_CELLS)
-_DRAW_JITTER = wp.constant(DRAW_JITTER)
-_DRAW_HEADING = wp.constant(DRAW_HEADING)
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 #: Where the per-target block of an observation starts.
@@ -36,7 +25,7 @@ _TARGETS_AT = wp.constant(4)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, n_targets: int, k_obs: int):
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, n_targets: int):
     """Kernels for one precision, neighbor-list configuration, agent, target and observed-neighbor count."""
     f = common.funcs(scalar, max_neighbors, grid, k_obs)
     n_features = f.n_features
@@ -49,8 +38,6 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, n_tar
     end_step = episode.funcs(scalar).end_step
     zero = scalar(0.0)
     one = scalar(1.0)
-    two = scalar(2.0)
-    pi = scalar(math.pi)
     n_targets_s = scalar(n_targets)
 
     @wp.kernel(enable_backward=False, module="unique")
@@ -161,40 +148,25 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, n_tar
 
     @wp.kernel(enable_backward=False, module="unique")
     def disc_reset(
-        env_mask: wp.array(dtype=wp.bool),
-        seed: wp.array(dtype=wp.int32),
-        episode_index: wp.array(dtype=wp.int32),
-        side: int,
-        world_size: scalar,
-        jitter: scalar,
-        cells_per_thread: int,
-        pos_out: wp.array2d(dtype=vec2),
-        theta_out: wp.array2d(dtype=scalar),
-        vel_out: wp.array2d(dtype=vec2),
-        speed_out: wp.array2d(dtype=scalar),
-        ang_vel_out: wp.array2d(dtype=scalar),
+        spawn: f.Spawn,
         targets_out: wp.array2d(dtype=vec2),
         found_out: wp.array2d(dtype=wp.bool),
     ):
         # Agent i takes the cell of i-th smallest key, target t the cell of (A + t)-th smallest;
         # one thread per (env, cell) on the GPU, one env per thread on the CPU.
         env, slot = wp.tid()
-        if not env_mask[env]:
+        if not spawn.env_mask[env]:
             return
-        key = stream_key(seed[0], env, episode_index[env])
-        n_cells = side * side
-        n_agents = pos_out.shape[1]
-        first = slot * cells_per_thread
-        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
-            rank = f.cell_rank(key, _DRAW_CELLS, n_cells, cell)
+        key = f.spawn_key(spawn, env)
+        n_cells = spawn.side * spawn.side
+        n_agents = spawn.pos.shape[1]
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            rank = f.cell_rank(key, n_cells, cell)
             if rank < n_agents + wp.static(n_targets):
-                point = f.cell_point(cell, side, world_size, jitter, key, _DRAW_JITTER + 2 * rank)
+                point = f.spawn_point(spawn, key, cell, rank)
                 if rank < n_agents:
-                    pos_out[env, rank] = point
-                    theta_out[env, rank] = (f.uniform(key, _DRAW_HEADING + rank) * two - one) * pi
-                    vel_out[env, rank] = vec2(zero, zero)
-                    speed_out[env, rank] = zero
-                    ang_vel_out[env, rank] = zero
+                    f.spawn_agent(spawn, key, env, rank, point)
                 else:
                     targets_out[env, rank - n_agents] = point
                     found_out[env, rank - n_agents] = False
@@ -203,77 +175,26 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, n_tar
 
 
 def _kernels_for(sc):
-    stepper = sc.env.stepper
-    return kernels(
-        stepper.scalar,
-        stepper.world.max_neighbors,
-        stepper.neighbor_method == "grid",
-        sc.n_agents,
-        sc.cfg.n_targets,
-        sc.cfg.obs_neighbors,
-    )
+    return kernels(*common.kernel_key(sc), sc.cfg.n_targets)
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     """Launch ``disc_observe`` (and, for a step or a reset, ``disc_finish``) for the scenario ``sc``."""
     k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
+    env, c = sc.env, sc.cfg
     s = env.stepper.scalar
-    state, nb = world.state, world.neighbors
-    mask = env_mask if env_mask is not None else nb.no_mask
-    use_mask = int(env_mask is not None)
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    launcher.launch(
-        k.disc_observe,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            state.pos,
-            state.vel,
-            sc._targets,
-            sc._found,
-            world.neighbor_query(),
-            s(c.obs_range),
-            s(2.0 * c.agent_radius),
-            s(c.covering_range),
-            s(c.time_penalty),
-            s(c.collision_penalty),
-            mask,
-            use_mask,
-            int(mode),
-            per_thread,
-        ],
-        outputs=[common.obs_chunks(sc), sc._cover_bits, env._reward, sc._collisions],
-        device=env.device,
-    )
-    if mode != base.OBSERVE_ONLY:
-        launcher.launch(
-            k.disc_finish,
-            dim=sc.n_envs,
-            inputs=[
-                sc._cover_bits,
-                c.agents_per_target,
-                s(c.covering_reward),
-                env.episode_args,
-                int(mode),
-                mask,
-                use_mask,
-            ],
-            outputs=[sc._found, env._obs, env._reward, sc._newly_found, sc._covered_fraction],
-            device=env.device,
-        )
+    state = sc.world.state
+    observe_inputs = [state.pos, state.vel, sc._targets, sc._found, sc.world.neighbor_query(), s(c.obs_range)]
+    observe_inputs += [s(2.0 * c.agent_radius), s(c.covering_range), s(c.time_penalty), s(c.collision_penalty)]
+    observe_outputs = [common.obs_chunks(sc), sc._cover_bits, env._reward, sc._collisions]
+    finish_inputs = [sc._cover_bits, c.agents_per_target, s(c.covering_reward)]
+    finish_outputs = [sc._found, env._obs, env._reward, sc._newly_found, sc._covered_fraction]
+    common.launch_observe(
+        sc, launcher, env_mask, mode, k.disc_observe, (observe_inputs, observe_outputs), k.disc_finish,
+        (finish_inputs, finish_outputs),
+    )  # fmt: skip
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``disc_reset`` for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
-    state = world.state
-    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
-    launcher.launch(
-        k.disc_reset,
-        dim=(sc.n_envs, threads),
-        inputs=[env_mask, env._seed, env._episode, sc.side, s(c.world_size), s(sc.jitter), per_thread],
-        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._targets, sc._found],
-        device=env.device,
-    )
+    common.launch_reset(sc, launcher, _kernels_for(sc).disc_reset, env_mask, [], [sc._targets, sc._found])

@@ -40,20 +40,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import common
 from swarp.scenarios import flocking_kernels as fk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.spawn import cell_point_torch, cells_per_side, uniform_torch
 
-#: Spawn clearance from a cell edge, as a multiple of the agent radius.
-CLEARANCE_FACTOR = 1.25
 #: Added to the mean speed in the alignment info so a fleet at rest reads 0, not NaN [m/s].
 ALIGNMENT_EPS = 1e-6
 #: Color of the target ring and cross (RGB).
@@ -63,37 +60,26 @@ TARGET_RING_PX = 1.5
 
 
 @dataclass(frozen=True)
-class FlockingConfig:
+class FlockingConfig(common.ArenaConfig):
     """Options of the flocking scenario (SI units).
 
+    The shared arena options are ``common.ArenaConfig``'s; defaults here: n_agents=8,
+    world_size=2.0, obs_neighbors=4, obs_range=0.6.
+
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s].
-        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
         target_speed: Target drift speed [m/s] (0: a fixed target).
         target_radius: Success radius R [m] around the target; also the target's margin from the walls.
         separation_distance: Distance s [m] under which neighbors cost separation.
-        obs_neighbors: k, the nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
         target_weight: Weight of the progress towards the target [1/m].
         cohesion_weight: Weight of the distance to the flock centroid [1/m].
         alignment_weight: Weight of the velocity mismatch with the flock [s/m].
         separation_weight: Weight of the separation penalty.
-        collision_penalty: Penalty per overlapping agent per step (>= 0).
-        spawn_cells: Cells per side of the spawn grid (default: chosen from n_agents).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors).
     """
+
+    scenario_name: ClassVar[str] = "flocking"
 
     n_agents: int = 8
     world_size: float = 2.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
-    ctrl_mode: str = "velocity"
     target_speed: float = 0.1
     target_radius: float = 0.5
     separation_distance: float = 0.2
@@ -103,32 +89,14 @@ class FlockingConfig:
     cohesion_weight: float = 0.1
     alignment_weight: float = 0.05
     separation_weight: float = 0.5
-    collision_penalty: float = 1.0
-    spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int = 16
 
     def __post_init__(self) -> None:
-        check = common.OptionChecker(self, "flocking")
-        check.int("n_agents", 1, 2000)
-        check.int("obs_neighbors", 0)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "target_radius", "separation_distance"):
+        super().__post_init__()
+        check = self.checker()
+        for name in ("target_radius", "separation_distance"):
             check.number(name)
-        for name in ("obs_range", "dt"):
-            check.number(name)
-        for name in ("target_speed", "target_weight", "cohesion_weight", "alignment_weight"):
+        for name in ("target_speed", "target_weight", "cohesion_weight", "alignment_weight", "separation_weight"):
             check.number(name, allow_zero=True)
-        check.number("separation_weight", allow_zero=True)
-        check.number("collision_penalty", allow_zero=True)
-        if self.spawn_cells is not None:
-            check.int("spawn_cells", 1)
-        check.ctrl_mode()
-        check.neighbors()
         if self.target_radius >= self.world_size:
             check.fail(f"target_radius ({self.target_radius}) must be < world_size ({self.world_size})")
         if self.target_speed * self.dt > 2.0 * (self.world_size - self.target_radius):
@@ -148,19 +116,9 @@ class FlockingScenario(FusedScenario):
 
     def make_world(self) -> WorldSpec:
         c = self.cfg
-        agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
-        self.clearance = CLEARANCE_FACTOR * c.agent_radius
-        self.side = cells_per_side(c.world_size, self.clearance, c.n_agents, c.spawn_cells)
-        self.jitter = c.world_size / self.side - self.clearance
         #: Half-size [m] of the square the target moves in.
         self.target_limit = c.world_size - c.target_radius
-        world = WorldConfig(
-            bounds=c.world_size,
-            bounds_mode="soft",
-            max_neighbors=c.max_neighbors,
-            neighbor_radius=max(c.obs_range, c.separation_distance, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt),
-        )
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+        return common.arena_world(self, c.n_agents, neighbor_reach=c.separation_distance)
 
     @property
     def obs_dim(self) -> int:
@@ -213,29 +171,17 @@ class FlockingScenario(FusedScenario):
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        c, E, A = self.cfg, self.n_envs, self.n_agents
-        dtype, dev = self.dtype, self.target.device
-        key = self.env.rng_keys().view(E, 1)
-        cells = common.ranked_cells(key, fk.DRAW_CELLS, self.side * self.side, A)
-        agents = torch.arange(A, device=dev).view(1, A)
-        spawn = cell_point_torch(cells, self.side, c.world_size, self.jitter, key, fk.DRAW_JITTER + 2 * agents, dtype)
-        heading = (uniform_torch(key, fk.DRAW_HEADING + agents, dtype) * 2.0 - 1.0) * math.pi
-        target = torch.cat(
-            [(uniform_torch(key, fk.DRAW_TARGET + i, dtype) * 2.0 - 1.0) * self.target_limit for i in (0, 1)], -1
-        )
-        cos, sin = common.cos_sin((uniform_torch(key, fk.DRAW_TARGET + 2, dtype) * 2.0 - 1.0) * math.pi)
+        c, E = self.cfg, self.n_envs
+        spawn = common.spawn_torch(self, env_mask, self.n_agents)
+        x, y, angle = common.env_draws_torch(self, 3)
+        target = torch.cat([x, y], -1).mul(2.0).sub(1.0).mul(self.target_limit)
+        cos, sin = common.cos_sin((angle * 2.0 - 1.0) * math.pi)
         target_vel = torch.cat([cos, sin], -1) * c.target_speed
-        m1, m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1), env_mask.view(E, 1, 1)
-        state = self.env.state
-        state.pos.copy_(torch.where(m3, spawn, state.pos))
-        state.theta.copy_(torch.where(m2, heading, state.theta))
-        state.vel.masked_fill_(m3, 0.0)
-        state.speed.masked_fill_(m2, 0.0)
-        state.ang_vel.masked_fill_(m2, 0.0)
+        m1 = env_mask.view(E, 1)
         self.target.copy_(torch.where(m1, target, self.target))
         self.target_vel.copy_(torch.where(m1, target_vel, self.target_vel))
         dist = (target.unsqueeze(1) - spawn).square().sum(-1).sqrt()
-        self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
+        self.prev_dist.copy_(torch.where(m1, dist, self.prev_dist))
 
     def post_step(self) -> None:
         """Move the target one step, bouncing off the walls of its square."""

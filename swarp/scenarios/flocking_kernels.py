@@ -4,7 +4,8 @@
   observation, and the per-agent reward terms (progress, separation, collisions) and info.
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
   the flock info, and the end of the step's bookkeeping.
-* ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target.
+* ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target
+  (``common.spawn_agent``; the torch twin is ``common.spawn_torch``).
 
 The target moves in both kernels of a step: ``flock_observe`` advances a copy in registers (every
 agent of the env computes the same move) and ``flock_finish`` stores it, so no thread reads a
@@ -17,22 +18,10 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
-from swarp.core.rng import stream_key
+from swarp.core.launch import Launcher
 from swarp.env import episode
 from swarp.scenarios import base, common
 
-# Draw-index blocks of one episode's random stream, shared with the torch reference.
-DRAW_BLOCK = 1 << 12
-DRAW_CELLS = 0
-DRAW_JITTER = 1 * DRAW_BLOCK
-DRAW_HEADING = 2 * DRAW_BLOCK
-DRAW_TARGET = 3 * DRAW_BLOCK
-
-_DRAW_CELLS = wp.constant(DRAW_CELLS)
-_DRAW_JITTER = wp.constant(DRAW_JITTER)
-_DRAW_HEADING = wp.constant(DRAW_HEADING)
-_DRAW_TARGET = wp.constant(DRAW_TARGET)
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -206,59 +195,35 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
     @wp.kernel(enable_backward=False, module="unique")
     def flock_reset(
-        env_mask: wp.array(dtype=wp.bool),
-        seed: wp.array(dtype=wp.int32),
-        episode_index: wp.array(dtype=wp.int32),
-        side: int,
-        world_size: scalar,
-        jitter: scalar,
+        spawn: f.Spawn,
         target_limit: scalar,
         target_speed: scalar,
-        cells_per_thread: int,
-        pos_out: wp.array2d(dtype=vec2),
-        theta_out: wp.array2d(dtype=scalar),
-        vel_out: wp.array2d(dtype=vec2),
-        speed_out: wp.array2d(dtype=scalar),
-        ang_vel_out: wp.array2d(dtype=scalar),
         target_out: wp.array(dtype=vec2),
         target_vel_out: wp.array(dtype=vec2),
     ):
-        # Agent i spawns in the cell of i-th smallest key; one thread per (env, cell) on the GPU,
-        # one env per thread on the CPU. The first thread of an env also draws the target.
+        # Agent i spawns in the cell of i-th smallest key; the first thread of an env draws the target.
         env, slot = wp.tid()
-        if not env_mask[env]:
+        if not spawn.env_mask[env]:
             return
-        key = stream_key(seed[0], env, episode_index[env])
-        n_cells = side * side
+        key = f.spawn_key(spawn, env)
+        n_cells = spawn.side * spawn.side
         if slot == 0:
             target_out[env] = vec2(
-                (f.uniform(key, _DRAW_TARGET) * two - one) * target_limit,
-                (f.uniform(key, _DRAW_TARGET + 1) * two - one) * target_limit,
+                (f.env_draw(key, 0) * two - one) * target_limit, (f.env_draw(key, 1) * two - one) * target_limit
             )
-            direction = f.cos_sin((f.uniform(key, _DRAW_TARGET + 2) * two - one) * pi)
-            target_vel_out[env] = direction * target_speed
-        first = slot * cells_per_thread
-        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
-            a = f.cell_rank(key, _DRAW_CELLS, n_cells, cell)
-            if a < pos_out.shape[1]:
-                pos_out[env, a] = f.cell_point(cell, side, world_size, jitter, key, _DRAW_JITTER + 2 * a)
-                theta_out[env, a] = (f.uniform(key, _DRAW_HEADING + a) * two - one) * pi
-                vel_out[env, a] = vec2(zero, zero)
-                speed_out[env, a] = zero
-                ang_vel_out[env, a] = zero
+            target_vel_out[env] = f.cos_sin((f.env_draw(key, 2) * two - one) * pi) * target_speed
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            a = f.cell_rank(key, n_cells, cell)
+            if a < spawn.pos.shape[1]:
+                point = f.spawn_point(spawn, key, cell, a)
+                f.spawn_agent(spawn, key, env, a, point)
 
     return SimpleNamespace(flock_observe=flock_observe, flock_finish=flock_finish, flock_reset=flock_reset)
 
 
 def _kernels_for(sc):
-    stepper = sc.env.stepper
-    return kernels(
-        stepper.scalar,
-        stepper.world.max_neighbors,
-        stepper.neighbor_method == "grid",
-        sc.n_agents,
-        sc.cfg.obs_neighbors,
-    )
+    return kernels(*common.kernel_key(sc))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
@@ -267,79 +232,21 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, nb = world.state, world.neighbors
-    mask = env_mask if env_mask is not None else nb.no_mask
-    use_mask = int(env_mask is not None)
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    launcher.launch(
-        k.flock_observe,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            state.pos,
-            state.vel,
-            sc._target,
-            sc._target_vel,
-            world.neighbor_query(),
-            s(c.obs_range),
-            s(2.0 * c.agent_radius),
-            s(c.separation_distance),
-            s(sc.target_limit),
-            s(c.target_radius),
-            s(env.stepper.dt),
-            s(c.target_weight),
-            s(c.separation_weight),
-            s(c.collision_penalty),
-            mask,
-            use_mask,
-            int(mode),
-            per_thread,
-        ],
-        outputs=[common.obs_chunks(sc), sc._prev_dist, env._reward, sc._dist, sc._in_flock, sc._collisions],
-        device=env.device,
-    )
-    if mode != base.OBSERVE_ONLY:
-        launcher.launch(
-            k.flock_finish,
-            dim=sc.n_envs,
-            inputs=[
-                state.pos,
-                state.vel,
-                nb.count,
-                nb.total,
-                s(sc.target_limit),
-                s(env.stepper.dt),
-                s(c.cohesion_weight),
-                s(c.alignment_weight),
-                env.episode_args,
-                int(mode),
-                mask,
-                use_mask,
-            ],
-            outputs=[sc._target, sc._target_vel, env._reward, sc._cohesion, sc._alignment, sc._overflow],
-            device=env.device,
-        )
+    limit, dt = s(sc.target_limit), s(env.stepper.dt)
+    observe_inputs = [state.pos, state.vel, sc._target, sc._target_vel, world.neighbor_query(), s(c.obs_range)]
+    observe_inputs += [s(2.0 * c.agent_radius), s(c.separation_distance), limit, s(c.target_radius), dt]
+    observe_inputs += [s(c.target_weight), s(c.separation_weight), s(c.collision_penalty)]
+    observe_outputs = [common.obs_chunks(sc), sc._prev_dist, env._reward, sc._dist, sc._in_flock, sc._collisions]
+    finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, s(c.cohesion_weight), s(c.alignment_weight)]
+    finish_outputs = [sc._target, sc._target_vel, env._reward, sc._cohesion, sc._alignment, sc._overflow]
+    common.launch_observe(
+        sc, launcher, env_mask, mode, k.flock_observe, (observe_inputs, observe_outputs), k.flock_finish,
+        (finish_inputs, finish_outputs),
+    )  # fmt: skip
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``flock_reset`` for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
-    state = world.state
-    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
-    launcher.launch(
-        k.flock_reset,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            env_mask,
-            env._seed,
-            env._episode,
-            sc.side,
-            s(c.world_size),
-            s(sc.jitter),
-            s(sc.target_limit),
-            s(c.target_speed),
-            per_thread,
-        ],
-        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._target, sc._target_vel],
-        device=env.device,
-    )
+    s = sc.env.stepper.scalar
+    inputs = [s(sc.target_limit), s(sc.cfg.target_speed)]
+    common.launch_reset(sc, launcher, _kernels_for(sc).flock_reset, env_mask, inputs, [sc._target, sc._target_vel])

@@ -33,20 +33,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import common
 from swarp.scenarios import formation_kernels as fk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.spawn import cell_point_torch, cells_per_side, uniform_torch
 
-#: Spawn clearance from a cell edge, as a multiple of the agent radius.
-CLEARANCE_FACTOR = 1.25
 #: Width of the slot rings drawn by the renderer [px].
 SLOT_RING_PX = 2.0
 #: Color of the formation center's cross (RGB).
@@ -56,65 +53,36 @@ SEEK_GAIN = 2.0
 
 
 @dataclass(frozen=True)
-class FormationConfig:
+class FormationConfig(common.ArenaConfig):
     """Options of the formation scenario (SI units).
 
+    The shared arena options are ``common.ArenaConfig``'s; defaults here: n_agents=5.
+
     Attributes:
-        n_agents: Agents per env (= polygon corners).
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s].
-        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
         formation_radius: Circumradius R [m] of the polygon.
         tolerance: Distance [m] to its slot within which an agent counts as placed.
-        obs_neighbors: k, the nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
         shared_reward: Replace each agent's progress term by the mean progress of all agents.
         shaping_factor: Weight of the progress term [1/m].
-        collision_penalty: Penalty per overlapping agent per step (>= 0).
         final_reward: Bonus for every agent on the step the formation is complete.
-        spawn_cells: Cells per side of the spawn grid (default: chosen from n_agents).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors).
     """
 
+    scenario_name: ClassVar[str] = "formation"
+
     n_agents: int = 5
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
-    ctrl_mode: str = "velocity"
     formation_radius: float = 0.4
     tolerance: float = 0.05
-    obs_neighbors: int = 3
-    obs_range: float = 0.5
     shared_reward: bool = False
     shaping_factor: float = 1.0
-    collision_penalty: float = 1.0
     final_reward: float = 1.0
-    spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int = 16
 
     def __post_init__(self) -> None:
-        check = common.OptionChecker(self, "formation")
-        check.int("n_agents", 1, 2000)
-        check.int("obs_neighbors", 0)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "formation_radius", "tolerance", "obs_range", "dt"):
+        super().__post_init__()
+        check = self.checker()
+        for name in ("formation_radius", "tolerance"):
             check.number(name)
-        for name in ("shaping_factor", "collision_penalty", "final_reward"):
+        for name in ("shaping_factor", "final_reward"):
             check.number(name, allow_zero=True)
         check.bool("shared_reward")
-        if self.spawn_cells is not None:
-            check.int("spawn_cells", 1)
-        check.ctrl_mode()
-        check.neighbors()
         if self.formation_radius + self.agent_radius >= self.world_size:
             check.fail(
                 f"formation_radius + agent_radius ({self.formation_radius + self.agent_radius}) must be < "
@@ -139,19 +107,9 @@ class FormationScenario(FusedScenario):
 
     def make_world(self) -> WorldSpec:
         c = self.cfg
-        agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
-        self.clearance = CLEARANCE_FACTOR * c.agent_radius
-        self.side = cells_per_side(c.world_size, self.clearance, c.n_agents, c.spawn_cells)
-        self.jitter = c.world_size / self.side - self.clearance
         #: Half-size [m] of the square the center is drawn in.
         self.center_limit = c.world_size - c.formation_radius - c.agent_radius
-        world = WorldConfig(
-            bounds=c.world_size,
-            bounds_mode="soft",
-            max_neighbors=c.max_neighbors,
-            neighbor_radius=max(c.obs_range, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt),
-        )
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+        return common.arena_world(self, c.n_agents)
 
     @property
     def obs_dim(self) -> int:
@@ -206,16 +164,10 @@ class FormationScenario(FusedScenario):
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
         c, E, A = self.cfg, self.n_envs, self.n_agents
-        dtype, dev = self.dtype, self.slots.device
-        key = self.env.rng_keys().view(E, 1)
-        cells = common.ranked_cells(key, fk.DRAW_CELLS, self.side * self.side, A)
-        agents = torch.arange(A, device=dev).view(1, A)
-        spawn = cell_point_torch(cells, self.side, c.world_size, self.jitter, key, fk.DRAW_JITTER + 2 * agents, dtype)
-        heading = (uniform_torch(key, fk.DRAW_HEADING + agents, dtype) * 2.0 - 1.0) * math.pi
-        center = torch.cat(
-            [(uniform_torch(key, fk.DRAW_CENTER + i, dtype) * 2.0 - 1.0) * self.center_limit for i in (0, 1)], -1
-        )
-        cos, sin = common.cos_sin((uniform_torch(key, fk.DRAW_CENTER + 2, dtype) * 2.0 - 1.0) * math.pi)
+        spawn = common.spawn_torch(self, env_mask, A)
+        x, y, angle = common.env_draws_torch(self, 3)
+        center = torch.cat([x, y], -1).mul(2.0).sub(1.0).mul(self.center_limit)
+        cos, sin = common.cos_sin((angle * 2.0 - 1.0) * math.pi)
         # Rotate the unit corners by phi and scale: slot = center + R (rotation @ corner).
         ux, uy = self.corners[:, 0].view(1, A), self.corners[:, 1].view(1, A)
         slots = torch.stack(
@@ -226,12 +178,6 @@ class FormationScenario(FusedScenario):
             -1,
         )
         m1, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
-        state = self.env.state
-        state.pos.copy_(torch.where(m3, spawn, state.pos))
-        state.theta.copy_(torch.where(m1, heading, state.theta))
-        state.vel.masked_fill_(m3, 0.0)
-        state.speed.masked_fill_(m1, 0.0)
-        state.ang_vel.masked_fill_(m1, 0.0)
         self.center.copy_(torch.where(m1, center, self.center))
         self.slots.copy_(torch.where(m3, slots, self.slots))
         dist = (slots - spawn).square().sum(-1).sqrt()

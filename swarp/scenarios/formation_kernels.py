@@ -13,22 +13,10 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
-from swarp.core.rng import stream_key
+from swarp.core.launch import Launcher
 from swarp.env import episode
 from swarp.scenarios import base, common
 
-# Draw-index blocks of one episode's random stream, shared with the torch reference.
-DRAW_BLOCK = 1 << 12
-DRAW_CELLS = 0
-DRAW_JITTER = 1 * DRAW_BLOCK
-DRAW_HEADING = 2 * DRAW_BLOCK
-DRAW_CENTER = 3 * DRAW_BLOCK
-
-_DRAW_CELLS = wp.constant(DRAW_CELLS)
-_DRAW_JITTER = wp.constant(DRAW_JITTER)
-_DRAW_HEADING = wp.constant(DRAW_HEADING)
-_DRAW_CENTER = wp.constant(DRAW_CENTER)
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -148,21 +136,10 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
     @wp.kernel(enable_backward=False, module="unique")
     def form_reset(
-        env_mask: wp.array(dtype=wp.bool),
-        seed: wp.array(dtype=wp.int32),
-        episode_index: wp.array(dtype=wp.int32),
-        side: int,
-        world_size: scalar,
-        jitter: scalar,
+        spawn: f.Spawn,
         center_limit: scalar,
         formation_radius: scalar,
         corners: wp.array(dtype=vec2),
-        cells_per_thread: int,
-        pos_out: wp.array2d(dtype=vec2),
-        theta_out: wp.array2d(dtype=scalar),
-        vel_out: wp.array2d(dtype=vec2),
-        speed_out: wp.array2d(dtype=scalar),
-        ang_vel_out: wp.array2d(dtype=scalar),
         center_out: wp.array(dtype=vec2),
         slots_out: wp.array2d(dtype=vec2),
     ):
@@ -170,26 +147,20 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         # one env per thread on the CPU. Every thread derives the env's center and rotation (a few
         # hashes), the one that spawns agent i also writes its slot.
         env, slot = wp.tid()
-        if not env_mask[env]:
+        if not spawn.env_mask[env]:
             return
-        key = stream_key(seed[0], env, episode_index[env])
-        n_cells = side * side
-        c = vec2(
-            (f.uniform(key, _DRAW_CENTER) * two - one) * center_limit,
-            (f.uniform(key, _DRAW_CENTER + 1) * two - one) * center_limit,
-        )
-        rotation = f.cos_sin((f.uniform(key, _DRAW_CENTER + 2) * two - one) * pi)
+        key = f.spawn_key(spawn, env)
+        n_cells = spawn.side * spawn.side
+        c = vec2((f.env_draw(key, 0) * two - one) * center_limit, (f.env_draw(key, 1) * two - one) * center_limit)
+        rotation = f.cos_sin((f.env_draw(key, 2) * two - one) * pi)
         if slot == 0:
             center_out[env] = c
-        first = slot * cells_per_thread
-        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
-            a = f.cell_rank(key, _DRAW_CELLS, n_cells, cell)
-            if a < pos_out.shape[1]:
-                pos_out[env, a] = f.cell_point(cell, side, world_size, jitter, key, _DRAW_JITTER + 2 * a)
-                theta_out[env, a] = (f.uniform(key, _DRAW_HEADING + a) * two - one) * pi
-                vel_out[env, a] = vec2(zero, zero)
-                speed_out[env, a] = zero
-                ang_vel_out[env, a] = zero
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            a = f.cell_rank(key, n_cells, cell)
+            if a < spawn.pos.shape[1]:
+                point = f.spawn_point(spawn, key, cell, a)
+                f.spawn_agent(spawn, key, env, a, point)
                 u = corners[a]
                 slots_out[env, a] = vec2(
                     c[0] + formation_radius * (rotation[0] * u[0] - rotation[1] * u[1]),
@@ -200,97 +171,29 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
 
 def _kernels_for(sc):
-    stepper = sc.env.stepper
-    return kernels(
-        stepper.scalar,
-        stepper.world.max_neighbors,
-        stepper.neighbor_method == "grid",
-        sc.n_agents,
-        sc.cfg.obs_neighbors,
-    )
+    return kernels(*common.kernel_key(sc))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     """Launch ``form_observe`` (and, for a step or a reset, ``form_finish``) for the scenario ``sc``."""
     k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
+    env, c = sc.env, sc.cfg
     s = env.stepper.scalar
-    state, nb = world.state, world.neighbors
-    mask = env_mask if env_mask is not None else nb.no_mask
-    use_mask = int(env_mask is not None)
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    launcher.launch(
-        k.form_observe,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            state.pos,
-            state.vel,
-            sc._slots,
-            sc._center,
-            world.neighbor_query(),
-            s(c.obs_range),
-            s(2.0 * c.agent_radius),
-            s(c.tolerance),
-            s(c.collision_penalty),
-            mask,
-            use_mask,
-            int(mode),
-            per_thread,
-        ],
-        outputs=[
-            common.obs_chunks(sc),
-            sc._prev_dist,
-            sc._progress,
-            env._reward,
-            sc._dist,
-            sc._on_slot,
-            sc._collisions,
-        ],
-        device=env.device,
-    )
-    if mode != base.OBSERVE_ONLY:
-        launcher.launch(
-            k.form_finish,
-            dim=sc.n_envs,
-            inputs=[
-                sc._progress,
-                sc._dist,
-                sc._on_slot,
-                int(c.shared_reward),
-                s(c.shaping_factor),
-                s(c.final_reward),
-                env.episode_args,
-                int(mode),
-                mask,
-                use_mask,
-            ],
-            outputs=[env._reward, sc._error],
-            device=env.device,
-        )
+    state = sc.world.state
+    observe_inputs = [state.pos, state.vel, sc._slots, sc._center, sc.world.neighbor_query(), s(c.obs_range)]
+    observe_inputs += [s(2.0 * c.agent_radius), s(c.tolerance), s(c.collision_penalty)]
+    observe_outputs = [common.obs_chunks(sc), sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_slot]
+    observe_outputs += [sc._collisions]
+    finish_inputs = [sc._progress, sc._dist, sc._on_slot, int(c.shared_reward), s(c.shaping_factor)]
+    finish_inputs += [s(c.final_reward)]
+    common.launch_observe(
+        sc, launcher, env_mask, mode, k.form_observe, (observe_inputs, observe_outputs), k.form_finish,
+        (finish_inputs, [env._reward, sc._error]),
+    )  # fmt: skip
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``form_reset`` for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
-    state = world.state
-    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
-    launcher.launch(
-        k.form_reset,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            env_mask,
-            env._seed,
-            env._episode,
-            sc.side,
-            s(c.world_size),
-            s(sc.jitter),
-            s(sc.center_limit),
-            s(c.formation_radius),
-            sc._corners,
-            per_thread,
-        ],
-        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._center, sc._slots],
-        device=env.device,
-    )
+    s = sc.env.stepper.scalar
+    inputs = [s(sc.center_limit), s(sc.cfg.formation_radius), sc._corners]
+    common.launch_reset(sc, launcher, _kernels_for(sc).form_reset, env_mask, inputs, [sc._center, sc._slots])
