@@ -235,6 +235,7 @@ def test_set_state_rejects_mismatched_snapshots():
 
 # --- host transfers ------------------------------------------------------------------------------
 
+
 @DEVICES
 @PATHS
 def test_step_and_reset_at_make_no_host_transfers(device, fused, generator, forbid_host_transfers):
