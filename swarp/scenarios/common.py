@@ -211,6 +211,14 @@ def env_draws_torch(scenario, count: int) -> list[torch.Tensor]:
 # --- torch twins ---------------------------------------------------------------------------------
 
 
+def norm(vectors: torch.Tensor) -> torch.Tensor:
+    """Euclidean norm over the last dim, ``sqrt(x^2 + y^2)`` as the kernels compute it, with a zero
+    gradient (not NaN) where the vector is zero (agents at rest, at their centroid)."""
+    square = vectors.square().sum(-1)
+    positive = square > 0
+    return torch.where(positive, torch.where(positive, square, torch.ones_like(square)).sqrt(), square)
+
+
 def pairwise(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(delta [E, A, A, 2] = p_j - p_i, d2 [E, A, A])`` of positions ``pos`` [E, A, 2]."""
     delta = pos.unsqueeze(1) - pos.unsqueeze(2)
@@ -251,8 +259,8 @@ def separation(d2: torch.Tensor, distance: float) -> torch.Tensor:
     eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
     sep = torch.tensor(distance, dtype=d2.dtype, device=d2.device)
     close = (d2 < sep * sep) & ~eye
-    # sqrt of far pairs is computed and then dropped; clamp keeps it finite on the diagonal too.
-    term = 1.0 - d2.clamp(min=0).sqrt() / sep
+    # Far pairs and the diagonal take sqrt(1) instead, then drop out: no NaN gradient at d2 = 0.
+    term = 1.0 - torch.where(close, d2, torch.ones_like(d2)).sqrt() / sep
     return torch.where(close, term, torch.zeros_like(term)).sum(-1)
 
 

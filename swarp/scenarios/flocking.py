@@ -205,7 +205,7 @@ class FlockingScenario(FusedScenario):
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
-        return (self.target.unsqueeze(1) - self.env.state.pos).square().sum(-1).sqrt()
+        return common.norm(self.target.unsqueeze(1) - self.env.state.pos)
 
     def _in_flock_torch(self) -> torch.Tensor:
         _, d2 = common.pairwise(self.env.state.pos)
@@ -215,8 +215,8 @@ class FlockingScenario(FusedScenario):
         c, state = self.cfg, self.env.state
         dist = self._distances()
         _, d2 = common.pairwise(state.pos)
-        cohesion = (state.pos - state.pos.mean(dim=1, keepdim=True)).square().sum(-1).sqrt()
-        alignment = (state.vel - state.vel.mean(dim=1, keepdim=True)).square().sum(-1).sqrt()
+        cohesion = common.norm(state.pos - state.pos.mean(dim=1, keepdim=True))
+        alignment = common.norm(state.vel - state.vel.mean(dim=1, keepdim=True))
         reward = (
             c.target_weight * (self.prev_dist - dist)
             - c.separation_weight * common.separation(d2, c.separation_distance)
@@ -235,14 +235,14 @@ class FlockingScenario(FusedScenario):
         dist = self._distances()
         _, d2 = common.pairwise(state.pos)
         n_collisions = common.collisions(d2, c.agent_radius)
-        speed = state.vel.square().sum(-1).sqrt()
+        speed = common.norm(state.vel)
         mean_vel = state.vel.mean(dim=1)
         return {
             "dist_to_target": dist,
             "in_flock": (dist < c.target_radius) & (n_collisions == 0),
             "collisions": n_collisions,
-            "cohesion": (state.pos - state.pos.mean(dim=1, keepdim=True)).square().sum(-1).sqrt().mean(dim=1),
-            "alignment": mean_vel.square().sum(-1).sqrt() / (speed.mean(dim=1) + ALIGNMENT_EPS),
+            "cohesion": common.norm(state.pos - state.pos.mean(dim=1, keepdim=True)).mean(dim=1),
+            "alignment": common.norm(mean_vel) / (speed.mean(dim=1) + ALIGNMENT_EPS),
             "neighbor_overflow": common.neighbor_overflow(self.world),
         }
 

@@ -196,7 +196,7 @@ class FormationScenario(FusedScenario):
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
-        return (self.slots - self.env.state.pos).square().sum(-1).sqrt()
+        return common.norm(self.slots - self.env.state.pos)
 
     def rewards(self) -> torch.Tensor:
         c = self.cfg
