@@ -26,7 +26,7 @@ import warp as wp
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig, _coerce_enum
 from swarp.core.launch import agents_per_thread
 from swarp.core.precision import vec2_type
-from swarp.core.rng import stream_key, uniform_u24
+from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.physics import neighbors
 from swarp.scenarios import spawn
 from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
@@ -318,8 +318,7 @@ def spawn_struct(scalar: type):
     @wp.struct
     class Spawn:
         env_mask: wp.array(dtype=wp.bool)
-        seed: wp.array(dtype=wp.int32)
-        episode: wp.array(dtype=wp.int32)
+        streams: ResetStreams
         side: int
         world_size: scalar
         jitter: scalar
@@ -422,8 +421,8 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
 
     @wp.func
     def spawn_key(spawn: Spawn, env: int) -> wp.uint32:
-        """The random-stream key of ``env``'s new episode."""
-        return stream_key(spawn.seed[0], env, spawn.episode[env])
+        """The random-stream key of ``env``'s new episode (keyed by its global index)."""
+        return episode_key(spawn.streams, env)
 
     @wp.func
     def spawn_cells(spawn: Spawn, slot: int) -> wp.vec2i:
@@ -564,8 +563,7 @@ def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list) ->
     per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
     spawn = spawn_struct(env.stepper.scalar)()
     spawn.env_mask = env_mask
-    spawn.seed = env._seed
-    spawn.episode = env._episode
+    spawn.streams = env.reset_streams
     spawn.side = sc.side
     spawn.world_size = env.stepper.scalar(sc.cfg.world_size)
     spawn.jitter = env.stepper.scalar(sc.jitter)

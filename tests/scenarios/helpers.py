@@ -146,7 +146,7 @@ class CountingLauncher:
     def __init__(self):
         self.kernels: list = []
 
-    def launch(self, kernel, dim, inputs, outputs=(), device=None) -> None:
+    def launch(self, kernel, dim, inputs, outputs=(), device=None, block_dim=None) -> None:
         self.kernels.append(kernel)
 
     def zero(self, array) -> None:

@@ -72,6 +72,17 @@ def test_reset_draws_are_identical_between_fused_and_reference(name):
 
 
 @SCENARIOS
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+def test_a_shard_draws_what_its_envs_of_the_whole_batch_draw(name, fused):
+    """``env_offset``: resets are keyed by global env index, so a shard replays its slice of the batch."""
+    whole = make_env(name, fused=fused)
+    shard = make_env(name, fused=fused, n_envs=3, env_offset=2)
+    for key in ("pos", "theta"):
+        assert torch.equal(getattr(shard.state, key), getattr(whole.state, key)[2:5]), key
+    assert torch.equal(shard.obs, whole.obs[2:5])
+
+
+@SCENARIOS
 def test_reset_is_one_capturable_launch(name):
     env = make_env(name)
     scenario = env.scenario
