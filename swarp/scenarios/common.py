@@ -30,6 +30,8 @@ from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.physics import neighbors
 from swarp.scenarios import spawn
 from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
+from swarp.scenarios.navigation_kernels import OBS_BLOCK
+from swarp.scenarios.navigation_kernels import _tiled_rows as tiled_rows
 
 # --- option checks -------------------------------------------------------------------------------
 
@@ -472,71 +474,80 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
     )
 
 
-def store_width(obs_dim: int) -> int:
-    """Floats per store of an observation row: 4 (16-byte stores) where ``obs_dim`` allows it, else 2 or 1."""
-    return 4 if obs_dim % 4 == 0 else 2 if obs_dim % 2 == 0 else 1
-
-
 @functools.cache
-def row_funcs(scalar: type, obs_dim: int) -> SimpleNamespace:
-    """An observation row kept in registers (``row_type``) and its store in ``store_width`` chunks.
+def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
+    """The two observe kernels around a scenario's ``observe_agent(args: Args, mode, env, agent) -> row``
+    (a Warp func returning the agent's observation row, a ``vector(obs_dim)``, after writing its
+    per-agent outputs through ``args``; ``Args`` a Warp struct with at least ``pos`` [E, A]):
 
-    One thread writes one agent's whole row; scalar stores ``obs_dim`` floats apart make every warp
-    store touch 32 memory sectors, so rows go out in 16- or 8-byte pieces where alignment allows,
-    through ``chunk_view`` of the observation buffer.
+    * ``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out)``: one agent per thread
+      (one env per thread on the CPU), masked, the row stored by its thread.
+    * ``observe_rows(args, mode, obs_rows)``: every env, one agent per thread in blocks of
+      ``OBS_BLOCK`` rows (flat row = env * A + agent) whose rows leave through shared memory as one
+      coalesced store (navigation's tiled store, ``SWARP_OBS_STORE``), for the CUDA step.
     """
-    width = store_width(obs_dim)
-    chunk_type = wp.types.vector(width, scalar)
     row_type = wp.types.vector(obs_dim, scalar)
 
-    @wp.func
-    def store_row(out: wp.array3d(dtype=chunk_type), env: int, agent: int, row: row_type):
-        for c in range(wp.static(obs_dim // width)):
-            piece = chunk_type()
-            for i in range(wp.static(width)):
-                piece[i] = row[c * wp.static(width) + i]
-            out[env, agent, c] = piece
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe(
+        args: Args,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            row = observe_agent(args, mode, env, agent)
+            for c in range(wp.static(obs_dim)):
+                obs_out[env, agent, c] = row[c]
 
-    def chunk_view(obs: wp.array) -> wp.array:
-        """A view of the [E, A, obs_dim] observation buffer as [E, A, obs_dim / width] chunks."""
-        E, A, D = obs.shape
-        return wp.array(ptr=obs.ptr, dtype=chunk_type, shape=(E, A, D // width), device=obs.device)
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
+        block, lane = wp.tid()
+        row_index = block * wp.static(OBS_BLOCK) + lane
+        n_agents = args.pos.shape[1]
+        row = row_type()
+        if row_index < obs_rows.shape[0]:
+            env = row_index / n_agents
+            row = observe_agent(args, mode, env, row_index - env * n_agents)
+        rows = wp.tile_transpose(wp.tile(row))
+        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
-    return SimpleNamespace(
-        width=width, chunk_type=chunk_type, row_type=row_type, store_row=store_row, chunk_view=chunk_view
-    )
-
-
-def obs_chunks(scenario) -> wp.array:
-    """The chunked view (``row_funcs(...).chunk_view``) of a bound scenario's observation buffer,
-    made once: recorded launches and graphs keep its pointer, which is the buffer's own."""
-    view = getattr(scenario, "_obs_chunks", None)
-    if view is None:
-        env = scenario.env
-        view = row_funcs(env.stepper.scalar, scenario.obs_dim).chunk_view(env._obs)
-        scenario._obs_chunks = view
-    return view
+    return SimpleNamespace(observe=observe, observe_rows=observe_rows)
 
 
-def launch_observe(sc, launcher, env_mask, mode: int, observe, observe_args: tuple, finish, finish_args: tuple) -> None:
-    """Launch a scenario's per-agent observe kernel and, for a step or a reset, its per-env finish.
-
-    The kernels' parameters end the library's way: observe ``(*inputs, env_mask, use_mask, mode,
-    agents_per_thread, *outputs)``, finish ``(*inputs, ep, mode, env_mask, use_mask, *outputs)``;
-    ``observe_args`` and ``finish_args`` are ``(inputs, outputs)`` pairs without those.
-    """
+def launch_observe(sc, launcher, env_mask, mode: int, kernels, args, finish, finish_args: tuple) -> None:
+    """Launch a scenario's observe kernels (``observe_kernels``, with the filled ``args`` struct)
+    and, for a step or a reset, its per-env finish kernel, whose parameters end the library's way:
+    ``(*inputs, ep, mode, env_mask, use_mask, *outputs)``; ``finish_args`` is ``(inputs, outputs)``
+    without those. The unmasked step's observation goes through the tiled row store on CUDA."""
     env = sc.env
     mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
     use_mask = int(env_mask is not None)
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    inputs, outputs = observe_args
-    launcher.launch(
-        observe,
-        dim=(sc.n_envs, threads),
-        inputs=[*inputs, mask, use_mask, int(mode), per_thread],
-        outputs=outputs,
-        device=env.device,
-    )
+    if env_mask is None and tiled_rows(env.device):
+        rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
+        launcher.launch(
+            kernels.observe_rows,
+            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
+            inputs=[args, int(mode)],
+            outputs=[rows],
+            device=env.device,
+            block_dim=OBS_BLOCK,
+        )
+    else:
+        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+        launcher.launch(
+            kernels.observe,
+            dim=(sc.n_envs, threads),
+            inputs=[args, mask, use_mask, int(mode), per_thread],
+            outputs=[env._obs],
+            device=env.device,
+        )
     if mode != OBSERVE_ONLY:
         inputs, outputs = finish_args
         launcher.launch(
@@ -546,6 +557,13 @@ def launch_observe(sc, launcher, env_mask, mode: int, observe, observe_args: tup
             outputs=outputs,
             device=env.device,
         )
+
+
+def fill(struct, **fields):
+    """Set the fields of a Warp struct instance; returns it."""
+    for name, value in fields.items():
+        setattr(struct, name, value)
+    return struct
 
 
 def kernel_key(sc) -> tuple:

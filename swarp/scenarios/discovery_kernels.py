@@ -1,8 +1,8 @@
 """Discovery, fused: the Warp twin of ``discovery.py`` (observations, rewards, termination, reset).
 
-* ``disc_observe`` (one thread per agent): builds the agent's neighbor list, writes its
-  observation (targets as found at the start of the step), which targets it covers (a bit mask),
-  its time and collision penalties and collisions.
+* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on
+  CUDA): builds the agent's neighbor list, its observation row (targets as found at the start of
+  the step), which targets it covers (a bit mask), its time and collision penalties and collisions.
 * ``disc_finish`` (one thread per env): counts the covering agents of each target still to find,
   marks new finds (zeroing their rows in every agent's observation, which the observe kernel wrote
   before the find), the shared reward, the covered fraction, termination and the end of the step.
@@ -30,7 +30,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     f = common.funcs(scalar, max_neighbors, grid, k_obs)
     n_features = f.n_features
     header = 4 + 3 * n_targets
-    rf = common.row_funcs(scalar, header + n_features)
+    row_type = wp.types.vector(header + n_features, scalar)
     counts_type = wp.types.vector(n_targets, wp.int32)
     vec2 = f.vec2
     Query = f.Query
@@ -40,59 +40,54 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     one = scalar(1.0)
     n_targets_s = scalar(n_targets)
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def disc_observe(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        targets: wp.array2d(dtype=vec2),
-        found: wp.array2d(dtype=wp.bool),
-        nq: Query,
-        obs_range: scalar,
-        reach: scalar,
-        covering_range: scalar,
-        time_penalty: scalar,
-        collision_penalty: scalar,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=rf.chunk_type),
-        cover_bits_out: wp.array2d(dtype=wp.int32),
-        reward_out: wp.array2d(dtype=scalar),
-        collisions_out: wp.array2d(dtype=wp.int32),
-    ):
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        cover2 = covering_range * covering_range
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            p = pos[env, agent]
-            v = vel[env, agent]
-            row = rf.row_type()
-            row[0] = p[0]
-            row[1] = p[1]
-            row[2] = v[0]
-            row[3] = v[1]
-            bits = int(0)
-            for t in range(wp.static(n_targets)):
-                # Found targets keep their zeros (a fresh row is all zeros).
-                if not found[env, t]:
-                    rel = targets[env, t] - p
-                    row[wp.static(4) + 3 * t] = rel[0]
-                    row[wp.static(4) + 3 * t + 1] = rel[1]
-                    row[wp.static(4) + 3 * t + 2] = one
-                    if wp.dot(rel, rel) <= cover2:
-                        bits = bits | (1 << t)
-            features, n_collisions, _separation = f.observe_neighbors(nq, pos, vel, env, agent, obs_range, reach, zero)
-            for i in range(wp.static(n_features)):
-                row[i + wp.static(header)] = features[i]
-            rf.store_row(obs_out, env, agent, row)
-            if mode == _OBSERVE_STEP:
-                cover_bits_out[env, agent] = bits
-                reward_out[env, agent] = -time_penalty - collision_penalty * scalar(n_collisions)
-            if mode != _OBSERVE_ONLY:
-                collisions_out[env, agent] = n_collisions
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        targets: wp.array2d(dtype=vec2)
+        found: wp.array2d(dtype=wp.bool)
+        nq: Query
+        obs_range: scalar
+        reach: scalar
+        covering_range: scalar
+        time_penalty: scalar
+        collision_penalty: scalar
+        cover_bits_out: wp.array2d(dtype=wp.int32)
+        reward_out: wp.array2d(dtype=scalar)
+        collisions_out: wp.array2d(dtype=wp.int32)
+
+    @wp.func
+    def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> row_type:
+        """Build the agent's neighbor list, write its per-agent outputs, return its observation row."""
+        cover2 = a.covering_range * a.covering_range
+        p = a.pos[env, agent]
+        v = a.vel[env, agent]
+        row = row_type()
+        row[0] = p[0]
+        row[1] = p[1]
+        row[2] = v[0]
+        row[3] = v[1]
+        bits = int(0)
+        for t in range(wp.static(n_targets)):
+            # Found targets keep their zeros (a fresh row is all zeros).
+            if not a.found[env, t]:
+                rel = a.targets[env, t] - p
+                row[wp.static(4) + 3 * t] = rel[0]
+                row[wp.static(4) + 3 * t + 1] = rel[1]
+                row[wp.static(4) + 3 * t + 2] = one
+                if wp.dot(rel, rel) <= cover2:
+                    bits = bits | (1 << t)
+        features, n_collisions, _separation = f.observe_neighbors(
+            a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, zero
+        )
+        for i in range(wp.static(n_features)):
+            row[i + wp.static(header)] = features[i]
+        if mode == _OBSERVE_STEP:
+            a.cover_bits_out[env, agent] = bits
+            a.reward_out[env, agent] = -a.time_penalty - a.collision_penalty * scalar(n_collisions)
+        if mode != _OBSERVE_ONLY:
+            a.collisions_out[env, agent] = n_collisions
+        return row
 
     @wp.kernel(enable_backward=False, module="unique")
     def disc_finish(
@@ -171,7 +166,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
                     targets_out[env, rank - n_agents] = point
                     found_out[env, rank - n_agents] = False
 
-    return SimpleNamespace(disc_observe=disc_observe, disc_finish=disc_finish, disc_reset=disc_reset)
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, header + n_features),
+        disc_finish=disc_finish,
+        disc_reset=disc_reset,
+    )
 
 
 def _kernels_for(sc):
@@ -179,20 +179,21 @@ def _kernels_for(sc):
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``disc_observe`` (and, for a step or a reset, ``disc_finish``) for the scenario ``sc``."""
+    """Launch the observe kernel (and, for a step or a reset, ``disc_finish``) for the scenario ``sc``."""
     k = _kernels_for(sc)
     env, c = sc.env, sc.cfg
     s = env.stepper.scalar
     state = sc.world.state
-    observe_inputs = [state.pos, state.vel, sc._targets, sc._found, sc.world.neighbor_query(), s(c.obs_range)]
-    observe_inputs += [s(2.0 * c.agent_radius), s(c.covering_range), s(c.time_penalty), s(c.collision_penalty)]
-    observe_outputs = [common.obs_chunks(sc), sc._cover_bits, env._reward, sc._collisions]
+    args = common.fill(
+        k.ObserveArgs(),
+        pos=state.pos, vel=state.vel, targets=sc._targets, found=sc._found, nq=sc.world.neighbor_query(),
+        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), covering_range=s(c.covering_range),
+        time_penalty=s(c.time_penalty), collision_penalty=s(c.collision_penalty), cover_bits_out=sc._cover_bits,
+        reward_out=env._reward, collisions_out=sc._collisions,
+    )  # fmt: skip
     finish_inputs = [sc._cover_bits, c.agents_per_target, s(c.covering_reward)]
     finish_outputs = [sc._found, env._obs, env._reward, sc._newly_found, sc._covered_fraction]
-    common.launch_observe(
-        sc, launcher, env_mask, mode, k.disc_observe, (observe_inputs, observe_outputs), k.disc_finish,
-        (finish_inputs, finish_outputs),
-    )  # fmt: skip
+    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.disc_finish, (finish_inputs, finish_outputs))
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:

@@ -1,13 +1,14 @@
 """Flocking, fused: the Warp twin of ``flocking.py`` (observations, rewards, info, reset).
 
-* ``flock_observe`` (one thread per agent): builds the agent's neighbor list, writes its
-  observation, and the per-agent reward terms (progress, separation, collisions) and info.
+* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on CUDA):
+  builds the agent's neighbor list, its observation row, the per-agent reward terms (progress,
+  separation, collisions) and info.
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
   the flock info, and the end of the step's bookkeeping.
 * ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target
   (``common.spawn_agent``; the torch twin is ``common.spawn_torch``).
 
-The target moves in both kernels of a step: ``flock_observe`` advances a copy in registers (every
+The target moves in both kernels of a step: the observe kernel advances a copy in registers (every
 agent of the env computes the same move) and ``flock_finish`` stores it, so no thread reads a
 target another thread of the same launch writes.
 """
@@ -31,7 +32,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
     f = common.funcs(scalar, max_neighbors, grid, k_obs)
     n_features = f.n_features
-    rf = common.row_funcs(scalar, 8 + n_features)
+    row_type = wp.types.vector(8 + n_features, scalar)
     vec2 = f.vec2
     vec4 = wp.types.vector(4, scalar)
     Query = f.Query
@@ -67,74 +68,67 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             vy = -vy
         return vec4(x, y, vx, vy)
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def flock_observe(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        target: wp.array(dtype=vec2),
-        target_vel: wp.array(dtype=vec2),
-        nq: Query,
-        obs_range: scalar,
-        reach: scalar,
-        sep_distance: scalar,
-        target_limit: scalar,
-        target_radius: scalar,
-        dt: scalar,
-        target_weight: scalar,
-        separation_weight: scalar,
-        collision_penalty: scalar,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=rf.chunk_type),
-        prev_dist: wp.array2d(dtype=scalar),
-        reward_out: wp.array2d(dtype=scalar),
-        dist_out: wp.array2d(dtype=scalar),
-        in_flock_out: wp.array2d(dtype=wp.bool),
-        collisions_out: wp.array2d(dtype=wp.int32),
-    ):
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        t = target[env]
-        tv = target_vel[env]
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        target: wp.array(dtype=vec2)
+        target_vel: wp.array(dtype=vec2)
+        nq: Query
+        obs_range: scalar
+        reach: scalar
+        sep_distance: scalar
+        target_limit: scalar
+        target_radius: scalar
+        dt: scalar
+        target_weight: scalar
+        separation_weight: scalar
+        collision_penalty: scalar
+        prev_dist: wp.array2d(dtype=scalar)
+        reward_out: wp.array2d(dtype=scalar)
+        dist_out: wp.array2d(dtype=scalar)
+        in_flock_out: wp.array2d(dtype=wp.bool)
+        collisions_out: wp.array2d(dtype=wp.int32)
+
+    @wp.func
+    def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> row_type:
+        """Build the agent's neighbor list, write its per-agent outputs, return its observation row."""
+        t = a.target[env]
+        tv = a.target_vel[env]
         if mode == _OBSERVE_STEP:
-            moved = move_target(t, tv, target_limit, dt)
+            moved = move_target(t, tv, a.target_limit, a.dt)
             t = vec2(moved[0], moved[1])
             tv = vec2(moved[2], moved[3])
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            p = pos[env, agent]
-            v = vel[env, agent]
-            rel = t - p
-            features, n_collisions, separation = f.observe_neighbors(
-                nq, pos, vel, env, agent, obs_range, reach, sep_distance
+        p = a.pos[env, agent]
+        v = a.vel[env, agent]
+        rel = t - p
+        features, n_collisions, separation = f.observe_neighbors(
+            a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, a.sep_distance
+        )
+        row = row_type()
+        row[0] = p[0]
+        row[1] = p[1]
+        row[2] = v[0]
+        row[3] = v[1]
+        row[4] = rel[0]
+        row[5] = rel[1]
+        row[6] = tv[0]
+        row[7] = tv[1]
+        for i in range(wp.static(n_features)):
+            row[i + wp.static(8)] = features[i]
+        dist = wp.sqrt(wp.dot(rel, rel))
+        if mode == _OBSERVE_STEP:
+            a.reward_out[env, agent] = (
+                a.target_weight * (a.prev_dist[env, agent] - dist)
+                - a.separation_weight * separation
+                - a.collision_penalty * scalar(n_collisions)
             )
-            row = rf.row_type()
-            row[0] = p[0]
-            row[1] = p[1]
-            row[2] = v[0]
-            row[3] = v[1]
-            row[4] = rel[0]
-            row[5] = rel[1]
-            row[6] = tv[0]
-            row[7] = tv[1]
-            for i in range(wp.static(n_features)):
-                row[i + wp.static(8)] = features[i]
-            rf.store_row(obs_out, env, agent, row)
-            dist = wp.sqrt(wp.dot(rel, rel))
-            if mode == _OBSERVE_STEP:
-                reward_out[env, agent] = (
-                    target_weight * (prev_dist[env, agent] - dist)
-                    - separation_weight * separation
-                    - collision_penalty * scalar(n_collisions)
-                )
-            if mode != _OBSERVE_ONLY:
-                dist_out[env, agent] = dist
-                in_flock_out[env, agent] = dist < target_radius and n_collisions == 0
-                collisions_out[env, agent] = n_collisions
-            prev_dist[env, agent] = dist
+        if mode != _OBSERVE_ONLY:
+            a.dist_out[env, agent] = dist
+            a.in_flock_out[env, agent] = dist < a.target_radius and n_collisions == 0
+            a.collisions_out[env, agent] = n_collisions
+        a.prev_dist[env, agent] = dist
+        return row
 
     @wp.kernel(enable_backward=False, module="unique")
     def flock_finish(
@@ -219,7 +213,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
                 point = f.spawn_point(spawn, key, cell, a)
                 f.spawn_agent(spawn, key, env, a, point)
 
-    return SimpleNamespace(flock_observe=flock_observe, flock_finish=flock_finish, flock_reset=flock_reset)
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+        flock_finish=flock_finish,
+        flock_reset=flock_reset,
+    )
 
 
 def _kernels_for(sc):
@@ -227,22 +226,26 @@ def _kernels_for(sc):
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``flock_observe`` (and, for a step or a reset, ``flock_finish``) for the scenario ``sc``."""
+    """Launch the observe kernel (and, for a step or a reset, ``flock_finish``) for the scenario ``sc``."""
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, nb = world.state, world.neighbors
     limit, dt = s(sc.target_limit), s(env.stepper.dt)
-    observe_inputs = [state.pos, state.vel, sc._target, sc._target_vel, world.neighbor_query(), s(c.obs_range)]
-    observe_inputs += [s(2.0 * c.agent_radius), s(c.separation_distance), limit, s(c.target_radius), dt]
-    observe_inputs += [s(c.target_weight), s(c.separation_weight), s(c.collision_penalty)]
-    observe_outputs = [common.obs_chunks(sc), sc._prev_dist, env._reward, sc._dist, sc._in_flock, sc._collisions]
+    args = common.fill(
+        k.ObserveArgs(),
+        pos=state.pos, vel=state.vel, target=sc._target, target_vel=sc._target_vel, nq=world.neighbor_query(),
+        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), sep_distance=s(c.separation_distance),
+        target_limit=limit, target_radius=s(c.target_radius), dt=dt, target_weight=s(c.target_weight),
+        separation_weight=s(c.separation_weight), collision_penalty=s(c.collision_penalty),
+        prev_dist=sc._prev_dist, reward_out=env._reward, dist_out=sc._dist, in_flock_out=sc._in_flock,
+        collisions_out=sc._collisions,
+    )  # fmt: skip
     finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, s(c.cohesion_weight), s(c.alignment_weight)]
     finish_outputs = [sc._target, sc._target_vel, env._reward, sc._cohesion, sc._alignment, sc._overflow]
     common.launch_observe(
-        sc, launcher, env_mask, mode, k.flock_observe, (observe_inputs, observe_outputs), k.flock_finish,
-        (finish_inputs, finish_outputs),
-    )  # fmt: skip
+        sc, launcher, env_mask, mode, k.observe, args, k.flock_finish, (finish_inputs, finish_outputs)
+    )
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:

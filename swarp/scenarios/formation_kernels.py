@@ -1,7 +1,8 @@
 """Formation, fused: the Warp twin of ``formation.py`` (observations, rewards, termination, reset).
 
-* ``form_observe`` (one thread per agent): builds the agent's neighbor list, writes its
-  observation, its progress towards its slot, collisions and per-agent info.
+* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on CUDA):
+  builds the agent's neighbor list, its observation row, its progress towards its slot,
+  collisions and per-agent info.
 * ``form_finish`` (one thread per env): termination, shared/bonus reward terms, the formation
   error, and the end of the step's bookkeeping.
 * ``form_reset`` (one thread per env and spawn cell, masked): spawns, headings, center and slots.
@@ -26,7 +27,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
     f = common.funcs(scalar, max_neighbors, grid, k_obs)
     n_features = f.n_features
-    rf = common.row_funcs(scalar, 8 + n_features)
+    row_type = wp.types.vector(8 + n_features, scalar)
     vec2 = f.vec2
     Query = f.Query
     Episode = episode.episode_struct(scalar)
@@ -37,61 +38,55 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     pi = scalar(math.pi)
     inv_fleet = scalar(1.0 / fleet_size)
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def form_observe(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        slots: wp.array2d(dtype=vec2),
-        center: wp.array(dtype=vec2),
-        nq: Query,
-        obs_range: scalar,
-        reach: scalar,
-        tolerance: scalar,
-        collision_penalty: scalar,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=rf.chunk_type),
-        prev_dist: wp.array2d(dtype=scalar),
-        progress_out: wp.array2d(dtype=scalar),
-        reward_out: wp.array2d(dtype=scalar),
-        dist_out: wp.array2d(dtype=scalar),
-        on_slot_out: wp.array2d(dtype=wp.bool),
-        collisions_out: wp.array2d(dtype=wp.int32),
-    ):
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        c = center[env]
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            p = pos[env, agent]
-            v = vel[env, agent]
-            rel_slot = slots[env, agent] - p
-            rel_center = c - p
-            features, n_collisions, _separation = f.observe_neighbors(nq, pos, vel, env, agent, obs_range, reach, zero)
-            row = rf.row_type()
-            row[0] = p[0]
-            row[1] = p[1]
-            row[2] = v[0]
-            row[3] = v[1]
-            row[4] = rel_slot[0]
-            row[5] = rel_slot[1]
-            row[6] = rel_center[0]
-            row[7] = rel_center[1]
-            for i in range(wp.static(n_features)):
-                row[i + wp.static(8)] = features[i]
-            rf.store_row(obs_out, env, agent, row)
-            dist = wp.sqrt(wp.dot(rel_slot, rel_slot))
-            if mode == _OBSERVE_STEP:
-                progress_out[env, agent] = prev_dist[env, agent] - dist
-                reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
-            if mode != _OBSERVE_ONLY:
-                dist_out[env, agent] = dist
-                on_slot_out[env, agent] = dist < tolerance
-                collisions_out[env, agent] = n_collisions
-            prev_dist[env, agent] = dist
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        slots: wp.array2d(dtype=vec2)
+        center: wp.array(dtype=vec2)
+        nq: Query
+        obs_range: scalar
+        reach: scalar
+        tolerance: scalar
+        collision_penalty: scalar
+        prev_dist: wp.array2d(dtype=scalar)
+        progress_out: wp.array2d(dtype=scalar)
+        reward_out: wp.array2d(dtype=scalar)
+        dist_out: wp.array2d(dtype=scalar)
+        on_slot_out: wp.array2d(dtype=wp.bool)
+        collisions_out: wp.array2d(dtype=wp.int32)
+
+    @wp.func
+    def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> row_type:
+        """Build the agent's neighbor list, write its per-agent outputs, return its observation row."""
+        p = a.pos[env, agent]
+        v = a.vel[env, agent]
+        rel_slot = a.slots[env, agent] - p
+        rel_center = a.center[env] - p
+        features, n_collisions, _separation = f.observe_neighbors(
+            a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, zero
+        )
+        row = row_type()
+        row[0] = p[0]
+        row[1] = p[1]
+        row[2] = v[0]
+        row[3] = v[1]
+        row[4] = rel_slot[0]
+        row[5] = rel_slot[1]
+        row[6] = rel_center[0]
+        row[7] = rel_center[1]
+        for i in range(wp.static(n_features)):
+            row[i + wp.static(8)] = features[i]
+        dist = wp.sqrt(wp.dot(rel_slot, rel_slot))
+        if mode == _OBSERVE_STEP:
+            a.progress_out[env, agent] = a.prev_dist[env, agent] - dist
+            a.reward_out[env, agent] = -(a.collision_penalty * scalar(n_collisions))
+        if mode != _OBSERVE_ONLY:
+            a.dist_out[env, agent] = dist
+            a.on_slot_out[env, agent] = dist < a.tolerance
+            a.collisions_out[env, agent] = n_collisions
+        a.prev_dist[env, agent] = dist
+        return row
 
     @wp.kernel(enable_backward=False, module="unique")
     def form_finish(
@@ -167,7 +162,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
                     c[1] + formation_radius * (rotation[1] * u[0] + rotation[0] * u[1]),
                 )
 
-    return SimpleNamespace(form_observe=form_observe, form_finish=form_finish, form_reset=form_reset)
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+        form_finish=form_finish,
+        form_reset=form_reset,
+    )
 
 
 def _kernels_for(sc):
@@ -175,21 +175,22 @@ def _kernels_for(sc):
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``form_observe`` (and, for a step or a reset, ``form_finish``) for the scenario ``sc``."""
+    """Launch the observe kernel (and, for a step or a reset, ``form_finish``) for the scenario ``sc``."""
     k = _kernels_for(sc)
     env, c = sc.env, sc.cfg
     s = env.stepper.scalar
     state = sc.world.state
-    observe_inputs = [state.pos, state.vel, sc._slots, sc._center, sc.world.neighbor_query(), s(c.obs_range)]
-    observe_inputs += [s(2.0 * c.agent_radius), s(c.tolerance), s(c.collision_penalty)]
-    observe_outputs = [common.obs_chunks(sc), sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_slot]
-    observe_outputs += [sc._collisions]
+    args = common.fill(
+        k.ObserveArgs(),
+        pos=state.pos, vel=state.vel, slots=sc._slots, center=sc._center, nq=sc.world.neighbor_query(),
+        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
+        collision_penalty=s(c.collision_penalty), prev_dist=sc._prev_dist, progress_out=sc._progress,
+        reward_out=env._reward, dist_out=sc._dist, on_slot_out=sc._on_slot, collisions_out=sc._collisions,
+    )  # fmt: skip
     finish_inputs = [sc._progress, sc._dist, sc._on_slot, int(c.shared_reward), s(c.shaping_factor)]
     finish_inputs += [s(c.final_reward)]
-    common.launch_observe(
-        sc, launcher, env_mask, mode, k.form_observe, (observe_inputs, observe_outputs), k.form_finish,
-        (finish_inputs, [env._reward, sc._error]),
-    )  # fmt: skip
+    finish_args = (finish_inputs, [env._reward, sc._error])
+    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.form_finish, finish_args)
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:

@@ -45,7 +45,6 @@ OBS_BLOCK = 64
 _TILED_ROWS = os.environ.get("SWARP_OBS_STORE", "tile") == "tile"
 
 
-
 def _tiled_rows(device: str) -> bool:
     """Whether the step's observation uses the tiled row store: on CUDA (and on the CPU only when
     Warp honours CPU block widths, ``wp.config.enable_cpu_blocks``, which the tests use to check it)."""

@@ -9,10 +9,12 @@ scenario's own test module.
 
 import pytest
 import torch
+import warp as wp
 
 import swarp
 from swarp.core.launch import LAUNCH_MODE_ENV
 from swarp.scenarios.base import get_scenario
+from swarp.scenarios.common import tiled_rows
 
 from .helpers import (
     CountingLauncher,
@@ -137,6 +139,18 @@ def test_reset_at_changes_only_masked_envs(name, fused, generator):
     # An empty mask is a no-op.
     env.reset_at(torch.zeros(N_ENVS, dtype=torch.bool))
     assert_bit_identical([env.get_state()], [after])
+
+
+@SCENARIOS
+def test_tiled_observation_rows_equal_the_per_thread_store(name, monkeypatch, generator):
+    """The CUDA step stores observation rows through a tile (shared memory, one coalesced store per
+    block of rows); Warp runs that kernel on the CPU when CPU blocks are enabled. Same bits as the
+    per-thread store, with a partial last block (7 x 5 = 35 rows)."""
+    actions = action_sequence(make_env(name, n_envs=7, n_agents=5), 30, generator)
+    per_thread = rollout(make_env(name, n_envs=7, n_agents=5), actions)
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+    assert tiled_rows("cpu")
+    assert_bit_identical(per_thread, rollout(make_env(name, n_envs=7, n_agents=5), actions))
 
 
 @SCENARIOS
