@@ -10,6 +10,7 @@ scenario's own test module.
 import pytest
 import torch
 import warp as wp
+from env.test_environment import forbid_host_transfers
 
 import swarp
 from swarp.core.launch import LAUNCH_MODE_ENV
@@ -17,6 +18,7 @@ from swarp.scenarios.base import get_scenario
 from swarp.scenarios.common import tiled_rows
 
 from .helpers import (
+    PARITY_ATOL,
     CountingLauncher,
     assert_bit_identical,
     make_pair,
@@ -27,6 +29,10 @@ from .helpers import (
 )
 
 FUSED = [name for name in swarp.scenario_names() if get_scenario(name).fused_available]
+#: Scenarios whose resets round cos/sin in float32 (ring spawns of the body scenarios, see
+#: tests/scenarios/test_body_scenarios.py): reset draws agree to this tolerance, not bit for bit,
+#: and the rollouts' floats to it too. Every other scenario: bit-exact draws, ``PARITY_ATOL`` floats.
+ROUNDED_RESETS = {"transport": 1e-4, "push_t": 1e-4, "balance": 1e-4}
 #: Per-scenario options of the contract runs: a short time limit so rollouts cross auto-resets.
 OPTIONS = {name: dict(max_steps=15) for name in FUSED}
 N_STEPS = 40
@@ -47,7 +53,7 @@ def action_sequence(env: swarp.Environment, n_steps: int, generator: torch.Gener
 
 @SCENARIOS
 def test_fused_matches_torch_reference_with_defaults(name, generator):
-    seen = parity_rollout(name, dict(OPTIONS[name]), N_STEPS, generator)
+    seen = parity_rollout(name, dict(OPTIONS[name]), N_STEPS, generator, atol=ROUNDED_RESETS.get(name, PARITY_ATOL))
     assert seen["truncated"] > 0, "the rollout should cross time limits (auto-resets)"
 
 
@@ -60,15 +66,21 @@ def test_reset_draws_are_identical_between_fused_and_reference(name):
         fused.reset(seed=seed)
         reference.reset(seed=seed)
         for _ in range(2):  # a full reset, then a masked one
-            for key in ("pos", "theta", "vel", "speed", "ang_vel"):
-                assert torch.equal(getattr(fused.state, key), getattr(reference.state, key)), f"seed {seed}: {key}"
-            reference_tensors = reference.scenario.state_tensors()
-            for key, value in fused.scenario.state_tensors().items():
-                if key.startswith("prev_"):  # computed from the draws, not drawn
-                    torch.testing.assert_close(value, reference_tensors[key], atol=1e-5, rtol=0)
+            fused_tensors = {f"state.{k}": getattr(fused.state, k) for k in ("pos", "theta", "vel", "speed", "ang_vel")}
+            fused_tensors.update({f"scenario.{k}": v for k, v in fused.scenario.state_tensors().items()})
+            reference_tensors = {
+                f"state.{k}": getattr(reference.state, k) for k in ("pos", "theta", "vel", "speed", "ang_vel")
+            }
+            reference_tensors.update({f"scenario.{k}": v for k, v in reference.scenario.state_tensors().items()})
+            for key, value in fused_tensors.items():
+                # Memory computed from the draws (prev_*) is equal to rounding; the draws themselves exactly.
+                atol = ROUNDED_RESETS.get(name, PARITY_ATOL if "prev_" in key else 0.0)
+                if atol == 0.0 or not value.is_floating_point():
+                    assert torch.equal(value, reference_tensors[key]), f"seed {seed}: {key}"
                 else:
-                    assert torch.equal(value, reference_tensors[key]), f"seed {seed}: scenario.{key}"
-            torch.testing.assert_close(fused.obs, reference.obs, atol=1e-5, rtol=0)
+                    torch.testing.assert_close(value, reference_tensors[key], atol=atol, rtol=0, msg=f"{key}")
+            atol = ROUNDED_RESETS.get(name, PARITY_ATOL)
+            torch.testing.assert_close(fused.obs, reference.obs, atol=atol, rtol=0)
             fused.reset_at(mask)
             reference.reset_at(mask)
 
@@ -168,7 +180,7 @@ def test_same_seed_same_bits_other_seed_other_bits(name, generator):
 
 @SCENARIOS
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
-def test_step_and_reset_at_make_no_host_transfers(name, fused, generator, forbid_host_transfers):
+def test_step_and_reset_at_make_no_host_transfers(name, fused, generator):
     env = make_env(name, fused=fused)
     actions = action_sequence(env, 20, generator)
     mask = torch.arange(N_ENVS) % 2 == 0
