@@ -1,4 +1,4 @@
-"""Render the picture of every registered scenario for docs/scenarios.md (needs the viz extra).
+"""Render the pictures of docs/scenarios.md (needs the viz extra; ``--scenarios`` takes any registered one).
 
     python tools/scenario_pictures.py                 # docs/img/<scenario>.png, 320 x 320
     python tools/scenario_pictures.py --out /tmp --size 480
@@ -20,6 +20,8 @@ import swarp
 #: Steps of the scripted controller before the picture: agents underway, not yet arrived.
 STEPS = {"flocking": 25, "discovery": 30}
 DEFAULT_STEPS = 8
+#: The scenarios pictured in docs/scenarios.md.
+DOCUMENTED = ("navigation", "flocking", "formation", "discovery")
 #: Options of the pictured envs beyond the defaults (navigation shows its obstacles).
 OPTIONS = {"navigation": {"n_obstacles": 3}}
 
@@ -43,10 +45,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "img"))
     parser.add_argument("--size", type=int, default=320, help="picture side [px]")
-    parser.add_argument("--scenarios", nargs="+", default=None, help="default: every registered scenario")
+    parser.add_argument("--scenarios", nargs="+", default=None, help="default: those of docs/scenarios.md")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    for name in args.scenarios or swarp.scenario_names():
+    for name in args.scenarios or DOCUMENTED:
         path = os.path.join(args.out, f"{name}.png")
         iio.imwrite(path, picture(name, args.size))
         print(f"{path}: {os.path.getsize(path) / 1024:.0f} KiB")
