@@ -20,7 +20,10 @@ from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
+from swarp.scenarios import give_way as _give_way  # noqa: E402,F401  (registers "give_way")
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
+from swarp.scenarios import sampling as _sampling  # noqa: E402,F401  (registers "sampling")
+from swarp.scenarios import spread as _spread  # noqa: E402,F401  (registers "spread")
 from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 
 __version__ = "0.1.0"
