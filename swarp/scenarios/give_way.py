@@ -1,11 +1,13 @@
 """Give way (VMAS ``give_way``): two agents swap ends of a one-lane corridor (torch reference).
 
-The corridor runs along x over ``[-H, H]`` (``H = half_length``); its walls are four box
-obstacles shared by every env: the bottom wall, the top wall left and right of a bay, and the
-bay's back wall. The bay, a niche in the top wall at ``x = 0``, is where one agent steps aside so
-the other can pass. The arena's soft walls close the corridor's ends. Agent 0 starts at the left
-end and has its goal at the right end, agent 1 the other way round. Always two agents: asking
-for more is an error (a 16-agent benchmark of this task is its 2-agent default).
+The arena is the square ``[-H, H]^2`` (``H = half_length``). A corridor runs along its x axis,
+carved out of four box obstacles, shared by every env, that fill the rest of the square: below
+the lane, above it left and right of a bay, and behind the bay. The bay is a niche above the lane
+at ``x = 0.4 H``, off centre towards agent 1's end, so agents driving straight at their goals meet
+in the one-lane part; it is where one agent steps aside so the other can pass. The arena's soft
+walls close the corridor's ends. Agent 0 starts at the left end and has its goal at the right end,
+agent 1 the other way round. Always two agents (``n_agents`` is not an option): benchmark the
+2-agent default.
 
 ``difficulty`` in [0, 1] is the curriculum knob (``r`` = agent radius): the lane half-width goes
 from ``2.4 r`` (0: the agents can pass side by side) to ``1.3 r`` (1: one lane, only the bay lets
@@ -34,7 +36,7 @@ are on goal. Terminated (and success) when both are within ``goal_radius`` of th
 
 Resets draw each agent's spawn uniformly in a ``2 r`` long stretch at its end of the lane (and
 across the lane's free width) and a uniform heading, from the counter-based RNG; goals are fixed
-at ``x = -+(H - 2 r)`` on the lane's axis. The Warp twin reuses navigation's observation kernels and adds
+at ``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
 ``give_way_kernels.give_way_reset``; ``scripted_actions`` is a scripted controller.
 """
 
@@ -54,8 +56,8 @@ from swarp.scenarios.option_checks import check_int, check_number
 from swarp.scenarios.spawn import uniform_torch
 
 DRAW_SPAWN = int(gk.DRAW_SPAWN)
-#: Lane half-width at difficulty 0 and 1, bay half-width at difficulty 0 and 1, bay depth
-#: and wall half-thickness, all as multiples of the agent radius.
+#: Lane half-width at difficulty 0 and 1, bay half-width at difficulty 0 and 1, bay depth and
+#: how far the walls reach past the arena, all as multiples of the agent radius.
 LANE_EASY, LANE_HARD = 2.4, 1.3
 BAY_EASY, BAY_HARD = 4.0, 1.6
 BAY_DEPTH = 2.6
@@ -63,8 +65,10 @@ WALL = 1.0
 #: Distance of the spawn stretch's inner end from the corridor end, its length, and the distance of
 #: the goals from the corridor ends [agent radii].
 SPAWN_GAP, SPAWN_LENGTH, GOAL_GAP = 3.5, 2.0, 2.0
-#: Shortest corridor half-length [agent radii]: spawn stretch, the widest bay and room to wait between.
-MIN_HALF_LENGTH = SPAWN_GAP + SPAWN_LENGTH + BAY_EASY + 4.0
+#: Centre of the bay, as a fraction of the corridor half-length (towards agent 1's end).
+BAY_POSITION = 0.4
+#: Shortest corridor half-length [agent radii]: the widest bay must end a radius before agent 1's spawns.
+MIN_HALF_LENGTH = (SPAWN_GAP + SPAWN_LENGTH + BAY_EASY + 1.0) / (1.0 - BAY_POSITION)
 N_AGENTS = 2
 
 
@@ -81,21 +85,26 @@ class GiveWayConfig:
         collision_penalty: Penalty per step while the two agents overlap (>= 0).
         final_reward: Bonus for both agents on the step both are on goal.
         goal_radius: On-goal distance [m] (default: the agent radius).
+        collision_k: Contact stiffness [N/m] of walls and agents. Stiff, so that agents pushing at
+            full speed sink about half a radius into a wall or each other (the soft default of
+            ``WorldConfig`` would let them squeeze past each other, or through the walls).
         dt: Step length [s].
-        substeps: Physics substeps per step.
+        substeps: Physics substeps per step; ``collision_k * (dt / substeps)^2`` must stay below 1 [kg]
+            (agent mass 1 kg) for the contacts to be stable.
         max_steps: Episode length [steps].
     """
 
     difficulty: float = 1.0
-    half_length: float = 1.0
-    agent_radius: float = 0.05
+    half_length: float = 2.0
+    agent_radius: float = 0.1
     max_speed: float = 1.0
     shaping_factor: float = 1.0
     collision_penalty: float = 1.0
     final_reward: float = 1.0
     goal_radius: float | None = None
+    collision_k: float = 1500.0
     dt: float = 0.1
-    substeps: int = 1
+    substeps: int = 4
     max_steps: int = 100
 
     def __post_init__(self) -> None:
@@ -108,6 +117,13 @@ class GiveWayConfig:
             check_number("give_way", self, "goal_radius")
         check_int("give_way", self, "substeps", 1)
         check_int("give_way", self, "max_steps", 1)
+        check_number("give_way", self, "collision_k")
+        stiffness = self.collision_k * (self.dt / self.substeps) ** 2
+        if stiffness >= 1.0:
+            raise ValueError(
+                f"give_way options give unstable contacts: collision_k * (dt / substeps)^2 = {stiffness:.3g} must be "
+                f"< 1 (agent mass 1 kg); raise substeps or lower collision_k"
+            )
         min_half_length = MIN_HALF_LENGTH * self.agent_radius
         if self.half_length < min_half_length:
             raise ValueError(
@@ -127,6 +143,12 @@ class GiveWayConfig:
         return 4.0 * self.half_length + 8.0 * (BAY_DEPTH + LANE_EASY + WALL) * self.agent_radius
 
 
+def box_between(x_min: float, x_max: float, y_min: float, y_max: float) -> Obstacle:
+    """The axis-aligned box obstacle ``[x_min, x_max] x [y_min, y_max]`` [m]."""
+    center = (0.5 * (x_min + x_max), 0.5 * (y_min + y_max))
+    return Obstacle.box(center, (0.5 * (x_max - x_min), 0.5 * (y_max - y_min)))
+
+
 class GiveWayScenario(NavigationScenario):
     """Two agents swap ends of a one-lane corridor with a bay; see the module docstring."""
 
@@ -139,15 +161,17 @@ class GiveWayScenario(NavigationScenario):
         self.lane_half_width = r * (LANE_EASY + (LANE_HARD - LANE_EASY) * d)
         self.bay_half_width = r * (BAY_EASY + (BAY_HARD - BAY_EASY) * d)
         self.bay_depth = BAY_DEPTH * r
-        h, wall = self.lane_half_width, WALL * r
-        top_half_height = 0.5 * self.bay_depth + wall
-        side_half_length = 0.5 * (H + wall - self.bay_half_width)
-        side_center = self.bay_half_width + side_half_length
+        self.bay_x = BAY_POSITION * H
+        h, bay_x, bay_top = self.lane_half_width, self.bay_x, self.lane_half_width + self.bay_depth
+        # The walls fill the square arena [-H, H]^2 around the lane and the bay (and reach a margin
+        # past it, so no agent ever sees their far faces).
+        far = H + WALL * r
+        left_end, right_end = bay_x - self.bay_half_width, bay_x + self.bay_half_width
         walls = (
-            Obstacle.box((0.0, -h - wall), (H + wall, wall)),
-            Obstacle.box((-side_center, h + top_half_height), (side_half_length, top_half_height)),
-            Obstacle.box((side_center, h + top_half_height), (side_half_length, top_half_height)),
-            Obstacle.box((0.0, h + self.bay_depth + wall), (self.bay_half_width + wall, wall)),
+            box_between(-far, far, -far, -h),
+            box_between(-far, left_end, h, far),
+            box_between(right_end, far, h, far),
+            box_between(left_end, right_end, bay_top, far),
         )
         self.walls = walls
         self.spawn_jitter = (SPAWN_LENGTH * r, max(h - 1.05 * r, 0.0))
@@ -155,8 +179,9 @@ class GiveWayScenario(NavigationScenario):
         self.goal_x = H - GOAL_GAP * r
         agent = AgentConfig(model="holonomic", ctrl_mode="velocity", radius=r, max_speed=c.max_speed)
         world = WorldConfig(
-            bounds=(-H, H, -h - 2.0 * wall, h + self.bay_depth + 2.0 * wall),
+            bounds=H,
             bounds_mode="soft",
+            collision_k=c.collision_k,
             max_neighbors=1,
             neighbor_radius=c.obs_range,
             obstacles=walls,
@@ -209,13 +234,13 @@ def scripted_actions(env) -> torch.Tensor:
     in_bay = (y1 > sc.lane_half_width + r).unsqueeze(-1)  # agent 1 is out of the lane
     passed = (x0 > x1 + 2.5 * r).unsqueeze(-1)  # agent 0 is past agent 1
     # Agent 0: along the axis to its goal, stopping short of the bay until agent 1 is inside it.
-    wait = torch.stack([zeros - sc.bay_half_width - 3.0 * r, zeros], -1)
+    wait = torch.stack([zeros + sc.bay_x - sc.bay_half_width - 3.0 * r, zeros], -1)
     target0 = torch.where(~in_bay & ~passed, wait, goals[:, 0])
     # Agent 1: along the axis to the bay's mouth, up into the bay and wait; once passed, back
     # down to the mouth and on to its goal.
-    mouth = torch.stack([zeros, zeros], -1)
-    bay = torch.stack([zeros, zeros + sc.lane_half_width + 0.5 * sc.bay_depth], -1)
-    under_bay = (x1.abs() < sc.bay_half_width - r).unsqueeze(-1)
+    mouth = torch.stack([zeros + sc.bay_x, zeros], -1)
+    bay = torch.stack([zeros + sc.bay_x, zeros + sc.lane_half_width + 0.5 * sc.bay_depth], -1)
+    under_bay = ((x1 - sc.bay_x).abs() < sc.bay_half_width - r).unsqueeze(-1)
     leaving = torch.where((y1 > 0.5 * r).unsqueeze(-1), mouth, goals[:, 1])
     target1 = torch.where(passed, leaving, torch.where(under_bay, bay, mouth))
     return seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)

@@ -1,0 +1,50 @@
+"""What every fused scenario owes, checked for sampling, give_way and spread: graph = replay =
+eager bit for bit, masked resets touching only masked envs, a one-launch capturable reset,
+determinism per seed and no host transfers (parity with the torch reference is per scenario,
+in ``test_<name>.py``)."""
+
+import pytest
+
+from swarp.scenarios.give_way import scripted_actions as give_way_controller
+from swarp.scenarios.sampling import greedy_actions as sampling_controller
+from swarp.scenarios.spread import greedy_actions as spread_controller
+from tests.scenarios import helpers_b as h
+
+#: name -> (options with short episodes, scripted controller)
+SCENARIOS = {
+    "sampling": (dict(n_agents=4, max_steps=10), sampling_controller),
+    "spread": (dict(n_agents=4, max_steps=10), spread_controller),
+    "give_way": (dict(max_steps=15), give_way_controller),
+}
+BY_NAME = pytest.mark.parametrize("name", list(SCENARIOS))
+PATHS = pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+
+
+@BY_NAME
+def test_graph_replay_and_eager_are_bit_identical(name, monkeypatch):
+    options, controller = SCENARIOS[name]
+    h.check_graph_replay_eager(name, options, controller, 25, monkeypatch)
+
+
+@BY_NAME
+@PATHS
+def test_reset_at_changes_only_masked_envs(name, fused):
+    options, controller = SCENARIOS[name]
+    h.check_masked_reset(name, options, controller, fused)
+
+
+@BY_NAME
+def test_reset_is_one_launch(name):
+    h.check_reset_is_one_launch(name, SCENARIOS[name][0])
+
+
+@BY_NAME
+def test_same_seed_same_bits(name):
+    options, controller = SCENARIOS[name]
+    h.check_determinism(name, options, controller)
+
+
+@BY_NAME
+@PATHS
+def test_no_host_transfers(name, fused, generator):
+    h.check_no_host_transfers(name, SCENARIOS[name][0], fused, generator)
