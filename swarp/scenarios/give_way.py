@@ -210,6 +210,10 @@ class GiveWayScenario(NavigationScenario):
         dist = (goals - spawn).square().sum(-1).sqrt()
         self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
 
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``scripted_actions``) for the current state."""
+        return scripted_actions(self.env)
+
     # --- fused twin -------------------------------------------------------------------------
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:

@@ -242,6 +242,10 @@ class SamplingScenario(FusedScenario):
         """[E] bool: at least ``success_fraction`` of the episode's field mass collected."""
         return self._collected_fraction() >= self.cfg.success_fraction
 
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``greedy_actions``) for the current state."""
+        return greedy_actions(self.env)
+
     # --- fused twin -------------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:

@@ -194,6 +194,10 @@ class SpreadScenario(FusedScenario):
         """[E] bool: every landmark has an agent within ``cover_radius``."""
         return (self._landmark_distances() < self.cover_radius).all(dim=1)
 
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``greedy_actions``) for the current state."""
+        return greedy_actions(self.env)
+
     # --- fused twin -------------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:

@@ -1,9 +1,10 @@
 """Spread, fused: the Warp twin of ``spread.py`` (observations, rewards, termination, reset).
 
-* ``spread_observe`` (one thread per agent): builds the agent's neighbor list for the next step's
-  contacts, writes its observation row, counts its collisions and finds the distance of landmark
-  ``agent`` to its nearest agent (landmarks and agents are equally many, so one thread per agent
-  also covers every landmark once, with no atomics).
+* ``spread_observe`` (one thread per agent and observation pair on the GPU): writes the
+  observation rows; the thread of an agent's first pair also builds the agent's neighbor list for
+  the next step's contacts, counts its collisions and finds the distance of landmark ``agent`` to
+  its nearest agent (landmarks and agents are equally many, so that covers every landmark once,
+  with no atomics).
 * ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
 * ``spread_reset`` (one thread per env and spawn cell, masked): spawns, headings and landmarks from
   the counter-based RNG, exactly the draws of the torch reference.
@@ -44,6 +45,29 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
     two = scalar(2.0)
     big = scalar(1.0e30)
 
+    @wp.func
+    def obs_pair(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        landmarks: wp.array2d(dtype=vec2),
+        env: int,
+        agent: int,
+        pair: int,
+    ) -> vec2:
+        """Observation entries ``2 pair`` and ``2 pair + 1`` of ``agent`` (see the layout in spread.py)."""
+        n_agents = pos.shape[1]
+        p = pos[env, agent]
+        if pair == 0:
+            return vel[env, agent]
+        if pair == 1:
+            return p
+        if pair < 2 + n_agents:
+            return landmarks[env, pair - 2] - p
+        j = pair - 2 - n_agents  # the other agents in index order, skipping this one
+        if j >= agent:
+            j += 1
+        return pos[env, j] - p
+
     @wp.kernel(enable_backward=False, module="unique")
     def spread_observe(
         pos: wp.array2d(dtype=vec2),
@@ -57,48 +81,42 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
         use_mask: int,
         mode: int,
         agents_per_thread: int,
+        pairs_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         reward_out: wp.array2d(dtype=scalar),
         landmark_dist_out: wp.array2d(dtype=scalar),
         covered_out: wp.array2d(dtype=wp.bool),
         collisions_out: wp.array2d(dtype=wp.int32),
     ):
-        env, slot = wp.tid()
+        # On the GPU one thread per (agent, observation pair): consecutive threads write consecutive
+        # entries of the (wide, 4 A + 2) rows, so stores coalesce; the thread of pair 0 also does
+        # the agent's own work. On the CPU one thread walks a whole env.
+        env, slot, block = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
         n_agents = pos.shape[1]
+        n_pairs = obs_out.shape[2] / 2
         first = slot * agents_per_thread
+        first_pair = block * pairs_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
+            for pair in range(first_pair, wp.min(first_pair + pairs_per_thread, n_pairs)):
+                value = obs_pair(pos, vel, landmarks, env, agent, pair)
+                obs_out[env, agent, 2 * pair] = value[0]
+                obs_out[env, agent, 2 * pair + 1] = value[1]
+            if block != 0:
+                continue
             build_list(nq, env, agent)
             p = pos[env, agent]
-            v = vel[env, agent]
-            obs_out[env, agent, 0] = v[0]
-            obs_out[env, agent, 1] = v[1]
-            obs_out[env, agent, 2] = p[0]
-            obs_out[env, agent, 3] = p[1]
-            for m in range(n_agents):
-                rel = landmarks[env, m] - p
-                obs_out[env, agent, 4 + 2 * m] = rel[0]
-                obs_out[env, agent, 5 + 2 * m] = rel[1]
             own_landmark = landmarks[env, agent]
             nearest = big
             n_collisions = int(0)
-            base_others = 4 + 2 * n_agents
             for j in range(n_agents):
                 q = pos[env, j]
                 to_landmark = own_landmark - q
                 nearest = wp.min(nearest, wp.sqrt(wp.dot(to_landmark, to_landmark)))
-                if j == agent:
-                    continue
                 delta = q - p
-                if wp.dot(delta, delta) < reach * reach:
+                if j != agent and wp.dot(delta, delta) < reach * reach:
                     n_collisions += 1
-                column = j
-                if j > agent:
-                    column = j - 1
-                k = base_others + 2 * column
-                obs_out[env, agent, k] = delta[0]
-                obs_out[env, agent, k + 1] = delta[1]
             if mode == _OBSERVE_STEP:
                 reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
             if mode != _OBSERVE_ONLY:
@@ -172,9 +190,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     s = env.stepper.scalar
     state = world.state
     per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    pairs_per_thread, pair_threads = agents_per_thread(env.device, sc.obs_dim // 2)
     launcher.launch(
         k.spread_observe,
-        dim=(sc.n_envs, threads),
+        dim=(sc.n_envs, threads, pair_threads),
         inputs=[
             state.pos,
             state.vel,
@@ -187,6 +206,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             int(env_mask is not None),
             int(mode),
             per_thread,
+            pairs_per_thread,
         ],
         outputs=[env._obs, env._reward, sc._landmark_dist, sc._covered, sc._collisions],
         device=env.device,

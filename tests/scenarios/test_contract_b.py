@@ -5,6 +5,7 @@ in ``test_<name>.py``)."""
 
 import pytest
 
+import swarp
 from swarp.scenarios.give_way import scripted_actions as give_way_controller
 from swarp.scenarios.sampling import greedy_actions as sampling_controller
 from swarp.scenarios.spread import greedy_actions as spread_controller
@@ -48,3 +49,27 @@ def test_same_seed_same_bits(name):
 @PATHS
 def test_no_host_transfers(name, fused, generator):
     h.check_no_host_transfers(name, SCENARIOS[name][0], fused, generator)
+
+
+def one_item_per_thread(device, n_items):
+    """The CUDA thread layout of ``swarp.core.launch.agents_per_thread``, forced on any device."""
+    return 1, n_items
+
+
+#: The kernel modules whose launches size their grids with ``agents_per_thread``.
+LAYOUT_MODULES = {
+    "sampling": "swarp.scenarios.sampling_kernels",
+    "spread": "swarp.scenarios.spread_kernels",
+    "give_way": "swarp.scenarios.navigation_kernels",
+}
+
+
+@BY_NAME
+def test_gpu_thread_layout_gives_the_cpu_layout_bits(name, monkeypatch):
+    """The kernels run one item (agent, observation pair, cell) per thread on the GPU and one env
+    per thread on the CPU; forcing the GPU layout on the CPU must not change a bit."""
+    options, controller = SCENARIOS[name]
+    make = dict(n_envs=4, device="cpu", seed=2, auto_reset=True, **options)
+    reference = h.rollout(swarp.make(name, **make), controller, 25)
+    monkeypatch.setattr(f"{LAYOUT_MODULES[name]}.agents_per_thread", one_item_per_thread)
+    h.assert_bit_identical(reference, h.rollout(swarp.make(name, **make), controller, 25))
