@@ -26,7 +26,8 @@ slice      size          content
 Reward: the values an agent collected this step (own), or with ``shared_reward`` (default) the
 sum collected by all agents, given to every agent. No terminal state: episodes truncate at
 ``max_steps``. Info: ``collected_fraction`` [E], the share of the episode's initial field mass
-collected so far. Success (``success()``): ``collected_fraction >= success_fraction``.
+collected so far; ``success`` [E] bool, ``collected_fraction >= success_fraction`` (the success
+metric, also ``success()``).
 
 The Warp twin is ``sampling_kernels.py``; ``greedy_actions`` is a scripted controller.
 """
@@ -142,6 +143,7 @@ class SamplingScenario(FusedScenario):
         self._collected = wp.zeros(E, dtype=scalar, device=dev)
         self._samples = wp.zeros((E, self.n_agents), dtype=scalar, device=dev)
         self._fraction = wp.zeros(E, dtype=scalar, device=dev)
+        self._success = wp.zeros(E, dtype=wp.bool, device=dev)
         self.field = wp.to_torch(self._field)
         self.row_mass = wp.to_torch(self._row_mass)
         self.collected = wp.to_torch(self._collected)
@@ -150,7 +152,7 @@ class SamplingScenario(FusedScenario):
         self.cell_centers = torch.stack(torch.meshgrid(centers, centers, indexing="xy"), -1).view(G * G, 2)
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
-        return {"collected_fraction": wp.to_torch(self._fraction)}
+        return {"collected_fraction": wp.to_torch(self._fraction), "success": wp.to_torch(self._success)}
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {"field": self.field, "row_mass": self.row_mass, "collected": self.collected}
@@ -236,7 +238,8 @@ class SamplingScenario(FusedScenario):
         return self.collected / self.row_mass.sum(dim=1)
 
     def info(self) -> dict[str, torch.Tensor]:
-        return {"collected_fraction": self._collected_fraction()}
+        fraction = self._collected_fraction()
+        return {"collected_fraction": fraction, "success": fraction >= self.cfg.success_fraction}
 
     def success(self) -> torch.Tensor:
         """[E] bool: at least ``success_fraction`` of the episode's field mass collected."""

@@ -115,6 +115,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch
         samples: wp.array2d(dtype=scalar),
         row_mass: wp.array2d(dtype=scalar),
         shared_reward: int,
+        success_fraction: scalar,
         ep: Episode,
         mode: int,
         env_mask: wp.array(dtype=wp.bool),
@@ -122,6 +123,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch
         collected: wp.array(dtype=scalar),
         reward_out: wp.array2d(dtype=scalar),
         fraction_out: wp.array(dtype=scalar),
+        success_out: wp.array(dtype=wp.bool),
     ):
         env = wp.tid()
         if use_mask != 0 and not env_mask[env]:
@@ -141,7 +143,9 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch
         mass = zero
         for r in range(row_mass.shape[1]):
             mass += row_mass[env, r]
-        fraction_out[env] = total / mass
+        fraction = total / mass
+        fraction_out[env] = fraction
+        success_out[env] = fraction >= success_fraction
         if mode == _OBSERVE_STEP:
             end_step(ep, env, False)
 
@@ -259,12 +263,13 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
                 sc._samples,
                 sc._row_mass,
                 int(c.shared_reward),
+                s(c.success_fraction),
                 env.episode_args,
                 int(mode),
                 mask,
                 int(env_mask is not None),
             ],
-            outputs=[sc._collected, env._reward, sc._fraction],
+            outputs=[sc._collected, env._reward, sc._fraction, sc._success],
             device=env.device,
         )
 

@@ -63,6 +63,7 @@ def test_each_cell_is_collected_once_by_one_agent(fused, generator):
         shared += int((cells.unsqueeze(1) == cells.unsqueeze(2)).sum() - cells.numel())
         mass = env.scenario.row_mass.double().sum(1)
         torch.testing.assert_close(info["collected_fraction"].double(), env.scenario.collected.double() / mass)
+        assert torch.equal(info["success"], info["collected_fraction"] >= env.scenario.cfg.success_fraction)
     assert shared > 0, "the test needs agents sharing cells"
 
 
