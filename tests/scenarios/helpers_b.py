@@ -34,8 +34,8 @@ def mixed_actions(env: swarp.Environment, controller: Controller, generator: tor
     (so clamping acts). [E, A, act_dim] of the env's dtype."""
     low, high = env.action_bounds
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
-    noise = low + (high - low) * (1.4 * u - 0.2)
-    even = (torch.arange(env.n_envs) % 2 == 0).view(-1, 1, 1)
+    noise = low + (high - low) * (1.4 * u.to(low.device) - 0.2)
+    even = (torch.arange(env.n_envs, device=low.device) % 2 == 0).view(-1, 1, 1)
     return torch.where(even, controller(env), noise).contiguous()
 
 
@@ -91,9 +91,12 @@ def rollout(env: swarp.Environment, controller: Controller, n_steps: int, seed: 
     return [record(env, env.step(mixed_actions(env, controller, generator))) for _ in range(n_steps)]
 
 
-def check_graph_replay_eager(name: str, options: dict, controller: Controller, n_steps: int, monkeypatch) -> None:
-    """The fused step as a captured graph, as recorded-launch replay and as eager launches: same bits."""
-    make = dict(dict(n_envs=4, device="cpu", seed=3, auto_reset=True), **options)
+def check_graph_replay_eager(
+    name: str, options: dict, controller: Controller, n_steps: int, monkeypatch, device: str = "cpu"
+) -> None:
+    """The fused step as a captured graph (a CUDA graph on the GPU, Warp's C++-replayed graph on the
+    CPU), as recorded-launch replay and as eager launches: same bits."""
+    make = dict(dict(n_envs=4, device=device, seed=3, auto_reset=True), **options)
     graph_env = swarp.make(name, **make)
     assert graph_env.fused and graph_env.execution_mode == "graph"
     graph = rollout(graph_env, controller, n_steps)
@@ -107,14 +110,14 @@ def check_graph_replay_eager(name: str, options: dict, controller: Controller, n
     assert_bit_identical(graph, rollout(eager_env, controller, n_steps))
 
 
-def check_masked_reset(name: str, options: dict, controller: Controller, fused: bool) -> None:
+def check_masked_reset(name: str, options: dict, controller: Controller, fused: bool, device: str = "cpu") -> None:
     """``reset_at(mask)`` changes only masked envs, and their new episodes do not depend on which
     other envs were reset with them."""
-    make = dict(dict(n_envs=4, device="cpu", seed=1, fused=fused), **options)
+    make = dict(dict(n_envs=4, device=device, seed=1, fused=fused), **options)
     env = swarp.make(name, **make)
     rollout(env, controller, 5)
     before = env.get_state()
-    mask = torch.tensor([False, True, False, True])
+    mask = torch.tensor([False, True, False, True], device=device)
     assert env.reset_at(mask) is env.obs
     after = env.get_state()
     for key, value in before.items():
@@ -126,7 +129,7 @@ def check_masked_reset(name: str, options: dict, controller: Controller, fused: 
     assert bool((after["env.step_count"][mask] == 0).all())
     assert torch.equal(after["env.episode"][mask], before["env.episode"][mask] + 1)
     full = swarp.make(name, **make)
-    full.reset_at(torch.ones(env.n_envs, dtype=torch.bool))
+    full.reset_at(torch.ones(env.n_envs, dtype=torch.bool, device=device))
     assert torch.equal(full.obs[mask], env.obs[mask])
     for key, value in full.scenario.state_tensors().items():
         assert torch.equal(value[mask], env.scenario.state_tensors()[key][mask]), key
@@ -162,12 +165,15 @@ def check_determinism(name: str, options: dict, controller: Controller) -> None:
     assert not torch.equal(other.get_state()["state.pos"], swarp.make(name, seed=5, **make).get_state()["state.pos"])
 
 
-def check_no_host_transfers(name: str, options: dict, fused: bool, generator: torch.Generator) -> None:
+def check_no_host_transfers(
+    name: str, options: dict, fused: bool, generator: torch.Generator, device: str = "cpu"
+) -> None:
     """Steps and masked resets run without a device-to-host transfer."""
-    env = swarp.make(name, n_envs=4, device="cpu", seed=0, fused=fused, auto_reset=True, **options)
+    env = swarp.make(name, n_envs=4, device=device, seed=0, fused=fused, auto_reset=True, **options)
     low, high = env.action_bounds
-    noise = [low + (high - low) * torch.rand(4, env.n_agents, env.act_dim, generator=generator) for _ in range(12)]
-    mask = torch.tensor([True, False, True, False])
+    shape = (4, env.n_agents, env.act_dim)
+    noise = [low + (high - low) * torch.rand(shape, generator=generator).to(device) for _ in range(12)]
+    mask = torch.tensor([True, False, True, False], device=device)
     env.step(noise[0])  # the first call records the launches (and may compile)
     env.reset_at(mask)
     with forbid_host_transfers():

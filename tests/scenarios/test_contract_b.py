@@ -19,19 +19,23 @@ SCENARIOS = {
 }
 BY_NAME = pytest.mark.parametrize("name", list(SCENARIOS))
 PATHS = pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+#: The CPU everywhere; CUDA (a real CUDA graph) on GPU machines.
+DEVICES = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
 
 
+@DEVICES
 @BY_NAME
-def test_graph_replay_and_eager_are_bit_identical(name, monkeypatch):
+def test_graph_replay_and_eager_are_bit_identical(name, device, monkeypatch):
     options, controller = SCENARIOS[name]
-    h.check_graph_replay_eager(name, options, controller, 25, monkeypatch)
+    h.check_graph_replay_eager(name, options, controller, 25, monkeypatch, device)
 
 
+@DEVICES
 @BY_NAME
 @PATHS
-def test_reset_at_changes_only_masked_envs(name, fused):
+def test_reset_at_changes_only_masked_envs(name, fused, device):
     options, controller = SCENARIOS[name]
-    h.check_masked_reset(name, options, controller, fused)
+    h.check_masked_reset(name, options, controller, fused, device)
 
 
 @BY_NAME
@@ -45,10 +49,11 @@ def test_same_seed_same_bits(name):
     h.check_determinism(name, options, controller)
 
 
+@DEVICES
 @BY_NAME
 @PATHS
-def test_no_host_transfers(name, fused, generator):
-    h.check_no_host_transfers(name, SCENARIOS[name][0], fused, generator)
+def test_no_host_transfers(name, fused, device, generator):
+    h.check_no_host_transfers(name, SCENARIOS[name][0], fused, generator, device)
 
 
 def one_item_per_thread(device, n_items):
