@@ -151,3 +151,11 @@ def seek_velocity(target: torch.Tensor, pos: torch.Tensor, dt: float, max_speed:
     velocity = (target - pos) / dt
     speed = velocity.norm(dim=-1, keepdim=True).clamp(min=1e-9)
     return (velocity * (max_speed / speed).clamp(max=1.0)).contiguous()
+
+
+def safe_norm(delta: torch.Tensor) -> torch.Tensor:
+    """``|delta|`` over the last dim (size 2), [m]; its gradient is 0 instead of NaN where ``delta`` is 0
+    (an agent exactly on its target)."""
+    d2 = delta.square().sum(-1)
+    positive = d2 > 0
+    return torch.where(positive, torch.where(positive, d2, torch.ones_like(d2)).sqrt(), torch.zeros_like(d2))

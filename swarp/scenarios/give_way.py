@@ -139,8 +139,8 @@ class GiveWayConfig:
 
     @property
     def obs_range(self) -> float:
-        """Sensing range [m]: the whole corridor, so the other agent is always observed."""
-        return 4.0 * self.half_length + 8.0 * (BAY_DEPTH + LANE_EASY + WALL) * self.agent_radius
+        """Sensing range [m]: longer than the arena's diagonal, so the other agent is always observed."""
+        return 3.0 * self.half_length
 
 
 def box_between(x_min: float, x_max: float, y_min: float, y_max: float) -> Obstacle:

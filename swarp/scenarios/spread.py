@@ -37,7 +37,7 @@ from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import spread_kernels as sk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.fleet import SpawnGrid, grid_spawn_torch, place_agents_torch, seek_velocity
+from swarp.scenarios.fleet import SpawnGrid, grid_spawn_torch, place_agents_torch, safe_norm, seek_velocity
 from swarp.scenarios.option_checks import check_int, check_number
 from swarp.scenarios.spawn import uniform_torch
 
@@ -171,7 +171,7 @@ class SpreadScenario(FusedScenario):
     def _landmark_distances(self) -> torch.Tensor:
         """[E, A]: distance of landmark l to its nearest agent [m]."""
         delta = self.landmarks.unsqueeze(2) - self.env.state.pos.unsqueeze(1)  # [E, landmark, agent, 2]
-        return delta.square().sum(-1).sqrt().min(dim=2).values
+        return safe_norm(delta).min(dim=2).values
 
     def _collisions_torch(self) -> torch.Tensor:
         d2 = self._offsets().square().sum(-1)

@@ -4,6 +4,7 @@ determinism per seed and no host transfers (parity with the torch reference is p
 in ``test_<name>.py``)."""
 
 import pytest
+import torch
 
 import swarp
 from swarp.scenarios.give_way import scripted_actions as give_way_controller
@@ -78,3 +79,19 @@ def test_gpu_thread_layout_gives_the_cpu_layout_bits(name, monkeypatch):
     reference = h.rollout(swarp.make(name, **make), controller, 25)
     monkeypatch.setattr(f"{LAYOUT_MODULES[name]}.agents_per_thread", one_item_per_thread)
     h.assert_bit_identical(reference, h.rollout(swarp.make(name, **make), controller, 25))
+
+
+@BY_NAME
+def test_grad_step_reaches_the_actions(name):
+    """With ``actions.requires_grad`` the step runs the torch reference on the physics' autograd
+    output: observations (and the shaped rewards) have gradients with respect to the actions, and
+    the scenario's persistent memory stays free of autograd history."""
+    options, controller = SCENARIOS[name]
+    env = swarp.make(name, n_envs=3, device="cpu", seed=0, auto_reset=True, **options)
+    for _ in range(3):
+        actions = controller(env).clone().requires_grad_(True)
+        obs, reward, *_ = env.step(actions)
+        (obs.square().sum() + reward.sum()).backward()
+        assert actions.grad is not None and bool(torch.isfinite(actions.grad).all())
+        assert bool((actions.grad != 0).any())
+    assert not any(t.requires_grad for t in env.scenario.state_tensors().values())
