@@ -14,9 +14,11 @@ from types import SimpleNamespace
 import torch
 import warp as wp
 
+from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.precision import vec2_type
 from swarp.core.rng import uniform_u24
 from swarp.scenarios import spawn
+from swarp.scenarios.base import WorldSpec
 
 DRAW_BLOCK = 1 << 12
 DRAW_SPAWN_CELLS = wp.constant(0)
@@ -108,6 +110,22 @@ def funcs(scalar: type) -> SimpleNamespace:
             place_agent(key, env, rank, p, pos_out, theta_out, vel_out, speed_out, ang_vel_out)
 
     return SimpleNamespace(place_agent=place_agent, grid_spawn=grid_spawn)
+
+
+def open_arena(cfg) -> tuple[WorldSpec, SpawnGrid]:
+    """The world of a fleet of ``cfg.n_agents`` holonomic, velocity-controlled agents in the square
+    arena ``[-cfg.world_size, cfg.world_size]^2`` with soft walls, and its spawn grid.
+
+    ``cfg`` provides ``n_agents``, ``world_size`` [m], ``agent_radius`` [m], ``max_speed`` [m/s],
+    ``max_neighbors``, ``dt`` [s], ``substeps`` and ``max_steps``. Neighbor lists use the world's
+    contact radius (they serve contacts only).
+    """
+    agent = AgentConfig(model="holonomic", ctrl_mode="velocity", radius=cfg.agent_radius, max_speed=cfg.max_speed)
+    world = WorldConfig(bounds=cfg.world_size, bounds_mode="soft", max_neighbors=cfg.max_neighbors)
+    spec = WorldSpec(
+        agents=(agent,) * cfg.n_agents, world=world, dt=cfg.dt, substeps=cfg.substeps, max_steps=cfg.max_steps
+    )
+    return spec, SpawnGrid.build(cfg.world_size, cfg.agent_radius, cfg.n_agents)
 
 
 # --- torch twins ------------------------------------------------------------------------------

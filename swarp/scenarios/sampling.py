@@ -39,12 +39,11 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles
 from swarp.scenarios import sampling_kernels as smk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.fleet import SpawnGrid, grid_spawn_torch, place_agents_torch, seek_velocity
+from swarp.scenarios.fleet import grid_spawn_torch, open_arena, place_agents_torch, seek_velocity
 from swarp.scenarios.option_checks import check_bool, check_int, check_number
 from swarp.scenarios.spawn import uniform_torch
 
@@ -119,12 +118,9 @@ class SamplingScenario(FusedScenario):
     ends_steps = True
 
     def make_world(self) -> WorldSpec:
-        c = self.cfg
-        agent = AgentConfig(model="holonomic", ctrl_mode="velocity", radius=c.agent_radius, max_speed=c.max_speed)
-        self.grid = SpawnGrid.build(c.world_size, c.agent_radius, c.n_agents)
-        self.cell_width = 2.0 * c.world_size / c.grid_cells
-        world = WorldConfig(bounds=c.world_size, bounds_mode="soft", max_neighbors=c.max_neighbors)
-        return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+        spec, self.grid = open_arena(self.cfg)
+        self.cell_width = 2.0 * self.cfg.world_size / self.cfg.grid_cells
+        return spec
 
     @property
     def obs_dim(self) -> int:
