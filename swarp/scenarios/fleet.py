@@ -165,10 +165,11 @@ def place_agents_torch(state, env_mask: torch.Tensor, pos: torch.Tensor, key: to
 
 def seek_velocity(target: torch.Tensor, pos: torch.Tensor, dt: float, max_speed: float) -> torch.Tensor:
     """[E, A, 2] velocity commands [m/s] that reach ``target`` [E, A, 2] from ``pos`` in one step of
-    ``dt`` [s] when it is close enough, else head for it at ``max_speed`` [m/s] (scripted controllers)."""
+    ``dt`` [s] when it is close enough, else head for it at ``max_speed`` [m/s] (scripted controllers).
+    Each component stays inside ``[-max_speed, max_speed]`` (the action box) despite rounding."""
     velocity = (target - pos) / dt
     speed = velocity.norm(dim=-1, keepdim=True).clamp(min=1e-9)
-    return (velocity * (max_speed / speed).clamp(max=1.0)).contiguous()
+    return (velocity * (max_speed / speed).clamp(max=1.0)).clamp(-max_speed, max_speed).contiguous()
 
 
 def safe_norm(delta: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,8 @@ Every env holds its own field on a ``G x G`` grid over the arena ``[-L, L]^2`` (
 cell width ``w = 2 L / G``): cell ``c = iy * G + ix`` starts with the value at its centre of
 ``sum_g a_g exp(-|x - mu_g|^2 / (2 sigma_g^2))`` over ``n_gaussians`` Gaussians with centres
 uniform in the arena, widths uniform in ``[sigma_min, sigma_max]`` and amplitudes uniform in
-``[0.5, 1]``. An agent's cell is ``floor((p + L) / w)`` per axis, clamped to the grid (an agent
+``[0.5, 1]``, evaluated in float64 and rounded once per cell (so both twins get the same bits).
+An agent's cell is ``floor((p + L) / w)`` per axis, clamped to the grid (an agent
 pushed past the soft walls samples the edge cell).
 
 **Consumption.** At every step (and at the reset, for the spawn cells) each cell under an agent is
@@ -165,23 +166,26 @@ class SamplingScenario(FusedScenario):
 
     # --- torch reference --------------------------------------------------------------------
 
-    def _initial_field(self, key: torch.Tensor) -> torch.Tensor:
-        """[E, G*G] field of fresh episodes (``key`` [E, 1] RNG keys)."""
-        c, dtype = self.cfg, self.dtype
+    def _initial_field(self, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(field [E, G*G], row_mass [E, G])`` of fresh episodes (``key`` [E, 1] RNG keys).
+
+        Evaluated in float64 and rounded once per cell (and per row sum), like the kernel."""
+        c, f64 = self.cfg, torch.float64
         gaussians = torch.arange(c.n_gaussians, device=key.device).view(1, -1)
         draw = DRAW_GAUSSIAN + 4 * gaussians
-        world_size = torch.tensor(c.world_size, dtype=dtype, device=key.device)
-        mu_x = (uniform_torch(key, draw, dtype) * 2.0 - 1.0) * world_size
-        mu_y = (uniform_torch(key, draw + 1, dtype) * 2.0 - 1.0) * world_size
-        spread = torch.tensor(c.sigma_max - c.sigma_min, dtype=dtype, device=key.device)
-        sigma = c.sigma_min + uniform_torch(key, draw + 2, dtype) * spread
-        amplitude = 0.5 + 0.5 * uniform_torch(key, draw + 3, dtype)
+        mu_x = (uniform_torch(key, draw, f64) * 2.0 - 1.0) * c.world_size
+        mu_y = (uniform_torch(key, draw + 1, f64) * 2.0 - 1.0) * c.world_size
+        sigma = c.sigma_min + uniform_torch(key, draw + 2, f64) * (c.sigma_max - c.sigma_min)
+        amplitude = 0.5 + 0.5 * uniform_torch(key, draw + 3, f64)
         inv_two_var = 0.5 / (sigma * sigma)
-        x = self.cell_centers[:, 0].view(1, -1, 1)
-        y = self.cell_centers[:, 1].view(1, -1, 1)
-        dx, dy = x - mu_x.unsqueeze(1), y - mu_y.unsqueeze(1)  # [E, C, n_gaussians]
+        centers = (torch.arange(c.grid_cells, dtype=f64, device=key.device) + 0.5) * self.cell_width - c.world_size
+        centers = torch.stack(torch.meshgrid(centers, centers, indexing="xy"), -1).view(-1, 2)
+        dx = centers[:, 0].view(1, -1, 1) - mu_x.unsqueeze(1)  # [E, C, n_gaussians]
+        dy = centers[:, 1].view(1, -1, 1) - mu_y.unsqueeze(1)
         terms = amplitude.unsqueeze(1) * torch.exp(-(dx * dx + dy * dy) * inv_two_var.unsqueeze(1))
-        return terms.sum(-1)
+        field = terms.sum(-1).to(self.dtype)
+        row_mass = field.to(f64).view(-1, c.grid_cells, c.grid_cells).sum(-1).to(self.dtype)
+        return field, row_mass
 
     def _cells(self) -> torch.Tensor:
         """[E, A] int64 index of each agent's field cell."""
@@ -192,12 +196,12 @@ class SamplingScenario(FusedScenario):
         return ij[..., 1] * G + ij[..., 0]
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        c, E = self.cfg, self.n_envs
+        E = self.n_envs
         key = self.env.rng_keys().view(E, 1)
         place_agents_torch(self.env.state, env_mask, grid_spawn_torch(key, self.grid, self.n_agents, self.dtype), key)
-        field = self._initial_field(key)
+        field, row_mass = self._initial_field(key)
         m2 = env_mask.view(E, 1)
-        self.row_mass.copy_(torch.where(m2, field.view(E, c.grid_cells, c.grid_cells).sum(-1), self.row_mass))
+        self.row_mass.copy_(torch.where(m2, row_mass, self.row_mass))
         # The spawn cells are consumed without reward: an episode starts with what is left to take.
         field = field.scatter(1, self._cells(), 0.0)
         self.field.copy_(torch.where(m2, field, self.field))

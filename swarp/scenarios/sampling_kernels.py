@@ -30,20 +30,22 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch_radius: int):
-    """Kernels for one precision, neighbor-list width and backend, agent count and patch radius."""
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch_radius: int, n_gaussians: int):
+    """Kernels for one precision, neighbor-list width and backend, agent count, patch radius and
+    Gaussian count."""
     vec2 = vec2_type(scalar)
     nbk = neighbors.kernels(scalar, max_neighbors)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
-    sp = spawn.funcs(scalar)
     fl = fleet.funcs(scalar)
+    sp64 = spawn.funcs(wp.float64)
+    gaussians = wp.types.vector(length=n_gaussians, dtype=wp.float64)
+    half64 = wp.float64(0.5)
+    one64 = wp.float64(1.0)
+    two64 = wp.float64(2.0)
     zero = scalar(0.0)
-    half = scalar(0.5)
-    one = scalar(1.0)
-    two = scalar(2.0)
     P = patch_radius
     width = 2 * P + 1
 
@@ -149,7 +151,8 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch
         if mode == _OBSERVE_STEP:
             end_step(ep, env, False)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
     def sampling_reset(
         env_mask: wp.array(dtype=wp.bool),
         seed: wp.array(dtype=wp.int32),
@@ -157,10 +160,10 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch
         side: int,
         world_size: scalar,
         jitter: scalar,
-        cell_width: scalar,
-        sigma_min: scalar,
-        sigma_range: scalar,
-        n_gaussians: int,
+        world_size64: wp.float64,
+        cell_width64: wp.float64,
+        sigma_min64: wp.float64,
+        sigma_range64: wp.float64,
         slots_per_thread: int,
         n_slots: int,
         pos_out: wp.array2d(dtype=vec2),
@@ -183,27 +186,32 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch
             if s == 0:
                 collected_out[env] = zero
             if s < G:
-                # Row s, Gaussian by Gaussian (each one's draws once per row), summed in Gaussian order.
-                row = s * G
-                y = (scalar(s) + half) * cell_width - world_size
-                for ix in range(G):
-                    field_out[env, row + ix] = zero
+                # Row s. Float64 throughout, rounded once per cell, so that the torch reference
+                # (also float64) gets the same float32 bits whatever its exp and summation order.
+                mu_x = gaussians()
+                mu_y = gaussians()
+                inv_two_var = gaussians()
+                amplitude = gaussians()
                 for g in range(n_gaussians):
                     draw = DRAW_GAUSSIAN + 4 * g
-                    mu_x = (sp.uniform(key, draw) * two - one) * world_size
-                    mu_y = (sp.uniform(key, draw + 1) * two - one) * world_size
-                    sigma = sigma_min + sp.uniform(key, draw + 2) * sigma_range
-                    amplitude = half + half * sp.uniform(key, draw + 3)
-                    inv_two_var = half / (sigma * sigma)
-                    dy = y - mu_y
-                    dy2 = dy * dy
-                    for ix in range(G):
-                        dx = (scalar(ix) + half) * cell_width - world_size - mu_x
-                        field_out[env, row + ix] += amplitude * wp.exp(-(dx * dx + dy2) * inv_two_var)
-                row_total = zero
+                    mu_x[g] = (sp64.uniform(key, draw) * two64 - one64) * world_size64
+                    mu_y[g] = (sp64.uniform(key, draw + 1) * two64 - one64) * world_size64
+                    sigma = sigma_min64 + sp64.uniform(key, draw + 2) * sigma_range64
+                    inv_two_var[g] = half64 / (sigma * sigma)
+                    amplitude[g] = half64 + half64 * sp64.uniform(key, draw + 3)
+                y = (wp.float64(s) + half64) * cell_width64 - world_size64
+                row_total = wp.float64(0.0)
                 for ix in range(G):
-                    row_total += field_out[env, row + ix]
-                row_mass_out[env, s] = row_total
+                    x = (wp.float64(ix) + half64) * cell_width64 - world_size64
+                    value = wp.float64(0.0)
+                    for g in range(n_gaussians):
+                        dx = x - mu_x[g]
+                        dy = y - mu_y[g]
+                        value += amplitude[g] * wp.exp(-(dx * dx + dy * dy) * inv_two_var[g])
+                    cell_value = scalar(value)
+                    field_out[env, s * G + ix] = cell_value
+                    row_total += wp.float64(cell_value)
+                row_mass_out[env, s] = scalar(row_total)
             if s < side * side:
                 fl.grid_spawn(
                     key, env, s, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out
@@ -222,6 +230,7 @@ def _kernels_for(sc):
         stepper.neighbor_method == "grid",
         sc.n_agents,
         sc.cfg.patch_radius,
+        sc.cfg.n_gaussians,
     )
 
 
@@ -291,10 +300,10 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             sc.grid.side,
             s(c.world_size),
             s(sc.grid.jitter),
-            s(sc.cell_width),
-            s(c.sigma_min),
-            s(c.sigma_max - c.sigma_min),
-            c.n_gaussians,
+            wp.float64(c.world_size),
+            wp.float64(sc.cell_width),
+            wp.float64(c.sigma_min),
+            wp.float64(c.sigma_max - c.sigma_min),
             per_thread,
             n_slots,
         ],

@@ -138,7 +138,8 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
             reward_out[env, a] = -total + reward_out[env, a]
         end_step(ep, env, False)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
     def spread_reset(
         env_mask: wp.array(dtype=wp.bool),
         seed: wp.array(dtype=wp.int32),

@@ -40,6 +40,22 @@ def test_reset_at_changes_only_masked_envs(name, fused, device):
 
 
 @BY_NAME
+def test_reset_draws_are_identical_between_fused_and_reference(name):
+    h.check_reset_draws_identical(name, SCENARIOS[name][0])
+
+
+@BY_NAME
+def test_scripted_controller_stays_in_the_action_box(name):
+    options, controller = SCENARIOS[name]
+    env = swarp.make(name, n_envs=8, device="cpu", seed=0, **options)
+    low, high = env.action_bounds
+    for _ in range(20):
+        actions = controller(env)
+        assert bool(((actions >= low) & (actions <= high)).all())
+        env.step(actions)
+
+
+@BY_NAME
 def test_reset_is_one_launch(name):
     h.check_reset_is_one_launch(name, SCENARIOS[name][0])
 
