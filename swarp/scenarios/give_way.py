@@ -6,8 +6,8 @@ the lane, above it left and right of a bay, and behind the bay. The bay is a nic
 at ``x = 0.4 H``, off centre towards agent 1's end, so agents driving straight at their goals meet
 in the one-lane part; it is where one agent steps aside so the other can pass. The arena's soft
 walls close the corridor's ends. Agent 0 starts at the left end and has its goal at the right end,
-agent 1 the other way round. Always two agents (``n_agents`` is not an option): benchmark the
-2-agent default.
+agent 1 the other way round. Always two agents (``n_agents`` other than 2 is an error): a
+"4,096 x 16" benchmark of this task is its 2-agent default, 4,096 x 2.
 
 ``difficulty`` in [0, 1] is the curriculum knob (``r`` = agent radius): the lane half-width goes
 from ``2.4 r`` (0: the agents can pass side by side) to ``1.3 r`` (1: one lane, only the bay lets
@@ -77,6 +77,7 @@ class GiveWayConfig:
     """Options of the give-way scenario (SI units).
 
     Attributes:
+        n_agents: Must be 2 (accepted so generic tools that pass ``n_agents`` can build the task).
         difficulty: Curriculum knob in [0, 1] (0: the lane fits two agents; 1: one lane plus the bay).
         half_length: Half-length H [m] of the corridor.
         agent_radius: Agent radius r [m].
@@ -94,6 +95,7 @@ class GiveWayConfig:
         max_steps: Episode length [steps].
     """
 
+    n_agents: int = N_AGENTS
     difficulty: float = 1.0
     half_length: float = 2.0
     agent_radius: float = 0.1
@@ -108,6 +110,8 @@ class GiveWayConfig:
     max_steps: int = 100
 
     def __post_init__(self) -> None:
+        if isinstance(self.n_agents, bool) or self.n_agents != N_AGENTS:
+            raise ValueError(f"give_way option n_agents must be {N_AGENTS} (a two-agent task), got {self.n_agents!r}")
         check_number("give_way", self, "difficulty", allow_zero=True, high=1.0)
         for name in ("half_length", "agent_radius", "max_speed", "dt"):
             check_number("give_way", self, name)

@@ -101,7 +101,9 @@ def test_scripted_controller_beats_random_and_difficulty_forces_giving_way(diffi
         (dict(agent_radius=0.0), "agent_radius must be a finite number > 0"),
         (dict(max_steps=0), "max_steps must be an int >= 1"),
         (dict(substeps=1), "unstable contacts"),
-        (dict(n_agents=4), "unknown keyword"),
+        (dict(n_agents=16), "give_way option n_agents must be 2"),
+        (dict(n_agents=True), "n_agents must be 2"),
+        (dict(lanes=2), "unknown keyword"),
     ],
 )
 def test_bad_options_are_rejected(options, match):
