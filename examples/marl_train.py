@@ -100,6 +100,12 @@ TASKS: dict[str, Task] = {
     "flocking": Task(success="info:in_flock"),
     "formation": Task(success="terminated"),
     "discovery": Task(success="terminated"),
+    # Collect at least half of the field's mass (the scenario's success_fraction) in 100 steps.
+    "sampling": Task(success="info:success"),
+    # Both agents home; one must wait in the bay for the other (difficulty 1, one lane).
+    "give_way": Task(success="terminated"),
+    # Every landmark covered at the episode's end (MPE's 25 steps).
+    "spread": Task(success="info:covered"),
 }
 
 

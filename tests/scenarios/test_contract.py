@@ -37,6 +37,8 @@ ROUNDED_RESETS = {"transport": 1e-4, "push_t": 1e-4, "balance": 1e-4}
 OPTIONS = {name: dict(max_steps=15) for name in FUSED}
 N_STEPS = 40
 N_ENVS = 6
+#: Scenarios whose fleet size is part of the task (n_agents is fixed).
+FIXED_FLEETS = {"give_way"}
 
 SCENARIOS = pytest.mark.parametrize("name", FUSED)
 
@@ -157,12 +159,13 @@ def test_reset_at_changes_only_masked_envs(name, fused, generator):
 def test_tiled_observation_rows_equal_the_per_thread_store(name, monkeypatch, generator):
     """The CUDA step stores observation rows through a tile (shared memory, one coalesced store per
     block of rows); Warp runs that kernel on the CPU when CPU blocks are enabled. Same bits as the
-    per-thread store, with a partial last block (7 x 5 = 35 rows)."""
-    actions = action_sequence(make_env(name, n_envs=7, n_agents=5), 30, generator)
-    per_thread = rollout(make_env(name, n_envs=7, n_agents=5), actions)
+    per-thread store, with a partial last block (7 x 5 = 35 rows; 7 x 2 for the two-agent give_way)."""
+    fleet = {} if name in FIXED_FLEETS else {"n_agents": 5}
+    actions = action_sequence(make_env(name, n_envs=7, **fleet), 30, generator)
+    per_thread = rollout(make_env(name, n_envs=7, **fleet), actions)
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
     assert tiled_rows("cpu")
-    assert_bit_identical(per_thread, rollout(make_env(name, n_envs=7, n_agents=5), actions))
+    assert_bit_identical(per_thread, rollout(make_env(name, n_envs=7, **fleet), actions))
 
 
 @SCENARIOS
