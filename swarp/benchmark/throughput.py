@@ -28,9 +28,21 @@ def _flag(value: str):
 
 
 def make_env(
-    n_envs: int, n_agents: int, device: str, use_graph, fused, auto_reset: bool, max_steps: int, seed: int = 0
+    n_envs: int,
+    n_agents: int,
+    device: str,
+    use_graph,
+    fused,
+    auto_reset: bool,
+    max_steps: int,
+    seed: int = 0,
+    **navigation_options,
 ) -> swarp.Environment:
-    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share)."""
+    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share).
+
+    ``navigation_options`` are further ``NavigationConfig`` fields (``world_size``, ``agent_radius``,
+    ``substeps``...), used by the cross-simulator comparisons to match a peer's task.
+    """
     env = swarp.make(
         "navigation",
         n_envs=n_envs,
@@ -41,6 +53,7 @@ def make_env(
         max_steps=max_steps,
         use_graph=use_graph,
         fused=fused,
+        **navigation_options,
     )
     gen = torch.Generator(device="cpu").manual_seed(seed)
     env.step_count.copy_(torch.randint(0, max_steps, (n_envs,), generator=gen, dtype=torch.int32))
