@@ -10,3 +10,9 @@ python3 -m swarp.benchmark.throughput --envs 1024 4096 16384 65536 262144 --agen
 python3 -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 2>&1 | tee "$out/bench_reset.log"
 python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee "$out/bench_replay.log"
 SWARP_LAUNCH_MODE=eager python3 -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false 2>&1 | tee -a "$out/bench_replay.log"
+# Issue 11: ablation and cross-simulator comparisons. The JAX peers need jaxmarl/camar (pure-Python
+# wheels staged with ../shared/device/stage.sh, see docs/benchmarks.md) importable by $PEER_PYTHON.
+peer_python=${PEER_PYTHON:-python3}
+python3 -m swarp.benchmark.ablation --envs 1024 4096 16384 --agents 3 16 2>&1 | tee "$out/bench_ablation.log"
+python3 -m swarp.benchmark.compare_vmas --metric both --envs 1024 4096 16384 --agents 4 16 --plot "$out/compare_vmas_gpu.png" --json "$out/compare_vmas_gpu.json" 2>&1 | tee "$out/bench_compare_vmas.log"
+python3 -m swarp.benchmark.compare_sims --sims swarp vmas jaxmarl camar --python "jaxmarl=$peer_python" "camar=$peer_python" --envs 1024 4096 16384 --agents 3 16 --plot "$out/compare_sims_gpu.png" --json "$out/compare_sims_gpu.json" 2>&1 | tee "$out/bench_compare_sims.log"

@@ -35,7 +35,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 import warp as wp
@@ -113,27 +113,25 @@ def build(stage: Stage, n_envs: int, n_agents: int, device: str, max_steps: int)
     )
 
 
-def stepper(env: swarp.Environment, stage: Stage) -> Callable[[torch.Tensor], dict[str, torch.Tensor]]:
-    """``step(actions) -> record``: one step of the stage (its ``reset_at`` included), returning
-    the outputs the gate compares (views of live buffers: clone what you keep)."""
-
-    def step(actions: torch.Tensor) -> dict[str, torch.Tensor]:
-        obs, reward, terminated, truncated, info = env.step(actions)
-        if stage.in_step_reset:
-            final = info["final_obs"]
-        else:
-            final = obs.clone()
-            env.reset_at(env.done)
-        done = env.done.view(-1, 1, 1)
-        return {
-            "obs": env.obs,
-            "reward": reward,
-            "terminated": terminated,
-            "truncated": truncated,
-            "final_obs": torch.where(done, final, torch.zeros_like(final)),
-        }
-
-    return step
+def run_step(env: swarp.Environment, stage: Stage, actions: torch.Tensor, record: bool) -> dict | None:
+    """One step of the stage (its ``reset_at`` included); with ``record``, the outputs the gate
+    compares (copies on the env's device), else ``None`` (the timed path: no extra work)."""
+    obs, reward, terminated, truncated, info = env.step(actions)
+    if stage.in_step_reset:
+        final = info["final_obs"] if record else None
+    else:
+        final = obs.clone() if record else None
+        env.reset_at(env.done)
+    if not record:
+        return None
+    done = env.done.view(-1, 1, 1)
+    return {
+        "obs": env.obs.clone(),
+        "reward": reward.clone(),
+        "terminated": terminated.clone(),
+        "truncated": truncated.clone(),
+        "final_obs": torch.where(done, final, torch.zeros_like(final)),
+    }
 
 
 def action_sequence(env: swarp.Environment, n_steps: int, seed: int = 3) -> torch.Tensor:
@@ -148,8 +146,8 @@ def parity_record(stage: Stage, n_envs: int, n_agents: int, device: str, n_steps
     """Roll the stage out for ``n_steps`` steps; each field stacked over steps, on the CPU."""
     with launch_mode(stage.launch_mode), torch.no_grad():
         env = build(stage, n_envs, n_agents, device, PARITY_MAX_STEPS)
-        step = stepper(env, stage)
-        steps = [{k: v.clone().cpu() for k, v in step(a).items()} for a in action_sequence(env, n_steps)]
+        steps = [run_step(env, stage, a, record=True) for a in action_sequence(env, n_steps)]
+        steps = [{k: v.cpu() for k, v in s.items()} for s in steps]
     return {k: torch.stack([s[k] for s in steps]) for k in RECORD_FIELDS}
 
 
@@ -206,11 +204,11 @@ def time_stage(stage: Stage, n_envs: int, n_agents: int, device: str, iters: int
     """``(seconds per step, execution mode)`` of the stage, median of ``repeats``."""
     with launch_mode(stage.launch_mode), torch.no_grad():
         env = build(stage, n_envs, n_agents, device, max_steps=200)
-        step = stepper(env, stage)
         actions = action_sequence(env, 1)[0]
         for _ in range(3):
-            step(actions)
-        return time_wall(lambda: step(actions), env.device, iters, repeats), env.execution_mode
+            run_step(env, stage, actions, record=False)
+        seconds = time_wall(lambda: run_step(env, stage, actions, record=False), env.device, iters, repeats)
+        return seconds, env.execution_mode
 
 
 def main(argv=None) -> None:
