@@ -27,6 +27,7 @@ peers: one untimed compile call of the same scan).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 
@@ -86,16 +87,8 @@ def run_pair(peer_config: BenchConfig, with_swarp: bool, pythons: dict[str, str]
     """Run a peer config and, with ``with_swarp``, the swarp task matched to it; each isolated."""
     results = [run_isolated(peer_config, pythons.get(peer_config.sim))]
     if with_swarp:
-        swarp_config = BenchConfig(
-            "swarp",
-            peer_config.n_envs,
-            peer_config.n_agents,
-            peer_config.device,
-            peer_config.steps,
-            peer_config.repeats,
-            peer_config.warmup,
-            options=matched_options(peer_config.sim, peer_config.n_agents),
-        )
+        options = matched_options(peer_config.sim, peer_config.n_agents)
+        swarp_config = dataclasses.replace(peer_config, sim="swarp", variant="default", options=options)
         result = run_isolated(swarp_config, pythons.get("swarp"))
         result["matched_to"] = peer_config.sim
         results.append(result)
@@ -105,11 +98,19 @@ def run_pair(peer_config: BenchConfig, with_swarp: bool, pythons: dict[str, str]
     return results
 
 
-def _mib(result: dict) -> float:
-    return result["memory"]["peak_bytes"] / 2**20 if result["status"] == "ok" else math.nan
+def memory_mib(result: dict) -> str:
+    """Peak memory [MiB] of a result; on the CPU also what was added after the imports."""
+    if result["status"] != "ok":
+        return "n/a"
+    memory = result["memory"]
+    text = f"{memory['peak_bytes'] / 2**20:,.0f}"
+    if "added_bytes" in memory:
+        text += f" (+{memory['added_bytes'] / 2**20:,.0f})"
+    return text
 
 
-def _rate(result: dict) -> float:
+def env_steps_rate(result: dict) -> float:
+    """env-steps/s of a result (NaN when it did not run)."""
     return result["env_steps_per_s"] if result["status"] == "ok" else math.nan
 
 
@@ -119,11 +120,11 @@ def print_pairs(peer: str, pairs: list[tuple[dict, dict | None]], memory: bool =
     for peer_result, swarp_result in pairs:
         row = [peer_result["n_envs"], peer_result["n_agents"]]
         if rates:
-            row += [_rate(peer_result)]
+            row += [env_steps_rate(peer_result)]
             if swarp_result is not None:
-                row += [_rate(swarp_result), _rate(swarp_result) / _rate(peer_result)]
+                row += [env_steps_rate(swarp_result), env_steps_rate(swarp_result) / env_steps_rate(peer_result)]
         if memory:
-            row += [_mib(peer_result)] + ([_mib(swarp_result)] if swarp_result is not None else [])
+            row += [memory_mib(peer_result)] + ([memory_mib(swarp_result)] if swarp_result is not None else [])
         rows.append(row)
     headers = ["n_envs", "n_agents"]
     with_swarp = pairs[0][1] is not None
@@ -162,6 +163,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=None)
     parser.add_argument("--steps", type=int, default=None, help="steps per timed block")
     parser.add_argument("--repeats", type=int, default=3, help="timed blocks (the median is reported)")
+    parser.add_argument(
+        "--min-block-s", type=float, default=0.5, help="a timed block repeats --steps until at least this long [s]"
+    )
     parser.add_argument("--python", nargs="+", default=None, metavar="SIM=PATH", help="interpreter per simulator")
     parser.add_argument("--plot", default=None, help="write a PNG of env-steps/s vs n_envs here")
     parser.add_argument("--json", default=None, help="write every raw result here")
@@ -203,7 +207,7 @@ def main(argv=None) -> None:
         pairs = []
         for n_agents in agents:
             for n_envs in envs:
-                config = BenchConfig(peer, n_envs, n_agents, device, steps, args.repeats)
+                config = BenchConfig(peer, n_envs, n_agents, device, steps, args.repeats, min_block_s=args.min_block_s)
                 pair = run_pair(config, with_swarp, pythons)
                 results += pair
                 pairs.append((pair[0], pair[1] if with_swarp else None))

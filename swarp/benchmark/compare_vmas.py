@@ -24,19 +24,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 
 from swarp.benchmark.common import print_table
-from swarp.benchmark.compare_sims import add_common_arguments, print_conditions, resolve_grid, run_pair, write_outputs
+from swarp.benchmark.compare_sims import (
+    add_common_arguments,
+    env_steps_rate,
+    memory_mib,
+    print_conditions,
+    resolve_grid,
+    run_pair,
+    write_outputs,
+)
 from swarp.benchmark.peers import BenchConfig, parse_pythons
 
 #: Steps per block and blocks when only memory is asked for (the timing is then incidental).
 MEMORY_ONLY_STEPS = 5
 MEMORY_ONLY_REPEATS = 1
-
-
-def _ok(result: dict, key: str) -> float:
-    return result[key] if result["status"] == "ok" else math.nan
 
 
 def main(argv=None) -> None:
@@ -45,21 +48,21 @@ def main(argv=None) -> None:
     add_common_arguments(parser)
     args = parser.parse_args(argv)
     device, envs, agents, steps = resolve_grid(args)
-    repeats = args.repeats
+    repeats, min_block_s = args.repeats, args.min_block_s
     if args.metric == "memory":
-        steps, repeats = MEMORY_ONLY_STEPS, MEMORY_ONLY_REPEATS
+        steps, repeats, min_block_s = MEMORY_ONLY_STEPS, MEMORY_ONLY_REPEATS, 0.0
     pythons = parse_pythons(args.python)
     print(f"device={device} metric={args.metric} steps={steps} repeats={repeats}", flush=True)
     results, rate_rows, memory_rows = [], [], []
     for n_agents in agents:
         for n_envs in envs:
-            config = BenchConfig("vmas", n_envs, n_agents, device, steps, repeats)
+            config = BenchConfig("vmas", n_envs, n_agents, device, steps, repeats, min_block_s=min_block_s)
             vmas_default, swarp_result = run_pair(config, True, pythons)
             [vmas_lower] = run_pair(dataclasses.replace(config, variant="lower_bound"), False, pythons)
             results += [vmas_default, vmas_lower, swarp_result]
-            swarp_rate = _ok(swarp_result, "env_steps_per_s")
-            default_rate = _ok(vmas_default, "env_steps_per_s")
-            lower_rate = _ok(vmas_lower, "env_steps_per_s")
+            swarp_rate = env_steps_rate(swarp_result)
+            default_rate = env_steps_rate(vmas_default)
+            lower_rate = env_steps_rate(vmas_lower)
             rate_rows.append(
                 [
                     n_envs,
@@ -71,19 +74,13 @@ def main(argv=None) -> None:
                     swarp_rate / lower_rate,
                 ]
             )
-            memory_rows.append(
-                [n_envs, n_agents]
-                + [
-                    _ok(r, "memory")["peak_bytes"] / 2**20 if r["status"] == "ok" else math.nan
-                    for r in (swarp_result, vmas_default, vmas_lower)
-                ]
-            )
+            memory_rows.append([n_envs, n_agents] + [memory_mib(r) for r in (swarp_result, vmas_default, vmas_lower)])
     if args.metric in ("throughput", "both"):
         print("\n== env-steps/s (median of repeats)")
         headers = ["n_envs", "n_agents", "swarp", "vmas", "vmas lower_bound", "swarp/vmas", "swarp/lower_bound"]
         print_table(headers, rate_rows)
     if args.metric in ("memory", "both"):
-        print("\n== peak memory [MiB], each simulator in its own process")
+        print("\n== peak memory [MiB], each simulator in its own process (CPU: peak RSS, +added after imports)")
         print_table(["n_envs", "n_agents", "swarp", "vmas", "vmas lower_bound"], memory_rows)
     print_conditions(results)
     write_outputs(results, args, f"swarp vs VMAS navigation, {device}")

@@ -75,6 +75,7 @@ class BenchConfig:
         repeats: Timed blocks (>= 1); the reported time is their median.
         warmup: Untimed steps first (compilation, capture, allocator warm-up); JAX peers always run
             one untimed block of ``steps`` to compile.
+        min_block_s: Each timed block repeats its ``steps`` until at least this long [s] (0: once).
         variant: ``vmas``: ``"default"`` or ``"lower_bound"``; ignored elsewhere.
         options: ``swarp``: extra navigation options (``world_size``, ``agent_radius``,
             ``substeps``, ``max_steps``, ``auto_reset``...); ``camar``: ``grid_cells`` (cells per side).
@@ -87,6 +88,7 @@ class BenchConfig:
     steps: int = 20
     repeats: int = 3
     warmup: int = 3
+    min_block_s: float = 0.0
     variant: str = "default"
     options: dict = dataclasses.field(default_factory=dict)
 
@@ -99,6 +101,12 @@ class BenchConfig:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
             raise ValueError(f"warmup must be an int >= 0, got {self.warmup!r}")
+        if (
+            isinstance(self.min_block_s, bool)
+            or not isinstance(self.min_block_s, (int, float))
+            or not (0 <= self.min_block_s < math.inf)
+        ):
+            raise ValueError(f"min_block_s must be a finite number >= 0, got {self.min_block_s!r}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if self.variant not in ("default", "lower_bound"):
@@ -133,15 +141,28 @@ def _rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-def _time_blocks(run_block, synchronize, repeats: int, steps: int) -> list[float]:
-    """Seconds per step of each of ``repeats`` calls of ``run_block()`` (each ``steps`` steps)."""
+def _time_blocks(run_chunk, synchronize, config: BenchConfig) -> list[float]:
+    """Seconds per step of each of ``config.repeats`` timed blocks.
+
+    A block runs ``run_chunk()`` (``config.steps`` steps) once, or again and again until
+    ``config.min_block_s`` has passed, so fast simulators are not timed over a few microseconds
+    (the machine is synchronised after each chunk: one wait per ``config.steps`` steps).
+    """
     samples = []
-    for _ in range(repeats):
+    for _ in range(config.repeats):
         synchronize()
         start = time.perf_counter()
-        run_block()
+        n_steps = 0
+        while True:
+            run_chunk()
+            n_steps += config.steps
+            if config.min_block_s <= 0:
+                break
+            synchronize()
+            if time.perf_counter() - start >= config.min_block_s:
+                break
         synchronize()
-        samples.append((time.perf_counter() - start) / steps)
+        samples.append((time.perf_counter() - start) / n_steps)
     return samples
 
 
@@ -198,7 +219,7 @@ def _time_torch_steps(torch, config: BenchConfig, step, synchronize) -> list[flo
 
     with torch.no_grad():
         block(config.warmup)
-        return _time_blocks(lambda: block(config.steps), synchronize, config.repeats, config.steps)
+        return _time_blocks(lambda: block(config.steps), synchronize, config)
 
 
 def swarp_navigation_options(config: BenchConfig) -> dict:
@@ -356,7 +377,7 @@ def _time_jax_rollout(jax, config: BenchConfig, vstep, state, actions, consume):
 
     block()  # compile
     synchronize()
-    samples = _time_blocks(block, synchronize, config.repeats, config.steps)
+    samples = _time_blocks(block, synchronize, config)
     if not math.isfinite(float(carry["total"])):
         raise RuntimeError(f"{config.sim}: the consumed outputs are not finite")
     return samples
