@@ -166,6 +166,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-block-s", type=float, default=0.5, help="a timed block repeats --steps until at least this long [s]"
     )
+    parser.add_argument(
+        "--cpu-threads", type=int, default=0, help="pin each worker to this many cores (0: framework defaults)"
+    )
     parser.add_argument("--python", nargs="+", default=None, metavar="SIM=PATH", help="interpreter per simulator")
     parser.add_argument("--plot", default=None, help="write a PNG of env-steps/s vs n_envs here")
     parser.add_argument("--json", default=None, help="write every raw result here")
@@ -202,12 +205,21 @@ def main(argv=None) -> None:
     pythons = parse_pythons(args.python)
     with_swarp = "swarp" in args.sims
     results = []
-    print(f"device={device} steps={steps} repeats={args.repeats}", flush=True)
+    print(f"device={device} steps={steps} repeats={args.repeats} cpu_threads={args.cpu_threads}", flush=True)
     for peer in [s for s in args.sims if s != "swarp"]:
         pairs = []
         for n_agents in agents:
             for n_envs in envs:
-                config = BenchConfig(peer, n_envs, n_agents, device, steps, args.repeats, min_block_s=args.min_block_s)
+                config = BenchConfig(
+                    peer,
+                    n_envs,
+                    n_agents,
+                    device,
+                    steps,
+                    args.repeats,
+                    min_block_s=args.min_block_s,
+                    cpu_threads=args.cpu_threads,
+                )
                 pair = run_pair(config, with_swarp, pythons)
                 results += pair
                 pairs.append((pair[0], pair[1] if with_swarp else None))

@@ -52,11 +52,16 @@ def main(argv=None) -> None:
     if args.metric == "memory":
         steps, repeats, min_block_s = MEMORY_ONLY_STEPS, MEMORY_ONLY_REPEATS, 0.0
     pythons = parse_pythons(args.python)
-    print(f"device={device} metric={args.metric} steps={steps} repeats={repeats}", flush=True)
+    print(
+        f"device={device} metric={args.metric} steps={steps} repeats={repeats} cpu_threads={args.cpu_threads}",
+        flush=True,
+    )
     results, rate_rows, memory_rows = [], [], []
     for n_agents in agents:
         for n_envs in envs:
-            config = BenchConfig("vmas", n_envs, n_agents, device, steps, repeats, min_block_s=min_block_s)
+            config = BenchConfig(
+                "vmas", n_envs, n_agents, device, steps, repeats, min_block_s=min_block_s, cpu_threads=args.cpu_threads
+            )
             vmas_default, swarp_result = run_pair(config, True, pythons)
             [vmas_lower] = run_pair(dataclasses.replace(config, variant="lower_bound"), False, pythons)
             results += [vmas_default, vmas_lower, swarp_result]

@@ -76,6 +76,9 @@ class BenchConfig:
         warmup: Untimed steps first (compilation, capture, allocator warm-up); JAX peers always run
             one untimed block of ``steps`` to compile.
         min_block_s: Each timed block repeats its ``steps`` until at least this long [s] (0: once).
+        cpu_threads: With a value n > 0, the worker is pinned to n CPU cores (``sched_setaffinity``) and
+            torch/OpenMP use n threads; 0 leaves each framework's default. On a shared machine one
+            thread per simulator keeps the figures stable (thread pools spin against other loads).
         variant: ``vmas``: ``"default"`` or ``"lower_bound"``; ignored elsewhere.
         options: ``swarp``: extra navigation options (``world_size``, ``agent_radius``,
             ``substeps``, ``max_steps``, ``auto_reset``...); ``camar``: ``grid_cells`` (cells per side).
@@ -89,6 +92,7 @@ class BenchConfig:
     repeats: int = 3
     warmup: int = 3
     min_block_s: float = 0.0
+    cpu_threads: int = 0
     variant: str = "default"
     options: dict = dataclasses.field(default_factory=dict)
 
@@ -107,6 +111,8 @@ class BenchConfig:
             or not (0 <= self.min_block_s < math.inf)
         ):
             raise ValueError(f"min_block_s must be a finite number >= 0, got {self.min_block_s!r}")
+        if isinstance(self.cpu_threads, bool) or not isinstance(self.cpu_threads, int) or self.cpu_threads < 0:
+            raise ValueError(f"cpu_threads must be an int >= 0, got {self.cpu_threads!r}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if self.variant not in ("default", "lower_bound"):
@@ -141,14 +147,14 @@ def _rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-def _time_blocks(run_chunk, synchronize, config: BenchConfig) -> list[float]:
-    """Seconds per step of each of ``config.repeats`` timed blocks.
+def _time_blocks(run_chunk, synchronize, config: BenchConfig) -> tuple[list[float], list[int]]:
+    """``(seconds per step, steps)`` of each of ``config.repeats`` timed blocks.
 
     A block runs ``run_chunk()`` (``config.steps`` steps) once, or again and again until
     ``config.min_block_s`` has passed, so fast simulators are not timed over a few microseconds
     (the machine is synchronised after each chunk: one wait per ``config.steps`` steps).
     """
-    samples = []
+    samples, counts = [], []
     for _ in range(config.repeats):
         synchronize()
         start = time.perf_counter()
@@ -163,10 +169,14 @@ def _time_blocks(run_chunk, synchronize, config: BenchConfig) -> list[float]:
                 break
         synchronize()
         samples.append((time.perf_counter() - start) / n_steps)
-    return samples
+        counts.append(n_steps)
+    return samples, counts
 
 
-def _result(config: BenchConfig, version: str, samples: list[float], memory: dict, conditions: dict) -> dict:
+def _result(
+    config: BenchConfig, version: str, timing: tuple[list[float], list[int]], memory: dict, conditions: dict
+) -> dict:
+    samples, counts = timing
     seconds = statistics.median(samples)
     return {
         "status": "ok",
@@ -178,8 +188,10 @@ def _result(config: BenchConfig, version: str, samples: list[float], memory: dic
         "device": config.device,
         "steps": config.steps,
         "repeats": config.repeats,
+        "cpu_threads": config.cpu_threads,
         "seconds_per_step": seconds,
         "samples": samples,
+        "timed_steps": counts,
         "env_steps_per_s": config.n_envs / seconds,
         "agent_steps_per_s": config.n_envs * config.n_agents / seconds,
         "memory": memory,
@@ -210,7 +222,7 @@ def _torch_start(torch, config: BenchConfig) -> tuple[str, int]:
     return device, _rss_bytes()
 
 
-def _time_torch_steps(torch, config: BenchConfig, step, synchronize) -> list[float]:
+def _time_torch_steps(torch, config: BenchConfig, step, synchronize) -> tuple[list[float], list[int]]:
     """Warm up with ``config.warmup`` calls of ``step()``, then time blocks of ``config.steps``."""
 
     def block(n: int) -> None:
@@ -255,7 +267,7 @@ def run_swarp(config: BenchConfig) -> dict:
     gen = torch.Generator(device="cpu").manual_seed(1)
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
     actions = low + (high - low) * u
-    samples = _time_torch_steps(torch, config, lambda: env.step(actions), lambda: synchronize(device))
+    timing = _time_torch_steps(torch, config, lambda: env.step(actions), lambda: synchronize(device))
     if device == "cuda:0":
         memory = _torch_memory(torch, rss_after_import, wp.get_mempool_used_mem_high(device), " + Warp mempool high")
     else:
@@ -271,7 +283,7 @@ def run_swarp(config: BenchConfig) -> dict:
             + f"; execution mode {env.execution_mode}"
         ),
     }
-    return _result(config, f"swarp {swarp.__version__}, warp {wp.__version__}", samples, memory, conditions)
+    return _result(config, f"swarp {swarp.__version__}, warp {wp.__version__}", timing, memory, conditions)
 
 
 def run_vmas(config: BenchConfig) -> dict:
@@ -300,7 +312,7 @@ def run_vmas(config: BenchConfig) -> dict:
         if device == "cuda:0":
             torch.cuda.synchronize()
 
-    samples = _time_torch_steps(torch, config, lambda: env.step(actions), synchronize)
+    timing = _time_torch_steps(torch, config, lambda: env.step(actions), synchronize)
     memory = _torch_memory(torch, rss_after_import) if device == "cuda:0" else _cpu_memory(rss_after_import)
     scenario = env.scenario
     conditions = {
@@ -315,7 +327,7 @@ def run_vmas(config: BenchConfig) -> dict:
         + ("agent-agent collisions" if collisions else "no collisions")
         + ", observations, rewards, done; no reset",
     }
-    return _result(config, f"vmas {vmas.__version__}, torch {torch.__version__}", samples, memory, conditions)
+    return _result(config, f"vmas {vmas.__version__}, torch {torch.__version__}", timing, memory, conditions)
 
 
 # --- JAX-based simulators ----------------------------------------------------------------------
@@ -377,10 +389,10 @@ def _time_jax_rollout(jax, config: BenchConfig, vstep, state, actions, consume):
 
     block()  # compile
     synchronize()
-    samples = _time_blocks(block, synchronize, config)
+    timing = _time_blocks(block, synchronize, config)
     if not math.isfinite(float(carry["total"])):
         raise RuntimeError(f"{config.sim}: the consumed outputs are not finite")
-    return samples
+    return timing
 
 
 def run_jaxmarl(config: BenchConfig) -> dict:
@@ -404,7 +416,7 @@ def run_jaxmarl(config: BenchConfig) -> dict:
             + jnp.sum(dones["__all__"])
         )
 
-    samples = _time_jax_rollout(jax, config, jax.vmap(env.step), state, actions, consume)
+    timing = _time_jax_rollout(jax, config, jax.vmap(env.step), state, actions, consume)
     obs_dim = env.observation_space(env.agents[0]).shape[0]
     conditions = {
         "arena": "spawns in [-1, 1]^2 m, unbounded world",
@@ -413,7 +425,7 @@ def run_jaxmarl(config: BenchConfig) -> dict:
         "step": f"1 physics step, all-pairs collisions, rewards, auto-reset (max_steps {env.max_steps})",
     }
     version = f"jaxmarl {_version('jaxmarl')}, jax {jax.__version__}"
-    return _result(config, version, samples, _jax_memory(jax, rss_after_import), conditions)
+    return _result(config, version, timing, _jax_memory(jax, rss_after_import), conditions)
 
 
 def camar_grid_cells(n_agents: int) -> int:
@@ -441,7 +453,7 @@ def run_camar(config: BenchConfig) -> dict:
         obs, _, reward, done, _ = outputs
         return jnp.sum(obs) + jnp.sum(reward) + jnp.sum(done)
 
-    samples = _time_jax_rollout(jax, config, jax.vmap(env.step), state, actions, consume)
+    timing = _time_jax_rollout(jax, config, jax.vmap(env.step), state, actions, consume)
     half = cells * CAMAR_CELL_M / 2
     conditions = {
         "arena": f"[-{half:g}, {half:g}]^2 m open map ({cells} x {cells} cells, no obstacles), "
@@ -451,14 +463,27 @@ def run_camar(config: BenchConfig) -> dict:
         "step": f"{env.frameskip + 1} physics substeps, agent-agent and agent-wall collisions, rewards, done; no reset",
     }
     version = f"camar {_version('camar')}, jax {jax.__version__}"
-    return _result(config, version, samples, _jax_memory(jax, rss_after_import), conditions)
+    return _result(config, version, timing, _jax_memory(jax, rss_after_import), conditions)
 
 
 ADAPTERS = {"swarp": run_swarp, "vmas": run_vmas, "jaxmarl": run_jaxmarl, "camar": run_camar}
 
 
+def limit_cpu_threads(n_threads: int) -> None:
+    """Pin this process to its first ``n_threads`` allowed cores and size OpenMP pools to match;
+    call before any simulator is imported."""
+    cores = sorted(os.sched_getaffinity(0))
+    if n_threads > len(cores):
+        raise ValueError(f"cpu_threads={n_threads} but only {len(cores)} cores are available")
+    os.sched_setaffinity(0, cores[:n_threads])
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(n_threads)
+
+
 def run_in_process(config: BenchConfig) -> dict:
     """Run ``config`` here (the worker side); a missing peer gives a ``skipped`` result."""
+    if config.cpu_threads:
+        limit_cpu_threads(config.cpu_threads)
     try:
         return ADAPTERS[config.sim](config)
     except PeerUnavailable as exc:

@@ -23,6 +23,7 @@ def check_ok(result: dict, sim: str, n_agents: int) -> None:
     assert result["status"] == "ok", result
     assert result["sim"] == sim and result["n_agents"] == n_agents and result["n_envs"] == TINY["n_envs"]
     assert len(result["samples"]) == TINY["repeats"] and all(s > 0 for s in result["samples"])
+    assert all(n >= TINY["steps"] and n % TINY["steps"] == 0 for n in result["timed_steps"])
     assert min(result["samples"]) <= result["seconds_per_step"] <= max(result["samples"])
     assert result["env_steps_per_s"] == pytest.approx(TINY["n_envs"] / result["seconds_per_step"])
     assert result["agent_steps_per_s"] == pytest.approx(result["env_steps_per_s"] * n_agents)
@@ -130,3 +131,12 @@ def test_plot_writes_a_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no successful results"):
         plot_env_steps(results[-1:], str(tmp_path / "empty.png"), "test")
+
+
+def test_worker_pinned_to_one_core_reports_it():
+    result = run_isolated(BenchConfig("swarp", n_agents=2, cpu_threads=1, min_block_s=0.05, **TINY))
+    check_ok(result, "swarp", 2)
+    assert result["cpu_threads"] == 1
+    # Each timed block repeated its 2 steps until 0.05 s had passed.
+    for seconds, steps in zip(result["samples"], result["timed_steps"], strict=True):
+        assert steps % 2 == 0 and seconds * steps >= 0.05
