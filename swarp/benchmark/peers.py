@@ -559,7 +559,7 @@ def plot_env_steps(results: list[dict], path: str, title: str) -> None:
             series.setdefault((label(r), r["n_agents"]), []).append((r["n_envs"], r["env_steps_per_s"]))
     if not series:
         raise ValueError("no successful results to plot")
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     for (name, n_agents), points in sorted(series.items()):
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{name}, {n_agents} agents")
@@ -569,7 +569,7 @@ def plot_env_steps(results: list[dict], path: str, title: str) -> None:
     ax.set_ylabel("env-steps/s")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
