@@ -268,8 +268,13 @@ def run_swarp(config: BenchConfig) -> dict:
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
     actions = low + (high - low) * u
     timing = _time_torch_steps(torch, config, lambda: env.step(actions), lambda: synchronize(device))
-    if device == "cuda:0":
+    if device == "cuda:0" and wp.is_mempool_enabled(device):
         memory = _torch_memory(torch, rss_after_import, wp.get_mempool_used_mem_high(device), " + Warp mempool high")
+    elif device == "cuda:0":
+        # Without Warp's mempool its allocations are plain cudaMalloc calls that nothing counts:
+        # report the device memory in use at the end instead (context included; not a peak).
+        free, total = torch.cuda.mem_get_info()
+        memory = {"peak_bytes": total - free, "source": "device memory in use at the end (Warp mempool off)"}
     else:
         memory = _cpu_memory(rss_after_import)
     cfg = env.scenario.cfg
