@@ -15,7 +15,6 @@ Backends:
 """
 
 import functools
-import os
 from types import SimpleNamespace
 from typing import Optional
 
@@ -27,10 +26,6 @@ from swarp.core.precision import vec2_type
 #: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
 #: cannot overflow int32.
 _CELL_LIMIT = 1.0e6
-#: How a candidate enters the sorted top-K list: "sweep" (an unrolled compare-and-swap pass over
-#: the slots, register-resident) or "shift" (move larger entries up from the end: data-dependent
-#: indices). ``SWARP_TOPK`` overrides the default for A/B measurements.
-_SWEEP_INSERT = os.environ.get("SWARP_TOPK", "sweep") == "sweep"
 #: Grid cells are this fraction wider than the neighbor radius, so rounding in the cell coordinates
 #: and in the squared distances can never put two agents that the distance test accepts two cells
 #: apart (which the 3x3 query would miss). Covers float32 coordinates up to ~10^4 radii from the origin.
@@ -84,8 +79,6 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
     # The top-K list lives in registers while candidates stream past; only kept entries are written.
     dist_k = wp.types.vector(max_k, scalar)
     index_k = wp.types.vector(max_k, wp.int32)
-    far = scalar(3.0e38)  # beyond any squared radius, and finite in float32
-    no_agent = wp.constant(2**31 - 1)
 
     @wp.func
     def _cell_of(p: vec2, inv_cell: scalar) -> wp.vec2i:
@@ -111,9 +104,8 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
             """Build the sorted neighbor list of one agent into ``q``'s outputs."""
             r2 = q.radius * q.radius
             p = q.pos[env, agent]
-            # Empty slots hold a sentinel that every in-range candidate sorts before.
-            best_d2 = dist_k(far)
-            best_j = index_k(no_agent)
+            best_d2 = dist_k()
+            best_j = index_k()
             n_kept = int(0)
             n_total = int(0)
             home = wp.vec2i(0, 0)
@@ -147,48 +139,28 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
                     if not (d2 <= r2):
                         continue
                     n_total += 1
-                    # Keep the K smallest (d2, index) pairs, sorted. Drop a candidate that sorts
-                    # after the K-th entry; otherwise insert it.
-                    last_d2 = best_d2[max_k - 1]
-                    if d2 > last_d2 or (d2 == last_d2 and j > best_j[max_k - 1]):
+                    # Insert (d2, j) into the list sorted by (d2, index); drop it if it is farther
+                    # than the K-th entry of a full list.
+                    slot = n_kept
+                    if n_kept < max_k:
+                        n_kept += 1
+                    elif d2 > best_d2[max_k - 1] or (d2 == best_d2[max_k - 1] and j > best_j[max_k - 1]):
                         continue
-                    if wp.static(_SWEEP_INSERT):
-                        # Sweep it through the occupied slots, swapping as it goes. The sweep is
-                        # unrolled, so every slot index is a compile-time constant and the list
-                        # stays in registers (a data-dependent index puts it in local memory).
-                        cand_d2 = d2
-                        cand_j = j
-                        for k in range(wp.static(max_k)):
-                            # Slots past the first empty one hold sentinels only: leave them be.
-                            if k <= n_kept:
-                                slot_d2 = best_d2[k]
-                                slot_j = best_j[k]
-                                if cand_d2 < slot_d2 or (cand_d2 == slot_d2 and cand_j < slot_j):
-                                    best_d2[k] = cand_d2
-                                    best_j[k] = cand_j
-                                    cand_d2 = slot_d2
-                                    cand_j = slot_j
                     else:
-                        # Shift the larger entries up one slot, from the end of the list.
-                        slot = wp.min(n_kept, max_k - 1)
-                        while slot > 0 and (
-                            d2 < best_d2[slot - 1] or (d2 == best_d2[slot - 1] and j < best_j[slot - 1])
-                        ):
-                            best_d2[slot] = best_d2[slot - 1]
-                            best_j[slot] = best_j[slot - 1]
-                            slot -= 1
-                        best_d2[slot] = d2
-                        best_j[slot] = j
-                    n_kept = wp.min(n_kept + 1, max_k)
-            n_kept = wp.min(n_total, max_k)
+                        slot = max_k - 1
+                    while slot > 0 and (d2 < best_d2[slot - 1] or (d2 == best_d2[slot - 1] and j < best_j[slot - 1])):
+                        best_d2[slot] = best_d2[slot - 1]
+                        best_j[slot] = best_j[slot - 1]
+                        slot -= 1
+                    best_d2[slot] = d2
+                    best_j[slot] = j
             # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
             near2 = q.near_radius * q.near_radius
             n_near = int(0)
-            for k in range(wp.static(max_k)):
-                if k < n_kept:
-                    q.nbr[env, k, agent] = best_j[k]
-                    if best_d2[k] <= near2:
-                        n_near = k + 1
+            for k in range(n_kept):
+                q.nbr[env, k, agent] = best_j[k]
+                if best_d2[k] <= near2:
+                    n_near = k + 1
             q.count[env, agent] = n_kept
             q.near[env, agent] = n_near
             q.total[env, agent] = n_total

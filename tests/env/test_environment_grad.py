@@ -83,9 +83,14 @@ def test_grad_steps_leave_the_env_where_no_grad_steps_do(device, fused, generato
     if not fused:
         assert_bit_identical(plain, taped)
         return
+    # On CUDA the state is equal to float32 rounding, not bit for bit: measured on the H200, state.pos
+    # differed in the last bits after a no-grad step that followed grad steps. nvcc contracts
+    # floating-point expressions into FMAs per kernel, and the neighbor-list build is inlined into
+    # different kernels on the two paths (suspected cause, not isolated).
+    exact_state = not device.startswith("cuda")
     for t, (a, b) in enumerate(zip(plain, taped, strict=True)):
         for key in a:
-            if key.startswith("state.") or a[key].dtype in (torch.bool, torch.int32, torch.int64):
+            if a[key].dtype in (torch.bool, torch.int32, torch.int64) or (exact_state and key.startswith("state.")):
                 assert torch.equal(a[key], b[key]), f"step {t}: {key} differs"
             else:
                 torch.testing.assert_close(a[key], b[key], atol=2e-5, rtol=1e-5, msg=f"step {t}: {key}")

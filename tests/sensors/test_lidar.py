@@ -311,7 +311,9 @@ def test_cuda_graph_step_with_lidar_and_randomized_params_matches_the_torch_path
     for _ in range(6):
         actions = (torch.rand(64, 8, 2, generator=generator) * 2 - 1).cuda()
         out_f, out_r = fused.step(actions), reference.step(actions)
-        assert (out_f[0] - out_r[0]).abs().max().item() < OBS_TOL
+        # float32 on CUDA: the fused kernels and the torch reference round differently (measured on
+        # the H200: up to 1.6e-5 after six steps with contacts), so the CPU tolerance x 10.
+        assert (out_f[0] - out_r[0]).abs().max().item() < 10 * OBS_TOL
         assert (fused.agent_params - reference.agent_params).abs().max().item() < 1e-6
     scan = fused.lidar.scan()
     assert torch.equal(scan.distance, fused.obs[..., fused.scenario_obs_dim :])

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One GPU lease's verification batch, in stages that each fit a 10-minute device call:
+#   bash tools/device_session.sh tests|perf|scenarios|train
+# Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
+set -uo pipefail
+out=${OUT:-.}
+stage=${1:?stage: tests, perf, scenarios or train}
+py=python3
+case "$stage" in
+tests)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tee "$out/tests_gpu.log" | tail -40
+  ;;
+perf)
+  for topk in sweep shift; do
+    SWARP_TOPK=$topk $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -3 | sed "s/^/topk=$topk /"
+  done | tee "$out/perf_physics.log"
+  for variant in "tile sweep" "scalar sweep" "tile shift"; do
+    set -- $variant
+    echo "== obs_store=$1 topk=$2" | tee -a "$out/perf_throughput.log"
+    SWARP_OBS_STORE=$1 SWARP_TOPK=$2 $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 \
+      --iters 200 --repeats 3 2>&1 | grep -v "done" | tee -a "$out/perf_throughput.log"
+  done
+  $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3 2>&1 | grep -v done | tee "$out/perf_reset.log"
+  $py -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false --iters 200 2>&1 | grep -v done | tee "$out/perf_replay.log"
+  $py -m swarp.benchmark.grad --device cuda:0 --envs 1024 4096 --repeats 5 2>&1 | grep -v done | tee "$out/perf_grad.log"
+  ;;
+scenarios)
+  $py -m swarp.benchmark.scenarios --devices cuda:0 --shapes 4096x16 --modes graph --iters 200 --repeats 3 2>&1 | tee "$out/scen_graph.log"
+  for s in push_t transport; do
+    $py -m swarp.benchmark.throughput --scenario $s --envs 4096 16384 --agents 4 --iters 200 --repeats 3 2>&1 | grep -v done
+  done | tee "$out/scen_bodies.log"
+  $py -m swarp.benchmark.throughput --scenario balance --envs 4096 16384 --agents 3 --iters 200 --repeats 3 2>&1 | grep -v done | tee -a "$out/scen_bodies.log"
+  $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 200 --repeats 3 2>&1 | grep -v done | tee "$out/scen_lidar.log"
+  $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 200 --repeats 5 2>&1 | grep -v done | tee "$out/scen_params.log"
+  $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 3 --bench-steps 128 --warmup 32 2>&1 | grep -v done | tee "$out/scen_async.log"
+  $py -m swarp.benchmark.distributed --device cuda --envs-per-rank 16384 65536 --agents 8 2>&1 | tee "$out/scen_distributed.log"
+  timeout 240 $py -m swarp.benchmark.compare_vmas --metric both --envs 4096 16384 --agents 4 16 --json "$out/vmas.json" 2>&1 | tee "$out/scen_vmas.log"
+  ;;
+train)
+  # Every registered scenario but navigation (done: docs/training.md), trained concurrently on one GPU.
+  budget=${BUDGET:-150}
+  logs=$(mktemp -d)
+  names=$($py -c "import swarp; print(' '.join(n for n in swarp.scenario_names() if n != 'navigation'))")
+  cd examples
+  for s in $names; do
+    $py marl_train.py --scenario "$s" --seed 0 --max-seconds "$budget" > "$logs/train_$s.log" 2>&1 &
+  done
+  wait
+  for s in $names; do
+    $py marl_eval.py --checkpoint runs/${s}__0__*/checkpoint.pt --episodes 1024 --n-envs 1024 > "$logs/eval_$s.log" 2>&1 &
+  done
+  wait
+  for s in $names; do
+    echo "== $s"; tr '\r' '\n' < "$logs/train_$s.log" | grep -v "^\s*$" | tail -n 2; tail -n 3 "$logs/eval_$s.log"
+  done | tee "$out/train_summary.log"
+  for f in runs/*/metrics.jsonl; do tail -1 "$f" | sed "s|^|$f |"; done > "$out/train_last.jsonl"
+  ;;
+esac
