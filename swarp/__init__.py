@@ -21,6 +21,7 @@ from swarp.env.environment import Environment, make  # noqa: E402
 from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
+from swarp.scenarios import drone_navigation as _drone_navigation  # noqa: E402,F401  (registers it)
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
 from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 from swarp.sensors.lidar import LidarConfig  # noqa: E402

@@ -26,14 +26,13 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.precision import vec2_type
-from swarp.core.types import STATE_FIELDS, State, TorchState
+from swarp.core.types import FIELD_WIDTH, PLANAR_FIELDS, STATE_FIELDS, State, TorchState, complete_state, field_dtype
 from swarp.env.runtime import TorchStreamScope
 from swarp.physics.neighbors import NeighborBuffers
 from swarp.physics.step import Stepper, StepScratch
 
-#: State fields stored as Warp ``vec2`` arrays (a trailing torch dimension of 2).
-_VECTOR_FIELDS = ("pos", "vel")
+#: Number of state tensors a step reads and writes (``TorchState`` fields, drone fields included).
+N_FIELDS = len(STATE_FIELDS)
 
 
 # --- buffers --------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ class GradRing:
 
 
 def _wrap(tensor: torch.Tensor, name: str, scalar: type) -> wp.array:
-    dtype = vec2_type(scalar) if name in _VECTOR_FIELDS else scalar
+    dtype = field_dtype(name, scalar) if name in STATE_FIELDS else scalar
     return wp.from_torch(tensor, dtype=dtype, requires_grad=False)
 
 
@@ -177,7 +176,7 @@ def _wrap_state(tensors: tuple[torch.Tensor, ...], scalar: type) -> State:
 
 
 def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> int:
-    """Validate ``state`` against ``stepper``; return its batch size E."""
+    """Validate ``state`` (drone fields completed) against ``stepper``; return its batch size E."""
     if not isinstance(state, tuple) or len(state) != len(STATE_FIELDS):
         raise TypeError(f"{name} must be a TorchState with fields {list(STATE_FIELDS)}, got {type(state).__name__}")
     pos = state[0]
@@ -187,7 +186,8 @@ def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> in
     for field, tensor in zip(STATE_FIELDS, state, strict=True):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name}.{field} must be a torch.Tensor, got {type(tensor).__name__}")
-        expected = (n_envs, stepper.n_agents, 2) if field in _VECTOR_FIELDS else (n_envs, stepper.n_agents)
+        width = FIELD_WIDTH.get(field)
+        expected = (n_envs, stepper.n_agents, *((width,) if width else ()))
         if tuple(tensor.shape) != expected:
             raise ValueError(f"{name}.{field} must have shape {list(expected)}, got {list(tensor.shape)}")
         if tensor.dtype != stepper.torch_dtype:
@@ -211,7 +211,7 @@ class TapedStep:
     """What the backward of one taped step needs: the tape, the arrays it read and wrote."""
 
     tape: wp.Tape
-    inputs: tuple[wp.array, ...]  # the five state arrays then the actions, wrapping torch tensors
+    inputs: tuple[wp.array, ...]  # the state arrays then the actions, wrapping torch tensors
     scratch: StepScratch
     output: State
 
@@ -227,8 +227,8 @@ def record_step(
     Every array the step writes is ``scratch`` (fresh when ``None``); the inputs are only read.
     """
     scalar = stepper.scalar
-    state_in = _wrap_state(inputs[:5], scalar)
-    actions = _wrap(inputs[5], "actions", scalar)
+    state_in = _wrap_state(inputs[:N_FIELDS], scalar)
+    actions = _wrap(inputs[N_FIELDS], "actions", scalar)
     if scratch is None:
         scratch = stepper.allocate_scratch(state_in.n_envs, requires_grad=True)
     tape = wp.Tape()
@@ -240,7 +240,7 @@ def replay_backward(
     step: TapedStep, inputs: tuple[torch.Tensor, ...], grad_outputs: tuple[torch.Tensor | None, ...]
 ) -> tuple[torch.Tensor, ...]:
     """Seed the output adjoints with ``grad_outputs``, replay the tape in reverse, and return the
-    gradients of the six inputs as fresh tensors (state fields, then actions)."""
+    gradients of the inputs as fresh tensors (state fields, then actions)."""
     grads = tuple(torch.zeros_like(t) for t in inputs)
     for array, grad, name in zip(step.inputs, grads, (*STATE_FIELDS, "actions"), strict=True):
         array.grad = _wrap(grad, name, step.output.scalar)
@@ -260,7 +260,7 @@ def replay_backward(
 
 
 class _WarpStep(torch.autograd.Function):
-    """One step as an autograd node: inputs (stepper, ring, flag, actions, *state) -> 5 state tensors."""
+    """One step as an autograd node: inputs (stepper, ring, flag, actions, *state) -> the state tensors."""
 
     @staticmethod
     def forward(ctx, stepper, ring, invalid_flag, actions, *state):
@@ -290,8 +290,8 @@ class _WarpStep(torch.autograd.Function):
         if ctx.slot is not None:
             ctx.slot.backpropagated = True
         needs = ctx.needs_input_grad
-        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:5]))
-        return None, None, None, grads[5] if needs[3] else None, *state_grads
+        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:N_FIELDS]))
+        return None, None, None, grads[N_FIELDS] if needs[3] else None, *state_grads
 
 
 def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, invalid_flag: wp.array) -> TorchState:
@@ -312,6 +312,13 @@ def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, in
     return out.torch
 
 
+def _complete(state) -> TorchState:
+    """A ``TorchState`` from any tuple of its leading fields, drone fields filled when missing."""
+    if not isinstance(state, tuple) or not len(PLANAR_FIELDS) <= len(state) <= len(STATE_FIELDS):
+        raise TypeError(f"state must be a TorchState with fields {list(STATE_FIELDS)}, got {type(state).__name__}")
+    return complete_state(TorchState(*state))
+
+
 def _needs_grad(state: TorchState, actions: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and (actions.requires_grad or any(t.requires_grad for t in state))
 
@@ -328,8 +335,8 @@ def warp_step(
 
     Args:
         stepper: The step pipeline (dynamics, contacts, substeps, precision, device).
-        state: ``TorchState`` of [E, A(, 2)] tensors of the stepper's dtype and device. Any field
-            may require grad.
+        state: ``TorchState`` of [E, A(, 2|3|4)] tensors of the stepper's dtype and device. Any field
+            may require grad; missing drone fields (``None``) start at rest (``complete_state``).
         actions: [E, A, act_dim] physical actions (clamped in-kernel: saturated components get zero
             gradient; non-finite ones act as 0, get zero gradient and raise the invalid flag).
         ring: Optional ``GradRing`` whose next slot holds the taped scratch (no allocation of
@@ -344,6 +351,7 @@ def warp_step(
     """
     if not isinstance(stepper, Stepper):
         raise TypeError(f"stepper must be a Stepper, got {type(stepper).__name__}")
+    state = _complete(state)
     n_envs = _check_state(stepper, state)
     stepper.check_actions(actions, n_envs)
     if ring is not None and ring.stepper is not stepper:
@@ -387,7 +395,7 @@ def rollout(
         if n_steps > ring.capacity:
             raise ValueError(f"a rollout of T={n_steps} steps needs a GradRing of capacity >= T, got {ring.capacity}")
         ring.rewind()
-    state = TorchState(*state0)
+    state = _complete(state0)
     steps = []
     if _needs_grad(state, actions_seq):
         for t in range(n_steps):

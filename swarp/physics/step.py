@@ -25,7 +25,7 @@ from swarp.core.config import AgentConfig, Integrator, WorldConfig, _coerce_enum
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
-from swarp.physics import contacts, dynamics
+from swarp.physics import contacts, drone, dynamics
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
 
 
@@ -191,7 +191,8 @@ class Stepper:
         invalid_flag: wp.array,
         launcher: Launcher = EAGER,
     ) -> None:
-        """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``.
+        """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``
+        (planar models, then, when the fleet has drones, the 6-DOF kernel).
 
         ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped).
         """
@@ -231,27 +232,34 @@ class Stepper:
             outputs=[forces],
             device=self.device,
         )
+        # The planar kernel skips drones; the 6-DOF kernel (same leading arguments) integrates them.
+        model_args = [
+            m.params,
+            per_env_params,
+            m.kinds,
+            m.ctrl_modes,
+            s(self.dt / self.substeps),
+            int(self.integrator),
+            per_thread,
+            clamp,
+            lower,
+            upper,
+        ]
         launcher.launch(
             dynamics.kernels(s).integrate,
             dim=(n_envs, threads),
-            inputs=[
-                m.params,
-                per_env_params,
-                m.kinds,
-                m.ctrl_modes,
-                s(self.dt / self.substeps),
-                int(self.integrator),
-                per_thread,
-                clamp,
-                lower,
-                upper,
-                actions,
-                forces,
-                *state_in.arrays(),
-            ],
-            outputs=[*state_out.arrays(), invalid_flag],
+            inputs=[*model_args, actions, forces, *state_in.planar_arrays()],
+            outputs=[*state_out.planar_arrays(), invalid_flag],
             device=self.device,
         )
+        if m.has_drones:
+            launcher.launch(
+                drone.kernels(s).integrate_drone,
+                dim=(n_envs, threads),
+                inputs=[*model_args, s(self.world.gravity), actions, forces, *state_in.arrays()],
+                outputs=[*state_out.arrays(), invalid_flag],
+                device=self.device,
+            )
 
     def simulate(
         self,
