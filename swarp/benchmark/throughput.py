@@ -4,6 +4,7 @@
     python -m swarp.benchmark.throughput --envs 16384 --agents 16 --use-graph auto false
     python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32       # lidar cost
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --scenario drone_navigation  # 6-DOF drones
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on random  # per-env params
 
 Each cell times ``env.step(actions)`` on navigation with neighbor observations and the given
@@ -43,14 +44,15 @@ def make_env(
     seed: int = 0,
     lidar_rays: int = 0,
     per_env_params: str = "off",
+    scenario: str = "navigation",
 ) -> swarp.Environment:
-    """A navigation env whose episode clocks are spread over [0, max_steps) (realistic reset share).
+    """A ``scenario`` env whose episode clocks are spread over [0, max_steps) (realistic reset share).
 
     ``lidar_rays`` appends a lidar scan to the observations. ``per_env_params``: ``"off"`` (one
     shared table), ``"on"`` (a randomized table per env, drawn once), ``"random"`` (re-drawn at every
     episode start inside the step graph)."""
     env = swarp.make(
-        "navigation",
+        scenario,
         n_envs=n_envs,
         device=device,
         seed=seed,
@@ -93,6 +95,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-auto-reset", action="store_true", help="time without auto_reset")
     parser.add_argument("--reset-cost", action="store_true", help="auto_reset off vs realistic vs worst case")
     parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--scenario", default="navigation", choices=["navigation", "drone_navigation"])
     parser.add_argument("--lidar-rays", type=int, nargs="+", default=[0], help="lidar rays per agent (0: none)")
     parser.add_argument(
         "--per-env-params",
@@ -134,7 +137,7 @@ def main(argv=None) -> None:
                     for params in args.per_env_params:
                         env = make_env(
                             n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps,
-                            lidar_rays=rays, per_env_params=params,
+                            lidar_rays=rays, per_env_params=params, scenario=args.scenario,
                         )  # fmt: skip
                         sec = bench(env, iters, args.repeats)
                         per_agent = n_envs * n_agents / sec
