@@ -135,37 +135,55 @@ class State:
         pos_z, vel_z: ``wp.array2d(scalar)`` [E, A] altitude [m] and vertical velocity [m/s] (drones).
         quat: ``wp.array2d(quat)`` [E, A] attitude (x, y, z, w), identity at allocation (drones).
         omega: ``wp.array2d(vec3)`` [E, A] body rates [rad/s] (drones).
+        fields: The fields this state holds: all nine with ``drones``, else the five planar ones
+            (the drone attributes and ``torch`` views are then ``None``: a fleet without drones
+            never integrates them, so its states, taped scratch included, do not carry them).
         torch: ``TorchState`` of zero-copy views of the arrays above, built once.
     """
 
-    def __init__(self, n_envs: int, n_agents: int, scalar: type, device: str, requires_grad: bool = False):
+    def __init__(
+        self, n_envs: int, n_agents: int, scalar: type, device: str, requires_grad: bool = False, drones: bool = True
+    ):
         shape = (n_envs, n_agents)
         self.n_envs, self.n_agents, self.scalar, self.device = n_envs, n_agents, scalar, device
+        self.fields = STATE_FIELDS if drones else PLANAR_FIELDS
         for name in STATE_FIELDS:
-            array = wp.zeros(shape, dtype=field_dtype(name, scalar), device=device, requires_grad=requires_grad)
+            array = None
+            if name in self.fields:
+                array = wp.zeros(shape, dtype=field_dtype(name, scalar), device=device, requires_grad=requires_grad)
             setattr(self, name, array)
-        wp.to_torch(self.quat, requires_grad=False)[..., 3] = 1.0
-        self.torch = TorchState(*(wp.to_torch(getattr(self, name), requires_grad=False) for name in STATE_FIELDS))
+        if drones:
+            wp.to_torch(self.quat, requires_grad=False)[..., 3] = 1.0
+        self.torch = TorchState(*(self._view(name) for name in STATE_FIELDS))
+
+    def _view(self, name: str) -> torch.Tensor | None:
+        array = getattr(self, name)
+        return None if array is None else wp.to_torch(array, requires_grad=False)
 
     @classmethod
-    def from_torch(cls, state: TorchState, scalar: type) -> State:
-        """Wrap the tensors of ``state`` as Warp arrays without copying (they must be contiguous;
-        missing drone fields are filled by ``complete_state``, which allocates)."""
+    def from_torch(cls, state: TorchState, scalar: type, drones: bool = True) -> State:
+        """Wrap the tensors of ``state`` as Warp arrays without copying (they must be contiguous).
+
+        With ``drones`` missing drone fields are filled by ``complete_state`` (which allocates);
+        without, only the planar fields are wrapped.
+        """
         self = cls.__new__(cls)
-        state = complete_state(state)
+        self.fields = STATE_FIELDS if drones else PLANAR_FIELDS
+        state = complete_state(state) if drones else state._replace(**dict.fromkeys(STATE_FIELDS[5:]))
         self.n_envs, self.n_agents = state.pos.shape[:2]
         self.scalar, self.device = scalar, str(wp.device_from_torch(state.pos.device))
         for name in STATE_FIELDS:
             tensor = getattr(state, name)
-            setattr(
-                self, name, wp.from_torch(tensor, dtype=field_dtype(name, scalar), requires_grad=tensor.requires_grad)
-            )
+            array = None
+            if tensor is not None:
+                array = wp.from_torch(tensor, dtype=field_dtype(name, scalar), requires_grad=tensor.requires_grad)
+            setattr(self, name, array)
         self.torch = state
         return self
 
     def arrays(self) -> tuple[wp.array, ...]:
-        """The state arrays in ``TorchState`` field order (all nine)."""
-        return tuple(getattr(self, name) for name in STATE_FIELDS)
+        """The arrays of ``fields``, in ``TorchState`` order."""
+        return tuple(getattr(self, name) for name in self.fields)
 
     def planar_arrays(self) -> tuple[wp.array, ...]:
         """The five arrays every model integrates (pos, theta, vel, speed, ang_vel)."""

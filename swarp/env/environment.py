@@ -17,7 +17,7 @@ from swarp.core import params as param_table
 from swarp.core.launch import EAGER, Launcher
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import stream_key_torch
-from swarp.core.types import STATE_FIELDS, TorchState
+from swarp.core.types import TorchState
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
 from swarp.interop.autograd import warp_step
@@ -628,7 +628,7 @@ class Environment:
     # --- snapshots ----------------------------------------------------------------------------
 
     def _snapshot_tensors(self) -> dict[str, torch.Tensor]:
-        tensors = {f"state.{name}": getattr(self.state, name) for name in STATE_FIELDS}
+        tensors = {f"state.{name}": getattr(self.state, name) for name in self.world.state.fields}
         tensors.update(
             {
                 "env.seed": self.seed_tensor,

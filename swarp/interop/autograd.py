@@ -26,13 +26,24 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.types import FIELD_WIDTH, PLANAR_FIELDS, STATE_FIELDS, State, TorchState, complete_state, field_dtype
+from swarp.core.types import (
+    FIELD_WIDTH,
+    PLANAR_FIELDS,
+    STATE_FIELDS,
+    State,
+    TorchState,
+    complete_state,
+    field_dtype,
+)
 from swarp.env.runtime import TorchStreamScope
 from swarp.physics.neighbors import NeighborBuffers
 from swarp.physics.step import Stepper, StepScratch
 
-#: Number of state tensors a step reads and writes (``TorchState`` fields, drone fields included).
-N_FIELDS = len(STATE_FIELDS)
+
+def n_fields(stepper: Stepper) -> int:
+    """How many state tensors a step of ``stepper`` reads and writes: all nine ``TorchState``
+    fields when the fleet has drones, else the five planar ones (drone fields pass through)."""
+    return len(STATE_FIELDS) if stepper.model.has_drones else len(PLANAR_FIELDS)
 
 
 # --- buffers --------------------------------------------------------------------------------
@@ -61,7 +72,7 @@ class _StepperCache:
         buffers = self.no_grad.get(n_envs)
         if buffers is None:
             buffers = _NoGradBuffers(
-                states=(stepper.allocate_state(n_envs), stepper.allocate_state(n_envs)),
+                states=tuple(stepper.allocate_state(n_envs, drones=stepper.model.has_drones) for _ in range(2)),
                 neighbors=stepper.allocate_neighbors(n_envs),
                 forces=stepper.allocate_forces(n_envs),
             )
@@ -172,7 +183,8 @@ def _wrap(tensor: torch.Tensor, name: str, scalar: type) -> wp.array:
 
 
 def _wrap_state(tensors: tuple[torch.Tensor, ...], scalar: type) -> State:
-    return State.from_torch(TorchState(*tensors), scalar)
+    """A ``State`` over the planar fields, or all nine when ``tensors`` holds the drone fields."""
+    return State.from_torch(TorchState(*tensors), scalar, drones=len(tensors) == len(STATE_FIELDS))
 
 
 def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> int:
@@ -197,10 +209,11 @@ def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> in
     return n_envs
 
 
-def _views(state: State) -> TorchState:
-    """New zero-copy torch views of ``state``'s arrays: new tensor objects every call, so autograd
-    never re-targets a tensor handed out before (ring slots are reused)."""
-    return TorchState(*(wp.to_torch(array, requires_grad=False) for array in state.arrays()))
+def _views(state: State) -> tuple[torch.Tensor, ...]:
+    """New zero-copy torch views of ``state``'s arrays (its ``fields``, in order): new tensor
+    objects every call, so autograd never re-targets a tensor handed out before (ring slots are
+    reused)."""
+    return tuple(wp.to_torch(array, requires_grad=False) for array in state.arrays())
 
 
 # --- the taped step and its backward (shared with swarp.interop.compile) ---------------------
@@ -227,8 +240,9 @@ def record_step(
     Every array the step writes is ``scratch`` (fresh when ``None``); the inputs are only read.
     """
     scalar = stepper.scalar
-    state_in = _wrap_state(inputs[:N_FIELDS], scalar)
-    actions = _wrap(inputs[N_FIELDS], "actions", scalar)
+    n = len(inputs) - 1
+    state_in = _wrap_state(inputs[:n], scalar)
+    actions = _wrap(inputs[n], "actions", scalar)
     if scratch is None:
         scratch = stepper.allocate_scratch(state_in.n_envs, requires_grad=True)
     tape = wp.Tape()
@@ -242,7 +256,8 @@ def replay_backward(
     """Seed the output adjoints with ``grad_outputs``, replay the tape in reverse, and return the
     gradients of the inputs as fresh tensors (state fields, then actions)."""
     grads = tuple(torch.zeros_like(t) for t in inputs)
-    for array, grad, name in zip(step.inputs, grads, (*STATE_FIELDS, "actions"), strict=True):
+    names = (*STATE_FIELDS[: len(step.inputs) - 1], "actions")
+    for array, grad, name in zip(step.inputs, grads, names, strict=True):
         array.grad = _wrap(grad, name, step.output.scalar)
     # Zeroed every time: a ring slot holds the last iteration's adjoints, and a retained graph
     # may be backpropagated twice.
@@ -290,8 +305,9 @@ class _WarpStep(torch.autograd.Function):
         if ctx.slot is not None:
             ctx.slot.backpropagated = True
         needs = ctx.needs_input_grad
-        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:N_FIELDS]))
-        return None, None, None, grads[N_FIELDS] if needs[3] else None, *state_grads
+        n = len(grads) - 1
+        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:n]))
+        return None, None, None, grads[n] if needs[3] else None, *state_grads
 
 
 def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, invalid_flag: wp.array) -> TorchState:
@@ -302,10 +318,10 @@ def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, in
     first, second = buffers.states
     # Write into whichever buffer the input is not (the previous output is the usual input).
     out = second if state.pos.data_ptr() == first.torch.pos.data_ptr() else first
-    if any(getattr(state, name).data_ptr() == getattr(out.torch, name).data_ptr() for name in STATE_FIELDS):
+    if any(getattr(state, name).data_ptr() == getattr(out.torch, name).data_ptr() for name in out.fields):
         out = second if out is first else first
     scalar = stepper.scalar
-    state_in = _wrap_state(tuple(t.contiguous() for t in state), scalar)
+    state_in = _wrap_state(tuple(t.contiguous() for t in state[: n_fields(stepper)]), scalar)
     actions_in = _wrap(actions.contiguous(), "actions", scalar)
     with cache.streams.scope():
         stepper.simulate_into(state_in, actions_in, buffers.neighbors, buffers.forces, out, invalid_flag)
@@ -313,10 +329,17 @@ def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, in
 
 
 def _complete(state) -> TorchState:
-    """A ``TorchState`` from any tuple of its leading fields, drone fields filled when missing."""
+    """A ``TorchState`` from any tuple of its leading fields, missing drone fields filled."""
     if not isinstance(state, tuple) or not len(PLANAR_FIELDS) <= len(state) <= len(STATE_FIELDS):
         raise TypeError(f"state must be a TorchState with fields {list(STATE_FIELDS)}, got {type(state).__name__}")
     return complete_state(TorchState(*state))
+
+
+def _pass_through(stepper: Stepper, out, state: TorchState) -> TorchState:
+    """The step's result as a ``TorchState``: without drones in the fleet, the drone fields are
+    the input's own tensors, unchanged: nothing integrates them."""
+    n = n_fields(stepper)
+    return TorchState(*tuple(out)[:n], *state[n:])
 
 
 def _needs_grad(state: TorchState, actions: torch.Tensor) -> bool:
@@ -359,8 +382,9 @@ def warp_step(
     if invalid_flag is None:
         invalid_flag = _cache(stepper).invalid_flag
     if not _needs_grad(state, actions):
-        return _no_grad_step(stepper, TorchState(*state), actions, invalid_flag)
-    return TorchState(*_WarpStep.apply(stepper, ring, invalid_flag, actions, *state))
+        return _pass_through(stepper, _no_grad_step(stepper, state, actions, invalid_flag), state)
+    n = n_fields(stepper)
+    return _pass_through(stepper, _WarpStep.apply(stepper, ring, invalid_flag, actions, *state[:n]), state)
 
 
 def rollout(

@@ -28,13 +28,13 @@ import torch
 
 from swarp.core.types import TorchState
 from swarp.interop.autograd import (
-    N_FIELDS,
     _cache,
     _check_state,
     _complete,
     _views,
     _wrap,
     _wrap_state,
+    n_fields,
     record_step,
     replay_backward,
 )
@@ -99,11 +99,14 @@ def _step(
     stepper = _stepper(stepper_id)
     inputs = _inputs(pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions)
     cache = _cache(stepper)
-    state_in = _wrap_state(inputs[:N_FIELDS], stepper.scalar)
-    actions_in = _wrap(inputs[N_FIELDS], "actions", stepper.scalar)
+    n = n_fields(stepper)
+    state_in = _wrap_state(inputs[:n], stepper.scalar)
+    actions_in = _wrap(inputs[-1], "actions", stepper.scalar)
     with cache.streams.scope():
         output = stepper.simulate_functional(state_in, actions_in, cache.invalid_flag, requires_grad=False)
-    return tuple(_views(output))
+    # A fleet without drones does not integrate the drone fields: they pass through (as copies:
+    # an op's outputs may not alias its inputs).
+    return (*_views(output), *(t.clone() for t in inputs[n:-1]))
 
 
 @_step.register_fake
@@ -154,10 +157,13 @@ def _step_backward(
         grad_pos, grad_theta, grad_vel, grad_speed, grad_ang_vel, grad_pos_z, grad_vel_z, grad_quat, grad_omega
     )
     cache = _cache(stepper)
+    n = n_fields(stepper)
+    taped = (*inputs[:n], inputs[-1])
     with cache.streams.scope():
-        step = record_step(stepper, inputs, cache.invalid_flag)
-        grads = replay_backward(step, inputs, grad_outputs)
-    return tuple(grads)
+        step = record_step(stepper, taped, cache.invalid_flag)
+        grads = replay_backward(step, taped, grad_outputs[:n])
+    # Passed-through drone fields: the identity's gradient (fresh tensors, as the op must return).
+    return (*grads[:n], *(g.clone() for g in grad_outputs[n:]), grads[n])
 
 
 @_step_backward.register_fake

@@ -116,11 +116,15 @@ class Stepper:
 
     # --- allocation -----------------------------------------------------------------------
 
-    def allocate_state(self, n_envs: int, requires_grad: bool = False) -> State:
-        """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision."""
+    def allocate_state(self, n_envs: int, requires_grad: bool = False, drones: bool = True) -> State:
+        """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision.
+
+        ``drones=False`` leaves out the 6-DOF drone fields: the step's scratch does so for fleets
+        without drones, which never integrate them (less to allocate and tape per step).
+        """
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
-        return State(n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad)
+        return State(n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad, drones=drones)
 
     def allocate_neighbors(self, n_envs: int) -> NeighborBuffers:
         """Neighbor-list buffers for ``n_envs`` envs."""
@@ -144,7 +148,9 @@ class Stepper:
         return StepScratch(
             neighbors=self.allocate_neighbors(n_envs),
             forces=tuple(self.allocate_forces(n_envs, requires_grad) for _ in range(self.substeps)),
-            states=tuple(self.allocate_state(n_envs, requires_grad) for _ in range(self.substeps)),
+            states=tuple(
+                self.allocate_state(n_envs, requires_grad, drones=self.model.has_drones) for _ in range(self.substeps)
+            ),
         )
 
     # --- validation -----------------------------------------------------------------------
