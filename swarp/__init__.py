@@ -24,6 +24,7 @@ from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
 from swarp.scenarios import balance as _balance  # noqa: E402,F401  (registers "balance")
+from swarp.scenarios import drone_navigation as _drone_navigation  # noqa: E402,F401  (registers it)
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
 from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "push_t")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")

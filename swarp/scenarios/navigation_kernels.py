@@ -388,11 +388,13 @@ def _kernels_for(sc):
     )
 
 
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=None) -> None:
     """Launch ``nav_observe`` (and, for a step, ``nav_finish``) for the scenario ``sc``.
 
     The world's grid binning (``World.prepare_neighbors``) must have run: ``nav_observe`` builds
     the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping.
+    ``before_finish(launcher)``, when given, launches between the two (a variant's extra
+    observation columns and per-agent reward terms, before rows are copied to ``final_obs``).
     """
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
@@ -431,6 +433,8 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             outputs=[env._obs, *outputs],
             device=env.device,
         )
+    if before_finish is not None:
+        before_finish(launcher)
     if mode != base.OBSERVE_ONLY:
         launcher.launch(
             k.nav_finish,

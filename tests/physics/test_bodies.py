@@ -10,7 +10,7 @@ import warp as wp
 
 from swarp import AgentConfig, Obstacle, Stepper, TorchState, WorldConfig, rollout, warp_step
 from swarp.core.config import Body, Joint
-from swarp.core.types import TorchStateWithBodies
+from swarp.core.types import TorchStateWithBodies, complete_state
 from swarp.interop.autograd import GradRing
 from swarp.physics.bodies import BodyForces
 from swarp.physics.world import World
@@ -255,7 +255,7 @@ def contact_scene(joints=(), substeps: int = 2) -> tuple[Stepper, TorchStateWith
         body_vel=torch.tensor([[[0.05, 0.0], [0.0, 0.1]]], dtype=F64),
         body_ang_vel=torch.tensor([[0.2, -0.1]], dtype=F64),
     )
-    return stepper, state
+    return stepper, complete_state(state)  # the drone fields at rest: every field is a tensor
 
 
 @pytest.mark.parametrize(

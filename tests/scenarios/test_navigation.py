@@ -362,7 +362,14 @@ def test_tiled_observation_rows_equal_the_per_thread_store(monkeypatch, lidar_ra
 
     def rollout_outputs() -> list[torch.Tensor]:
         env = swarp.make(
-            "navigation", n_envs=13, device="cpu", seed=4, n_agents=7, auto_reset=True, max_steps=12, lidar_rays=lidar_rays
+            "navigation",
+            n_envs=13,
+            device="cpu",
+            seed=4,
+            n_agents=7,
+            auto_reset=True,
+            max_steps=12,
+            lidar_rays=lidar_rays,
         )
         env.reset()
         generator = torch.Generator().manual_seed(0)
