@@ -95,6 +95,17 @@ TASKS: dict[str, Task] = {
     # 4 agents, scenario defaults (substeps 1, goal radius = agent radius); success: every agent
     # on its goal at once. A straight crossing of the 2 m arena takes ~30 steps at full speed.
     "navigation": Task(max_steps=100, options={"n_agents": 4, "substeps": 1}, success="terminated"),
+    # Flocking never terminates: success is every agent in the target disc, touching nobody, at the
+    # last step of the episode.
+    "flocking": Task(success="info:in_flock"),
+    "formation": Task(success="terminated"),
+    "discovery": Task(success="terminated"),
+    # Collect at least half of the field's mass (the scenario's success_fraction) in 100 steps.
+    "sampling": Task(success="info:success"),
+    # Both agents home; one must wait in the bay for the other (difficulty 1, one lane).
+    "give_way": Task(success="terminated"),
+    # Every landmark covered at the episode's end (MPE's 25 steps).
+    "spread": Task(success="info:covered"),
 }
 
 

@@ -24,9 +24,15 @@ from swarp.interop.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
 from swarp.scenarios import balance as _balance  # noqa: E402,F401  (registers "balance")
+from swarp.scenarios import discovery as _discovery  # noqa: E402,F401  (registers "discovery")
 from swarp.scenarios import drone_navigation as _drone_navigation  # noqa: E402,F401  (registers it)
+from swarp.scenarios import flocking as _flocking  # noqa: E402,F401  (registers "flocking")
+from swarp.scenarios import formation as _formation  # noqa: E402,F401  (registers "formation")
+from swarp.scenarios import give_way as _give_way  # noqa: E402,F401  (registers "give_way")
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
 from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "push_t")
+from swarp.scenarios import sampling as _sampling  # noqa: E402,F401  (registers "sampling")
+from swarp.scenarios import spread as _spread  # noqa: E402,F401  (registers "spread")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
 from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 from swarp.sensors.lidar import LidarConfig  # noqa: E402

@@ -1,6 +1,7 @@
 """Where an environment step's time goes, on CUDA: host time vs GPU time, and GPU time per stage.
 
     python -m swarp.benchmark.profile_env --envs 4096 16384 --agents 3 16
+    python -m swarp.benchmark.profile_env --scenarios flocking formation discovery --envs 4096 --agents 16
 
 * ``wall``: median wall time per ``env.step`` with synchronisation (what throughput reports).
 * ``host``: Python time per ``env.step`` call while the GPU runs behind (the host floor).
@@ -22,8 +23,8 @@ from swarp.core.launch import EAGER
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP
 
 
-def profile(n_envs: int, n_agents: int, iters: int) -> list:
-    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200)
+def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation") -> list:
+    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario)
     low, high = env.action_bounds
     actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
     with torch.no_grad():
@@ -53,7 +54,7 @@ def profile(n_envs: int, n_agents: int, iters: int) -> list:
         snapshot = env.get_state()
         gpu = {name: time_graph(fn, env.device, iters) for name, fn in stages.items()}
         env.set_state(snapshot)
-    return [n_envs, n_agents, wall * 1e6, host * 1e6] + [gpu[k] * 1e6 for k in stages]
+    return [scenario, n_envs, n_agents, wall * 1e6, host * 1e6] + [gpu[k] * 1e6 for k in stages]
 
 
 stage_names = ["gpu step", "substeps", "list build alone", "observe+lists+finish", "reset path"]
@@ -64,10 +65,11 @@ def main(argv=None) -> None:
     parser.add_argument("--envs", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--agents", type=int, nargs="+", default=[3, 16, 64])
     parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--scenarios", nargs="+", default=["navigation"], help="fused scenarios to profile")
     args = parser.parse_args(argv)
-    rows = [profile(e, a, args.iters) for e in args.envs for a in args.agents]
+    rows = [profile(e, a, args.iters, name) for name in args.scenarios for e in args.envs for a in args.agents]
     print(f"swarp {swarp.__version__}, torch {torch.__version__}; all times us/step")
-    print_table(["n_envs", "n_agents", "wall", "host", *stage_names], rows)
+    print_table(["scenario", "n_envs", "n_agents", "wall", "host", *stage_names], rows)
 
 
 if __name__ == "__main__":

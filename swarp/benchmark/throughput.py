@@ -47,8 +47,10 @@ def make_env(
     scenario: str = "navigation",
     lidar_rays: int = 0,
     per_env_params: str = "off",
+    **options,
 ) -> swarp.Environment:
-    """An env of ``scenario`` whose episode clocks are spread over [0, max_steps) (realistic reset share).
+    """An env of ``scenario`` (``options``: further scenario options) whose episode clocks are
+    spread over [0, max_steps) (realistic reset share).
 
     ``env_offset`` makes it a shard of a larger batch (``swarp.benchmark.distributed``).
     ``lidar_rays`` appends a lidar scan to the observations. ``per_env_params``: ``"off"`` (one
@@ -68,6 +70,7 @@ def make_env(
         lidar_rays=lidar_rays,
         per_env_params=per_env_params != "off",
         randomize_params=RANDOM_PARAMS if per_env_params == "random" else None,
+        **options,
     )
     if per_env_params == "on":
         env.randomize_agent_params(RANDOM_PARAMS)

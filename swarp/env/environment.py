@@ -424,6 +424,7 @@ class Environment:
     def _torch_step(self) -> None:
         sc = self.scenario
         self.world.run_step()
+        sc.post_step()
         self.obs.copy_(self._observations())
         self.reward.copy_(sc.rewards())
         self.terminated.copy_(sc.done())
@@ -488,6 +489,7 @@ class Environment:
             self.world.build_neighbors()
         self._grad_state = state
         try:
+            sc.post_step()
             obs = self._observations()
             reward = sc.rewards()
             terminated = sc.done()

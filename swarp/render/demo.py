@@ -5,8 +5,8 @@
     python -m swarp.render.demo --scenario navigation          # a window (needs a display)
     SDL_VIDEODRIVER=dummy python -m swarp.render.demo --frames 10   # the window, headless
 
-The policy is scripted: in navigation every agent drives at its own goal (``swarp.demo``'s greedy
-controller); scenarios without a scripted policy get uniform random actions. Needs the ``viz``
+The policy is the scenario's scripted controller (``Scenario.scripted_actions``: in navigation every
+agent drives at its own goal); scenarios without one get uniform random actions. Needs the ``viz``
 extra (``pip install 'swarp[viz]'``).
 """
 
@@ -27,16 +27,16 @@ if TYPE_CHECKING:
 
 
 def scripted_action_fn(env: Environment, seed: int = 0) -> ActionFn:
-    """The demo's policy for ``env``'s scenario: go-to-goal for navigation, else random actions.
+    """The demo's policy for ``env``'s scenario: its scripted controller, else random actions.
 
     Returns:
         ``action_fn(env, obs) -> actions`` [E, A, act_dim] on the env's device, physical units.
     """
-    if env.scenario.name == "navigation":
-        from swarp.demo import greedy_actions
-
-        return lambda env, obs: greedy_actions(env)
-    return random_action_fn(seed)
+    try:
+        env.scenario.scripted_actions()
+    except NotImplementedError:
+        return random_action_fn(seed)
+    return lambda env, obs: env.scenario.scripted_actions()
 
 
 def main(argv: list[str] | None = None) -> None:

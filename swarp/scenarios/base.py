@@ -108,6 +108,12 @@ class Scenario:
         """
         raise NotImplementedError
 
+    def post_step(self) -> None:
+        """Advance per-step scenario memory that observations read (a moving target, discovered
+        targets). Called once per step, after the physics and before ``observations``; never after
+        a reset. Values it stores must be detached (a grad-mode step calls it too). Default: nothing.
+        """
+
     def observations(self) -> torch.Tensor:
         """[E, A, obs_dim] observations of the current state."""
         raise NotImplementedError
@@ -139,6 +145,15 @@ class Scenario:
     def success(self) -> torch.Tensor:
         """[E] bool success metric used by training and evaluation (defaults to ``done``)."""
         return self.done()
+
+    def scripted_actions(self) -> torch.Tensor:
+        """A scripted (greedy) controller for this scenario: [E, A, act_dim] actions for the current
+        state, in physical units inside ``env.action_bounds``.
+
+        It proves the task is solvable and drives demos and pictures; it may read the whole state
+        (it is not a decentralised policy). Raises ``NotImplementedError`` where there is none.
+        """
+        raise NotImplementedError(f"scenario {self.name!r} has no scripted controller")
 
     # --- snapshot ---------------------------------------------------------------------------
 

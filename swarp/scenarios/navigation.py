@@ -38,6 +38,7 @@ from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleS
 from swarp.core.launch import Launcher
 from swarp.core.types import PARAM_RADIUS
 from swarp.render.drawables import Circles, Crosses
+from swarp.scenarios import common
 from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.spawn import (
@@ -59,6 +60,8 @@ DRAW_OBSTACLE_CELLS = int(nk.DRAW_OBSTACLE_CELLS)
 CLEARANCE_FACTOR = 1.25
 #: Width of the goal ring drawn by the renderer [px].
 GOAL_RING_PX = 2.0
+#: Gain of the scripted go-to-goal controller [1/s] (the demo's greedy policy).
+SEEK_GAIN = 2.0
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,10 @@ class NavigationScenario(FusedScenario):
         """Each agent's goal: a ring of radius ``goal_radius`` and a cross, in the agent's color."""
         goals = self.goals.index_select(0, env_index)
         return [Circles(goals, self.goal_radius, width_px=GOAL_RING_PX), Crosses(goals, 0.5 * self.goal_radius)]
+
+    def scripted_actions(self) -> torch.Tensor:
+        """Go to goal: velocity ``SEEK_GAIN * (goal - position)`` (holonomic agents only)."""
+        return common.track_velocity(self.env, SEEK_GAIN * (self.goals - self.env.state.pos))
 
     # --- torch reference --------------------------------------------------------------------
 

@@ -10,11 +10,9 @@ import warp as wp
 import swarp
 from swarp.core.config import ObstacleShape
 
-#: Fused kernels against the torch reference, float32 [m], [m/s], [-] (obs, reward, distances, state).
-PARITY_ATOL = 1e-5
-PARITY_RTOL = 0.0
+from .helpers import PARITY_ATOL, PARITY_RTOL, make_pair, parity_rollout
+
 N_PARITY_STEPS = 50
-N_PARITY_ENVS = 16
 
 #: Chi-square limit for the per-cell marginal counts (24 degrees of freedom: p ~ 1e-6 under uniformity).
 CELL_CHI2_LIMIT = 70.0
@@ -44,54 +42,6 @@ PARITY_CASES = {
 TERMINATING_CASES = ("plain", "obstacles", "shared_crowded", "single_agent")
 
 
-def make_pair(**options) -> tuple[swarp.Environment, swarp.Environment]:
-    """The fused env and the torch reference env of one configuration (same seed)."""
-    options = dict(dict(n_envs=N_PARITY_ENVS, device="cpu", seed=7, auto_reset=True), **options)
-    return swarp.make("navigation", fused=True, **options), swarp.make("navigation", fused=False, **options)
-
-
-def policy_actions(env: swarp.Environment, obs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Even envs of holonomic velocity-controlled fleets drive straight at their goals (so episodes
-    terminate); the rest act uniformly at random, 20% past the action bounds (so clamping acts)."""
-    low, high = env.action_bounds
-    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator)
-    actions = low + (high - low) * (1.4 * u - 0.2)
-    cfg = env.scenario.cfg
-    if cfg.model == "holonomic" and cfg.ctrl_mode == "velocity":
-        seek = obs[..., 6:8] / env.stepper.dt
-        even = (torch.arange(env.n_envs) % 2 == 0).view(-1, 1, 1)
-        actions = torch.where(even, seek, actions)
-    return actions.to(env.dtype).contiguous()
-
-
-def record(env: swarp.Environment, outputs: tuple) -> dict[str, torch.Tensor]:
-    obs, reward, terminated, truncated, info = outputs
-    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
-    row.update({f"info.{k}": v for k, v in info.items()})
-    row.update({f"state.{k}": v for k, v in env.state._asdict().items()})
-    row["goals"] = env.scenario.goals
-    row.update({f"obstacles.{k}": v for k, v in env.world.model.obstacle_tensors().items()})
-    row["step_count"] = env.step_count
-    row["episode"] = env.episode
-    return {k: v.clone() for k, v in row.items()}
-
-
-DISCRETE = ("terminated", "truncated", "info.on_goal", "info.collisions", "info.neighbor_overflow")
-EXACT = (*DISCRETE, "step_count", "episode", "obstacles.shape")
-
-
-def assert_rows_match(fused: dict, reference: dict, where: str) -> None:
-    assert fused.keys() == reference.keys()
-    for key in fused:
-        a, b = fused[key], reference[key]
-        if key in EXACT:
-            assert torch.equal(a, b), f"{where}: {key} differs: fused {a.tolist()} vs reference {b.tolist()}"
-        else:
-            torch.testing.assert_close(
-                a, b, atol=PARITY_ATOL, rtol=PARITY_RTOL, msg=lambda m, k=key: f"{where}: {k}: {m}"
-            )
-
-
 def excuse_truncated_lists(fused: dict, reference: dict) -> None:
     """Where an env's neighbor lists overflowed, the kernels only see the K nearest neighbors (the
     physics does too), so collisions counted from the lists are a lower bound of the reference's
@@ -102,7 +52,8 @@ def excuse_truncated_lists(fused: dict, reference: dict) -> None:
     assert bool((fused["info.collisions"] <= reference["info.collisions"]).all())
     missed = (reference["info.collisions"] - fused["info.collisions"]).to(fused["reward"].dtype)
     penalty = 1.0  # NavigationConfig.collision_penalty default, used by every parity case
-    fused["reward"] = torch.where(rows, fused["reward"] - penalty * missed, fused["reward"])
+    for key in ("reward", "env.reward"):
+        fused[key] = torch.where(rows, fused[key] - penalty * missed, fused[key])
     fused["info.collisions"] = torch.where(rows, reference["info.collisions"], fused["info.collisions"])
 
 
@@ -111,27 +62,12 @@ def excuse_truncated_lists(fused: dict, reference: dict) -> None:
 
 @pytest.mark.parametrize("case", list(PARITY_CASES))
 def test_fused_matches_torch_reference(case, generator):
-    fused, reference = make_pair(**PARITY_CASES[case])
-    assert fused.fused and not reference.fused
+    """Even envs of holonomic fleets drive to their goals (the scripted controller), so episodes
+    terminate; odd envs (and other models) act at random, 20% past the action bounds."""
+    options = dict(PARITY_CASES[case])
     if case == "grid_neighbors":
-        assert fused.stepper.neighbor_method == "grid"
-    obs, _ = fused.reset()
-    reference.reset()
-    assert_rows_match(
-        record(fused, (obs, fused.reward, fused.terminated, fused.truncated, fused.info)),
-        record(reference, (reference.obs, reference.reward, reference.terminated, reference.truncated, reference.info)),
-        "reset",
-    )
-    seen = {key: 0 for key in DISCRETE}
-    for t in range(N_PARITY_STEPS):
-        actions = policy_actions(fused, obs, generator)
-        fused_row = record(fused, fused.step(actions))
-        reference_row = record(reference, reference.step(actions))
-        excuse_truncated_lists(fused_row, reference_row)
-        assert_rows_match(fused_row, reference_row, f"{case} step {t}")
-        obs = fused_row["obs"]
-        for key in DISCRETE:
-            seen[key] += int(fused_row[key].count_nonzero())
+        assert swarp.make("navigation", device="cpu", **options).stepper.neighbor_method == "grid"
+    seen = parity_rollout("navigation", options, N_PARITY_STEPS, generator, excuse=excuse_truncated_lists)
     # The comparison covered the interesting branches: auto-resets after time limits (and after
     # success where the fleet can drive to its goals), and for the crowded case overflow and contacts.
     assert seen["truncated"] > 0
@@ -149,7 +85,7 @@ def test_fused_matches_torch_reference(case, generator):
 )
 def test_resets_are_identical_between_fused_and_reference(options):
     """Both paths draw from the same counter-based stream, so reset layouts agree bit for bit."""
-    fused, reference = make_pair(**options)
+    fused, reference = make_pair("navigation", **options)
     mask = torch.arange(fused.n_envs) % 3 == 0
     for seed in (0, 1, 123456):
         fused.reset(seed=seed)

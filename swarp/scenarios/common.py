@@ -1,0 +1,591 @@
+"""Building blocks shared by the scenario library: option checks, neighbor features, collisions,
+ranked spawns and exactly rounded trigonometry, each as a torch function (for the references) and a
+Warp function (for the kernels) computing the same thing in the same order.
+
+Conventions the twins rely on:
+
+* Neighbor features: the k nearest other agents within ``obs_range``, nearest first (ties by
+  index), each ``(dx, dy, dvx, dvy, 1)``; zeros past the last one. The kernels read them from the
+  world's sorted neighbor list (whose radius must be >= ``obs_range``), the torch twin sorts all pairs.
+* A collision of agents i and j (equal radii r): centre distance below ``2 r``, tested as
+  ``d2 < reach * reach`` with ``reach = 2 r`` in the sim precision on both sides.
+* Resets draw from the counter-based stream (``swarp.core.rng``). Cosines and sines of drawn angles
+  are evaluated in float64 and rounded, so both twins get the same bits in float32 (libm and torch's
+  vectorised float32 trigonometry may differ in the last bit).
+"""
+
+import functools
+import math
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
+
+import torch
+import warp as wp
+
+from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig, _coerce_enum
+from swarp.core.launch import agents_per_thread
+from swarp.core.precision import vec2_type
+from swarp.core.rng import ResetStreams, episode_key, uniform_u24
+from swarp.physics import neighbors
+from swarp.scenarios import spawn
+from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
+from swarp.scenarios.navigation_kernels import OBS_BLOCK
+from swarp.scenarios.navigation_kernels import _tiled_rows as tiled_rows
+
+# --- option checks -------------------------------------------------------------------------------
+
+
+class OptionChecker:
+    """Validates the fields of a scenario's frozen config dataclass with messages naming the option.
+
+    Args:
+        cfg: The config instance (from its ``__post_init__``).
+        scenario: Scenario name used in the messages.
+    """
+
+    def __init__(self, cfg, scenario: str):
+        self.cfg = cfg
+        self.scenario = scenario
+
+    def fail(self, message: str) -> None:
+        raise ValueError(f"{self.scenario} option {message}")
+
+    def int(self, name: str, low: int, high: int | None = None) -> None:
+        """An int in ``[low, high]`` (bools are rejected)."""
+        value = getattr(self.cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            bound = f">= {low}" + (f" and <= {high}" if high is not None else "")
+            self.fail(f"{name} must be an int {bound}, got {value!r}")
+
+    def number(self, name: str, allow_zero: bool = False, optional: bool = False) -> None:
+        """A finite number > 0 (or >= 0 with ``allow_zero``; ``None`` passes with ``optional``)."""
+        value = getattr(self.cfg, name)
+        if optional and value is None:
+            return
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+            or (value == 0 and not allow_zero)
+        ):
+            self.fail(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}")
+
+    def bool(self, name: str) -> None:
+        value = getattr(self.cfg, name)
+        if not isinstance(value, bool):
+            self.fail(f"{name} must be a bool, got {value!r}")
+
+    def ctrl_mode(self, name: str = "ctrl_mode") -> None:
+        _coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
+
+    def arena(self) -> None:
+        """The options every arena scenario of the library shares (see ``arena_world``)."""
+        self.int("n_agents", 1, 2000)
+        self.int("obs_neighbors", 0)
+        self.int("substeps", 1)
+        self.int("max_steps", 1)
+        self.int("max_neighbors", 1)
+        for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
+            self.number(name)
+        self.number("collision_penalty", allow_zero=True)
+        if self.cfg.spawn_cells is not None:
+            self.int("spawn_cells", 1)
+        self.ctrl_mode()
+        self.neighbors()
+
+    def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
+        """The neighbor-list width holds at least the observed neighbors."""
+        k, width = getattr(self.cfg, obs_name), getattr(self.cfg, width_name)
+        if width < k:
+            self.fail(f"{width_name} ({width}) must be >= {obs_name} ({k})")
+
+
+@dataclass(frozen=True)
+class ArenaConfig:
+    """Options every arena scenario of the library shares (SI units); each scenario's config
+    subclasses it, overriding defaults and adding its own options.
+
+    Attributes:
+        n_agents: Agents per env.
+        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
+        agent_radius: Agent radius [m].
+        max_speed: Speed limit [m/s].
+        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
+        obs_neighbors: k, the nearest other agents in each observation.
+        obs_range: Sensing range [m] for the neighbor observation.
+        collision_penalty: Penalty per overlapping agent per step (>= 0).
+        spawn_cells: Cells per side of the spawn grid (default: chosen from the points to place).
+        dt: Step length [s].
+        substeps: Physics substeps per step.
+        max_steps: Episode length [steps].
+        max_neighbors: Neighbor-list width K (>= obs_neighbors).
+    """
+
+    #: Scenario name in option error messages.
+    scenario_name: ClassVar[str] = "arena"
+
+    n_agents: int = 4
+    world_size: float = 1.0
+    agent_radius: float = 0.05
+    max_speed: float = 1.0
+    ctrl_mode: str = "velocity"
+    obs_neighbors: int = 3
+    obs_range: float = 0.5
+    collision_penalty: float = 1.0
+    spawn_cells: int | None = None
+    dt: float = 0.1
+    substeps: int = 1
+    max_steps: int = 200
+    max_neighbors: int = 16
+
+    def __post_init__(self) -> None:
+        self.checker().arena()
+
+    def checker(self) -> OptionChecker:
+        """An ``OptionChecker`` for this config's further options."""
+        return OptionChecker(self, self.scenario_name)
+
+
+# --- the arena and its resets ----------------------------------------------------------------------
+
+#: Spawn clearance from a cell edge, as a multiple of the agent radius.
+CLEARANCE_FACTOR = 1.25
+#: Draw-index blocks of one episode's random stream (``swarp.core.rng``) in the library's resets:
+#: cell keys, cell jitter (two per point), agent headings, then per-env draws (target, center...).
+DRAW_BLOCK = 1 << 12
+DRAW_CELLS = 0
+DRAW_JITTER = 1 * DRAW_BLOCK
+DRAW_HEADING = 2 * DRAW_BLOCK
+DRAW_ENV = 3 * DRAW_BLOCK
+
+
+def arena_world(scenario, n_points: int, neighbor_reach: float = 0.0):
+    """The physical world of an arena scenario: ``n_agents`` equal holonomic agents in the soft-walled
+    square ``[-L, L]^2`` (L = ``world_size``), neighbor lists wide enough for the observation, for
+    contacts within a step and for ``neighbor_reach`` [m].
+
+    Also sets the scenario's spawn grid: ``clearance`` [m], ``side`` (cells per side, room for
+    ``n_points`` points) and ``jitter`` [m] (see ``spawn.py``).
+
+    Returns:
+        The ``WorldSpec``.
+    """
+    c = scenario.cfg
+    scenario.clearance = CLEARANCE_FACTOR * c.agent_radius
+    scenario.side = spawn.cells_per_side(c.world_size, scenario.clearance, n_points, c.spawn_cells)
+    scenario.jitter = c.world_size / scenario.side - scenario.clearance
+    agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
+    reach = max(c.obs_range, neighbor_reach, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt)
+    world = WorldConfig(bounds=c.world_size, bounds_mode="soft", max_neighbors=c.max_neighbors, neighbor_radius=reach)
+    return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+
+
+def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
+    """Torch twin of the fused resets' spawn: ``n_points`` points in the cells of the smallest keys
+    (point p in the p-th, jittered), agents first; writes the agents' state (random heading, at rest)
+    in the envs of ``env_mask`` [E] bool and returns every point [E, n_points, 2] (all envs)."""
+    c, E, A, dtype = scenario.cfg, scenario.n_envs, scenario.n_agents, scenario.dtype
+    key = scenario.env.rng_keys().view(E, 1)
+    cells = spawn.smallest_cells_torch(spawn.cell_keys_torch(key, DRAW_CELLS, scenario.side**2), n_points)
+    index = torch.arange(n_points, device=cells.device).view(1, n_points)
+    points = spawn.cell_point_torch(
+        cells, scenario.side, c.world_size, scenario.jitter, key, DRAW_JITTER + 2 * index, dtype
+    )
+    heading = (spawn.uniform_torch(key, DRAW_HEADING + index[:, :A], dtype) * 2.0 - 1.0) * math.pi
+    m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
+    state = scenario.env.state
+    state.pos.copy_(torch.where(m3, points[:, :A], state.pos))
+    state.theta.copy_(torch.where(m2, heading, state.theta))
+    state.vel.masked_fill_(m3, 0.0)
+    state.speed.masked_fill_(m2, 0.0)
+    state.ang_vel.masked_fill_(m2, 0.0)
+    return points
+
+
+def env_draws_torch(scenario, count: int) -> list[torch.Tensor]:
+    """The first ``count`` per-env uniforms in [0, 1) (draws ``DRAW_ENV + i``), each [E, 1]."""
+    key = scenario.env.rng_keys().view(scenario.n_envs, 1)
+    return [spawn.uniform_torch(key, DRAW_ENV + i, scenario.dtype) for i in range(count)]
+
+
+# --- torch twins ---------------------------------------------------------------------------------
+
+
+def norm(vectors: torch.Tensor) -> torch.Tensor:
+    """Euclidean norm over the last dim, ``sqrt(x^2 + y^2)`` as the kernels compute it, with a zero
+    gradient (not NaN) where the vector is zero (agents at rest, at their centroid)."""
+    square = vectors.square().sum(-1)
+    positive = square > 0
+    return torch.where(positive, torch.where(positive, square, torch.ones_like(square)).sqrt(), square)
+
+
+def pairwise(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(delta [E, A, A, 2] = p_j - p_i, d2 [E, A, A])`` of positions ``pos`` [E, A, 2]."""
+    delta = pos.unsqueeze(1) - pos.unsqueeze(2)
+    return delta, delta.square().sum(-1)
+
+
+def neighbor_features(
+    pos: torch.Tensor, vel: torch.Tensor, d2: torch.Tensor, delta: torch.Tensor, k: int, obs_range: float
+) -> torch.Tensor:
+    """[E, A, 5 k] features of the k nearest other agents within ``obs_range`` [m], nearest first
+    (ties by index): relative position [m], relative velocity [m/s], valid flag; zeros past the last."""
+    E, A = pos.shape[:2]
+    if k == 0:
+        return pos.new_zeros(E, A, 0)
+    eye = torch.eye(A, dtype=torch.bool, device=pos.device)
+    in_range = (d2 <= obs_range**2) & ~eye
+    key = torch.where(in_range, d2, torch.full_like(d2, math.inf))
+    order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
+    valid = torch.gather(in_range, 2, order)
+    index2 = order.unsqueeze(-1).expand(-1, -1, -1, 2)
+    rel_pos = torch.gather(delta, 2, index2)
+    rel_vel = torch.gather(vel.unsqueeze(1).expand(E, A, A, 2), 2, index2) - vel.unsqueeze(2)
+    feats = torch.cat([rel_pos, rel_vel, torch.ones_like(rel_pos[..., :1])], -1) * valid.unsqueeze(-1)
+    if feats.shape[2] < k:
+        feats = torch.nn.functional.pad(feats, (0, 0, 0, k - feats.shape[2]))
+    return feats.reshape(E, A, 5 * k)
+
+
+def collisions(d2: torch.Tensor, agent_radius: float) -> torch.Tensor:
+    """[E, A] int32: other agents each agent overlaps (centre distance < 2 r), from ``d2`` [E, A, A]."""
+    reach = torch.tensor(2.0 * agent_radius, dtype=d2.dtype, device=d2.device)
+    eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
+    return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
+
+
+def separation(d2: torch.Tensor, distance: float) -> torch.Tensor:
+    """[E, A] separation penalty: ``sum_j max(0, 1 - d_ij / distance)`` over other agents j."""
+    eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
+    sep = torch.tensor(distance, dtype=d2.dtype, device=d2.device)
+    close = (d2 < sep * sep) & ~eye
+    # Far pairs and the diagonal take sqrt(1) instead, then drop out: no NaN gradient at d2 = 0.
+    term = 1.0 - torch.where(close, d2, torch.ones_like(d2)).sqrt() / sep
+    return torch.where(close, term, torch.zeros_like(term)).sum(-1)
+
+
+def neighbor_overflow(world) -> torch.Tensor:
+    """[E] bool: was some agent's neighbor list of this env truncated at the last build?"""
+    total = wp.to_torch(world.neighbors.total)
+    count = wp.to_torch(world.neighbors.count)
+    return (total > count).any(dim=1)
+
+
+#: Time constant [s] over which ``track_velocity`` closes a velocity error under acceleration control
+#: (in units of the step length).
+TRACKING_STEPS = 1.0
+
+
+def track_velocity(env, command: torch.Tensor) -> torch.Tensor:
+    """Actions [E, A, 2] that make holonomic agents follow world-frame velocity ``command`` [E, A, 2]
+    [m/s]: the command itself under velocity control, the acceleration closing the gap in one step
+    under acceleration control; clipped to ``env.action_bounds``. For scripted controllers.
+
+    Raises:
+        NotImplementedError: Some agent is not holonomic.
+    """
+    agents = env.stepper.model.agents
+    if any(a.model != DynamicsModel.HOLONOMIC for a in agents):
+        raise NotImplementedError("scripted controllers drive holonomic agents only")
+    low, high = env.action_bounds
+    if all(a.ctrl_mode == ControlMode.VELOCITY for a in agents):
+        return torch.clamp(command, low, high)
+    accel = (command - env.state.vel) / (TRACKING_STEPS * env.stepper.dt)
+    velocity_mode = torch.tensor([a.ctrl_mode == ControlMode.VELOCITY for a in agents], device=command.device)
+    return torch.clamp(torch.where(velocity_mode.view(1, -1, 1), command, accel), low, high)
+
+
+def cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch twin of ``funcs().cos_sin``: evaluated in float64, rounded to ``angle``'s dtype."""
+    wide = angle.double()
+    return torch.cos(wide).to(angle.dtype), torch.sin(wide).to(angle.dtype)
+
+
+_DRAW_CELLS = wp.constant(DRAW_CELLS)
+_DRAW_JITTER = wp.constant(DRAW_JITTER)
+_DRAW_HEADING = wp.constant(DRAW_HEADING)
+_DRAW_ENV = wp.constant(DRAW_ENV)
+
+
+# --- Warp twins ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def spawn_struct(scalar: type):
+    """The Warp struct of what every ranked-spawn reset reads and writes (``launch_reset`` fills it)."""
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class Spawn:
+        env_mask: wp.array(dtype=wp.bool)
+        streams: ResetStreams
+        side: int
+        world_size: scalar
+        jitter: scalar
+        cells_per_thread: int
+        pos: wp.array2d(dtype=vec2)
+        theta: wp.array2d(dtype=scalar)
+        vel: wp.array2d(dtype=vec2)
+        speed: wp.array2d(dtype=scalar)
+        ang_vel: wp.array2d(dtype=scalar)
+
+    return Spawn
+
+
+@functools.cache
+def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNamespace:
+    """Warp functions for one precision, neighbor-list configuration (width K, backend) and count k
+    of observed neighbors (a compile-time constant: the feature loop unrolls into registers)."""
+    vec2 = vec2_type(scalar)
+    Query = neighbors.query_struct(scalar)
+    nbk = neighbors.kernels(scalar, max_neighbors)
+    build_list = nbk.build_grid if grid else nbk.build_brute
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+    sp = spawn.funcs(scalar)
+    n_features = 5 * k_obs
+    features_type = wp.types.vector(max(n_features, 1), scalar)
+
+    @wp.func
+    def observe_neighbors(
+        nq: Query,
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        env: int,
+        agent: int,
+        obs_range: scalar,
+        reach: scalar,
+        sep_distance: scalar,
+    ) -> tuple[features_type, int, scalar]:
+        """Build ``agent``'s neighbor list; return its k neighbor features, its collisions and its
+        separation penalty (``sep_distance`` 0: none).
+
+        The list is sorted nearest first, so the observed neighbors are its first k entries that
+        lie within ``obs_range``, and contacts (the near prefix) and separation pairs are prefixes
+        too. The first k entries are read unconditionally (their loads overlap); later ones only
+        while they can still be contacts or separation pairs.
+        """
+        build_list(nq, env, agent)
+        p = pos[env, agent]
+        v = vel[env, agent]
+        count = nq.count[env, agent]
+        n_near = nq.near[env, agent]
+        range2 = obs_range * obs_range
+        reach2 = reach * reach
+        sep2 = sep_distance * sep_distance
+        features = features_type()
+        n_collisions = int(0)
+        penalty = zero
+        for w in range(wp.static(k_obs)):
+            # Entries past ``count`` are stale (or -1): read this agent instead and discard.
+            j = wp.where(w < count, nq.nbr[env, w, agent], agent)
+            delta = pos[env, j] - p
+            d2 = wp.dot(delta, delta)
+            if w < count:
+                if d2 <= range2:
+                    dv = vel[env, j] - v
+                    features[5 * w + 0] = delta[0]
+                    features[5 * w + 1] = delta[1]
+                    features[5 * w + 2] = dv[0]
+                    features[5 * w + 3] = dv[1]
+                    features[5 * w + 4] = one
+                if d2 < reach2:
+                    n_collisions += 1
+                if d2 < sep2:
+                    penalty += one - wp.sqrt(d2) / sep_distance
+        for s in range(wp.min(k_obs, count), count):
+            j = nq.nbr[env, s, agent]
+            delta = pos[env, j] - p
+            d2 = wp.dot(delta, delta)
+            if s >= n_near and not (d2 < sep2):
+                break
+            if d2 < reach2:
+                n_collisions += 1
+            if d2 < sep2:
+                penalty += one - wp.sqrt(d2) / sep_distance
+        return features, n_collisions, penalty
+
+    @wp.func
+    def cell_rank(key: wp.uint32, n_cells: int, cell: int) -> int:
+        """How many cells have a smaller (key, index) than ``cell``: its rank in the ranked spawn."""
+        mine = uniform_u24(key, _DRAW_CELLS + cell)
+        rank = int(0)
+        for c in range(n_cells):
+            if sp.before(uniform_u24(key, _DRAW_CELLS + c), c, mine, cell):
+                rank += 1
+        return rank
+
+    Spawn = spawn_struct(scalar)
+
+    @wp.func
+    def spawn_key(spawn: Spawn, env: int) -> wp.uint32:
+        """The random-stream key of ``env``'s new episode (keyed by its global index)."""
+        return episode_key(spawn.streams, env)
+
+    @wp.func
+    def spawn_cells(spawn: Spawn, slot: int) -> wp.vec2i:
+        """``[first, stop)`` cells of thread ``slot`` of a reset launched by ``launch_reset``."""
+        first = slot * spawn.cells_per_thread
+        return wp.vec2i(first, wp.min(first + spawn.cells_per_thread, spawn.side * spawn.side))
+
+    @wp.func
+    def spawn_point(spawn: Spawn, key: wp.uint32, cell: int, point: int) -> vec2:
+        """Where spawn point ``point`` (the rank of ``cell``) lies in ``cell``."""
+        return sp.cell_point(cell, spawn.side, spawn.world_size, spawn.jitter, key, _DRAW_JITTER + 2 * point)
+
+    @wp.func
+    def spawn_agent(spawn: Spawn, key: wp.uint32, env: int, agent: int, point: vec2):
+        """Place ``agent`` at ``point``, at rest, with a random heading (Warp twin of ``spawn_torch``)."""
+        spawn.pos[env, agent] = point
+        spawn.theta[env, agent] = (sp.uniform(key, _DRAW_HEADING + agent) * two - one) * pi
+        spawn.vel[env, agent] = vec2(zero, zero)
+        spawn.speed[env, agent] = zero
+        spawn.ang_vel[env, agent] = zero
+
+    @wp.func
+    def env_draw(key: wp.uint32, index: int) -> scalar:
+        """Per-env uniform ``index`` in [0, 1) (Warp twin of ``env_draws_torch``)."""
+        return sp.uniform(key, _DRAW_ENV + index)
+
+    @wp.func
+    def cos_sin(angle: scalar) -> vec2:
+        """``(cos, sin)`` of ``angle`` evaluated in float64 and rounded (see the module docstring)."""
+        wide = wp.float64(angle)
+        return vec2(scalar(wp.cos(wide)), scalar(wp.sin(wide)))
+
+    return SimpleNamespace(
+        vec2=vec2,
+        Query=Query,
+        n_features=n_features,
+        features_type=features_type,
+        observe_neighbors=observe_neighbors,
+        cell_rank=cell_rank,
+        Spawn=Spawn,
+        spawn_key=spawn_key,
+        spawn_cells=spawn_cells,
+        spawn_agent=spawn_agent,
+        spawn_point=spawn_point,
+        env_draw=env_draw,
+        cos_sin=cos_sin,
+    )
+
+
+@functools.cache
+def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
+    """The two observe kernels around a scenario's ``observe_agent(args: Args, mode, env, agent) -> row``
+    (a Warp func returning the agent's observation row, a ``vector(obs_dim)``, after writing its
+    per-agent outputs through ``args``; ``Args`` a Warp struct with at least ``pos`` [E, A]):
+
+    * ``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out)``: one agent per thread
+      (one env per thread on the CPU), masked, the row stored by its thread.
+    * ``observe_rows(args, mode, obs_rows)``: every env, one agent per thread in blocks of
+      ``OBS_BLOCK`` rows (flat row = env * A + agent) whose rows leave through shared memory as one
+      coalesced store (navigation's tiled store, ``SWARP_OBS_STORE``), for the CUDA step.
+    """
+    row_type = wp.types.vector(obs_dim, scalar)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe(
+        args: Args,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            row = observe_agent(args, mode, env, agent)
+            for c in range(wp.static(obs_dim)):
+                obs_out[env, agent, c] = row[c]
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
+        block, lane = wp.tid()
+        row_index = block * wp.static(OBS_BLOCK) + lane
+        n_agents = args.pos.shape[1]
+        row = row_type()
+        if row_index < obs_rows.shape[0]:
+            env = row_index / n_agents
+            row = observe_agent(args, mode, env, row_index - env * n_agents)
+        rows = wp.tile_transpose(wp.tile(row))
+        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
+
+    return SimpleNamespace(observe=observe, observe_rows=observe_rows)
+
+
+def launch_observe(sc, launcher, env_mask, mode: int, kernels, args, finish, finish_args: tuple) -> None:
+    """Launch a scenario's observe kernels (``observe_kernels``, with the filled ``args`` struct)
+    and, for a step or a reset, its per-env finish kernel, whose parameters end the library's way:
+    ``(*inputs, ep, mode, env_mask, use_mask, *outputs)``; ``finish_args`` is ``(inputs, outputs)``
+    without those. The unmasked step's observation goes through the tiled row store on CUDA."""
+    env = sc.env
+    mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
+    use_mask = int(env_mask is not None)
+    if env_mask is None and tiled_rows(env.device):
+        rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
+        launcher.launch(
+            kernels.observe_rows,
+            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
+            inputs=[args, int(mode)],
+            outputs=[rows],
+            device=env.device,
+            block_dim=OBS_BLOCK,
+        )
+    else:
+        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+        launcher.launch(
+            kernels.observe,
+            dim=(sc.n_envs, threads),
+            inputs=[args, mask, use_mask, int(mode), per_thread],
+            outputs=[env._obs],
+            device=env.device,
+        )
+    if mode != OBSERVE_ONLY:
+        inputs, outputs = finish_args
+        launcher.launch(
+            finish,
+            dim=sc.n_envs,
+            inputs=[*inputs, env.episode_args, int(mode), mask, use_mask],
+            outputs=outputs,
+            device=env.device,
+        )
+
+
+def fill(struct, **fields):
+    """Set the fields of a Warp struct instance; returns it."""
+    for name, value in fields.items():
+        setattr(struct, name, value)
+    return struct
+
+
+def kernel_key(sc) -> tuple:
+    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors)``: what a bound scenario's kernel
+    factories specialise on (scenario kernel modules may append more)."""
+    stepper = sc.env.stepper
+    grid = stepper.neighbor_method == "grid"
+    return stepper.scalar, stepper.world.max_neighbors, grid, sc.n_agents, sc.cfg.obs_neighbors
+
+
+def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list) -> None:
+    """Launch a scenario's masked ranked-spawn reset ``kernel(spawn, *inputs, *outputs)`` (``spawn``
+    a ``spawn_struct``): one thread per (env, spawn cell) on the GPU, one env per thread on the CPU."""
+    env, state = sc.env, sc.world.state
+    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    spawn = spawn_struct(env.stepper.scalar)()
+    spawn.env_mask = env_mask
+    spawn.streams = env.reset_streams
+    spawn.side = sc.side
+    spawn.world_size = env.stepper.scalar(sc.cfg.world_size)
+    spawn.jitter = env.stepper.scalar(sc.jitter)
+    spawn.cells_per_thread = per_thread
+    spawn.pos, spawn.theta, spawn.vel = state.pos, state.theta, state.vel
+    spawn.speed, spawn.ang_vel = state.speed, state.ang_vel
+    launcher.launch(kernel, dim=(sc.n_envs, threads), inputs=[spawn, *inputs], outputs=outputs, device=env.device)

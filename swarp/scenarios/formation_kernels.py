@@ -1,0 +1,200 @@
+"""Formation, fused: the Warp twin of ``formation.py`` (observations, rewards, termination, reset).
+
+* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on CUDA):
+  builds the agent's neighbor list, its observation row, its progress towards its slot,
+  collisions and per-agent info.
+* ``form_finish`` (one thread per env): termination, shared/bonus reward terms, the formation
+  error, and the end of the step's bookkeeping.
+* ``form_reset`` (one thread per env and spawn cell, masked): spawns, headings, center and slots.
+"""
+
+import functools
+import math
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.launch import Launcher
+from swarp.env import episode
+from swarp.scenarios import base, common
+
+_OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
+_OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
+
+
+@functools.cache
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int):
+    """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
+    f = common.funcs(scalar, max_neighbors, grid, k_obs)
+    n_features = f.n_features
+    row_type = wp.types.vector(8 + n_features, scalar)
+    vec2 = f.vec2
+    Query = f.Query
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+    inv_fleet = scalar(1.0 / fleet_size)
+
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        slots: wp.array2d(dtype=vec2)
+        center: wp.array(dtype=vec2)
+        nq: Query
+        obs_range: scalar
+        reach: scalar
+        tolerance: scalar
+        collision_penalty: scalar
+        prev_dist: wp.array2d(dtype=scalar)
+        progress_out: wp.array2d(dtype=scalar)
+        reward_out: wp.array2d(dtype=scalar)
+        dist_out: wp.array2d(dtype=scalar)
+        on_slot_out: wp.array2d(dtype=wp.bool)
+        collisions_out: wp.array2d(dtype=wp.int32)
+
+    @wp.func
+    def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> row_type:
+        """Build the agent's neighbor list, write its per-agent outputs, return its observation row."""
+        p = a.pos[env, agent]
+        v = a.vel[env, agent]
+        rel_slot = a.slots[env, agent] - p
+        rel_center = a.center[env] - p
+        features, n_collisions, _separation = f.observe_neighbors(
+            a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, zero
+        )
+        row = row_type()
+        row[0] = p[0]
+        row[1] = p[1]
+        row[2] = v[0]
+        row[3] = v[1]
+        row[4] = rel_slot[0]
+        row[5] = rel_slot[1]
+        row[6] = rel_center[0]
+        row[7] = rel_center[1]
+        for i in range(wp.static(n_features)):
+            row[i + wp.static(8)] = features[i]
+        dist = wp.sqrt(wp.dot(rel_slot, rel_slot))
+        if mode == _OBSERVE_STEP:
+            a.progress_out[env, agent] = a.prev_dist[env, agent] - dist
+            a.reward_out[env, agent] = -(a.collision_penalty * scalar(n_collisions))
+        if mode != _OBSERVE_ONLY:
+            a.dist_out[env, agent] = dist
+            a.on_slot_out[env, agent] = dist < a.tolerance
+            a.collisions_out[env, agent] = n_collisions
+        a.prev_dist[env, agent] = dist
+        return row
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def form_finish(
+        progress: wp.array2d(dtype=scalar),
+        dist: wp.array2d(dtype=scalar),
+        on_slot: wp.array2d(dtype=wp.bool),
+        shared_reward: int,
+        shaping_factor: scalar,
+        final_reward: scalar,
+        ep: Episode,
+        mode: int,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        reward_out: wp.array2d(dtype=scalar),
+        error_out: wp.array(dtype=scalar),
+    ):
+        env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        # Compile-time fleet size: small fleets unroll, so the loads are all in flight at once.
+        complete = bool(True)
+        total_dist = zero
+        total_progress = zero
+        for a in range(wp.static(fleet_size)):
+            if not on_slot[env, a]:
+                complete = False
+            total_dist += dist[env, a]
+            total_progress += progress[env, a]
+        error_out[env] = total_dist * inv_fleet
+        if mode != _OBSERVE_STEP:
+            return  # a reset only refreshes the info
+        mean = total_progress * inv_fleet
+        bonus = zero
+        if complete:
+            bonus = final_reward
+        for a in range(wp.static(fleet_size)):
+            own = progress[env, a]
+            if shared_reward != 0:
+                own = mean
+            reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
+        end_step(ep, env, complete)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def form_reset(
+        spawn: f.Spawn,
+        center_limit: scalar,
+        formation_radius: scalar,
+        corners: wp.array(dtype=vec2),
+        center_out: wp.array(dtype=vec2),
+        slots_out: wp.array2d(dtype=vec2),
+    ):
+        # Agent i spawns in the cell of i-th smallest key; one thread per (env, cell) on the GPU,
+        # one env per thread on the CPU. Every thread derives the env's center and rotation (a few
+        # hashes), the one that spawns agent i also writes its slot.
+        env, slot = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        n_cells = spawn.side * spawn.side
+        c = vec2((f.env_draw(key, 0) * two - one) * center_limit, (f.env_draw(key, 1) * two - one) * center_limit)
+        rotation = f.cos_sin((f.env_draw(key, 2) * two - one) * pi)
+        if slot == 0:
+            center_out[env] = c
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            a = f.cell_rank(key, n_cells, cell)
+            if a < spawn.pos.shape[1]:
+                point = f.spawn_point(spawn, key, cell, a)
+                f.spawn_agent(spawn, key, env, a, point)
+                u = corners[a]
+                slots_out[env, a] = vec2(
+                    c[0] + formation_radius * (rotation[0] * u[0] - rotation[1] * u[1]),
+                    c[1] + formation_radius * (rotation[1] * u[0] + rotation[0] * u[1]),
+                )
+
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+        form_finish=form_finish,
+        form_reset=form_reset,
+    )
+
+
+def _kernels_for(sc):
+    return kernels(*common.kernel_key(sc))
+
+
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+    """Launch the observe kernel (and, for a step or a reset, ``form_finish``) for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, c = sc.env, sc.cfg
+    s = env.stepper.scalar
+    state = sc.world.state
+    args = common.fill(
+        k.ObserveArgs(),
+        pos=state.pos, vel=state.vel, slots=sc._slots, center=sc._center, nq=sc.world.neighbor_query(),
+        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
+        collision_penalty=s(c.collision_penalty), prev_dist=sc._prev_dist, progress_out=sc._progress,
+        reward_out=env._reward, dist_out=sc._dist, on_slot_out=sc._on_slot, collisions_out=sc._collisions,
+    )  # fmt: skip
+    finish_inputs = [sc._progress, sc._dist, sc._on_slot, int(c.shared_reward), s(c.shaping_factor)]
+    finish_inputs += [s(c.final_reward)]
+    finish_args = (finish_inputs, [env._reward, sc._error])
+    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.form_finish, finish_args)
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch the masked ``form_reset`` for the scenario ``sc``."""
+    s = sc.env.stepper.scalar
+    inputs = [s(sc.center_limit), s(sc.cfg.formation_radius), sc._corners]
+    common.launch_reset(sc, launcher, _kernels_for(sc).form_reset, env_mask, inputs, [sc._center, sc._slots])

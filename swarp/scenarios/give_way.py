@@ -1,0 +1,257 @@
+"""Give way (VMAS ``give_way``): two agents swap ends of a one-lane corridor (torch reference).
+
+The arena is the square ``[-H, H]^2`` (``H = half_length``). A corridor runs along its x axis,
+carved out of four box obstacles, shared by every env, that fill the rest of the square: below
+the lane, above it left and right of a bay, and behind the bay. The bay is a niche above the lane
+at ``x = 0.4 H``, off centre towards agent 1's end, so agents driving straight at their goals meet
+in the one-lane part; it is where one agent steps aside so the other can pass. The arena's soft
+walls close the corridor's ends. Agent 0 starts at the left end and has its goal at the right end,
+agent 1 the other way round. Always two agents (``n_agents`` other than 2 is an error): a
+"4,096 x 16" benchmark of this task is its 2-agent default, 4,096 x 2.
+
+``difficulty`` in [0, 1] is the curriculum knob (``r`` = agent radius): the lane half-width goes
+from ``2.4 r`` (0: the agents can pass side by side) to ``1.3 r`` (1: one lane, only the bay lets
+them pass), and the bay's half-width from ``4 r`` to ``1.6 r``; its depth is ``2.6 r``. Change it
+with a new env (the corridor is static geometry).
+
+The observation, reward, termination and info are navigation's (``navigation.py``) with one
+observed neighbor that is always in range (``obs_dim = 13``):
+
+=========  =====  ==============================================================
+slice      size   content
+=========  =====  ==============================================================
+0:2        2      own position [m]
+2:4        2      own velocity [m/s]
+4:6        2      heading (cos theta, sin theta)
+6:8        2      goal - position [m]
+8:13       5      the other agent: relative position (2) [m], relative velocity
+                  (2) [m/s], valid flag (1, always 1)
+=========  =====  ==============================================================
+
+Reward of agent i: ``shaping_factor * (d_prev - d)`` (its progress to its goal) minus
+``collision_penalty`` while the agents overlap, plus ``final_reward`` for both on the step both
+are on goal. Terminated (and success) when both are within ``goal_radius`` of their goals. Info:
+``dist_to_goal`` [E, 2], ``on_goal`` [E, 2] bool, ``collisions`` [E, 2] int32,
+``neighbor_overflow`` [E] bool.
+
+Resets draw each agent's spawn uniformly in a ``2 r`` long stretch at its end of the lane (and
+across the lane's free width) and a uniform heading, from the counter-based RNG; goals are fixed
+at ``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
+``give_way_kernels.give_way_reset``; ``scripted_actions`` is a scripted controller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from swarp.core.config import AgentConfig, Obstacle, WorldConfig
+from swarp.core.launch import Launcher
+from swarp.scenarios import give_way_kernels as gk
+from swarp.scenarios.base import WorldSpec, register_scenario
+from swarp.scenarios.fleet import place_agents_torch, seek_velocity
+from swarp.scenarios.navigation import NavigationScenario
+from swarp.scenarios.option_checks import check_int, check_number
+from swarp.scenarios.spawn import uniform_torch
+
+DRAW_SPAWN = int(gk.DRAW_SPAWN)
+#: Lane half-width at difficulty 0 and 1, bay half-width at difficulty 0 and 1, bay depth and
+#: how far the walls reach past the arena, all as multiples of the agent radius.
+LANE_EASY, LANE_HARD = 2.4, 1.3
+BAY_EASY, BAY_HARD = 4.0, 1.6
+BAY_DEPTH = 2.6
+WALL = 1.0
+#: Distance of the spawn stretch's inner end from the corridor end, its length, and the distance of
+#: the goals from the corridor ends [agent radii].
+SPAWN_GAP, SPAWN_LENGTH, GOAL_GAP = 3.5, 2.0, 2.0
+#: Centre of the bay, as a fraction of the corridor half-length (towards agent 1's end).
+BAY_POSITION = 0.4
+#: Shortest corridor half-length [agent radii]: the widest bay must end a radius before agent 1's spawns.
+MIN_HALF_LENGTH = (SPAWN_GAP + SPAWN_LENGTH + BAY_EASY + 1.0) / (1.0 - BAY_POSITION)
+N_AGENTS = 2
+
+
+@dataclass(frozen=True)
+class GiveWayConfig:
+    """Options of the give-way scenario (SI units).
+
+    Attributes:
+        n_agents: Must be 2 (accepted so generic tools that pass ``n_agents`` can build the task).
+        difficulty: Curriculum knob in [0, 1] (0: the lane fits two agents; 1: one lane plus the bay).
+        half_length: Half-length H [m] of the corridor.
+        agent_radius: Agent radius r [m].
+        max_speed: Speed limit [m/s] (holonomic agents, velocity control).
+        shaping_factor: Weight of the progress term [1/m].
+        collision_penalty: Penalty per step while the two agents overlap (>= 0).
+        final_reward: Bonus for both agents on the step both are on goal.
+        goal_radius: On-goal distance [m] (default: the agent radius).
+        collision_k: Contact stiffness [N/m] of walls and agents. Stiff, so that agents pushing at
+            full speed sink about half a radius into a wall or each other (the soft default of
+            ``WorldConfig`` would let them squeeze past each other, or through the walls).
+        dt: Step length [s].
+        substeps: Physics substeps per step; ``collision_k * (dt / substeps)^2`` must stay below 1 [kg]
+            (agent mass 1 kg) for the contacts to be stable.
+        max_steps: Episode length [steps].
+    """
+
+    n_agents: int = N_AGENTS
+    difficulty: float = 1.0
+    half_length: float = 2.0
+    agent_radius: float = 0.1
+    max_speed: float = 1.0
+    shaping_factor: float = 1.0
+    collision_penalty: float = 1.0
+    final_reward: float = 1.0
+    goal_radius: float | None = None
+    collision_k: float = 1500.0
+    dt: float = 0.1
+    substeps: int = 4
+    max_steps: int = 100
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_agents, bool) or self.n_agents != N_AGENTS:
+            raise ValueError(f"give_way option n_agents must be {N_AGENTS} (a two-agent task), got {self.n_agents!r}")
+        check_number("give_way", self, "difficulty", allow_zero=True, high=1.0)
+        for name in ("half_length", "agent_radius", "max_speed", "dt"):
+            check_number("give_way", self, name)
+        for name in ("shaping_factor", "collision_penalty", "final_reward"):
+            check_number("give_way", self, name, allow_zero=True)
+        if self.goal_radius is not None:
+            check_number("give_way", self, "goal_radius")
+        check_int("give_way", self, "substeps", 1)
+        check_int("give_way", self, "max_steps", 1)
+        check_number("give_way", self, "collision_k")
+        stiffness = self.collision_k * (self.dt / self.substeps) ** 2
+        if stiffness >= 1.0:
+            raise ValueError(
+                f"give_way options give unstable contacts: collision_k * (dt / substeps)^2 = {stiffness:.3g} must be "
+                f"< 1 (agent mass 1 kg); raise substeps or lower collision_k"
+            )
+        min_half_length = MIN_HALF_LENGTH * self.agent_radius
+        if self.half_length < min_half_length:
+            raise ValueError(
+                f"give_way option half_length must be >= {MIN_HALF_LENGTH} agent radii ({min_half_length:g} m) to "
+                f"leave room between the spawns and the bay, got {self.half_length!r}"
+            )
+
+    # What navigation's observation and reward code reads (fixed for this task).
+    obs_neighbors = 1
+    shared_reward = False
+    obstacle_shape = "box"
+    n_obstacles = 0
+
+    @property
+    def obs_range(self) -> float:
+        """Sensing range [m]: longer than the arena's diagonal, so the other agent is always observed."""
+        return 3.0 * self.half_length
+
+
+def box_between(x_min: float, x_max: float, y_min: float, y_max: float) -> Obstacle:
+    """The axis-aligned box obstacle ``[x_min, x_max] x [y_min, y_max]`` [m]."""
+    center = (0.5 * (x_min + x_max), 0.5 * (y_min + y_max))
+    return Obstacle.box(center, (0.5 * (x_max - x_min), 0.5 * (y_max - y_min)))
+
+
+class GiveWayScenario(NavigationScenario):
+    """Two agents swap ends of a one-lane corridor with a bay; see the module docstring."""
+
+    name = "give_way"
+    Config = GiveWayConfig
+
+    def make_world(self) -> WorldSpec:
+        c = self.cfg
+        r, d, H = c.agent_radius, c.difficulty, c.half_length
+        self.lane_half_width = r * (LANE_EASY + (LANE_HARD - LANE_EASY) * d)
+        self.bay_half_width = r * (BAY_EASY + (BAY_HARD - BAY_EASY) * d)
+        self.bay_depth = BAY_DEPTH * r
+        self.bay_x = BAY_POSITION * H
+        h, bay_x, bay_top = self.lane_half_width, self.bay_x, self.lane_half_width + self.bay_depth
+        # The walls fill the square arena [-H, H]^2 around the lane and the bay (and reach a margin
+        # past it, so no agent ever sees their far faces).
+        far = H + WALL * r
+        left_end, right_end = bay_x - self.bay_half_width, bay_x + self.bay_half_width
+        walls = (
+            box_between(-far, far, -far, -h),
+            box_between(-far, left_end, h, far),
+            box_between(right_end, far, h, far),
+            box_between(left_end, right_end, bay_top, far),
+        )
+        self.walls = walls
+        self.spawn_jitter = (SPAWN_LENGTH * r, max(h - 1.05 * r, 0.0))
+        self.spawn_inner = H - SPAWN_GAP * r
+        self.goal_x = H - GOAL_GAP * r
+        agent = AgentConfig(model="holonomic", ctrl_mode="velocity", radius=r, max_speed=c.max_speed)
+        world = WorldConfig(
+            bounds=H,
+            bounds_mode="soft",
+            collision_k=c.collision_k,
+            max_neighbors=1,
+            neighbor_radius=c.obs_range,
+            obstacles=walls,
+        )
+        return WorldSpec(agents=(agent,) * N_AGENTS, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+
+    # --- torch reference --------------------------------------------------------------------
+
+    def reset_world(self, env_mask: torch.Tensor) -> None:
+        E, dtype, dev = self.n_envs, self.dtype, self.goals.device
+        key = self.env.rng_keys().view(E, 1)
+        agents = torch.arange(N_AGENTS, device=dev).view(1, N_AGENTS)
+        side = (2 * agents - 1).to(dtype)  # agent 0 on the left (-1), agent 1 on the right (+1)
+        draw = DRAW_SPAWN + 2 * agents
+        inner = torch.tensor(self.spawn_inner, dtype=dtype, device=dev)
+        jitter_x = torch.tensor(self.spawn_jitter[0], dtype=dtype, device=dev)
+        jitter_y = torch.tensor(self.spawn_jitter[1], dtype=dtype, device=dev)
+        x = side * (inner + uniform_torch(key, draw, dtype) * jitter_x)
+        y = (uniform_torch(key, draw + 1, dtype) * 2.0 - 1.0) * jitter_y
+        spawn = torch.stack([x, y], dim=-1)
+        place_agents_torch(self.env.state, env_mask, spawn, key)
+        goal_x = torch.tensor(self.goal_x, dtype=dtype, device=dev)
+        goals = torch.stack([-side * goal_x, torch.zeros_like(side)], dim=-1).expand(E, N_AGENTS, 2)
+        m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
+        self.goals.copy_(torch.where(m3, goals, self.goals))
+        dist = (goals - spawn).square().sum(-1).sqrt()
+        self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
+
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``scripted_actions``) for the current state."""
+        return scripted_actions(self.env)
+
+    # --- fused twin -------------------------------------------------------------------------
+
+    def launch_reset(self, launcher: Launcher, env_mask) -> None:
+        gk.launch_reset(self, launcher, env_mask)
+
+
+def scripted_actions(env) -> torch.Tensor:
+    """Scripted controller: agent 1 gives way. It drives along the lane's axis to the bay and
+    waits inside until agent 0 has passed; agent 0 waits before the bay until agent 1 is inside.
+
+    Args:
+        env: A give-way ``Environment``.
+
+    Returns:
+        [E, 2, 2] velocity commands [m/s] of the env's dtype and device.
+    """
+    sc: GiveWayScenario = env.scenario
+    r = sc.cfg.agent_radius
+    pos, goals = env.state.pos, sc.goals
+    x0, x1, y1 = pos[:, 0, 0], pos[:, 1, 0], pos[:, 1, 1]
+    zeros = torch.zeros_like(x1)
+    in_bay = (y1 > sc.lane_half_width + r).unsqueeze(-1)  # agent 1 is out of the lane
+    passed = (x0 > x1 + 2.5 * r).unsqueeze(-1)  # agent 0 is past agent 1
+    # Agent 0: along the axis to its goal, stopping short of the bay until agent 1 is inside it.
+    wait = torch.stack([zeros + sc.bay_x - sc.bay_half_width - 3.0 * r, zeros], -1)
+    target0 = torch.where(~in_bay & ~passed, wait, goals[:, 0])
+    # Agent 1: along the axis to the bay's mouth, up into the bay and wait; once passed, back
+    # down to the mouth and on to its goal.
+    mouth = torch.stack([zeros + sc.bay_x, zeros], -1)
+    bay = torch.stack([zeros + sc.bay_x, zeros + sc.lane_half_width + 0.5 * sc.bay_depth], -1)
+    under_bay = ((x1 - sc.bay_x).abs() < sc.bay_half_width - r).unsqueeze(-1)
+    leaving = torch.where((y1 > 0.5 * r).unsqueeze(-1), mouth, goals[:, 1])
+    target1 = torch.where(passed, leaving, torch.where(under_bay, bay, mouth))
+    return seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
+
+
+register_scenario("give_way", GiveWayScenario)

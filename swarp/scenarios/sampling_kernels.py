@@ -1,0 +1,319 @@
+"""Sampling, fused: the Warp twin of ``sampling.py`` (observations, rewards, consumption, reset).
+
+* ``sampling_observe`` (one thread per agent): builds the agent's neighbor list for the next
+  step's contacts, finds its field cell, whether it owns that cell (no lower-index agent shares
+  it), reads the patch around it and consumes its cell. Race-free without atomics: the only
+  cells written are cells under agents, each by its single owner, and no thread reads a cell
+  under an agent other than its owner (the patch shows those as taken, whatever they hold).
+* ``sampling_finish`` (one thread per env): sums the samples in agent order (deterministic),
+  rewards, the collected share and the episode bookkeeping.
+* ``sampling_reset`` (one thread per env and slot, masked): slot r < G evaluates field row r and
+  its mass; slot s < spawn cells places the agent of its rank (the spawn draw of ``spawn.py``).
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.precision import vec2_type
+from swarp.core.rng import ResetStreams, episode_key
+from swarp.env import episode
+from swarp.physics import neighbors
+from swarp.scenarios import base, fleet, spawn
+
+# Gaussian g draws 4 g .. 4 g + 3 from here (spawns and headings: ``fleet.py``'s draws).
+DRAW_GAUSSIAN = wp.constant(fleet.FIRST_FREE_DRAW)
+
+_OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
+
+
+@functools.cache
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch_radius: int, n_gaussians: int):
+    """Kernels for one precision, neighbor-list width and backend, agent count, patch radius and
+    Gaussian count."""
+    vec2 = vec2_type(scalar)
+    nbk = neighbors.kernels(scalar, max_neighbors)
+    build_list = nbk.build_grid if grid else nbk.build_brute
+    Query = neighbors.query_struct(scalar)
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    fl = fleet.funcs(scalar)
+    sp64 = spawn.funcs(wp.float64)
+    gaussians = wp.types.vector(length=n_gaussians, dtype=wp.float64)
+    half64 = wp.float64(0.5)
+    one64 = wp.float64(1.0)
+    two64 = wp.float64(2.0)
+    zero = scalar(0.0)
+    P = patch_radius
+    width = 2 * P + 1
+
+    @wp.func
+    def cell_of(p: vec2, world_size: scalar, inv_cell: scalar, G: int) -> wp.vec2i:
+        """(ix, iy) of the field cell under ``p``, clamped to the grid (twin of ``_cells``)."""
+        ix = int(wp.floor((p[0] + world_size) * inv_cell))
+        iy = int(wp.floor((p[1] + world_size) * inv_cell))
+        return wp.vec2i(wp.clamp(ix, 0, G - 1), wp.clamp(iy, 0, G - 1))
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def sampling_observe(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        nq: Query,
+        world_size: scalar,
+        inv_cell: scalar,
+        grid_cells: int,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        field: wp.array2d(dtype=scalar),
+        samples_out: wp.array2d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_agents = pos.shape[1]
+        G = grid_cells
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
+            build_list(nq, env, agent)
+            p = pos[env, agent]
+            v = vel[env, agent]
+            obs_out[env, agent, 0] = p[0]
+            obs_out[env, agent, 1] = p[1]
+            obs_out[env, agent, 2] = v[0]
+            obs_out[env, agent, 3] = v[1]
+            home = cell_of(p, world_size, inv_cell, G)
+            owner = bool(True)
+            taken = int(0)  # bit (dy + P) * width + (dx + P): a patch cell under some agent
+            for j in range(n_agents):
+                cj = cell_of(pos[env, j], world_size, inv_cell, G)
+                dx = cj[0] - home[0]
+                dy = cj[1] - home[1]
+                if dx == 0 and dy == 0 and j < agent:
+                    owner = False
+                if wp.abs(dx) <= P and wp.abs(dy) <= P:
+                    taken = taken | (1 << ((dy + P) * width + dx + P))
+            for b in range(width * width):
+                cx = home[0] + b % width - P
+                cy = home[1] + b / width - P
+                value = zero
+                if ((taken >> b) & 1) == 0 and cx >= 0 and cx < G and cy >= 0 and cy < G:
+                    value = field[env, cy * G + cx]
+                obs_out[env, agent, 4 + b] = value
+            sample = zero
+            if owner:
+                home_cell = home[1] * G + home[0]
+                sample = field[env, home_cell]
+                field[env, home_cell] = zero
+            if mode == _OBSERVE_STEP:
+                samples_out[env, agent] = sample
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def sampling_finish(
+        samples: wp.array2d(dtype=scalar),
+        row_mass: wp.array2d(dtype=scalar),
+        shared_reward: int,
+        success_fraction: scalar,
+        ep: Episode,
+        mode: int,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        collected: wp.array(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        fraction_out: wp.array(dtype=scalar),
+        success_out: wp.array(dtype=wp.bool),
+    ):
+        env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        total = collected[env]
+        if mode == _OBSERVE_STEP:
+            step_total = zero
+            for a in range(wp.static(fleet_size)):
+                step_total += samples[env, a]
+            for a in range(wp.static(fleet_size)):
+                own = samples[env, a]
+                if shared_reward != 0:
+                    own = step_total
+                reward_out[env, a] = own
+            total = total + step_total
+            collected[env] = total
+        mass = zero
+        for r in range(row_mass.shape[1]):
+            mass += row_mass[env, r]
+        fraction = total / mass
+        fraction_out[env] = fraction
+        success_out[env] = fraction >= success_fraction
+        if mode == _OBSERVE_STEP:
+            end_step(ep, env, False)
+
+    # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    def sampling_reset(
+        env_mask: wp.array(dtype=wp.bool),
+        streams: ResetStreams,
+        side: int,
+        world_size: scalar,
+        jitter: scalar,
+        world_size64: wp.float64,
+        cell_width64: wp.float64,
+        sigma_min64: wp.float64,
+        sigma_range64: wp.float64,
+        slots_per_thread: int,
+        n_slots: int,
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        field_out: wp.array2d(dtype=scalar),
+        row_mass_out: wp.array2d(dtype=scalar),
+        collected_out: wp.array(dtype=scalar),
+    ):
+        # The spawn cells get consumed by the observe pass that follows every reset.
+        env, thread = wp.tid()
+        if not env_mask[env]:
+            return
+        G = row_mass_out.shape[1]
+        key = episode_key(streams, env)
+        first = thread * slots_per_thread
+        for s in range(first, wp.min(first + slots_per_thread, n_slots)):
+            if s == 0:
+                collected_out[env] = zero
+            if s < G:
+                # Row s. Float64 throughout, rounded once per cell, so that the torch reference
+                # (also float64) gets the same float32 bits whatever its exp and summation order.
+                mu_x = gaussians()
+                mu_y = gaussians()
+                inv_two_var = gaussians()
+                amplitude = gaussians()
+                for g in range(n_gaussians):
+                    draw = DRAW_GAUSSIAN + 4 * g
+                    mu_x[g] = (sp64.uniform(key, draw) * two64 - one64) * world_size64
+                    mu_y[g] = (sp64.uniform(key, draw + 1) * two64 - one64) * world_size64
+                    sigma = sigma_min64 + sp64.uniform(key, draw + 2) * sigma_range64
+                    inv_two_var[g] = half64 / (sigma * sigma)
+                    amplitude[g] = half64 + half64 * sp64.uniform(key, draw + 3)
+                y = (wp.float64(s) + half64) * cell_width64 - world_size64
+                row_total = wp.float64(0.0)
+                for ix in range(G):
+                    x = (wp.float64(ix) + half64) * cell_width64 - world_size64
+                    value = wp.float64(0.0)
+                    for g in range(n_gaussians):
+                        dx = x - mu_x[g]
+                        dy = y - mu_y[g]
+                        value += amplitude[g] * wp.exp(-(dx * dx + dy * dy) * inv_two_var[g])
+                    cell_value = scalar(value)
+                    field_out[env, s * G + ix] = cell_value
+                    row_total += wp.float64(cell_value)
+                row_mass_out[env, s] = scalar(row_total)
+            if s < side * side:
+                fl.grid_spawn(
+                    key, env, s, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out
+                )
+
+    return SimpleNamespace(
+        sampling_observe=sampling_observe, sampling_finish=sampling_finish, sampling_reset=sampling_reset
+    )
+
+
+def _kernels_for(sc):
+    stepper = sc.env.stepper
+    return kernels(
+        stepper.scalar,
+        stepper.world.max_neighbors,
+        stepper.neighbor_method == "grid",
+        sc.n_agents,
+        sc.cfg.patch_radius,
+        sc.cfg.n_gaussians,
+    )
+
+
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+    """Launch ``sampling_observe`` then ``sampling_finish`` (the latter not after an auto-reset,
+    whose step rewards and info must survive) for the scenario ``sc``.
+
+    The world's grid binning (``World.prepare_neighbors``) must have run: ``sampling_observe``
+    builds the neighbor list of every agent it observes.
+    """
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    mask = env_mask if env_mask is not None else world.neighbors.no_mask
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    launcher.launch(
+        k.sampling_observe,
+        dim=(sc.n_envs, threads),
+        inputs=[
+            world.state.pos,
+            world.state.vel,
+            world.neighbor_query(),
+            s(c.world_size),
+            s(sc.inv_cell_width),
+            c.grid_cells,
+            mask,
+            int(env_mask is not None),
+            int(mode),
+            per_thread,
+        ],
+        outputs=[env._obs, sc._field, sc._samples],
+        device=env.device,
+    )
+    if mode != base.OBSERVE_ONLY:
+        launcher.launch(
+            k.sampling_finish,
+            dim=sc.n_envs,
+            inputs=[
+                sc._samples,
+                sc._row_mass,
+                int(c.shared_reward),
+                s(c.success_fraction),
+                env.episode_args,
+                int(mode),
+                mask,
+                int(env_mask is not None),
+            ],
+            outputs=[sc._collected, env._reward, sc._fraction, sc._success],
+            device=env.device,
+        )
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch the masked ``sampling_reset`` for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, state, c = sc.env, sc.world.state, sc.cfg
+    s = env.stepper.scalar
+    n_slots = max(c.grid_cells, sc.grid.n_cells)
+    per_thread, threads = agents_per_thread(env.device, n_slots)
+    launcher.launch(
+        k.sampling_reset,
+        dim=(sc.n_envs, threads),
+        inputs=[
+            env_mask,
+            env.reset_streams,
+            sc.grid.side,
+            s(c.world_size),
+            s(sc.grid.jitter),
+            wp.float64(c.world_size),
+            wp.float64(sc.cell_width),
+            wp.float64(c.sigma_min),
+            wp.float64(c.sigma_max - c.sigma_min),
+            per_thread,
+            n_slots,
+        ],
+        outputs=[
+            state.pos,
+            state.theta,
+            state.vel,
+            state.speed,
+            state.ang_vel,
+            sc._field,
+            sc._row_mass,
+            sc._collected,
+        ],
+        device=env.device,
+    )

@@ -1,0 +1,231 @@
+"""Spread (MPE ``simple_spread``): n agents cover n landmarks together (torch reference).
+
+Observation of agent i (``obs_dim = 4 A + 2`` with ``A = n_agents`` agents and as many landmarks):
+
+==================  ========  ================================================================
+slice               size      content
+==================  ========  ================================================================
+0:2                 2         own velocity [m/s]
+2:4                 2         own position [m]
+4:4+2A              2 A       landmark l - own position [m], landmarks in index order
+4+2A:4A+2           2 (A-1)   agent j - own position [m], the other agents in index order
+==================  ========  ================================================================
+
+Reward of agent i (shared term plus its own collisions, as in MPE):
+``-sum_l min_j |landmark_l - p_j| - collision_penalty * collisions_i``, where ``collisions_i``
+counts the other agents closer than ``2 * agent_radius``. No terminal state: episodes truncate at
+``max_steps`` (default 25, as in MPE). Info: ``landmark_dist`` [E, A] (landmark l to its nearest
+agent [m]), ``covered`` [E, A] bool (``landmark_dist < cover_radius``), ``collisions`` [E, A] int32.
+Success (``success()``, and ``info["covered"]`` all true): every landmark covered.
+
+Resets draw agents in a uniform random subset of jittered grid cells (``spawn.py``) and
+landmarks uniformly in ``[-(L - r), L - r]^2``, from the counter-based RNG. Holonomic agents with
+velocity control (continuous actions). The Warp twin is ``spread_kernels.py``;
+``greedy_actions`` is a scripted controller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import warp as wp
+
+from swarp.core.launch import Launcher
+from swarp.render.drawables import Circles, Crosses
+from swarp.scenarios import spread_kernels as sk
+from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.fleet import grid_spawn_torch, open_arena, place_agents_torch, safe_norm, seek_velocity
+from swarp.scenarios.option_checks import check_int, check_number
+from swarp.scenarios.spawn import uniform_torch
+
+DRAW_LANDMARK = int(sk.DRAW_LANDMARK)
+#: Landmark marker color (RGB) and cover-ring width [px] for the renderer.
+LANDMARK_COLOR = (90, 90, 90)
+COVER_RING_PX = 1.5
+
+
+@dataclass(frozen=True)
+class SpreadConfig:
+    """Options of the spread scenario (SI units).
+
+    Attributes:
+        n_agents: Agents per env, and landmarks per env.
+        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
+        agent_radius: Agent radius r [m].
+        max_speed: Speed limit [m/s] (velocity control).
+        cover_radius: A landmark counts as covered when an agent centre is this close [m]
+            (default: the agent radius).
+        collision_penalty: Penalty per other agent overlapping an agent, per step (>= 0).
+        dt: Step length [s].
+        substeps: Physics substeps per step.
+        max_steps: Episode length [steps].
+        max_neighbors: Width of the world's neighbor lists (contacts only).
+    """
+
+    n_agents: int = 3
+    world_size: float = 1.0
+    agent_radius: float = 0.1
+    max_speed: float = 1.0
+    cover_radius: float | None = None
+    collision_penalty: float = 1.0
+    dt: float = 0.1
+    substeps: int = 1
+    max_steps: int = 25
+    max_neighbors: int = 8
+
+    def __post_init__(self) -> None:
+        check_int("spread", self, "n_agents", 1, 256)
+        check_int("spread", self, "substeps", 1)
+        check_int("spread", self, "max_steps", 1)
+        check_int("spread", self, "max_neighbors", 1)
+        for name in ("world_size", "agent_radius", "max_speed", "dt"):
+            check_number("spread", self, name)
+        check_number("spread", self, "collision_penalty", allow_zero=True)
+        if self.cover_radius is not None:
+            check_number("spread", self, "cover_radius")
+        if self.agent_radius >= self.world_size:
+            raise ValueError(
+                f"spread option agent_radius ({self.agent_radius}) must be smaller than world_size ({self.world_size})"
+            )
+
+
+class SpreadScenario(FusedScenario):
+    """Agents cover landmarks; see the module docstring for the observation and reward."""
+
+    name = "spread"
+    Config = SpreadConfig
+    builds_neighbors = True
+    ends_steps = True
+
+    def make_world(self) -> WorldSpec:
+        spec, self.grid = open_arena(self.cfg)
+        self.landmark_extent = self.cfg.world_size - self.cfg.agent_radius
+        return spec
+
+    @property
+    def obs_dim(self) -> int:
+        return 4 * self.cfg.n_agents + 2
+
+    @property
+    def cover_radius(self) -> float:
+        return self.cfg.cover_radius if self.cfg.cover_radius is not None else self.cfg.agent_radius
+
+    def bind(self, env) -> None:
+        super().bind(env)
+        E, A, dev, scalar = self.n_envs, self.n_agents, self.device, env.stepper.scalar
+        self._landmarks = wp.zeros((E, A), dtype=wp.types.vector(2, scalar), device=dev)
+        self._landmark_dist = wp.zeros((E, A), dtype=scalar, device=dev)
+        self._covered = wp.zeros((E, A), dtype=wp.bool, device=dev)
+        self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
+        self.landmarks = wp.to_torch(self._landmarks)
+
+    def info_buffers(self) -> dict[str, torch.Tensor]:
+        return {
+            "landmark_dist": wp.to_torch(self._landmark_dist),
+            "covered": wp.to_torch(self._covered),
+            "collisions": wp.to_torch(self._collisions),
+        }
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"landmarks": self.landmarks}
+
+    def drawables(self, env_index: torch.Tensor) -> list:
+        """Landmarks: a gray x and a ring of ``cover_radius``."""
+        landmarks = self.landmarks.index_select(0, env_index)
+        return [
+            Circles(landmarks, self.cover_radius, color=LANDMARK_COLOR, width_px=COVER_RING_PX),
+            Crosses(landmarks, 0.5 * self.cover_radius, color=LANDMARK_COLOR, diagonal=True),
+        ]
+
+    # --- torch reference --------------------------------------------------------------------
+
+    def reset_world(self, env_mask: torch.Tensor) -> None:
+        E, A, dtype = self.n_envs, self.n_agents, self.dtype
+        dev = self.landmarks.device
+        key = self.env.rng_keys().view(E, 1)
+        place_agents_torch(self.env.state, env_mask, grid_spawn_torch(key, self.grid, A, dtype), key)
+        extent = torch.tensor(self.landmark_extent, dtype=dtype, device=dev)
+        draw = DRAW_LANDMARK + 2 * torch.arange(A, device=dev).view(1, A)
+        landmarks = torch.stack([(uniform_torch(key, draw + k, dtype) * 2.0 - 1.0) * extent for k in range(2)], -1)
+        self.landmarks.copy_(torch.where(env_mask.view(E, 1, 1), landmarks, self.landmarks))
+
+    def _offsets(self) -> torch.Tensor:
+        """[E, A, A, 2]: position of agent j minus position of agent i at ``[:, i, j]``."""
+        pos = self.env.state.pos
+        return pos.unsqueeze(1) - pos.unsqueeze(2)
+
+    def observations(self) -> torch.Tensor:
+        E, A = self.n_envs, self.n_agents
+        pos = self.env.state.pos
+        to_landmarks = self.landmarks.unsqueeze(1) - pos.unsqueeze(2)  # [E, A(agent), A(landmark), 2]
+        others = ~torch.eye(A, dtype=torch.bool, device=pos.device)
+        to_others = self._offsets()[:, others].view(E, A, A - 1, 2)
+        return torch.cat([self.env.state.vel, pos, to_landmarks.flatten(2), to_others.flatten(2)], dim=-1)
+
+    def _landmark_distances(self) -> torch.Tensor:
+        """[E, A]: distance of landmark l to its nearest agent [m]."""
+        delta = self.landmarks.unsqueeze(2) - self.env.state.pos.unsqueeze(1)  # [E, landmark, agent, 2]
+        return safe_norm(delta).min(dim=2).values
+
+    def _collisions_torch(self) -> torch.Tensor:
+        d2 = self._offsets().square().sum(-1)
+        reach = torch.tensor(2.0 * self.cfg.agent_radius, dtype=self.dtype, device=d2.device)
+        eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
+        return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
+
+    def rewards(self) -> torch.Tensor:
+        shared = -self._landmark_distances().sum(dim=1, keepdim=True)
+        return shared - self.cfg.collision_penalty * self._collisions_torch().to(self.dtype)
+
+    def done(self) -> torch.Tensor:
+        return torch.zeros(self.n_envs, dtype=torch.bool, device=self.env.state.pos.device)
+
+    def info(self) -> dict[str, torch.Tensor]:
+        dist = self._landmark_distances()
+        return {"landmark_dist": dist, "covered": dist < self.cover_radius, "collisions": self._collisions_torch()}
+
+    def success(self) -> torch.Tensor:
+        """[E] bool: every landmark has an agent within ``cover_radius``."""
+        return (self._landmark_distances() < self.cover_radius).all(dim=1)
+
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``greedy_actions``) for the current state."""
+        return greedy_actions(self.env)
+
+    # --- fused twin -------------------------------------------------------------------------
+
+    def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
+        sk.launch_observe(self, launcher, env_mask, mode)
+
+    def launch_reset(self, launcher: Launcher, env_mask) -> None:
+        sk.launch_reset(self, launcher, env_mask)
+
+
+def greedy_actions(env) -> torch.Tensor:
+    """Scripted controller: assign landmarks to agents greedily (closest free pair first), then
+    drive each agent straight at its landmark at up to full speed.
+
+    Args:
+        env: A spread ``Environment`` (holonomic velocity control).
+
+    Returns:
+        [E, A, 2] velocity commands [m/s] of the env's dtype and device.
+    """
+    sc: SpreadScenario = env.scenario
+    E, A = env.n_envs, env.n_agents
+    pos, landmarks = env.state.pos, sc.landmarks
+    dist = (landmarks.unsqueeze(1) - pos.unsqueeze(2)).square().sum(-1)  # [E, agent, landmark]
+    target = torch.zeros_like(pos)
+    rows = torch.arange(E, device=pos.device)
+    for _ in range(A):
+        flat = dist.flatten(1).argmin(dim=1)
+        agent, landmark = flat // A, flat % A
+        target[rows, agent] = landmarks[rows, landmark]
+        dist[rows, agent, :] = math.inf
+        dist[rows, :, landmark] = math.inf
+    return seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+
+
+register_scenario("spread", SpreadScenario)

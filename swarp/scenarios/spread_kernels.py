@@ -1,0 +1,244 @@
+"""Spread, fused: the Warp twin of ``spread.py`` (observations, rewards, termination, reset).
+
+* ``spread_observe`` (one thread per agent and observation pair on the GPU): writes the
+  observation rows; the thread of an agent's first pair also builds the agent's neighbor list for
+  the next step's contacts, counts its collisions and finds the distance of landmark ``agent`` to
+  its nearest agent (landmarks and agents are equally many, so that covers every landmark once,
+  with no atomics).
+* ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
+* ``spread_reset`` (one thread per env and spawn cell, masked): spawns, headings and landmarks from
+  the counter-based RNG, exactly the draws of the torch reference.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.precision import vec2_type
+from swarp.core.rng import ResetStreams, episode_key
+from swarp.env import episode
+from swarp.physics import neighbors
+from swarp.scenarios import base, fleet, spawn
+
+# Landmark l draws 2 l and 2 l + 1 from here (spawns and headings: ``fleet.py``'s draws).
+DRAW_LANDMARK = wp.constant(fleet.FIRST_FREE_DRAW)
+
+_OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
+_OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
+
+
+@functools.cache
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
+    """Kernels for one precision, neighbor-list width and backend, and agent count."""
+    vec2 = vec2_type(scalar)
+    nbk = neighbors.kernels(scalar, max_neighbors)
+    build_list = nbk.build_grid if grid else nbk.build_brute
+    Query = neighbors.query_struct(scalar)
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    sp = spawn.funcs(scalar)
+    fl = fleet.funcs(scalar)
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    big = scalar(1.0e30)
+
+    @wp.func
+    def obs_pair(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        landmarks: wp.array2d(dtype=vec2),
+        env: int,
+        agent: int,
+        pair: int,
+    ) -> vec2:
+        """Observation entries ``2 pair`` and ``2 pair + 1`` of ``agent`` (see the layout in spread.py)."""
+        n_agents = pos.shape[1]
+        p = pos[env, agent]
+        if pair == 0:
+            return vel[env, agent]
+        if pair == 1:
+            return p
+        if pair < 2 + n_agents:
+            return landmarks[env, pair - 2] - p
+        j = pair - 2 - n_agents  # the other agents in index order, skipping this one
+        if j >= agent:
+            j += 1
+        return pos[env, j] - p
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def spread_observe(
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        landmarks: wp.array2d(dtype=vec2),
+        nq: Query,
+        reach: scalar,
+        cover_radius: scalar,
+        collision_penalty: scalar,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        pairs_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        reward_out: wp.array2d(dtype=scalar),
+        landmark_dist_out: wp.array2d(dtype=scalar),
+        covered_out: wp.array2d(dtype=wp.bool),
+        collisions_out: wp.array2d(dtype=wp.int32),
+    ):
+        # On the GPU one thread per (agent, observation pair): consecutive threads write consecutive
+        # entries of the (wide, 4 A + 2) rows, so stores coalesce; the thread of pair 0 also does
+        # the agent's own work. On the CPU one thread walks a whole env.
+        env, slot, block = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_agents = pos.shape[1]
+        n_pairs = obs_out.shape[2] / 2
+        first = slot * agents_per_thread
+        first_pair = block * pairs_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
+            for pair in range(first_pair, wp.min(first_pair + pairs_per_thread, n_pairs)):
+                value = obs_pair(pos, vel, landmarks, env, agent, pair)
+                obs_out[env, agent, 2 * pair] = value[0]
+                obs_out[env, agent, 2 * pair + 1] = value[1]
+            if block != 0:
+                continue
+            build_list(nq, env, agent)
+            p = pos[env, agent]
+            own_landmark = landmarks[env, agent]
+            nearest = big
+            n_collisions = int(0)
+            for j in range(n_agents):
+                q = pos[env, j]
+                to_landmark = own_landmark - q
+                nearest = wp.min(nearest, wp.sqrt(wp.dot(to_landmark, to_landmark)))
+                delta = q - p
+                if j != agent and wp.dot(delta, delta) < reach * reach:
+                    n_collisions += 1
+            if mode == _OBSERVE_STEP:
+                reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+            if mode != _OBSERVE_ONLY:
+                landmark_dist_out[env, agent] = nearest
+                covered_out[env, agent] = nearest < cover_radius
+                collisions_out[env, agent] = n_collisions
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def spread_finish(
+        landmark_dist: wp.array2d(dtype=scalar),
+        ep: Episode,
+        reward_out: wp.array2d(dtype=scalar),
+    ):
+        env = wp.tid()
+        total = zero
+        for m in range(wp.static(fleet_size)):
+            total += landmark_dist[env, m]
+        for a in range(wp.static(fleet_size)):
+            reward_out[env, a] = -total + reward_out[env, a]
+        end_step(ep, env, False)
+
+    # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    def spread_reset(
+        env_mask: wp.array(dtype=wp.bool),
+        streams: ResetStreams,
+        side: int,
+        world_size: scalar,
+        jitter: scalar,
+        landmark_extent: scalar,
+        cells_per_thread: int,
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        landmarks_out: wp.array2d(dtype=vec2),
+    ):
+        # Agent i spawns in the cell of i-th smallest spawn key; the thread of cell m also draws
+        # landmark m (there are at least as many cells as landmarks).
+        env, slot = wp.tid()
+        if not env_mask[env]:
+            return
+        key = episode_key(streams, env)
+        first = slot * cells_per_thread
+        for cell in range(first, wp.min(first + cells_per_thread, side * side)):
+            if cell < landmarks_out.shape[1]:
+                draw = DRAW_LANDMARK + 2 * cell
+                landmarks_out[env, cell] = vec2(
+                    (sp.uniform(key, draw) * two - one) * landmark_extent,
+                    (sp.uniform(key, draw + 1) * two - one) * landmark_extent,
+                )
+            fl.grid_spawn(key, env, cell, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out)
+
+    return SimpleNamespace(spread_observe=spread_observe, spread_finish=spread_finish, spread_reset=spread_reset)
+
+
+def _kernels_for(sc):
+    stepper = sc.env.stepper
+    return kernels(stepper.scalar, stepper.world.max_neighbors, stepper.neighbor_method == "grid", sc.n_agents)
+
+
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+    """Launch ``spread_observe`` (and, for a step, ``spread_finish``) for the scenario ``sc``.
+
+    The world's grid binning (``World.prepare_neighbors``) must have run: ``spread_observe`` builds
+    the neighbor list of every agent it observes.
+    """
+    k = _kernels_for(sc)
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    state = world.state
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    pairs_per_thread, pair_threads = agents_per_thread(env.device, sc.obs_dim // 2)
+    launcher.launch(
+        k.spread_observe,
+        dim=(sc.n_envs, threads, pair_threads),
+        inputs=[
+            state.pos,
+            state.vel,
+            sc._landmarks,
+            world.neighbor_query(),
+            s(2.0 * c.agent_radius),
+            s(sc.cover_radius),
+            s(c.collision_penalty),
+            env_mask if env_mask is not None else world.neighbors.no_mask,
+            int(env_mask is not None),
+            int(mode),
+            per_thread,
+            pairs_per_thread,
+        ],
+        outputs=[env._obs, env._reward, sc._landmark_dist, sc._covered, sc._collisions],
+        device=env.device,
+    )
+    if mode == base.OBSERVE_STEP:
+        launcher.launch(
+            k.spread_finish,
+            dim=sc.n_envs,
+            inputs=[sc._landmark_dist, env.episode_args],
+            outputs=[env._reward],
+            device=env.device,
+        )
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch the masked ``spread_reset`` for the scenario ``sc``."""
+    k = _kernels_for(sc)
+    env, state = sc.env, sc.world.state
+    s = env.stepper.scalar
+    per_thread, threads = agents_per_thread(env.device, sc.grid.n_cells)
+    launcher.launch(
+        k.spread_reset,
+        dim=(sc.n_envs, threads),
+        inputs=[
+            env_mask,
+            env.reset_streams,
+            sc.grid.side,
+            s(sc.grid.world_size),
+            s(sc.grid.jitter),
+            s(sc.landmark_extent),
+            per_thread,
+        ],
+        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._landmarks],
+        device=env.device,
+    )

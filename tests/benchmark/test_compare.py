@@ -1,0 +1,57 @@
+"""The compare_vmas and compare_sims entry points end to end, on tiny CPU configs."""
+
+import json
+
+import pytest
+
+from swarp.benchmark import compare_sims, compare_vmas
+from swarp.benchmark.compare_sims import matched_options
+from swarp.benchmark.peers import CAMAR_CELL_M, camar_grid_cells
+
+TINY = ["--device", "cpu", "--envs", "4", "--agents", "2", "--steps", "2", "--repeats", "1", "--min-block-s", "0"]
+
+
+def test_compare_vmas_runs_three_isolated_simulators(tmp_path, capsys):
+    pytest.importorskip("vmas", reason="vmas is not installed: pip install vmas==1.5.2")
+    raw, plot = tmp_path / "raw.json", tmp_path / "plot.png"
+    compare_vmas.main(TINY + ["--metric", "both", "--json", str(raw), "--plot", str(plot)])
+    results = json.loads(raw.read_text())
+    assert [(r["sim"], r["variant"], r["status"]) for r in results] == [
+        ("vmas", "default", "ok"),
+        ("vmas", "lower_bound", "ok"),
+        ("swarp", "default", "ok"),
+    ]
+    assert results[2]["matched_to"] == "vmas" and results[2]["conditions"]["agent_radius_m"] == 0.1
+    out = capsys.readouterr().out
+    assert "swarp/vmas" in out and "peak memory" in out
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_sims_pairs_each_peer_with_a_matched_swarp_run(tmp_path, capsys):
+    pytest.importorskip("vmas", reason="vmas is not installed: pip install vmas==1.5.2")
+    raw = tmp_path / "raw.json"
+    compare_sims.main(TINY + ["--sims", "swarp", "vmas", "--json", str(raw)])
+    results = json.loads(raw.read_text())
+    assert [(r["sim"], r["status"], r.get("matched_to")) for r in results] == [
+        ("vmas", "ok", None),
+        ("swarp", "ok", "vmas"),
+    ]
+    assert "== vmas vs swarp (task of vmas)" in capsys.readouterr().out
+
+
+def test_compare_sims_needs_a_peer():
+    with pytest.raises(SystemExit):
+        compare_sims.main(TINY + ["--sims", "swarp"])
+
+
+def test_matched_tasks_follow_the_peers():
+    # CAMAR: same arena side, 3 substeps (frameskip 2), 3 observed neighbors within its 0.3 m window.
+    camar16 = matched_options("camar", 16)
+    assert camar16["world_size"] == pytest.approx(camar_grid_cells(16) * CAMAR_CELL_M / 2) == pytest.approx(1.2)
+    assert (camar16["substeps"], camar16["obs_neighbors"], camar16["auto_reset"]) == (3, 3, False)
+    # JaxMARL MPE: every other agent observed, 25-step episodes reset in the step.
+    mpe16 = matched_options("jaxmarl", 16)
+    assert (mpe16["obs_neighbors"], mpe16["max_steps"], mpe16["auto_reset"]) == (15, 25, True)
+    assert matched_options("vmas", 4)["substeps"] == 2
+    with pytest.raises(ValueError, match="no matched swarp task"):
+        matched_options("brax", 4)

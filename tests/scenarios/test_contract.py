@@ -1,0 +1,257 @@
+"""The contract every fused scenario of the library keeps (``swarp/scenarios/base.py``), checked for
+each registered scenario with its defaults and a short time limit: fused vs torch parity with
+exact flags, identical reset draws, graph vs eager bit-identity, masked resets touching only their
+envs, a single-launch capturable reset, determinism per seed, and no host transfers.
+
+Scenario-specific behaviour (layouts, reward terms, controllers, options) lives in each
+scenario's own test module.
+"""
+
+import pytest
+import torch
+import warp as wp
+from env.test_environment import forbid_host_transfers
+
+import swarp
+from swarp.core.launch import LAUNCH_MODE_ENV
+from swarp.scenarios.base import get_scenario
+from swarp.scenarios.common import tiled_rows
+
+from .helpers import (
+    PARITY_ATOL,
+    CountingLauncher,
+    assert_bit_identical,
+    make_pair,
+    mixed_actions,
+    parity_rollout,
+    random_actions,
+    rollout,
+)
+
+FUSED = [name for name in swarp.scenario_names() if get_scenario(name).fused_available]
+#: Scenarios whose resets round cos/sin in float32 (ring spawns of the body scenarios, see
+#: tests/scenarios/test_body_scenarios.py): reset draws agree to this tolerance, not bit for bit,
+#: and the rollouts' floats to it too. Every other scenario: bit-exact draws, ``PARITY_ATOL`` floats.
+ROUNDED_RESETS = {"transport": 1e-4, "push_t": 1e-4, "balance": 1e-4}
+#: Per-scenario options of the contract runs: a short time limit so rollouts cross auto-resets.
+OPTIONS = {name: dict(max_steps=15) for name in FUSED}
+N_STEPS = 40
+N_ENVS = 6
+#: Scenarios whose fleet size is part of the task (n_agents is fixed).
+FIXED_FLEETS = {"give_way"}
+
+SCENARIOS = pytest.mark.parametrize("name", FUSED)
+
+
+def make_env(name: str, device: str = "cpu", **kwargs) -> swarp.Environment:
+    options = dict(n_envs=N_ENVS, device=device, seed=0, auto_reset=True, **OPTIONS[name])
+    options.update(kwargs)
+    return swarp.make(name, **options)
+
+
+def action_sequence(env: swarp.Environment, n_steps: int, generator: torch.Generator) -> list[torch.Tensor]:
+    return [random_actions(env, generator) for _ in range(n_steps)]
+
+
+@SCENARIOS
+def test_fused_matches_torch_reference_with_defaults(name, generator):
+    seen = parity_rollout(name, dict(OPTIONS[name]), N_STEPS, generator, atol=ROUNDED_RESETS.get(name, PARITY_ATOL))
+    assert seen["truncated"] > 0, "the rollout should cross time limits (auto-resets)"
+
+
+@SCENARIOS
+def test_reset_draws_are_identical_between_fused_and_reference(name):
+    """Both paths draw from the same counter-based stream: the reset state agrees bit for bit."""
+    fused, reference = make_pair(name, **OPTIONS[name])
+    mask = torch.arange(fused.n_envs) % 3 == 0
+    for seed in (0, 1, 123456):
+        fused.reset(seed=seed)
+        reference.reset(seed=seed)
+        for _ in range(2):  # a full reset, then a masked one
+            fused_tensors = {f"state.{k}": getattr(fused.state, k) for k in ("pos", "theta", "vel", "speed", "ang_vel")}
+            fused_tensors.update({f"scenario.{k}": v for k, v in fused.scenario.state_tensors().items()})
+            reference_tensors = {
+                f"state.{k}": getattr(reference.state, k) for k in ("pos", "theta", "vel", "speed", "ang_vel")
+            }
+            reference_tensors.update({f"scenario.{k}": v for k, v in reference.scenario.state_tensors().items()})
+            for key, value in fused_tensors.items():
+                # Memory computed from the draws (prev_*) is equal to rounding; the draws themselves exactly.
+                atol = ROUNDED_RESETS.get(name, PARITY_ATOL if "prev_" in key else 0.0)
+                if atol == 0.0 or not value.is_floating_point():
+                    assert torch.equal(value, reference_tensors[key]), f"seed {seed}: {key}"
+                else:
+                    torch.testing.assert_close(value, reference_tensors[key], atol=atol, rtol=0, msg=f"{key}")
+            atol = ROUNDED_RESETS.get(name, PARITY_ATOL)
+            torch.testing.assert_close(fused.obs, reference.obs, atol=atol, rtol=0)
+            fused.reset_at(mask)
+            reference.reset_at(mask)
+
+
+@SCENARIOS
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+def test_a_shard_draws_what_its_envs_of_the_whole_batch_draw(name, fused):
+    """``env_offset``: resets are keyed by global env index, so a shard replays its slice of the batch."""
+    whole = make_env(name, fused=fused)
+    shard = make_env(name, fused=fused, n_envs=3, env_offset=2)
+    for key in ("pos", "theta"):
+        assert torch.equal(getattr(shard.state, key), getattr(whole.state, key)[2:5]), key
+    assert torch.equal(shard.obs, whole.obs[2:5])
+
+
+@SCENARIOS
+def test_reset_is_one_capturable_launch(name):
+    env = make_env(name)
+    scenario = env.scenario
+    assert scenario.supports_graph_reset()
+    launcher = CountingLauncher()
+    scenario.launch_reset(launcher, env._reset_mask)
+    assert len(launcher.kernels) == 1
+    # The whole step, auto-reset included, is one graph (Warp's CPU graph here).
+    assert env.execution_mode == "graph"
+
+
+@SCENARIOS
+def test_eager_replay_and_graph_are_bit_identical(name, monkeypatch, generator):
+    monkeypatch.setenv(LAUNCH_MODE_ENV, "eager")
+    eager_env = make_env(name, use_graph=False)
+    assert eager_env.execution_mode == "eager"
+    actions = action_sequence(eager_env, N_STEPS, generator)
+    eager = rollout(eager_env, actions)
+    assert sum(int(row["truncated"].sum()) for row in eager) > 0
+    monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
+    replay_env = make_env(name, use_graph=False)
+    assert replay_env.execution_mode == "replay"
+    assert_bit_identical(eager, rollout(replay_env, actions))
+    graph_env = make_env(name)
+    assert graph_env.execution_mode == "graph"
+    assert_bit_identical(eager, rollout(graph_env, actions))
+
+
+@SCENARIOS
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+def test_reset_at_changes_only_masked_envs(name, fused, generator):
+    env = make_env(name, fused=fused, auto_reset=False)
+    for actions in action_sequence(env, 5, generator):
+        env.step(actions)
+    before = env.get_state()
+    mask = torch.arange(N_ENVS) % 2 == 1
+    env.reset_at(mask)
+    after = env.get_state()
+    for key, value in before.items():
+        if value.shape[:1] != (N_ENVS,):
+            assert torch.equal(after[key], value), key  # batch-wide entries (the seed)
+            continue
+        assert torch.equal(after[key][~mask], value[~mask]), f"{key} changed in an env outside the mask"
+    assert not torch.equal(after["state.pos"][mask], before["state.pos"][mask])
+    assert bool((after["env.step_count"][mask] == 0).all())
+    assert torch.equal(after["env.episode"][mask], before["env.episode"][mask] + 1)
+    # Counter-based resets: a masked env's new episode depends on (seed, env, episode) only.
+    full = make_env(name, fused=fused, auto_reset=False)
+    full.reset_at(torch.ones(N_ENVS, dtype=torch.bool))
+    assert torch.equal(full.state.pos[mask], env.state.pos[mask])
+    assert torch.equal(full.obs[mask], env.obs[mask])
+    # An empty mask is a no-op.
+    env.reset_at(torch.zeros(N_ENVS, dtype=torch.bool))
+    assert_bit_identical([env.get_state()], [after])
+
+
+@SCENARIOS
+def test_tiled_observation_rows_equal_the_per_thread_store(name, monkeypatch, generator):
+    """The CUDA step stores observation rows through a tile (shared memory, one coalesced store per
+    block of rows); Warp runs that kernel on the CPU when CPU blocks are enabled. Same bits as the
+    per-thread store, with a partial last block (7 x 5 = 35 rows; 7 x 2 for the two-agent give_way)."""
+    fleet = {} if name in FIXED_FLEETS else {"n_agents": 5}
+    actions = action_sequence(make_env(name, n_envs=7, **fleet), 30, generator)
+    per_thread = rollout(make_env(name, n_envs=7, **fleet), actions)
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+    assert tiled_rows("cpu")
+    assert_bit_identical(per_thread, rollout(make_env(name, n_envs=7, **fleet), actions))
+
+
+@SCENARIOS
+def test_same_seed_same_bits_other_seed_other_bits(name, generator):
+    first = make_env(name, seed=5)
+    actions = action_sequence(first, 30, generator)
+    initial = first.obs.clone()
+    trajectory = rollout(first, actions)
+    assert_bit_identical(trajectory, rollout(make_env(name, seed=5), actions))
+    other = make_env(name, seed=6)
+    assert not torch.equal(other.obs, initial)
+    obs, _ = other.reset(seed=5)
+    assert torch.equal(obs, initial)
+
+
+@SCENARIOS
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+def test_step_and_reset_at_make_no_host_transfers(name, fused, generator):
+    env = make_env(name, fused=fused)
+    actions = action_sequence(env, 20, generator)
+    mask = torch.arange(N_ENVS) % 2 == 0
+    env.step(actions[0])  # the first call records the launches (and may compile)
+    env.reset_at(mask)
+    episode_before = env.episode.clone()
+    with forbid_host_transfers():
+        for step_actions in actions[1:]:
+            env.step(step_actions)
+        env.reset_at(mask)
+        env.reset_at(~mask)
+    assert bool((env.step_count == 0).all())
+    assert bool((env.episode >= episode_before + 1).all())
+
+
+@SCENARIOS
+def test_grad_steps_reach_the_actions_and_leave_the_env_where_no_grad_steps_do(name, generator):
+    """A grad-mode step runs the torch reference (``post_step`` included) on the taped physics: the
+    loss reaches the actions, and the env ends up bit for bit where the same no-grad steps leave it."""
+    plain_env, grad_env = make_env(name, fused=False), make_env(name, fused=False)
+    for t, actions in enumerate(action_sequence(plain_env, 20, generator)):
+        with torch.no_grad():
+            plain_env.step(actions)
+        actions = actions.clone().requires_grad_()
+        obs, reward, terminated, truncated, info = grad_env.step(actions)
+        (obs.sum() + reward.sum()).backward()
+        assert torch.isfinite(actions.grad).all(), f"step {t}"
+        # Where every env was reset, obs are constants and rewards may be discrete (discovery).
+        if not bool((terminated | truncated).all()):
+            assert actions.grad.abs().sum() > 0, f"step {t}"
+        assert_bit_identical([plain_env.get_state()], [grad_env.get_state()])
+    assert int(grad_env.episode.sum()) > 0, "the rollout should cross an auto-reset"
+
+
+@SCENARIOS
+def test_scripted_controller_stays_in_the_action_box(name, generator):
+    env = make_env(name)
+    low, high = env.action_bounds
+    for _ in range(10):
+        actions = mixed_actions(env, generator)
+        assert actions.shape == (N_ENVS, env.n_agents, env.act_dim) and actions.dtype == env.dtype
+        env.step(actions)
+    try:
+        scripted = env.scenario.scripted_actions()
+    except NotImplementedError:
+        pytest.skip(f"{name} has no scripted controller")
+    assert bool(((scripted >= low) & (scripted <= high)).all())
+
+
+# --- CUDA -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@SCENARIOS
+def test_graph_and_replay_are_bit_identical_on_cuda(name, generator):
+    graph_env = make_env(name, device="cuda:0", n_envs=64)
+    assert graph_env.graph_mode
+    actions = [a.to("cuda:0") for a in action_sequence(make_env(name, n_envs=64), N_STEPS, generator)]
+    graph = rollout(graph_env, actions)
+    assert_bit_identical(graph, rollout(make_env(name, device="cuda:0", n_envs=64, use_graph=False), actions))
+
+
+@pytest.mark.gpu
+@SCENARIOS
+def test_cuda_resets_match_the_cpu(name):
+    """The same kernels on the GPU draw the same resets as on the CPU (to float32 rounding: the CUDA
+    compiler may fuse a multiply-add the CPU build rounds twice)."""
+    cpu, gpu = make_env(name), make_env(name, device="cuda:0")
+    for key in ("pos", "theta"):
+        torch.testing.assert_close(getattr(gpu.state, key).cpu(), getattr(cpu.state, key), atol=1e-6, rtol=0)
+    torch.testing.assert_close(gpu.obs.cpu(), cpu.obs, atol=1e-5, rtol=0)
