@@ -15,7 +15,8 @@ n+6:n+9        3      body rates [rad/s]
 Actions are the four rotor thrusts [N] (``env.action_bounds``: ``[0, max_thrust]``). Reward:
 navigation's, minus ``altitude_penalty * |z - altitude|`` per agent and step. Resets put every
 drone at ``altitude``, level, yawed to navigation's random heading, at rest. The fused twin is the
-two small kernels below, launched around navigation's.
+observe kernel below, launched between navigation's two, and navigation's reset kernel compiled
+with the drone fields (one launch).
 """
 
 import functools
@@ -64,11 +65,10 @@ class DroneNavigationConfig(NavigationConfig):
 
 @functools.cache
 def kernels(scalar: type) -> SimpleNamespace:
-    """The variant's observe and reset kernels for one precision."""
+    """The variant's observe kernel for one precision (its reset is navigation's ``nav_reset``,
+    compiled with the drone fields)."""
     vec3 = wp.types.vector(3, scalar)
     quat = wp.types.quaternion(scalar)
-    zero = scalar(0.0)
-    half = scalar(0.5)
 
     @wp.kernel(enable_backward=False, module="unique")
     def drone_observe(
@@ -103,29 +103,7 @@ def kernels(scalar: type) -> SimpleNamespace:
             if mode == _OBSERVE_STEP:
                 reward_out[env, agent] = reward_out[env, agent] - altitude_penalty * wp.abs(error)
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def drone_reset(
-        env_mask: wp.array(dtype=wp.bool),
-        altitude: scalar,
-        theta: wp.array2d(dtype=scalar),
-        agents_per_thread: int,
-        pos_z_out: wp.array2d(dtype=scalar),
-        vel_z_out: wp.array2d(dtype=scalar),
-        attitude_out: wp.array2d(dtype=quat),
-        omega_out: wp.array2d(dtype=vec3),
-    ):
-        env, slot = wp.tid()
-        if not env_mask[env]:
-            return
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, theta.shape[1])):
-            yaw = theta[env, agent] * half
-            pos_z_out[env, agent] = altitude
-            vel_z_out[env, agent] = zero
-            attitude_out[env, agent] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
-            omega_out[env, agent] = vec3(zero, zero, zero)
-
-    return SimpleNamespace(drone_observe=drone_observe, drone_reset=drone_reset)
+    return SimpleNamespace(drone_observe=drone_observe)
 
 
 class DroneNavigationScenario(NavigationScenario):
@@ -191,19 +169,6 @@ class DroneNavigationScenario(NavigationScenario):
             )
 
         nk.launch_observe(self, launcher, env_mask, mode, before_finish=drone_columns)
-
-    def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        nk.launch_reset(self, launcher, env_mask)
-        env, state = self.env, self.world.state
-        s = env.stepper.scalar
-        per_thread, threads = agents_per_thread(env.device, self.n_agents)
-        launcher.launch(
-            kernels(s).drone_reset,
-            dim=(self.n_envs, threads),
-            inputs=[env_mask, s(self.cfg.altitude), state.theta, per_thread],
-            outputs=[state.pos_z, state.vel_z, state.quat, state.omega],
-            device=env.device,
-        )
 
 
 register_scenario("drone_navigation", DroneNavigationScenario)
