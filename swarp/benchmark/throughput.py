@@ -5,6 +5,7 @@
     python -m swarp.benchmark.throughput --reset-cost        # auto_reset off / realistic / worst case
     python -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4   # a body scenario
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32       # lidar cost
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --scenario drone_navigation  # 6-DOF drones
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on random  # per-env params
 
 Each cell times ``env.step(actions)`` on a scenario (default navigation, with neighbor observations) with the given

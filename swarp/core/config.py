@@ -23,12 +23,18 @@ class DynamicsModel(enum.IntEnum):
                                          (forward accel [m/s^2], yaw accel [rad/s^2])
     ``KINEMATIC_BICYCLE``     2          (speed [m/s], steering angle [rad]) /
                                          (accel [m/s^2], steering angle [rad])
+    ``DRONE``                 4          four rotor thrusts [N] (either control mode)
     ========================  =========  ======================================================
+
+    ``DRONE`` is a 6-DOF quadrotor (``swarp/physics/drone.py``): quaternion attitude, body rates,
+    gravity, linear drag; its planar fields (pos, vel, theta, speed, ang_vel) hold the projection
+    onto the ground plane, where its contacts act.
     """
 
     HOLONOMIC = 0
     DIFF_DRIVE = 1
     KINEMATIC_BICYCLE = 2
+    DRONE = 3
 
 
 #: Number of action components each dynamics model consumes. ``act_dim`` of a fleet is the max.
@@ -36,6 +42,7 @@ ACTION_ARITY: dict[DynamicsModel, int] = {
     DynamicsModel.HOLONOMIC: 2,
     DynamicsModel.DIFF_DRIVE: 2,
     DynamicsModel.KINEMATIC_BICYCLE: 2,
+    DynamicsModel.DRONE: 4,
 }
 
 
@@ -109,7 +116,14 @@ class AgentConfig:
         rear_axle_ratio: Rear axle to centre of mass distance as a fraction of the wheelbase,
             in (0, 1]; sets the slip angle of the bicycle.
         max_steer: Steering-angle limit [rad] of the kinematic bicycle, in [0, pi/2).
-        drag: Linear velocity damping [1/s] of holonomic agents under ACCELERATION control.
+        drag: Linear velocity damping [1/s] of holonomic agents under ACCELERATION control and
+            of drones (3-D velocity).
+        arm_length: Drone: distance [m] from the centre to each rotor ("+" layout: rotors on the
+            body +x, +y, -x, -y axes).
+        inertia_x, inertia_y, inertia_z: Drone: principal moments of inertia [kg m^2].
+        yaw_moment: Drone: reaction torque per unit thrust [m] (rotors 0 and 2 spin one way, 1 and
+            3 the other: yaw torque ``yaw_moment * (f0 - f1 + f2 - f3)``).
+        max_thrust: Drone: thrust limit [N] of each rotor (commands are clamped to [0, max_thrust]).
     """
 
     model: DynamicsModel = DynamicsModel.HOLONOMIC
@@ -124,13 +138,28 @@ class AgentConfig:
     rear_axle_ratio: float = 0.5
     max_steer: float = 0.6
     drag: float = 0.0
+    arm_length: float = 0.1
+    inertia_x: float = 0.01
+    inertia_y: float = 0.01
+    inertia_z: float = 0.02
+    yaw_moment: float = 0.02
+    max_thrust: float = 5.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", _coerce_enum(DynamicsModel, self.model, "AgentConfig.model"))
         object.__setattr__(self, "ctrl_mode", _coerce_enum(ControlMode, self.ctrl_mode, "AgentConfig.ctrl_mode"))
-        for name in ("radius", "mass", "wheelbase"):
+        for name in ("radius", "mass", "wheelbase", "arm_length", "inertia_x", "inertia_y", "inertia_z"):
             _check_positive(f"AgentConfig.{name}", getattr(self, name))
-        for name in ("max_speed", "max_accel", "max_ang_vel", "max_ang_accel", "drag", "max_steer"):
+        for name in (
+            "max_speed",
+            "max_accel",
+            "max_ang_vel",
+            "max_ang_accel",
+            "drag",
+            "max_steer",
+            "yaw_moment",
+            "max_thrust",
+        ):
             _check_positive(f"AgentConfig.{name}", getattr(self, name), allow_zero=True)
         if not 0.0 < self.rear_axle_ratio <= 1.0:
             raise ValueError(f"AgentConfig.rear_axle_ratio must be in (0, 1], got {self.rear_axle_ratio}")
@@ -224,6 +253,7 @@ class WorldConfig:
         obstacles: Static obstacles shared by every env (scenarios may install per-env ones).
         bodies: Movable rigid bodies (``Body``) present in every env; their poses live in the state.
         joints: Distance/rod joints (``Joint``) between an agent and a body or two bodies.
+        gravity: Gravitational acceleration [m/s^2] pulling drones down (-z); planar agents ignore it.
     """
 
     bounds: tuple[float, float, float, float] | float | None = None
@@ -238,6 +268,7 @@ class WorldConfig:
     obstacles: tuple[Obstacle, ...] = field(default_factory=tuple)
     bodies: tuple[Body, ...] = field(default_factory=tuple)
     joints: tuple[Joint, ...] = field(default_factory=tuple)
+    gravity: float = 9.81
 
     def __post_init__(self) -> None:
         if self.bounds is not None:
@@ -257,6 +288,7 @@ class WorldConfig:
             raise TypeError(f"WorldConfig.collisions must be a bool, got {self.collisions!r}")
         _check_positive("WorldConfig.collision_k", self.collision_k, allow_zero=True)
         _check_positive("WorldConfig.collision_damping", self.collision_damping, allow_zero=True)
+        _check_positive("WorldConfig.gravity", self.gravity, allow_zero=True)
         if isinstance(self.max_neighbors, bool) or not isinstance(self.max_neighbors, int) or self.max_neighbors < 1:
             raise ValueError(f"WorldConfig.max_neighbors must be an int >= 1, got {self.max_neighbors!r}")
         if self.neighbor_radius is not None:

@@ -41,7 +41,16 @@ DRAW_PARAMS = 1 << 24
 _DRAW_PARAMS = wp.constant(DRAW_PARAMS)
 _N_PARAMS = wp.constant(len(_PARAM_FIELDS))
 
-_STRICTLY_POSITIVE = ("radius", "mass", "wheelbase", "rear_axle_ratio")
+_STRICTLY_POSITIVE = (
+    "radius",
+    "mass",
+    "wheelbase",
+    "rear_axle_ratio",
+    "arm_length",
+    "inertia_x",
+    "inertia_y",
+    "inertia_z",
+)
 
 
 def param_column(name: str) -> int:

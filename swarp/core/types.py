@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
+from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig
 from swarp.core.precision import vec2_type
 
 # Columns of the per-agent parameter table ``Model.params`` [E_p, A, P]. Kernels read them by name.
@@ -28,7 +28,13 @@ PARAM_WHEELBASE = 6  # [m]
 PARAM_REAR_RATIO = 7  # [-]
 PARAM_MAX_STEER = 8  # [rad]
 PARAM_DRAG = 9  # [1/s]
-N_PARAMS = 10
+PARAM_ARM_LENGTH = 10  # [m] (drone)
+PARAM_INERTIA_X = 11  # [kg m^2] (drone; y and z follow)
+PARAM_INERTIA_Y = 12
+PARAM_INERTIA_Z = 13
+PARAM_YAW_MOMENT = 14  # [m] (drone)
+PARAM_MAX_THRUST = 15  # [N] (drone, per rotor)
+N_PARAMS = 16
 
 #: Relative margin on the contact distance ``2 * max_radius`` when sizing neighbor lists [-].
 CONTACT_MARGIN = 0.25
@@ -44,6 +50,12 @@ _PARAM_FIELDS = (
     "rear_axle_ratio",
     "max_steer",
     "drag",
+    "arm_length",
+    "inertia_x",
+    "inertia_y",
+    "inertia_z",
+    "yaw_moment",
+    "max_thrust",
 )
 
 
@@ -54,8 +66,16 @@ class TorchState(NamedTuple):
         pos: [E, A, 2] position [m].
         theta: [E, A] heading [rad], wrapped to [-pi, pi).
         vel: [E, A, 2] world-frame velocity [m/s].
-        speed: [E, A] signed forward speed [m/s] (diff drive, bicycle); |vel| for holonomic agents.
+        speed: [E, A] signed forward speed [m/s] (diff drive, bicycle); |vel| for holonomic agents
+            and drones.
         ang_vel: [E, A] yaw rate [rad/s].
+
+    The four 6-DOF drone fields (``DynamicsModel.DRONE``; planar agents neither read nor write
+    them) default to ``None``, which ``complete_state`` fills with zeros and the identity attitude:
+        pos_z: [E, A] altitude [m].
+        vel_z: [E, A] vertical velocity [m/s].
+        quat: [E, A, 4] attitude quaternion (x, y, z, w) rotating body to world.
+        omega: [E, A, 3] body angular rates [rad/s].
     """
 
     pos: torch.Tensor
@@ -63,19 +83,31 @@ class TorchState(NamedTuple):
     vel: torch.Tensor
     speed: torch.Tensor
     ang_vel: torch.Tensor
+    pos_z: torch.Tensor | None = None
+    vel_z: torch.Tensor | None = None
+    quat: torch.Tensor | None = None
+    omega: torch.Tensor | None = None
 
 
 STATE_FIELDS = TorchState._fields
+#: The fields every dynamics model integrates (the first five).
+PLANAR_FIELDS = STATE_FIELDS[:5]
+#: The 6-DOF fields only drones integrate (present in a step's state when the fleet has drones).
+DRONE_FIELDS = STATE_FIELDS[5:]
 
 
 class TorchStateWithBodies(NamedTuple):
     """``TorchState`` plus the movable rigid bodies (worlds with ``WorldConfig.bodies``).
 
-    Fields: the five agent fields of ``TorchState``, then (``B`` bodies, SI units):
+    Fields: the nine fields of ``TorchState`` (the drone ones may be ``None``, as there), then
+    (``B`` bodies, SI units):
         body_pos: [E, B, 2] centre-of-mass position [m].
         body_theta: [E, B] orientation [rad], wrapped to [-pi, pi).
         body_vel: [E, B, 2] centre-of-mass velocity [m/s].
         body_ang_vel: [E, B] angular velocity [rad/s].
+
+    The body fields default to ``None`` only because they follow defaulted fields (a NamedTuple
+    rule); a step of a world with bodies requires all four (build it with keywords).
     """
 
     pos: torch.Tensor
@@ -83,19 +115,56 @@ class TorchStateWithBodies(NamedTuple):
     vel: torch.Tensor
     speed: torch.Tensor
     ang_vel: torch.Tensor
-    body_pos: torch.Tensor
-    body_theta: torch.Tensor
-    body_vel: torch.Tensor
-    body_ang_vel: torch.Tensor
+    pos_z: torch.Tensor | None = None
+    vel_z: torch.Tensor | None = None
+    quat: torch.Tensor | None = None
+    omega: torch.Tensor | None = None
+    body_pos: torch.Tensor | None = None
+    body_theta: torch.Tensor | None = None
+    body_vel: torch.Tensor | None = None
+    body_ang_vel: torch.Tensor | None = None
 
 
 BODY_FIELDS = TorchStateWithBodies._fields[len(STATE_FIELDS) :]
-#: State fields stored as ``vec2`` arrays (a trailing torch dimension of 2).
-VECTOR_FIELDS = ("pos", "vel", "body_pos", "body_vel")
+#: Trailing torch dimension of each state field (none for scalars).
+FIELD_WIDTH = {"pos": 2, "vel": 2, "quat": 4, "omega": 3, "body_pos": 2, "body_vel": 2}
+
+
+def state_fields(drones: bool, bodies: bool) -> tuple[str, ...]:
+    """The fields a ``State`` holds, in ``TorchStateWithBodies`` order: the planar five, the drone
+    four with ``drones``, the body four with ``bodies``."""
+    return PLANAR_FIELDS + (DRONE_FIELDS if drones else ()) + (BODY_FIELDS if bodies else ())
+
+
+def field_dtype(name: str, scalar: type):
+    """Warp dtype of the state field ``name`` at precision ``scalar``."""
+    width = FIELD_WIDTH.get(name)
+    if name == "quat":
+        return wp.types.quaternion(scalar)
+    return scalar if width is None else wp.types.vector(width, scalar)
+
+
+def complete_state(state: TorchState | TorchStateWithBodies) -> TorchState | TorchStateWithBodies:
+    """``state`` with missing drone fields filled: zero altitude, vertical velocity and body rates,
+    identity attitude (fresh tensors shaped, typed and placed like ``state.theta``)."""
+    if all(getattr(state, name) is not None for name in DRONE_FIELDS):
+        return state
+    theta = state.theta
+    if not isinstance(theta, torch.Tensor):
+        raise TypeError(f"state.theta must be a torch.Tensor, got {type(theta).__name__}")
+    fill = {}
+    for name in DRONE_FIELDS:
+        if getattr(state, name) is None:
+            width = FIELD_WIDTH.get(name)
+            value = theta.new_zeros(*theta.shape, *((width,) if width else ()))
+            if name == "quat":
+                value[..., 3] = 1.0
+            fill[name] = value
+    return state._replace(**fill)
 
 
 class State:
-    """Dynamic per-agent state of ``n_envs`` worlds as structure-of-arrays Warp arrays.
+    """Dynamic per-agent (and per-body) state of ``n_envs`` worlds as structure-of-arrays Warp arrays.
 
     Attributes:
         pos: ``wp.array2d(vec2)`` [E, A] position [m].
@@ -103,10 +172,17 @@ class State:
         vel: ``wp.array2d(vec2)`` [E, A] world-frame velocity [m/s].
         speed: ``wp.array2d(scalar)`` [E, A] forward speed [m/s].
         ang_vel: ``wp.array2d(scalar)`` [E, A] yaw rate [rad/s].
+        pos_z, vel_z: ``wp.array2d(scalar)`` [E, A] altitude [m] and vertical velocity [m/s] (drones).
+        quat: ``wp.array2d(quat)`` [E, A] attitude (x, y, z, w), identity at allocation (drones).
+        omega: ``wp.array2d(vec3)`` [E, A] body rates [rad/s] (drones).
         body_pos, body_theta, body_vel, body_ang_vel: with ``n_bodies > 0`` only, the [E, B] body
             arrays of ``TorchStateWithBodies`` (vec2 for positions and velocities).
-        fields: The field names, in order: ``STATE_FIELDS`` (+ ``BODY_FIELDS`` with bodies).
-        torch: ``TorchState`` (or ``TorchStateWithBodies``) of zero-copy views of the arrays, built once.
+        fields: The fields this state holds (``state_fields``): the drone four only with
+            ``drones`` (a fleet without drones never integrates them, so its step scratch does not
+            carry them), the body four only with ``n_bodies > 0``. Absent fields' attributes and
+            ``torch`` views are ``None``.
+        torch: ``TorchState`` (``TorchStateWithBodies`` with bodies) of zero-copy views of the
+            arrays, built once.
     """
 
     def __init__(
@@ -116,38 +192,61 @@ class State:
         scalar: type,
         device: str,
         requires_grad: bool = False,
+        drones: bool = True,
         n_bodies: int = 0,
     ):
-        vec2 = vec2_type(scalar)
         self.n_envs, self.n_agents, self.scalar, self.device = n_envs, n_agents, scalar, device
         self.n_bodies = n_bodies
-        self.fields = STATE_FIELDS + (BODY_FIELDS if n_bodies else ())
-        for name in self.fields:
-            shape = (n_envs, n_bodies if name in BODY_FIELDS else n_agents)
-            dtype = vec2 if name in VECTOR_FIELDS else scalar
-            setattr(self, name, wp.zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad))
-        views = (wp.to_torch(getattr(self, name), requires_grad=False) for name in self.fields)
-        self.torch = TorchStateWithBodies(*views) if n_bodies else TorchState(*views)
+        self.fields = state_fields(drones, n_bodies > 0)
+        kind = TorchStateWithBodies if n_bodies else TorchState
+        for name in kind._fields:
+            array = None
+            if name in self.fields:
+                shape = (n_envs, n_bodies if name in BODY_FIELDS else n_agents)
+                array = wp.zeros(shape, dtype=field_dtype(name, scalar), device=device, requires_grad=requires_grad)
+            setattr(self, name, array)
+        if drones:
+            wp.to_torch(self.quat, requires_grad=False)[..., 3] = 1.0
+        self.torch = kind(*(self._view(name) for name in kind._fields))
+
+    def _view(self, name: str) -> torch.Tensor | None:
+        array = getattr(self, name)
+        return None if array is None else wp.to_torch(array, requires_grad=False)
 
     @classmethod
-    def from_torch(cls, state: TorchState | TorchStateWithBodies, scalar: type) -> State:
-        """Wrap the tensors of ``state`` as Warp arrays without copying (they must be contiguous)."""
+    def from_torch(cls, state: TorchState | TorchStateWithBodies, scalar: type, drones: bool = True) -> State:
+        """Wrap the tensors of ``state`` as Warp arrays without copying (they must be contiguous).
+
+        With ``drones`` missing drone fields are filled by ``complete_state`` (which allocates);
+        without, the drone fields are left out. A ``TorchStateWithBodies`` gives a state with bodies.
+        """
         self = cls.__new__(cls)
-        vec2 = vec2_type(scalar)
+        bodies = isinstance(state, TorchStateWithBodies)
+        self.fields = state_fields(drones, bodies)
+        state = complete_state(state) if drones else state._replace(**dict.fromkeys(DRONE_FIELDS))
         self.n_envs, self.n_agents = state.pos.shape[:2]
+        self.n_bodies = state.body_pos.shape[1] if bodies else 0
         self.scalar, self.device = scalar, str(wp.device_from_torch(state.pos.device))
-        self.fields = tuple(state._fields)
-        self.n_bodies = state.body_pos.shape[1] if len(self.fields) > len(STATE_FIELDS) else 0
-        for name in self.fields:
+        for name in state._fields:
             tensor = getattr(state, name)
-            dtype = vec2 if name in VECTOR_FIELDS else scalar
-            setattr(self, name, wp.from_torch(tensor, dtype=dtype, requires_grad=tensor.requires_grad))
+            array = None
+            if name in self.fields:
+                array = wp.from_torch(tensor, dtype=field_dtype(name, scalar), requires_grad=tensor.requires_grad)
+            setattr(self, name, array)
         self.torch = state
         return self
 
     def arrays(self) -> tuple[wp.array, ...]:
-        """The state arrays in ``fields`` order (the five agent arrays, then the four body arrays)."""
+        """The arrays of ``fields``, in order (planar, drone, body)."""
         return tuple(getattr(self, name) for name in self.fields)
+
+    def planar_arrays(self) -> tuple[wp.array, ...]:
+        """The five arrays every model integrates (pos, theta, vel, speed, ang_vel)."""
+        return tuple(getattr(self, name) for name in PLANAR_FIELDS)
+
+    def agent_arrays(self) -> tuple[wp.array, ...]:
+        """The planar then drone arrays (the drone kernel's nine; requires the drone fields)."""
+        return tuple(getattr(self, name) for name in STATE_FIELDS)
 
     def assign(self, other: State) -> None:
         """Copy every field of ``other`` into this state's own arrays (device-side, no sync)."""
@@ -237,6 +336,7 @@ class Model:
         self.ctrl_modes = wp.array(
             np.array([int(cfg.ctrl_mode) for cfg in agents], np.int32), dtype=wp.int32, device=device
         )
+        self.has_drones = any(cfg.model == DynamicsModel.DRONE for cfg in agents)
         self.max_radius = max(cfg.radius for cfg in agents)
         max_speed = max(cfg.max_speed for cfg in agents)
         closing = 2.0 * max_speed * dt * (substeps - 1) / substeps
@@ -308,13 +408,16 @@ class Model:
         """``(low, high)`` [A, act_dim]: the physical box each agent's actions are clamped to.
 
         Velocity-controlled holonomic agents clamp the *norm* of their command to max_speed (the
-        box is its bounding box); components an agent does not use have bounds (0, 0).
+        box is its bounding box); drones clamp each rotor thrust to [0, max_thrust]; components an
+        agent does not use have bounds (0, 0).
         """
-        from swarp.core.config import ControlMode, DynamicsModel
-
         high = torch.zeros(self.n_agents, self.act_dim, dtype=dtype)
+        low = torch.zeros(self.n_agents, self.act_dim, dtype=dtype)
         for i, cfg in enumerate(self.agents):
             velocity = cfg.ctrl_mode == ControlMode.VELOCITY
+            if cfg.model == DynamicsModel.DRONE:
+                high[i, :4] = cfg.max_thrust
+                continue
             if cfg.model == DynamicsModel.HOLONOMIC:
                 limits = [cfg.max_speed if velocity else cfg.max_accel] * 2
             elif cfg.model == DynamicsModel.DIFF_DRIVE:
@@ -322,8 +425,8 @@ class Model:
             else:
                 limits = [cfg.max_speed if velocity else cfg.max_accel, cfg.max_steer]
             high[i, : len(limits)] = torch.tensor(limits, dtype=dtype)
-        high = high.to(device)
-        return -high, high
+            low[i, : len(limits)] = -high[i, : len(limits)]
+        return low.to(device), high.to(device)
 
     def bounds_vectors(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """World bounds as ``(lower, upper)`` corners [m]; infinite when unbounded."""

@@ -26,19 +26,32 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.precision import vec2_type
-from swarp.core.types import STATE_FIELDS, VECTOR_FIELDS, State, TorchState, TorchStateWithBodies
+from swarp.core.types import (
+    BODY_FIELDS,
+    FIELD_WIDTH,
+    STATE_FIELDS,
+    State,
+    TorchState,
+    TorchStateWithBodies,
+    complete_state,
+    field_dtype,
+    state_fields,
+)
 from swarp.env.runtime import TorchStreamScope
 from swarp.physics.neighbors import NeighborBuffers
 from swarp.physics.step import Stepper, StepScratch
 
-#: State fields stored as Warp ``vec2`` arrays (a trailing torch dimension of 2).
-_VECTOR_FIELDS = VECTOR_FIELDS
+
+def step_fields(stepper: Stepper) -> tuple[str, ...]:
+    """The state fields a step of ``stepper`` reads and writes, in order: the five planar ones,
+    the four drone ones when the fleet has drones (otherwise they pass through untouched), the
+    four body ones when the world has bodies."""
+    return state_fields(stepper.model.has_drones, stepper.n_bodies > 0)
 
 
-def state_type(n_fields: int) -> type:
-    """``TorchState`` for 5 tensors, ``TorchStateWithBodies`` for 9 (a world with bodies)."""
-    return TorchState if n_fields == len(STATE_FIELDS) else TorchStateWithBodies
+def n_fields(stepper: Stepper) -> int:
+    """How many state tensors a step of ``stepper`` reads and writes (``len(step_fields)``)."""
+    return len(step_fields(stepper))
 
 
 # --- buffers --------------------------------------------------------------------------------
@@ -67,7 +80,7 @@ class _StepperCache:
         buffers = self.no_grad.get(n_envs)
         if buffers is None:
             buffers = _NoGradBuffers(
-                states=(stepper.allocate_state(n_envs), stepper.allocate_state(n_envs)),
+                states=tuple(stepper.allocate_state(n_envs, drones=stepper.model.has_drones) for _ in range(2)),
                 neighbors=stepper.allocate_neighbors(n_envs),
                 forces=stepper.allocate_forces(n_envs),
             )
@@ -173,31 +186,48 @@ class GradRing:
 
 
 def _wrap(tensor: torch.Tensor, name: str, scalar: type) -> wp.array:
-    dtype = vec2_type(scalar) if name in _VECTOR_FIELDS else scalar
+    dtype = field_dtype(name, scalar) if name in TorchStateWithBodies._fields else scalar
     return wp.from_torch(tensor, dtype=dtype, requires_grad=False)
 
 
-def _wrap_state(tensors: tuple[torch.Tensor, ...], scalar: type) -> State:
-    return State.from_torch(state_type(len(tensors))(*tensors), scalar)
+def _wrap_state(stepper: Stepper, tensors: tuple[torch.Tensor, ...]) -> State:
+    """A ``State`` over ``tensors``, the ``step_fields(stepper)`` in order."""
+    names = step_fields(stepper)
+    if len(tensors) != len(names):
+        raise ValueError(f"expected the {len(names)} state tensors {list(names)}, got {len(tensors)}")
+    kind = TorchStateWithBodies if stepper.n_bodies else TorchState
+    state = kind(**dict(zip(names, tensors, strict=True)))
+    return State.from_torch(state, stepper.scalar, drones=stepper.model.has_drones)
+
+
+def _complete(stepper: Stepper, state, name: str = "state") -> TorchState | TorchStateWithBodies:
+    """``state`` as the stepper's state type (``TorchStateWithBodies`` for a world with bodies,
+    else ``TorchState``, which a plain tuple of its 5 to 9 leading fields also gives), missing
+    drone fields filled (``complete_state``)."""
+    kind = TorchStateWithBodies if stepper.n_bodies else TorchState
+    if isinstance(state, TorchStateWithBodies) != bool(stepper.n_bodies):
+        raise TypeError(
+            f"{name} must be a {kind.__name__} (the stepper has {stepper.n_bodies} bodies), got {type(state).__name__}"
+        )
+    if not isinstance(state, TorchStateWithBodies):
+        if not isinstance(state, tuple) or not 5 <= len(state) <= len(STATE_FIELDS):
+            raise TypeError(f"{name} must be a TorchState with fields {list(STATE_FIELDS)}, got {type(state).__name__}")
+        state = TorchState(*state)
+    return complete_state(state)
 
 
 def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> int:
-    """Validate ``state`` against ``stepper``; return its batch size E."""
-    kind = state_type(len(STATE_FIELDS) + (4 if stepper.n_bodies else 0))
-    if not isinstance(state, tuple) or len(state) != len(kind._fields):
-        raise TypeError(
-            f"{name} must be a {kind.__name__} with fields {list(kind._fields)} (the stepper has "
-            f"{stepper.n_bodies} bodies), got {type(state).__name__}"
-        )
-    pos = state[0]
+    """Validate ``state`` (completed by ``_complete``) against ``stepper``; return its batch size E."""
+    pos = state.pos
     if not isinstance(pos, torch.Tensor) or pos.dim() != 3:
         raise ValueError(f"{name}.pos must be a [n_envs, n_agents, 2] tensor")
     n_envs = pos.shape[0]
-    for field, tensor in zip(kind._fields, state, strict=True):
+    for field, tensor in zip(state._fields, state, strict=True):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name}.{field} must be a torch.Tensor, got {type(tensor).__name__}")
-        count = stepper.n_bodies if field.startswith("body_") else stepper.n_agents
-        expected = (n_envs, count, 2) if field in _VECTOR_FIELDS else (n_envs, count)
+        count = stepper.n_bodies if field in BODY_FIELDS else stepper.n_agents
+        width = FIELD_WIDTH.get(field)
+        expected = (n_envs, count, *((width,) if width else ()))
         if tuple(tensor.shape) != expected:
             raise ValueError(f"{name}.{field} must have shape {list(expected)}, got {list(tensor.shape)}")
         if tensor.dtype != stepper.torch_dtype:
@@ -207,11 +237,11 @@ def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> in
     return n_envs
 
 
-def _views(state: State) -> TorchState:
-    """New zero-copy torch views of ``state``'s arrays: new tensor objects every call, so autograd
-    never re-targets a tensor handed out before (ring slots are reused)."""
-    arrays = state.arrays()
-    return state_type(len(arrays))(*(wp.to_torch(array, requires_grad=False) for array in arrays))
+def _views(state: State) -> tuple[torch.Tensor, ...]:
+    """New zero-copy torch views of ``state``'s arrays (its ``fields``, in order): new tensor
+    objects every call, so autograd never re-targets a tensor handed out before (ring slots are
+    reused)."""
+    return tuple(wp.to_torch(array, requires_grad=False) for array in state.arrays())
 
 
 # --- the taped step and its backward (shared with swarp.interop.compile) ---------------------
@@ -222,7 +252,7 @@ class TapedStep:
     """What the backward of one taped step needs: the tape, the arrays it read and wrote."""
 
     tape: wp.Tape
-    inputs: tuple[wp.array, ...]  # the state arrays (5, or 9 with bodies) then the actions, wrapping torch tensors
+    inputs: tuple[wp.array, ...]  # the step_fields arrays then the actions, wrapping torch tensors
     scratch: StepScratch
     output: State
 
@@ -233,13 +263,12 @@ def record_step(
     invalid_flag: wp.array,
     scratch: StepScratch | None = None,
 ) -> TapedStep:
-    """Run one step on a fresh tape from contiguous ``inputs`` (state fields, then actions last).
+    """Run one step on a fresh tape from contiguous ``inputs`` (the ``step_fields``, then actions last).
 
     Every array the step writes is ``scratch`` (fresh when ``None``); the inputs are only read.
     """
-    scalar = stepper.scalar
-    state_in = _wrap_state(inputs[:-1], scalar)
-    actions = _wrap(inputs[-1], "actions", scalar)
+    state_in = _wrap_state(stepper, inputs[:-1])
+    actions = _wrap(inputs[-1], "actions", stepper.scalar)
     if scratch is None:
         scratch = stepper.allocate_scratch(state_in.n_envs, requires_grad=True)
     tape = wp.Tape()
@@ -305,8 +334,11 @@ class _WarpStep(torch.autograd.Function):
         return None, None, None, grads[-1] if needs[3] else None, *state_grads
 
 
-def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, invalid_flag: wp.array) -> TorchState:
-    """The tape-free step into recycled buffers (no allocation once warm for this batch size)."""
+def _no_grad_step(
+    stepper: Stepper, state: TorchState, actions: torch.Tensor, invalid_flag: wp.array
+) -> tuple[torch.Tensor, ...]:
+    """The tape-free step into recycled buffers (no allocation once warm for this batch size); the
+    result is the buffer's views of the ``step_fields``."""
     n_envs = state.pos.shape[0]
     cache = _cache(stepper)
     buffers = cache.no_grad_buffers(stepper, n_envs)
@@ -315,12 +347,17 @@ def _no_grad_step(stepper: Stepper, state: TorchState, actions: torch.Tensor, in
     out = second if state.pos.data_ptr() == first.torch.pos.data_ptr() else first
     if any(getattr(state, name).data_ptr() == getattr(out.torch, name).data_ptr() for name in out.fields):
         out = second if out is first else first
-    scalar = stepper.scalar
-    state_in = _wrap_state(tuple(t.contiguous() for t in state), scalar)
-    actions_in = _wrap(actions.contiguous(), "actions", scalar)
+    state_in = _wrap_state(stepper, tuple(getattr(state, name).contiguous() for name in step_fields(stepper)))
+    actions_in = _wrap(actions.contiguous(), "actions", stepper.scalar)
     with cache.streams.scope():
         stepper.simulate_into(state_in, actions_in, buffers.neighbors, buffers.forces, out, invalid_flag)
-    return out.torch
+    return tuple(getattr(out.torch, name) for name in out.fields)
+
+
+def _pass_through(stepper: Stepper, out: tuple[torch.Tensor, ...], state: TorchState) -> TorchState:
+    """The step's result in ``state``'s type: ``out`` holds the ``step_fields``; the rest (the drone
+    fields of a fleet without drones) are the input's own tensors, unchanged: nothing integrates them."""
+    return state._replace(**dict(zip(step_fields(stepper), out, strict=True)))
 
 
 def _needs_grad(state: TorchState, actions: torch.Tensor) -> bool:
@@ -339,9 +376,10 @@ def warp_step(
 
     Args:
         stepper: The step pipeline (dynamics, contacts, substeps, precision, device).
-        state: ``TorchState`` of [E, A(, 2)] tensors of the stepper's dtype and device; a
-            ``TorchStateWithBodies`` (agents, then [E, B(, 2)] bodies) when the stepper has bodies.
-            Any field may require grad.
+        state: ``TorchState`` of [E, A(, 2|3|4)] tensors of the stepper's dtype and device; a
+            ``TorchStateWithBodies`` (those, then [E, B(, 2)] bodies) when the stepper has bodies.
+            Any field may require grad; missing drone fields (``None``) start at rest
+            (``complete_state``); a fleet without drones passes them through unchanged.
         actions: [E, A, act_dim] physical actions (clamped in-kernel: saturated components get zero
             gradient; non-finite ones act as 0, get zero gradient and raise the invalid flag).
         ring: Optional ``GradRing`` whose next slot holds the taped scratch (no allocation of
@@ -350,12 +388,13 @@ def warp_step(
             read with ``invalid_actions(stepper)``).
 
     Returns:
-        The next ``TorchState``. With grads (grad mode on and some input requiring grad): fresh
+        The next state, of ``state``'s type. With grads (grad mode on and some input requiring grad): fresh
         tensors carrying the step's autograd node. Without: views of one of two buffers recycled
         per batch size, overwritten by the next-but-one no-grad step of that size (clone to keep).
     """
     if not isinstance(stepper, Stepper):
         raise TypeError(f"stepper must be a Stepper, got {type(stepper).__name__}")
+    state = _complete(stepper, state)
     n_envs = _check_state(stepper, state)
     stepper.check_actions(actions, n_envs)
     if ring is not None and ring.stepper is not stepper:
@@ -363,8 +402,9 @@ def warp_step(
     if invalid_flag is None:
         invalid_flag = _cache(stepper).invalid_flag
     if not _needs_grad(state, actions):
-        return _no_grad_step(stepper, state_type(len(state))(*state), actions, invalid_flag)
-    return state_type(len(state))(*_WarpStep.apply(stepper, ring, invalid_flag, actions, *state))
+        return _pass_through(stepper, _no_grad_step(stepper, state, actions, invalid_flag), state)
+    taped = (getattr(state, name) for name in step_fields(stepper))
+    return _pass_through(stepper, _WarpStep.apply(stepper, ring, invalid_flag, actions, *taped), state)
 
 
 def rollout(
@@ -379,15 +419,15 @@ def rollout(
 
     Args:
         stepper: The step pipeline.
-        state0: Initial ``TorchState`` [E, A(, 2)].
+        state0: Initial state, as ``warp_step``'s ``state`` (``TorchStateWithBodies`` with bodies).
         actions_seq: [T, E, A, act_dim] actions, step t uses ``actions_seq[t]``.
         ring: Optional ``GradRing`` with ``capacity >= T``: the taped scratch of the T steps comes
             from it (rewound first) instead of fresh allocations.
         invalid_flag: As for ``warp_step``.
 
     Returns:
-        ``(final_state, trajectory)``: ``trajectory`` is a ``TorchState`` of [T, E, A(, 2)] tensors,
-        the state after each step; ``final_state`` is its last entry. Both are fresh tensors (with
+        ``(final_state, trajectory)``: ``trajectory`` is a state of ``state0``'s type of [T, E, ...]
+        tensors, the state after each step; ``final_state`` is its last entry. Both are fresh tensors (with
         grad history when grads flow), never views of recycled or ring buffers.
     """
     if not isinstance(actions_seq, torch.Tensor) or actions_seq.dim() != 4:
@@ -399,8 +439,8 @@ def rollout(
         if n_steps > ring.capacity:
             raise ValueError(f"a rollout of T={n_steps} steps needs a GradRing of capacity >= T, got {ring.capacity}")
         ring.rewind()
-    kind = state_type(len(state0))
-    state = kind(*state0)
+    state = _complete(stepper, state0, "state0")
+    kind = type(state)
     steps = []
     if _needs_grad(state, actions_seq):
         for t in range(n_steps):
@@ -448,9 +488,11 @@ class RolloutGraph:
         n_steps: Rollout length T of every call [steps].
 
     Call: ``graph(state0, actions_seq) -> (final_state, trajectory)`` exactly as
-    ``rollout(stepper, state0, actions_seq)``: ``state0`` a ``TorchState`` of [E, A(, 2)] tensors,
-    ``actions_seq`` [T, E, A, act_dim], both of the stepper's dtype and device (either may require
-    grad); ``trajectory`` a ``TorchState`` of [T, E, A(, 2)] tensors, ``final_state`` its last entry.
+    ``rollout(stepper, state0, actions_seq)``: ``state0`` as ``warp_step``'s ``state`` (drones and
+    bodies included), ``actions_seq`` [T, E, A, act_dim], both of the stepper's dtype and device
+    (either may require grad); ``trajectory`` a state of ``state0``'s type of [T, E, ...] tensors,
+    ``final_state`` its last entry. The graph integrates the ``step_fields``; a fleet without drones
+    passes ``state0``'s drone fields through (repeated T times in the trajectory, as ``rollout``).
     """
 
     def __init__(self, stepper: Stepper, n_envs: int, n_steps: int):
@@ -462,7 +504,7 @@ class RolloutGraph:
         self.stepper, self.n_envs, self.n_steps = stepper, n_envs, n_steps
         self.invalid_flag = _cache(stepper).invalid_flag
         self._streams = _cache(stepper).streams
-        self._start = stepper.allocate_state(n_envs, requires_grad=True)
+        self._start = stepper.allocate_state(n_envs, requires_grad=True, drones=stepper.model.has_drones)
         self._actions = wp.zeros(
             (n_steps, n_envs, stepper.n_agents, stepper.act_dim),
             dtype=stepper.scalar,
@@ -492,11 +534,7 @@ class RolloutGraph:
         for array in self._start.arrays():
             array.grad.zero_()
         for scratch in self._scratch:
-            for forces in scratch.forces:
-                forces.grad.zero_()
-            for state in scratch.states[:-1]:
-                for array in state.arrays():
-                    array.grad.zero_()
+            scratch.zero_grads(output=False)
         self._tape.backward()
 
     def _capture(self) -> None:
@@ -509,6 +547,7 @@ class RolloutGraph:
         self._forward_graph, self._backward_graph = forward.graph, backward.graph
 
     def __call__(self, state0: TorchState, actions_seq: torch.Tensor) -> tuple[TorchState, TorchState]:
+        state0 = _complete(self.stepper, state0, "state0")
         n_envs = _check_state(self.stepper, state0, "state0")
         if n_envs != self.n_envs:
             raise ValueError(f"this RolloutGraph serves n_envs={self.n_envs}, got a batch of {n_envs}")
@@ -519,24 +558,27 @@ class RolloutGraph:
                 f"actions_seq must be a [T, n_envs, n_agents, act_dim] = {list(expected)} tensor, got {shape}"
             )
         self.stepper.check_actions(actions_seq[0], n_envs, "actions_seq[t]")
-        fields = _RolloutGraphFunction.apply(self, actions_seq, *state0)
-        trajectory = TorchState(*fields)
-        return TorchState(*(field[-1] for field in trajectory)), trajectory
+        names = self._start.fields
+        fields = _RolloutGraphFunction.apply(self, actions_seq, *(getattr(state0, name) for name in names))
+        trajectory = {name: torch.stack([getattr(state0, name)] * self.n_steps) for name in state0._fields}
+        trajectory.update(zip(names, fields, strict=True))
+        final = state0._replace(**{name: field[-1] for name, field in trajectory.items()})
+        return final, state0._replace(**trajectory)
 
     def _launch(self, graph) -> None:
         wp.capture_launch(graph, stream=self._streams.current())
 
     def run_forward(self, state0: tuple[torch.Tensor, ...], actions_seq: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Copy the inputs in, launch the forward graph; return the trajectory fields as fresh tensors."""
-        for dst, src in zip(self._start.torch, state0, strict=True):
-            dst.copy_(src.detach())
+        for name, src in zip(self._start.fields, state0, strict=True):
+            getattr(self._start.torch, name).copy_(src.detach())
         wp.to_torch(self._actions, requires_grad=False).copy_(actions_seq.detach())
         if self._forward_graph is None:
             with self._streams.scope():
                 self._capture()
         self._launch(self._forward_graph)
         self._generation += 1
-        return tuple(torch.stack([getattr(out.torch, name) for out in self._outputs]) for name in STATE_FIELDS)
+        return tuple(torch.stack([getattr(out.torch, name) for out in self._outputs]) for name in self._start.fields)
 
     def run_backward(self, generation: int, grad_fields: tuple[torch.Tensor | None, ...]) -> tuple[torch.Tensor, ...]:
         """Seed the trajectory adjoints, launch the backward graph; return (d actions, *d state0)."""

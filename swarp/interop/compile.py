@@ -27,7 +27,17 @@ import weakref
 import torch
 
 from swarp.core.types import TorchState
-from swarp.interop.autograd import _cache, _check_state, _views, _wrap, _wrap_state, record_step, replay_backward
+from swarp.interop.autograd import (
+    _cache,
+    _check_state,
+    _complete,
+    _views,
+    _wrap,
+    _wrap_state,
+    n_fields,
+    record_step,
+    replay_backward,
+)
 from swarp.physics.step import Stepper
 
 _STEPPERS: weakref.WeakValueDictionary[int, Stepper] = weakref.WeakValueDictionary()
@@ -73,22 +83,40 @@ def _step(
     vel: torch.Tensor,
     speed: torch.Tensor,
     ang_vel: torch.Tensor,
+    pos_z: torch.Tensor,
+    vel_z: torch.Tensor,
+    quat: torch.Tensor,
+    omega: torch.Tensor,
     actions: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One step from (state fields, actions) into fresh (pos, theta, vel, speed, ang_vel)."""
+) -> tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+]:
+    """One step from (state fields, actions) into fresh state fields (``TorchState`` order)."""
     stepper = _stepper(stepper_id)
-    inputs = _inputs(pos, theta, vel, speed, ang_vel, actions)
+    inputs = _inputs(pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions)
     cache = _cache(stepper)
-    state_in = _wrap_state(inputs[:5], stepper.scalar)
-    actions_in = _wrap(inputs[5], "actions", stepper.scalar)
+    n = n_fields(stepper)
+    state_in = _wrap_state(stepper, inputs[:n])
+    actions_in = _wrap(inputs[-1], "actions", stepper.scalar)
     with cache.streams.scope():
         output = stepper.simulate_functional(state_in, actions_in, cache.invalid_flag, requires_grad=False)
-    return tuple(_views(output))
+    # A fleet without drones does not integrate the drone fields: they pass through (as copies:
+    # an op's outputs may not alias its inputs).
+    return (*_views(output), *(t.clone() for t in inputs[n:-1]))
 
 
 @_step.register_fake
-def _step_fake(stepper_id, pos, theta, vel, speed, ang_vel, actions):
-    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (pos, theta, vel, speed, ang_vel))
+def _step_fake(stepper_id, pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions):
+    fields = (pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega)
+    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in fields)
 
 
 @torch.library.custom_op("swarp::step_backward", mutates_args=())
@@ -99,29 +127,53 @@ def _step_backward(
     vel: torch.Tensor,
     speed: torch.Tensor,
     ang_vel: torch.Tensor,
+    pos_z: torch.Tensor,
+    vel_z: torch.Tensor,
+    quat: torch.Tensor,
+    omega: torch.Tensor,
     actions: torch.Tensor,
     grad_pos: torch.Tensor,
     grad_theta: torch.Tensor,
     grad_vel: torch.Tensor,
     grad_speed: torch.Tensor,
     grad_ang_vel: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    grad_pos_z: torch.Tensor,
+    grad_vel_z: torch.Tensor,
+    grad_quat: torch.Tensor,
+    grad_omega: torch.Tensor,
+) -> tuple[
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+]:
     """Gradients of (state fields, actions): re-record the step on a tape from the inputs, seed the
     output adjoints with the incoming gradients and replay it."""
     stepper = _stepper(stepper_id)
-    inputs = _inputs(pos, theta, vel, speed, ang_vel, actions)
+    inputs = _inputs(pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions)
+    grad_outputs = _inputs(
+        grad_pos, grad_theta, grad_vel, grad_speed, grad_ang_vel, grad_pos_z, grad_vel_z, grad_quat, grad_omega
+    )
     cache = _cache(stepper)
+    n = n_fields(stepper)
+    taped = (*inputs[:n], inputs[-1])
     with cache.streams.scope():
-        step = record_step(stepper, inputs, cache.invalid_flag)
-        grads = replay_backward(step, inputs, _inputs(grad_pos, grad_theta, grad_vel, grad_speed, grad_ang_vel))
-    return tuple(grads)
+        step = record_step(stepper, taped, cache.invalid_flag)
+        grads = replay_backward(step, taped, grad_outputs[:n])
+    # Passed-through drone fields: the identity's gradient (fresh tensors, as the op must return).
+    return (*grads[:n], *(g.clone() for g in grad_outputs[n:]), grads[n])
 
 
 @_step_backward.register_fake
-def _step_backward_fake(stepper_id, pos, theta, vel, speed, ang_vel, actions, *grad_outputs):
-    return tuple(
-        torch.empty_like(t, memory_format=torch.contiguous_format) for t in (pos, theta, vel, speed, ang_vel, actions)
-    )
+def _step_backward_fake(stepper_id, pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions, *grad_outputs):
+    inputs = (pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions)
+    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in inputs)
 
 
 def _setup_context(ctx, inputs, output):
@@ -148,8 +200,10 @@ def compiled_warp_step(stepper: Stepper, state: TorchState, actions: torch.Tenso
         stepper_id = _IDS.get(stepper)
         if stepper_id is None:
             raise RuntimeError("call register_stepper(stepper) before compiling a function that steps it")
+        state = _complete(stepper, state)
     else:
-        stepper_id = register_stepper(stepper)
+        stepper_id = register_stepper(stepper)  # raises for a world with bodies
+        state = _complete(stepper, state)
         n_envs = _check_state(stepper, state)
         stepper.check_actions(actions, n_envs)
     return TorchState(*torch.ops.swarp.step(stepper_id, *state, actions))

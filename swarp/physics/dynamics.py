@@ -43,6 +43,7 @@ from swarp.physics import bounds
 _HOLONOMIC = wp.constant(int(DynamicsModel.HOLONOMIC))
 _DIFF_DRIVE = wp.constant(int(DynamicsModel.DIFF_DRIVE))
 _BICYCLE = wp.constant(int(DynamicsModel.KINEMATIC_BICYCLE))
+_DRONE = wp.constant(int(DynamicsModel.DRONE))
 _VELOCITY = wp.constant(int(ControlMode.VELOCITY))
 _RK4 = wp.constant(int(Integrator.RK4))
 _P_RADIUS = wp.constant(PARAM_RADIUS)
@@ -167,6 +168,8 @@ def kernels(scalar: type) -> SimpleNamespace:
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
             pe = env * per_env_params
             kind = kinds[agent]
+            if kind == _DRONE:
+                continue  # 6-DOF: physics/drone.py integrates it
             velocity_ctrl = ctrl_modes[agent] == _VELOCITY
             u0 = action(actions, env, agent, 0, invalid_out)
             u1 = action(actions, env, agent, 1, invalid_out)

@@ -25,7 +25,7 @@ from swarp.core.config import AgentConfig, Integrator, WorldConfig, _coerce_enum
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
-from swarp.physics import bodies, contacts, dynamics
+from swarp.physics import bodies, contacts, drone, dynamics
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
 
 
@@ -47,12 +47,13 @@ class StepScratch:
     forces: tuple[wp.array, ...]
     states: tuple[State, ...]
 
-    def zero_grads(self) -> None:
-        """Zero the adjoint of every float array (before seeding and replaying a tape over them)."""
+    def zero_grads(self, output: bool = True) -> None:
+        """Zero the adjoint of every float array (before seeding and replaying a tape over them);
+        with ``output=False`` all but the output state's (``states[-1]``, seeded by the caller)."""
         for forces in self.forces:
             for array in forces if isinstance(forces, bodies.BodyForces) else (forces,):
                 array.grad.zero_()
-        for state in self.states:
+        for state in self.states if output else self.states[:-1]:
             for array in state.arrays():
                 array.grad.zero_()
 
@@ -127,12 +128,22 @@ class Stepper:
 
     # --- allocation -----------------------------------------------------------------------
 
-    def allocate_state(self, n_envs: int, requires_grad: bool = False) -> State:
-        """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision."""
+    def allocate_state(self, n_envs: int, requires_grad: bool = False, drones: bool = True) -> State:
+        """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision.
+
+        ``drones=False`` leaves out the 6-DOF drone fields: the step's scratch does so for fleets
+        without drones, which never integrate them (less to allocate and tape per step).
+        """
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
         return State(
-            n_envs, self.n_agents, self.scalar, self.device, requires_grad=requires_grad, n_bodies=self.n_bodies
+            n_envs,
+            self.n_agents,
+            self.scalar,
+            self.device,
+            requires_grad=requires_grad,
+            drones=drones,
+            n_bodies=self.n_bodies,
         )
 
     def allocate_neighbors(self, n_envs: int) -> NeighborBuffers:
@@ -159,7 +170,9 @@ class Stepper:
         return StepScratch(
             neighbors=self.allocate_neighbors(n_envs),
             forces=tuple(self.allocate_forces(n_envs, requires_grad) for _ in range(self.substeps)),
-            states=tuple(self.allocate_state(n_envs, requires_grad) for _ in range(self.substeps)),
+            states=tuple(
+                self.allocate_state(n_envs, requires_grad, drones=self.model.has_drones) for _ in range(self.substeps)
+            ),
         )
 
     # --- validation -----------------------------------------------------------------------
@@ -207,7 +220,8 @@ class Stepper:
         launcher: Launcher = EAGER,
         body_route: tuple | None = None,
     ) -> None:
-        """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``.
+        """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``
+        (planar models, then, when the fleet has drones, the 6-DOF kernel).
 
         ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped). With bodies,
         ``forces`` is a ``bodies.BodyForces``: the body contacts, joints and the bodies' integration
@@ -260,27 +274,34 @@ class Stepper:
             read, write = body_route or (bodies.of_state(state_in), bodies.of_state(state_out))
             bodies.launch_substep(self, state_in, read, body_forces, write, launcher, fuse=body_route is not None)
             forces = body_forces.total
+        # The planar kernel skips drones; the 6-DOF kernel (same leading arguments) integrates them.
+        model_args = [
+            m.params,
+            per_env_params,
+            m.kinds,
+            m.ctrl_modes,
+            s(self.dt / self.substeps),
+            int(self.integrator),
+            per_thread,
+            clamp,
+            lower,
+            upper,
+        ]
         launcher.launch(
             dynamics.kernels(s).integrate,
             dim=(n_envs, threads),
-            inputs=[
-                m.params,
-                per_env_params,
-                m.kinds,
-                m.ctrl_modes,
-                s(self.dt / self.substeps),
-                int(self.integrator),
-                per_thread,
-                clamp,
-                lower,
-                upper,
-                actions,
-                forces,
-                *state_in.arrays()[:5],
-            ],
-            outputs=[*state_out.arrays()[:5], invalid_flag],
+            inputs=[*model_args, actions, forces, *state_in.planar_arrays()],
+            outputs=[*state_out.planar_arrays(), invalid_flag],
             device=self.device,
         )
+        if m.has_drones:
+            launcher.launch(
+                drone.kernels(s).integrate_drone,
+                dim=(n_envs, threads),
+                inputs=[*model_args, s(self.world.gravity), actions, forces, *state_in.agent_arrays()],
+                outputs=[*state_out.agent_arrays(), invalid_flag],
+                device=self.device,
+            )
 
     def simulate(
         self,

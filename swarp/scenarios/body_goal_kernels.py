@@ -16,7 +16,7 @@ from swarp.core.launch import Launcher
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
-from swarp.physics import dynamics
+from swarp.physics import bodies, dynamics
 from swarp.scenarios import base, spawn
 
 RING = 0
@@ -289,6 +289,6 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
         k.body_goal_reset,
         dim=sc.n_envs,
         inputs=[env_mask, env.reset_streams, args],
-        outputs=[*state.arrays(), sc._goal, sc._goal_angle],
+        outputs=[*state.planar_arrays(), *bodies.of_state(state), sc._goal, sc._goal_angle],
         device=env.device,
     )

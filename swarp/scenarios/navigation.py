@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
@@ -110,6 +111,8 @@ class NavigationConfig:
     substeps: int = 1
     max_steps: int = 200
     max_neighbors: int = 16
+    #: Whether the scenario flies drones (``drone_navigation`` sets it).
+    _drones: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         def check_int(name, low, high=None):
@@ -144,7 +147,14 @@ class NavigationConfig:
             check_pos("goal_radius")
         if self.spawn_cells is not None:
             check_int("spawn_cells", 1)
-        _coerce_enum(DynamicsModel, self.model, "navigation option model")
+        model = _coerce_enum(DynamicsModel, self.model, "navigation option model")
+        if (model == DynamicsModel.DRONE) != self._drones:
+            raise ValueError(
+                "drones fly the 'drone_navigation' scenario (its observation and reset cover altitude "
+                "and attitude); 'navigation' takes holonomic, diff_drive or kinematic_bicycle"
+                if model == DynamicsModel.DRONE
+                else f"drone_navigation flies drones only, got model={self.model!r}"
+            )
         _coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
         if self.obstacle_shape not in ("circle", "box", "mixed"):
             raise ValueError(

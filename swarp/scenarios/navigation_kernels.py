@@ -56,10 +56,17 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool, fleet_size: int):
+def kernels(
+    scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool, fleet_size: int, drones: bool
+):
     """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
-    and the world's neighbor-list width and backend (the observe kernel builds each agent's list)."""
+    and the world's neighbor-list width and backend (the observe kernel builds each agent's list).
+    With ``drones`` (``drone_navigation``) the reset also puts each agent level at the altitude,
+    at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone."""
     vec2 = vec2_type(scalar)
+    vec3 = wp.types.vector(3, scalar)
+    quat = wp.types.quaternion(scalar)
+    half = scalar(0.5)
     nbk = neighbors.kernels(scalar, max_neighbors)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
@@ -292,11 +299,16 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
         first_obstacle: int,
         n_obstacles: int,
         cells_per_thread: int,
+        altitude: scalar,
         pos_out: wp.array2d(dtype=vec2),
         theta_out: wp.array2d(dtype=scalar),
         vel_out: wp.array2d(dtype=vec2),
         speed_out: wp.array2d(dtype=scalar),
         ang_vel_out: wp.array2d(dtype=scalar),
+        pos_z_out: wp.array2d(dtype=scalar),
+        vel_z_out: wp.array2d(dtype=scalar),
+        quat_out: wp.array2d(dtype=quat),
+        omega_out: wp.array2d(dtype=vec3),
         goals_out: wp.array2d(dtype=vec2),
         obstacle_shape_out: wp.array2d(dtype=wp.int32),
         obstacle_center_out: wp.array2d(dtype=vec2),
@@ -360,10 +372,17 @@ def kernels(scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors:
             if spawn_rank < n_agents:
                 a = spawn_rank
                 pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
-                theta_out[env, a] = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+                heading = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+                theta_out[env, a] = heading
                 vel_out[env, a] = vec2(zero, zero)
                 speed_out[env, a] = zero
                 ang_vel_out[env, a] = zero
+                if wp.static(drones):
+                    yaw = heading * half
+                    pos_z_out[env, a] = altitude
+                    vel_z_out[env, a] = zero
+                    quat_out[env, a] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
+                    omega_out[env, a] = vec3(zero, zero, zero)
             if goal_rank < n_agents:
                 a = goal_rank
                 goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
@@ -385,14 +404,17 @@ def _kernels_for(sc):
         stepper.world.max_neighbors,
         stepper.neighbor_method == "grid",
         sc.n_agents,
+        stepper.model.has_drones,
     )
 
 
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
+def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=None) -> None:
     """Launch ``nav_observe`` (and, for a step, ``nav_finish``) for the scenario ``sc``.
 
     The world's grid binning (``World.prepare_neighbors``) must have run: ``nav_observe`` builds
     the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping.
+    ``before_finish(launcher)``, when given, launches between the two (a variant's extra
+    observation columns and per-agent reward terms, before rows are copied to ``final_obs``).
     """
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
@@ -431,6 +453,8 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             outputs=[env._obs, *outputs],
             device=env.device,
         )
+    if before_finish is not None:
+        before_finish(launcher)
     if mode != base.OBSERVE_ONLY:
         launcher.launch(
             k.nav_finish,
@@ -454,7 +478,8 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``nav_reset`` for the scenario ``sc``."""
+    """Launch the masked ``nav_reset`` for the scenario ``sc`` (drones: their 6-DOF fields too, in
+    the same launch; the world's state always holds those arrays)."""
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
@@ -473,13 +498,10 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             world.model.first_free_obstacle,
             c.n_obstacles,
             per_thread,
+            s(c.altitude if env.stepper.model.has_drones else 0.0),  # drones fly drone_navigation only
         ],
         outputs=[
-            state.pos,
-            state.theta,
-            state.vel,
-            state.speed,
-            state.ang_vel,
+            *state.agent_arrays(),
             sc._goals,
             ob.shape,
             ob.center,

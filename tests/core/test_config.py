@@ -101,7 +101,8 @@ def test_integrator_enum_coercion_via_stepper():
 @pytest.mark.parametrize("model", list(DynamicsModel))
 def test_act_dim_matches_action_arity(model):
     cfg = AgentConfig(model=model)
-    assert cfg.act_dim == ACTION_ARITY[model] == 2
+    # Planar models take two components; the quadrotor four rotor thrusts (issue #10).
+    assert cfg.act_dim == ACTION_ARITY[model] == (4 if model == DynamicsModel.DRONE else 2)
 
 
 def test_agent_config_is_frozen():

@@ -9,6 +9,7 @@ import torch
 import warp as wp
 
 from swarp import AgentConfig, Obstacle, State, Stepper, TorchState, WorldConfig, rollout, warp_step
+from swarp.core.types import complete_state
 from swarp.interop.autograd import GradRing, RolloutGraph, invalid_actions
 
 MODELS = ["holonomic", "diff_drive", "kinematic_bicycle"]
@@ -49,13 +50,14 @@ def scene_state(generator, n_envs: int = 1, dtype=torch.float64) -> TorchState:
         return scale * (2.0 * torch.rand(*shape, generator=generator, dtype=dtype) - 1.0)
 
     pos = torch.tensor(SCENE_POS, dtype=dtype).expand(n_envs, -1, -1) + uniform(n_envs, n_agents, 2, scale=JITTER)
-    return TorchState(
+    state = TorchState(
         pos=pos.contiguous(),
         theta=uniform(n_envs, n_agents, scale=2.0),
         vel=uniform(n_envs, n_agents, 2, scale=0.3),
         speed=uniform(n_envs, n_agents, scale=0.4),
         ang_vel=uniform(n_envs, n_agents, scale=1.0),
     )
+    return complete_state(state)  # with the drone fields at rest: every field is a tensor
 
 
 def interior_actions(stepper: Stepper, generator, *lead: int) -> torch.Tensor:
@@ -146,7 +148,7 @@ def free_agents(n_agents: int, dtype=torch.float64) -> TorchState:
     """Agents 1 m apart on a line, at rest: nothing touches within the tests below."""
     pos = torch.stack([torch.arange(n_agents, dtype=dtype), torch.zeros(n_agents, dtype=dtype)], -1)
     zeros = torch.zeros(1, n_agents, dtype=dtype)
-    return TorchState(pos.unsqueeze(0), zeros, torch.zeros(1, n_agents, 2, dtype=dtype), zeros, zeros)
+    return complete_state(TorchState(pos.unsqueeze(0), zeros, torch.zeros(1, n_agents, 2, dtype=dtype), zeros, zeros))
 
 
 def final_jacobian(stepper, state, actions, field):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from swarp import AgentConfig, Obstacle, Stepper, TorchState, WorldConfig, warp_step
+from swarp.core.types import complete_state
 from swarp.interop.compile import compiled_warp_step, register_stepper
 
 BACKEND = "aot_eager"
@@ -48,7 +49,7 @@ def make_problem(generator, n_envs=2, n_steps=3, device="cpu", dtype=torch.float
         uniform(n_envs, n_agents, scale=1.0),
     )
     actions = uniform(n_steps, n_envs, n_agents, 2, scale=0.4)
-    return TorchState(*(t.to(device, dtype) for t in state)), actions.to(device, dtype)
+    return TorchState(*(t.to(device, dtype) for t in complete_state(state))), actions.to(device, dtype)
 
 
 def loop(step, stepper):

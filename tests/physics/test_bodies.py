@@ -10,7 +10,7 @@ import warp as wp
 
 from swarp import AgentConfig, Obstacle, Stepper, TorchState, WorldConfig, rollout, warp_step
 from swarp.core.config import Body, Joint
-from swarp.core.types import TorchStateWithBodies
+from swarp.core.types import TorchStateWithBodies, complete_state
 from swarp.interop.autograd import GradRing
 from swarp.physics.bodies import BodyForces
 from swarp.physics.world import World
@@ -255,7 +255,7 @@ def contact_scene(joints=(), substeps: int = 2) -> tuple[Stepper, TorchStateWith
         body_vel=torch.tensor([[[0.05, 0.0], [0.0, 0.1]]], dtype=F64),
         body_ang_vel=torch.tensor([[0.2, -0.1]], dtype=F64),
     )
-    return stepper, state
+    return stepper, complete_state(state)  # the drone fields at rest: every field is a tensor
 
 
 @pytest.mark.parametrize(
@@ -373,23 +373,31 @@ def test_world_set_state_takes_body_fields():
         world.set_state(body_pos=torch.zeros(2, 2, 2))
 
 
+def assert_step_paths_agree(stepper: Stepper, state, actions_seq) -> World:
+    """Step ``state`` by each of ``actions_seq`` in place (``World.step``), through the recycled
+    no-grad buffers and taped (``warp_step``); assert every field agrees bit for bit after each
+    step. Returns the world (in its final state)."""
+    world = World(stepper, state.pos.shape[0])
+    world.set_state(**state._asdict())
+    no_grad, taped = state, state
+    for actions in actions_seq:
+        world.step(actions)
+        no_grad = type(state)(*(t.clone() for t in warp_step(stepper, no_grad, actions)))
+        taped = warp_step(stepper, taped, actions.clone().requires_grad_())
+        for name in state._fields:
+            in_place = getattr(world.state.torch, name)
+            assert torch.equal(in_place, getattr(no_grad, name)), name
+            assert torch.equal(in_place, getattr(taped, name).detach()), name
+    return world
+
+
 @pytest.mark.parametrize("substeps", [1, 2, 3])
 def test_in_place_no_grad_and_taped_steps_give_the_same_bits(substeps):
     """The in-place step alternates the bodies with spare arrays and integrates them in the contact
     launch (an odd count's last substep in place, separately); the taped step writes fresh arrays
     with a separate integration launch. Every field agrees bit for bit after each step."""
     stepper, state = contact_scene((Joint(body=1, other_body=0, anchor=(0.0, 0.1), length=0.4),), substeps)
-    world = World(stepper, 1)
-    world.set_state(**state._asdict())
     generator = torch.Generator().manual_seed(4)
-    no_grad, taped = state, state
-    for _ in range(3):
-        actions = 0.5 * torch.randn(1, 2, 2, generator=generator, dtype=F64)
-        world.step(actions)
-        no_grad = TorchStateWithBodies(*(t.clone() for t in warp_step(stepper, no_grad, actions)))
-        taped = warp_step(stepper, taped, actions.clone().requires_grad_())
-        for name in state._fields:
-            in_place = getattr(world.state.torch, name)
-            assert torch.equal(in_place, getattr(no_grad, name)), name
-            assert torch.equal(in_place, getattr(taped, name).detach()), name
+    actions_seq = [0.5 * torch.randn(1, 2, 2, generator=generator, dtype=F64) for _ in range(3)]
+    world = assert_step_paths_agree(stepper, state, actions_seq)
     assert float(world.state.torch.body_ang_vel.abs().min()) > 0, "the bodies were pushed and turned"

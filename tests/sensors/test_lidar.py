@@ -333,3 +333,15 @@ def test_cuda_lidar_gradients_match_the_reference(generator):
     want = torch.autograd.grad(lidar_reference_model(stepper.model, config, pos, theta).distance.sum(), (pos, theta))
     for a, b in zip(got, want, strict=True):
         assert (a - b).abs().max().item() < 1e-10
+
+
+@pytest.mark.parametrize("name", ["navigation", "drone_navigation"])
+def test_graph_and_recorded_replay_agree_bit_for_bit(name, generator, monkeypatch):
+    monkeypatch.setenv("SWARP_LAUNCH_DEBUG", "1")  # every replay re-validates its recorded arguments
+    common = dict(n_envs=4, device="cpu", n_agents=3, auto_reset=True, max_steps=3, n_obstacles=2, lidar_rays=6)
+    common["randomize_params"] = {"mass": (0.5, 2.0)}
+    graph, replay = (swarp.make(name, use_graph=g, **common) for g in ("auto", False))
+    assert (graph.execution_mode, replay.execution_mode) == ("graph", "replay")
+    for _ in range(6):
+        actions = torch.rand(4, 3, graph.act_dim, generator=generator) * 2.0
+        assert torch.equal(graph.step(actions)[0], replay.step(actions)[0])

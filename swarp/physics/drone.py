@@ -1,0 +1,263 @@
+"""Drone dynamics: the 6-DOF quadrotor (``DynamicsModel.DRONE``), one thread per agent.
+
+State: position ``p = (x, y, z)`` [m], velocity ``v`` [m/s], attitude quaternion ``q`` (body to
+world, x y z w) and body rates ``w`` [rad/s]. Actions: the four rotor thrusts ``f_i`` [N], clamped
+to ``[0, max_thrust]``, in a "+" layout (rotor 0 on the body +x arm, 1 on +y, 2 on -x, 3 on -y,
+rotors 0 and 2 spinning against 1 and 3):
+
+* thrust ``T = f0 + f1 + f2 + f3`` along the body z axis,
+* torque ``tau = (L (f1 - f3), L (f2 - f0), k (f0 - f1 + f2 - f3))`` with arm length ``L`` and
+  reaction coefficient ``k`` (``yaw_moment``),
+* ``v' = R(q) (0, 0, T) / m + (F_x, F_y, 0) / m - (0, 0, g) - drag v`` with the planar contact
+  force ``F`` (contacts act in the ground plane, between the discs of the agents' projections),
+* ``q' = q (x) (w, 0) / 2``, ``I w' = tau - w x I w`` (principal inertia ``I``).
+
+After each substep the quaternion is renormalised, the speed ``|v|`` is clipped to ``max_speed``
+(which keeps the contact search's sizing valid), the ground ``z >= 0`` is enforced (``z = 0``,
+``v_z >= 0``), and in ``clamp`` bounds mode the planar position is clamped like any agent's. The
+planar fields hold the projection: ``pos = (x, y)``, ``vel = (v_x, v_y)``, ``speed = |(v_x, v_y)|``,
+``theta`` the yaw of ``q`` and ``ang_vel`` the world-frame yaw rate ``(R(q) w)_z``.
+
+EULER is semi-implicit (rates and velocity first, then pose with the new ones), RK4 the classic
+scheme on ``(p, v, q, w)`` with actions and contact force held over the substep. The planar
+integration kernel (``dynamics.py``) skips drones; this kernel carries the 6-DOF fields of every
+other agent unchanged, so a fleet may mix both in one world.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.precision import vec2_type
+from swarp.core.types import (
+    PARAM_ARM_LENGTH,
+    PARAM_INERTIA_X,
+    PARAM_INERTIA_Y,
+    PARAM_INERTIA_Z,
+    PARAM_MAX_THRUST,
+    PARAM_YAW_MOMENT,
+)
+from swarp.physics import bounds, dynamics
+from swarp.physics.dynamics import _DRONE, _P_DRAG, _P_MASS, _P_MAX_SPEED, _P_RADIUS, _RK4
+
+_P_ARM = wp.constant(PARAM_ARM_LENGTH)
+_P_IX = wp.constant(PARAM_INERTIA_X)
+_P_IY = wp.constant(PARAM_INERTIA_Y)
+_P_IZ = wp.constant(PARAM_INERTIA_Z)
+_P_YAW = wp.constant(PARAM_YAW_MOMENT)
+_P_MAX_THRUST = wp.constant(PARAM_MAX_THRUST)
+
+
+@functools.cache
+def funcs(scalar: type) -> SimpleNamespace:
+    """The rigid-body rates of one precision (also used by tests' references through the kernel)."""
+    vec3 = wp.types.vector(3, scalar)
+    quat = wp.types.quaternion(scalar)
+    zero = scalar(0.0)
+    half = scalar(0.5)
+
+    @wp.func
+    def attitude_rate(q: quat, w: vec3) -> quat:
+        """``q' = q (x) (w, 0) / 2`` for body rates ``w``."""
+        return (q * quat(w[0], w[1], w[2], zero)) * half
+
+    @wp.func
+    def body_acceleration(w: vec3, tau: vec3, inertia: vec3) -> vec3:
+        """``w' = I^-1 (tau - w x I w)`` for the principal inertia ``inertia``."""
+        iw = wp.cw_mul(inertia, w)
+        return wp.cw_div(tau - wp.cross(w, iw), inertia)
+
+    @wp.func
+    def linear_acceleration(
+        q: quat, v: vec3, thrust: scalar, push: vec3, mass: scalar, g: scalar, drag: scalar
+    ) -> vec3:
+        """``R(q) (0, 0, T) / m + push - (0, 0, g) - drag v``; ``push`` is the contact acceleration.
+        ``R`` is the rotation of ``q / |q|`` (RK4's intermediate attitudes are not unit)."""
+        return wp.quat_rotate(wp.normalize(q), vec3(zero, zero, thrust / mass)) + push - vec3(zero, zero, g) - v * drag
+
+    @wp.func
+    def rates(
+        q: quat,
+        v: vec3,
+        w: vec3,
+        thrust: scalar,
+        push: vec3,
+        mass: scalar,
+        g: scalar,
+        drag: scalar,
+        tau: vec3,
+        inertia: vec3,
+    ):
+        """``(v', q', w')`` of the rigid body (the position rate is ``v`` itself)."""
+        return (
+            linear_acceleration(q, v, thrust, push, mass, g, drag),
+            attitude_rate(q, w),
+            body_acceleration(w, tau, inertia),
+        )
+
+    @wp.func
+    def yaw(q: quat) -> scalar:
+        """Heading [rad] of the body x axis projected on the ground plane."""
+        return wp.atan2(
+            scalar(2.0) * (q[3] * q[2] + q[0] * q[1]), scalar(1.0) - scalar(2.0) * (q[1] * q[1] + q[2] * q[2])
+        )
+
+    return SimpleNamespace(
+        attitude_rate=attitude_rate,
+        body_acceleration=body_acceleration,
+        linear_acceleration=linear_acceleration,
+        rates=rates,
+        yaw=yaw,
+    )
+
+
+@functools.cache
+def kernels(scalar: type) -> SimpleNamespace:
+    """The drone integration kernel for one precision."""
+    vec2 = vec2_type(scalar)
+    vec3 = wp.types.vector(3, scalar)
+    quat = wp.types.quaternion(scalar)
+    f = funcs(scalar)
+    planar = dynamics.funcs(scalar)
+    b = bounds.funcs(scalar)
+    zero = scalar(0.0)
+    half = scalar(0.5)
+    two = scalar(2.0)
+    sixth = scalar(1.0 / 6.0)
+
+    @wp.func
+    def thrust_command(
+        actions: wp.array3d(dtype=scalar),
+        env: int,
+        agent: int,
+        k: int,
+        limit: scalar,
+        invalid_out: wp.array(dtype=wp.int32),
+    ) -> scalar:
+        u = actions[env, agent, k]
+        if not wp.isfinite(u):
+            invalid_out[0] = 1
+            return zero
+        return wp.clamp(u, zero, limit)
+
+    @wp.kernel(module="unique")
+    def integrate_drone(
+        # model
+        params: wp.array3d(dtype=scalar),
+        per_env_params: int,
+        kinds: wp.array(dtype=wp.int32),
+        ctrl_modes: wp.array(dtype=wp.int32),  # unused: thrust commands in either mode
+        h: scalar,
+        integrator: int,
+        agents_per_thread: int,
+        clamp_bounds: int,
+        lower: vec2,
+        upper: vec2,
+        gravity: scalar,
+        # inputs
+        actions: wp.array3d(dtype=scalar),
+        forces: wp.array2d(dtype=vec2),
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        vel: wp.array2d(dtype=vec2),
+        speed: wp.array2d(dtype=scalar),
+        ang_vel: wp.array2d(dtype=scalar),
+        pos_z: wp.array2d(dtype=scalar),
+        vel_z: wp.array2d(dtype=scalar),
+        attitude: wp.array2d(dtype=quat),
+        omega: wp.array2d(dtype=vec3),
+        # outputs (may alias the inputs on the no-grad path: each thread touches only its agent)
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        pos_z_out: wp.array2d(dtype=scalar),
+        vel_z_out: wp.array2d(dtype=scalar),
+        attitude_out: wp.array2d(dtype=quat),
+        omega_out: wp.array2d(dtype=vec3),
+        invalid_out: wp.array(dtype=wp.int32),
+    ):
+        env, slot = wp.tid()
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            if kinds[agent] != _DRONE:
+                # Planar agents: dynamics.py integrates them; their 6-DOF fields are carried. (An
+                # if/else, not ``continue``: Warp's adjoint of a loop body that continues drops it.)
+                pos_z_out[env, agent] = pos_z[env, agent]
+                vel_z_out[env, agent] = vel_z[env, agent]
+                attitude_out[env, agent] = attitude[env, agent]
+                omega_out[env, agent] = omega[env, agent]
+            else:
+                pe = env * per_env_params
+                mass = params[pe, agent, _P_MASS]
+                arm = params[pe, agent, _P_ARM]
+                limit = params[pe, agent, _P_MAX_THRUST]
+                f0 = thrust_command(actions, env, agent, 0, limit, invalid_out)
+                f1 = thrust_command(actions, env, agent, 1, limit, invalid_out)
+                f2 = thrust_command(actions, env, agent, 2, limit, invalid_out)
+                f3 = thrust_command(actions, env, agent, 3, limit, invalid_out)
+                thrust = f0 + f1 + f2 + f3
+                tau = vec3(arm * (f1 - f3), arm * (f2 - f0), params[pe, agent, _P_YAW] * (f0 - f1 + f2 - f3))
+                inertia = vec3(params[pe, agent, _P_IX], params[pe, agent, _P_IY], params[pe, agent, _P_IZ])
+                drag = params[pe, agent, _P_DRAG]
+                fc = forces[env, agent]
+                push = vec3(fc[0] / mass, fc[1] / mass, zero)
+                p2 = pos[env, agent]
+                v2 = vel[env, agent]
+                p = vec3(p2[0], p2[1], pos_z[env, agent])
+                v = vec3(v2[0], v2[1], vel_z[env, agent])
+                q = attitude[env, agent]
+                w = omega[env, agent]
+                if integrator == _RK4:
+                    hh = h * half
+                    k1v, k1q, k1w = f.rates(q, v, w, thrust, push, mass, gravity, drag, tau, inertia)
+                    v2s = v + k1v * hh
+                    k2v, k2q, k2w = f.rates(
+                        q + k1q * hh, v2s, w + k1w * hh, thrust, push, mass, gravity, drag, tau, inertia
+                    )
+                    v3s = v + k2v * hh
+                    k3v, k3q, k3w = f.rates(
+                        q + k2q * hh, v3s, w + k2w * hh, thrust, push, mass, gravity, drag, tau, inertia
+                    )
+                    v4s = v + k3v * h
+                    k4v, k4q, k4w = f.rates(
+                        q + k3q * h, v4s, w + k3w * h, thrust, push, mass, gravity, drag, tau, inertia
+                    )
+                    p = p + (v + (v2s + v3s) * two + v4s) * (h * sixth)
+                    v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
+                    q = q + (k1q + (k2q + k3q) * two + k4q) * (h * sixth)
+                    w = w + (k1w + (k2w + k3w) * two + k4w) * (h * sixth)
+                else:
+                    w = w + f.body_acceleration(w, tau, inertia) * h
+                    v = v + f.linear_acceleration(q, v, thrust, push, mass, gravity, drag) * h
+                    p = p + v * h
+                    q = q + f.attitude_rate(q, w) * h
+                q = wp.normalize(q)
+                max_speed = params[pe, agent, _P_MAX_SPEED]
+                v_norm2 = wp.dot(v, v)
+                if v_norm2 > max_speed * max_speed:
+                    v = v * (max_speed / wp.sqrt(v_norm2))
+                z = p[2]
+                vz = v[2]
+                if z < zero:
+                    z = zero
+                    vz = wp.max(vz, zero)
+                p2 = vec2(p[0], p[1])
+                v2 = vec2(v[0], v[1])
+                if clamp_bounds != 0:
+                    clamped = b.clamp_to_bounds(p2, v2, params[pe, agent, _P_RADIUS], lower, upper)
+                    p2 = vec2(clamped[0, 0], clamped[0, 1])
+                    v2 = vec2(clamped[1, 0], clamped[1, 1])
+                pos_out[env, agent] = p2
+                vel_out[env, agent] = v2
+                speed_out[env, agent] = planar.safe_norm(v2)
+                theta_out[env, agent] = planar.wrap_angle(f.yaw(q))
+                ang_vel_out[env, agent] = wp.quat_rotate(q, w)[2]
+                pos_z_out[env, agent] = z
+                vel_z_out[env, agent] = vz
+                attitude_out[env, agent] = q
+                omega_out[env, agent] = w
+
+    return SimpleNamespace(integrate_drone=integrate_drone)
