@@ -86,7 +86,8 @@ class Task:
     """scenario options passed to swarp.make (n_agents, substeps, ...)"""
     success: str = "terminated"
     """success metric at the end of an episode: "terminated" (it ended in a terminal state) or
-    "info:<key>" (the scenario's info entry <key> is true for every agent)"""
+    "info:<key>" (the scenario's info entry <key> is true for every agent, or for the env when the
+    entry is per env)"""
     total_frames: int = 200_000_000
     """default training budget [env-steps]"""
 
@@ -106,6 +107,11 @@ TASKS: dict[str, Task] = {
     "give_way": Task(success="terminated"),
     # Every landmark covered at the episode's end (MPE's 25 steps).
     "spread": Task(success="info:covered"),
+    # Body scenarios end an episode on success or on failure (balance: the package fell), so
+    # success is their per-env info flag, not termination.
+    "transport": Task(success="info:success"),
+    "push_t": Task(success="info:success"),
+    "balance": Task(success="info:success"),
 }
 
 
@@ -269,7 +275,10 @@ def episode_success(task: Task, next_td: TensorDict) -> torch.Tensor:
         value = next_td.get((GROUP, "info", key), None)
         if value is None:
             value = next_td["info", key]
-        return value.bool().flatten(next_td.batch_dims).all(-1)
+        value = value.bool()
+        if value.dim() == next_td.batch_dims:  # a per-env flag (body scenarios)
+            return value
+        return value.flatten(next_td.batch_dims).all(-1)
     raise ValueError(f"unknown success metric {task.success!r}: 'terminated' or 'info:<key>'")
 
 
