@@ -12,13 +12,10 @@ tests)
   $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tee "$out/tests_gpu.log" | tail -40
   ;;
 perf)
-  for topk in sweep shift; do
-    SWARP_TOPK=$topk $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -3 | sed "s/^/topk=$topk /"
-  done | tee "$out/perf_physics.log"
-  for variant in "tile sweep" "scalar sweep" "tile shift"; do
-    set -- $variant
-    echo "== obs_store=$1 topk=$2" | tee -a "$out/perf_throughput.log"
-    SWARP_OBS_STORE=$1 SWARP_TOPK=$2 $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 \
+  $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -3 | tee "$out/perf_physics.log"
+  for store in tile scalar; do
+    echo "== obs_store=$store" | tee -a "$out/perf_throughput.log"
+    SWARP_OBS_STORE=$store $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 \
       --iters 200 --repeats 3 2>&1 | grep -v "done" | tee -a "$out/perf_throughput.log"
   done
   $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3 2>&1 | grep -v done | tee "$out/perf_reset.log"
