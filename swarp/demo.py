@@ -64,7 +64,7 @@ def run(policy: str, args, device: str) -> tuple[dict, swarp.Environment]:
     return env, {
         "policy": policy,
         "mode": env.execution_mode,
-        "env-steps/s": args.n_envs * args.steps / elapsed,
+        "env-steps/s": round(args.n_envs * args.steps / elapsed),
         "episodes": n_episodes,
         "success rate": int(successes) / max(n_episodes, 1),
         "collisions/agent-step": int(collisions) / (args.n_envs * args.n_agents * args.steps),
