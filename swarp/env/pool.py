@@ -128,8 +128,7 @@ class EnvPool:
         """
         if self._received is not None:
             raise RuntimeError(
-                f"recv() was called while group {self._received} (received last) awaits send(); send its "
-                "actions first"
+                f"recv() was called while group {self._received} (received last) awaits send(); send its actions first"
             )
         g = self._next_recv
         group = self.groups[g]
