@@ -82,4 +82,10 @@ def run_ranks(worker, out_dir: Path, backend: str = "gloo") -> list:
             # Another process may take the free port before rank 0 listens on it: pick another.
             if "EADDRINUSE" not in str(error) or attempt == PORT_ATTEMPTS - 1:
                 raise
+        except mp.ProcessExitedException as error:
+            # Rarely (about 1 run in 30 on the 2-core CI machine, before swarp.distributed.shutdown
+            # gained its barrier 1 in 3) a rank aborts in gloo's teardown with "terminate called
+            # without an active exception". Try again; a deterministic crash fails every attempt.
+            if error.signal_name != "SIGABRT" or attempt == PORT_ATTEMPTS - 1:
+                raise
     return [torch.load(Path(out_dir) / f"rank{rank}.pt", weights_only=False) for rank in range(WORLD)]

@@ -30,8 +30,7 @@ from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.physics import neighbors
 from swarp.scenarios import spawn
 from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
-from swarp.scenarios.navigation_kernels import OBS_BLOCK
-from swarp.scenarios.navigation_kernels import _tiled_rows as tiled_rows
+from swarp.scenarios.rows import launch_observe_rows
 
 # --- option checks -------------------------------------------------------------------------------
 
@@ -58,19 +57,18 @@ class OptionChecker:
             bound = f">= {low}" + (f" and <= {high}" if high is not None else "")
             self.fail(f"{name} must be an int {bound}, got {value!r}")
 
-    def number(self, name: str, allow_zero: bool = False, optional: bool = False) -> None:
-        """A finite number > 0 (or >= 0 with ``allow_zero``; ``None`` passes with ``optional``)."""
+    def number(self, name: str, allow_zero: bool = False, optional: bool = False, high: float | None = None) -> None:
+        """A finite number > 0 (or >= 0 with ``allow_zero``), <= ``high`` if given (``None`` passes
+        with ``optional``)."""
         value = getattr(self.cfg, name)
         if optional and value is None:
             return
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value < 0
-            or (value == 0 and not allow_zero)
-        ):
-            self.fail(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}")
+        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        if not bad:
+            bad = value < 0 or (value == 0 and not allow_zero) or (high is not None and value > high)
+        if bad:
+            bound = (">= 0" if allow_zero else "> 0") + (f" and <= {high}" if high is not None else "")
+            self.fail(f"{name} must be a finite number {bound}, got {value!r}")
 
     def bool(self, name: str) -> None:
         value = getattr(self.cfg, name)
@@ -474,53 +472,6 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
     )
 
 
-@functools.cache
-def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
-    """The two observe kernels around a scenario's ``observe_agent(args: Args, mode, env, agent) -> row``
-    (a Warp func returning the agent's observation row, a ``vector(obs_dim)``, after writing its
-    per-agent outputs through ``args``; ``Args`` a Warp struct with at least ``pos`` [E, A]):
-
-    * ``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out)``: one agent per thread
-      (one env per thread on the CPU), masked, the row stored by its thread.
-    * ``observe_rows(args, mode, obs_rows)``: every env, one agent per thread in blocks of
-      ``OBS_BLOCK`` rows (flat row = env * A + agent) whose rows leave through shared memory as one
-      coalesced store (navigation's tiled store, ``SWARP_OBS_STORE``), for the CUDA step.
-    """
-    row_type = wp.types.vector(obs_dim, scalar)
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def observe(
-        args: Args,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=scalar),
-    ):
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
-            row = observe_agent(args, mode, env, agent)
-            for c in range(wp.static(obs_dim)):
-                obs_out[env, agent, c] = row[c]
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
-        block, lane = wp.tid()
-        row_index = block * wp.static(OBS_BLOCK) + lane
-        n_agents = args.pos.shape[1]
-        row = row_type()
-        if row_index < obs_rows.shape[0]:
-            env = row_index / n_agents
-            row = observe_agent(args, mode, env, row_index - env * n_agents)
-        rows = wp.tile_transpose(wp.tile(row))
-        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
-
-    return SimpleNamespace(observe=observe, observe_rows=observe_rows)
-
-
 def launch_observe(sc, launcher, env_mask, mode: int, kernels, args, finish, finish_args: tuple) -> None:
     """Launch a scenario's observe kernels (``observe_kernels``, with the filled ``args`` struct)
     and, for a step or a reset, its per-env finish kernel, whose parameters end the library's way:
@@ -529,25 +480,7 @@ def launch_observe(sc, launcher, env_mask, mode: int, kernels, args, finish, fin
     env = sc.env
     mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
     use_mask = int(env_mask is not None)
-    if env_mask is None and tiled_rows(env.device):
-        rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
-        launcher.launch(
-            kernels.observe_rows,
-            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
-            inputs=[args, int(mode)],
-            outputs=[rows],
-            device=env.device,
-            block_dim=OBS_BLOCK,
-        )
-    else:
-        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-        launcher.launch(
-            kernels.observe,
-            dim=(sc.n_envs, threads),
-            inputs=[args, mask, use_mask, int(mode), per_thread],
-            outputs=[env._obs],
-            device=env.device,
-        )
+    launch_observe_rows(sc, launcher, kernels, args, env_mask, mode)
     if mode != OBSERVE_ONLY:
         inputs, outputs = finish_args
         launcher.launch(

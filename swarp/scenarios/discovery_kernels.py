@@ -1,6 +1,6 @@
 """Discovery, fused: the Warp twin of ``discovery.py`` (observations, rewards, termination, reset).
 
-* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on
+* ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on
   CUDA): builds the agent's neighbor list, its observation row (targets as found at the start of
   the step), which targets it covers (a bit mask), its time and collision penalties and collisions.
 * ``disc_finish`` (one thread per env): counts the covering agents of each target still to find,
@@ -16,7 +16,7 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.env import episode
-from swarp.scenarios import base, common
+from swarp.scenarios import base, common, rows
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -168,7 +168,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
-        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, header + n_features),
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, header + n_features),
         disc_finish=disc_finish,
         disc_reset=disc_reset,
     )

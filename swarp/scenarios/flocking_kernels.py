@@ -1,6 +1,6 @@
 """Flocking, fused: the Warp twin of ``flocking.py`` (observations, rewards, info, reset).
 
-* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on CUDA):
+* ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
   builds the agent's neighbor list, its observation row, the per-agent reward terms (progress,
   separation, collisions) and info.
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
@@ -21,7 +21,7 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.env import episode
-from swarp.scenarios import base, common
+from swarp.scenarios import base, common, rows
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -215,7 +215,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
-        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
         flock_finish=flock_finish,
         flock_reset=flock_reset,
     )

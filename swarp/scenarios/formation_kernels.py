@@ -1,6 +1,6 @@
 """Formation, fused: the Warp twin of ``formation.py`` (observations, rewards, termination, reset).
 
-* ``observe_agent`` (one thread per agent, in ``common.observe_kernels``: tiled row store on CUDA):
+* ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
   builds the agent's neighbor list, its observation row, its progress towards its slot,
   collisions and per-agent info.
 * ``form_finish`` (one thread per env): termination, shared/bonus reward terms, the formation
@@ -16,7 +16,7 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.env import episode
-from swarp.scenarios import base, common
+from swarp.scenarios import base, common, rows
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -164,7 +164,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
-        observe=common.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
         form_finish=form_finish,
         form_reset=form_reset,
     )

@@ -50,9 +50,9 @@ from swarp.core.config import AgentConfig, Obstacle, WorldConfig
 from swarp.core.launch import Launcher
 from swarp.scenarios import give_way_kernels as gk
 from swarp.scenarios.base import WorldSpec, register_scenario
+from swarp.scenarios.common import OptionChecker
 from swarp.scenarios.fleet import place_agents_torch, seek_velocity
 from swarp.scenarios.navigation import NavigationScenario
-from swarp.scenarios.option_checks import check_int, check_number
 from swarp.scenarios.spawn import uniform_torch
 
 DRAW_SPAWN = int(gk.DRAW_SPAWN)
@@ -110,18 +110,19 @@ class GiveWayConfig:
     max_steps: int = 100
 
     def __post_init__(self) -> None:
+        check = OptionChecker(self, "give_way")
         if isinstance(self.n_agents, bool) or self.n_agents != N_AGENTS:
             raise ValueError(f"give_way option n_agents must be {N_AGENTS} (a two-agent task), got {self.n_agents!r}")
-        check_number("give_way", self, "difficulty", allow_zero=True, high=1.0)
+        check.number("difficulty", allow_zero=True, high=1.0)
         for name in ("half_length", "agent_radius", "max_speed", "dt"):
-            check_number("give_way", self, name)
+            check.number(name)
         for name in ("shaping_factor", "collision_penalty", "final_reward"):
-            check_number("give_way", self, name, allow_zero=True)
+            check.number(name, allow_zero=True)
         if self.goal_radius is not None:
-            check_number("give_way", self, "goal_radius")
-        check_int("give_way", self, "substeps", 1)
-        check_int("give_way", self, "max_steps", 1)
-        check_number("give_way", self, "collision_k")
+            check.number("goal_radius")
+        check.int("substeps", 1)
+        check.int("max_steps", 1)
+        check.number("collision_k")
         stiffness = self.collision_k * (self.dt / self.substeps) ** 2
         if stiffness >= 1.0:
             raise ValueError(

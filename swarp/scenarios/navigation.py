@@ -41,6 +41,7 @@ from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import common
 from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.common import OptionChecker
 from swarp.scenarios.spawn import (
     cell_keys_torch,
     cell_point_torch,
@@ -115,38 +116,20 @@ class NavigationConfig:
     _drones: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        def check_int(name, low, high=None):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
-                bound = f">= {low}" + (f" and <= {high}" if high else "")
-                raise ValueError(f"navigation option {name} must be an int {bound}, got {value!r}")
-
-        def check_pos(name, allow_zero=False):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or (value < 0 or (value == 0 and not allow_zero))
-            ):
-                raise ValueError(
-                    f"navigation option {name} must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}"
-                )
-
-        check_int("n_agents", 1, 2000)
-        check_int("n_obstacles", 0, 2000)
-        check_int("obs_neighbors", 0)
-        check_int("substeps", 1)
-        check_int("max_steps", 1)
-        check_int("max_neighbors", 1)
+        check = OptionChecker(self, "navigation")
+        check.int("n_agents", 1, 2000)
+        check.int("n_obstacles", 0, 2000)
+        check.int("obs_neighbors", 0)
+        check.int("substeps", 1)
+        check.int("max_steps", 1)
+        check.int("max_neighbors", 1)
         for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
-            check_pos(name)
+            check.number(name)
         for name in ("shaping_factor", "collision_penalty", "final_reward"):
-            check_pos(name, allow_zero=True)
-        if self.goal_radius is not None:
-            check_pos("goal_radius")
+            check.number(name, allow_zero=True)
+        check.number("goal_radius", optional=True)
         if self.spawn_cells is not None:
-            check_int("spawn_cells", 1)
+            check.int("spawn_cells", 1)
         model = _coerce_enum(DynamicsModel, self.model, "navigation option model")
         if (model == DynamicsModel.DRONE) != self._drones:
             raise ValueError(

@@ -2,8 +2,9 @@
 
 Three kernels, all writing into persistent buffers so a step can be captured:
 
-* ``nav_observe`` (one thread per agent): the observation row, the distance to goal, collisions
-  and progress; the k nearest neighbors come straight from the world's sorted neighbor list.
+* ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
+  the observation row, the distance to goal, collisions and progress; the k nearest neighbors come
+  straight from the world's sorted neighbor list.
 * ``nav_finish`` (one thread per env): termination, the shared/bonus reward terms, overflow.
 * ``nav_reset`` (one thread per env and spawn cell, masked): spawns, goals, headings and obstacles from the
   counter-based RNG, exactly the draws of the torch reference.
@@ -11,7 +12,6 @@ Three kernels, all writing into persistent buffers so a step can be captured:
 
 import functools
 import math
-import os
 from types import SimpleNamespace
 
 import warp as wp
@@ -23,7 +23,7 @@ from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.core.types import PARAM_RADIUS
 from swarp.env import episode
 from swarp.physics import neighbors
-from swarp.scenarios import base, spawn
+from swarp.scenarios import base, rows, spawn
 
 _RADIUS = wp.constant(PARAM_RADIUS)
 
@@ -37,18 +37,6 @@ DRAW_GOAL_JITTER = wp.constant(4 * DRAW_BLOCK)
 DRAW_HEADING = wp.constant(6 * DRAW_BLOCK)
 DRAW_OBSTACLE = wp.constant(7 * DRAW_BLOCK)
 DRAW_OBSTACLE_CELLS = wp.constant(8 * DRAW_BLOCK)
-
-
-#: Agents (observation rows) per block of the tiled observation kernel (CUDA).
-OBS_BLOCK = 64
-#: ``SWARP_OBS_STORE=scalar`` turns the tiled, coalesced row store off (A/B measurements).
-_TILED_ROWS = os.environ.get("SWARP_OBS_STORE", "tile") == "tile"
-
-
-def _tiled_rows(device: str) -> bool:
-    """Whether the step's observation uses the tiled row store: on CUDA (and on the CPU only when
-    Warp honours CPU block widths, ``wp.config.enable_cpu_blocks``, which the tests use to check it)."""
-    return _TILED_ROWS and (device.startswith("cuda") or bool(getattr(wp.config, "enable_cpu_blocks", False)))
 
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
@@ -85,36 +73,35 @@ def kernels(
     obs_dim = 8 + 5 * k_obs
     obs_vec = wp.types.vector(obs_dim, scalar)
 
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        theta: wp.array2d(dtype=scalar)
+        params: wp.array3d(dtype=scalar)
+        per_env_params: int
+        goals: wp.array2d(dtype=vec2)
+        nq: Query
+        obs_range: scalar
+        goal_radius: scalar
+        collision_penalty: scalar
+        prev_dist: wp.array2d(dtype=scalar)
+        progress_out: wp.array2d(dtype=scalar)
+        reward_out: wp.array2d(dtype=scalar)
+        dist_out: wp.array2d(dtype=scalar)
+        on_goal_out: wp.array2d(dtype=wp.bool)
+        collisions_out: wp.array2d(dtype=wp.int32)
+
     @wp.func
-    def observe_agent(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        goals: wp.array2d(dtype=vec2),
-        nq: Query,
-        obs_range: scalar,
-        goal_radius: scalar,
-        collision_penalty: scalar,
-        mode: int,
-        env: int,
-        agent: int,
-        prev_dist: wp.array2d(dtype=scalar),
-        progress_out: wp.array2d(dtype=scalar),
-        reward_out: wp.array2d(dtype=scalar),
-        dist_out: wp.array2d(dtype=scalar),
-        on_goal_out: wp.array2d(dtype=wp.bool),
-        collisions_out: wp.array2d(dtype=wp.int32),
-    ):
+    def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> obs_vec:
         """Build one agent's neighbor list, write its per-agent outputs and return its observation
         row. Every index into the row is a compile-time constant, so it stays in registers."""
         # This agent's neighbor list, built here from the final positions (no separate launch).
-        build_list(nq, env, agent)
-        p = pos[env, agent]
-        v = vel[env, agent]
-        th = theta[env, agent]
-        rel_goal = goals[env, agent] - p
+        build_list(a.nq, env, agent)
+        p = a.pos[env, agent]
+        v = a.vel[env, agent]
+        th = a.theta[env, agent]
+        rel_goal = a.goals[env, agent] - p
         row = obs_vec()
         row[0] = p[0]
         row[1] = p[1]
@@ -124,28 +111,28 @@ def kernels(
         row[5] = wp.sin(th)
         row[6] = rel_goal[0]
         row[7] = rel_goal[1]
-        range2 = obs_range * obs_range
-        pe = env * per_env_params
-        r = params[pe, agent, _RADIUS]
+        range2 = a.obs_range * a.obs_range
+        pe = env * a.per_env_params
+        r = a.params[pe, agent, _RADIUS]
         n_written = int(0)
         n_collisions = int(0)
-        n_near = nq.near[env, agent]
+        n_near = a.nq.near[env, agent]
         beyond_range = bool(False)
         # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
         # at most k) and so are possible collisions (the near prefix). Stop when both are done.
-        for s in range(nq.count[env, agent]):
+        for s in range(a.nq.count[env, agent]):
             if s >= n_near and (beyond_range or n_written >= k_obs):
                 break
-            j = nq.nbr[env, s, agent]
-            delta = pos[env, j] - p
+            j = a.nq.nbr[env, s, agent]
+            delta = a.pos[env, j] - p
             d2 = wp.dot(delta, delta)
             if d2 > range2:
                 beyond_range = True
-            reach = r + params[pe, j, _RADIUS]
+            reach = r + a.params[pe, j, _RADIUS]
             if d2 < reach * reach:
                 n_collisions += 1
             if n_written < k_obs and d2 <= range2:
-                dv = vel[env, j] - v
+                dv = a.vel[env, j] - v
                 for w in range(wp.static(k_obs)):
                     if w == n_written:
                         row[8 + 5 * w + 0] = delta[0]
@@ -157,91 +144,14 @@ def kernels(
         # Slots of neighbors not in range keep the zeros (valid flag 0) the row started with.
         dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
         if mode == _OBSERVE_STEP:
-            progress_out[env, agent] = prev_dist[env, agent] - dist
-            reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
+            a.progress_out[env, agent] = a.prev_dist[env, agent] - dist
+            a.reward_out[env, agent] = -(a.collision_penalty * scalar(n_collisions))
         if mode != _OBSERVE_ONLY:
-            dist_out[env, agent] = dist
-            on_goal_out[env, agent] = dist < goal_radius
-            collisions_out[env, agent] = n_collisions
-        prev_dist[env, agent] = dist
+            a.dist_out[env, agent] = dist
+            a.on_goal_out[env, agent] = dist < a.goal_radius
+            a.collisions_out[env, agent] = n_collisions
+        a.prev_dist[env, agent] = dist
         return row
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def nav_observe(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        goals: wp.array2d(dtype=vec2),
-        nq: Query,
-        obs_range: scalar,
-        goal_radius: scalar,
-        collision_penalty: scalar,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=scalar),
-        prev_dist: wp.array2d(dtype=scalar),
-        progress_out: wp.array2d(dtype=scalar),
-        reward_out: wp.array2d(dtype=scalar),
-        dist_out: wp.array2d(dtype=scalar),
-        on_goal_out: wp.array2d(dtype=wp.bool),
-        collisions_out: wp.array2d(dtype=wp.int32),
-    ):
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per
-        # thread (agents_per_thread = A).
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            row = observe_agent(
-                pos, vel, theta, params, per_env_params, goals, nq, obs_range, goal_radius, collision_penalty,
-                mode, env, agent, prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
-            )  # fmt: skip
-            for c in range(wp.static(obs_dim)):
-                obs_out[env, agent, c] = row[c]
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def nav_observe_rows(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        goals: wp.array2d(dtype=vec2),
-        nq: Query,
-        obs_range: scalar,
-        goal_radius: scalar,
-        collision_penalty: scalar,
-        mode: int,
-        obs_rows: wp.array2d(dtype=scalar),
-        prev_dist: wp.array2d(dtype=scalar),
-        progress_out: wp.array2d(dtype=scalar),
-        reward_out: wp.array2d(dtype=scalar),
-        dist_out: wp.array2d(dtype=scalar),
-        on_goal_out: wp.array2d(dtype=wp.bool),
-        collisions_out: wp.array2d(dtype=wp.int32),
-    ):
-        # Every env, unmasked (the step's observation), on CUDA. One agent per thread, a block of
-        # OBS_BLOCK consecutive agents (flat row = env * A + agent) per tile: the rows go through
-        # shared memory and leave as one contiguous, coalesced [OBS_BLOCK, obs_dim] store, instead
-        # of obs_dim scalar stores per thread 4 * obs_dim bytes apart.
-        block, lane = wp.tid()
-        row_index = block * wp.static(OBS_BLOCK) + lane
-        n_agents = pos.shape[1]
-        row = obs_vec()
-        if row_index < obs_rows.shape[0]:
-            env = row_index / n_agents
-            agent = row_index - env * n_agents
-            row = observe_agent(
-                pos, vel, theta, params, per_env_params, goals, nq, obs_range, goal_radius, collision_penalty,
-                mode, env, agent, prev_dist, progress_out, reward_out, dist_out, on_goal_out, collisions_out,
-            )  # fmt: skip
-        rows = wp.tile_transpose(wp.tile(row))
-        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_finish(
@@ -388,7 +298,10 @@ def kernels(
                 goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
 
     return SimpleNamespace(
-        nav_observe=nav_observe, nav_observe_rows=nav_observe_rows, nav_finish=nav_finish, nav_reset=nav_reset
+        ObserveArgs=ObserveArgs,
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, obs_dim),
+        nav_finish=nav_finish,
+        nav_reset=nav_reset,
     )
 
 
@@ -409,9 +322,10 @@ def _kernels_for(sc):
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=None) -> None:
-    """Launch ``nav_observe`` (and, for a step, ``nav_finish``) for the scenario ``sc``.
+    """Launch the observation (``rows.observe_kernels`` around ``observe_agent``) and, for a step,
+    ``nav_finish`` for the scenario ``sc``.
 
-    The world's grid binning (``World.prepare_neighbors``) must have run: ``nav_observe`` builds
+    The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
     the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping.
     ``before_finish(launcher)``, when given, launches between the two (a variant's extra
     observation columns and per-agent reward terms, before rows are copied to ``final_obs``).
@@ -421,38 +335,16 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     s = env.stepper.scalar
     state, nb = world.state, world.neighbors
     mask = env_mask if env_mask is not None else nb.no_mask
-    common = [
-        state.pos,
-        state.vel,
-        state.theta,
-        world.model.params,
-        int(world.model.params.shape[0] > 1),
-        sc._goals,
-        world.neighbor_query(),
-        s(c.obs_range),
-        s(sc.goal_radius),
-        s(c.collision_penalty),
-    ]
-    outputs = [sc._prev_dist, sc._progress, env._reward, sc._dist, sc._on_goal, sc._collisions]
-    if env_mask is None and _tiled_rows(env.device):
-        rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
-        launcher.launch(
-            k.nav_observe_rows,
-            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
-            inputs=[*common, int(mode)],
-            outputs=[rows, *outputs],
-            device=env.device,
-            block_dim=OBS_BLOCK,
-        )
-    else:
-        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-        launcher.launch(
-            k.nav_observe,
-            dim=(sc.n_envs, threads),
-            inputs=[*common, mask, int(env_mask is not None), int(mode), per_thread],
-            outputs=[env._obs, *outputs],
-            device=env.device,
-        )
+    args = k.ObserveArgs()
+    args.pos, args.vel, args.theta = state.pos, state.vel, state.theta
+    args.params = world.model.params
+    args.per_env_params = int(world.model.params.shape[0] > 1)
+    args.goals = sc._goals
+    args.nq = world.neighbor_query()
+    args.obs_range, args.goal_radius, args.collision_penalty = s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty)
+    args.prev_dist, args.progress_out, args.reward_out = sc._prev_dist, sc._progress, env._reward
+    args.dist_out, args.on_goal_out, args.collisions_out = sc._dist, sc._on_goal, sc._collisions
+    rows.launch_observe_rows(sc, launcher, k.observe, args, env_mask, mode)
     if before_finish is not None:
         before_finish(launcher)
     if mode != base.OBSERVE_ONLY:

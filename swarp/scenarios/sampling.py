@@ -44,8 +44,8 @@ from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles
 from swarp.scenarios import sampling_kernels as smk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.common import OptionChecker
 from swarp.scenarios.fleet import grid_spawn_torch, open_arena, place_agents_torch, seek_velocity
-from swarp.scenarios.option_checks import check_bool, check_int, check_number
 from swarp.scenarios.spawn import uniform_torch
 
 DRAW_GAUSSIAN = int(smk.DRAW_GAUSSIAN)
@@ -95,17 +95,18 @@ class SamplingConfig:
     max_neighbors: int = 8
 
     def __post_init__(self) -> None:
-        check_int("sampling", self, "n_agents", 1, 256)
-        check_int("sampling", self, "grid_cells", 1, 256)
-        check_int("sampling", self, "n_gaussians", 1, 64)
-        check_int("sampling", self, "patch_radius", 0, MAX_PATCH_RADIUS)
-        check_int("sampling", self, "substeps", 1)
-        check_int("sampling", self, "max_steps", 1)
-        check_int("sampling", self, "max_neighbors", 1)
+        check = OptionChecker(self, "sampling")
+        check.int("n_agents", 1, 256)
+        check.int("grid_cells", 1, 256)
+        check.int("n_gaussians", 1, 64)
+        check.int("patch_radius", 0, MAX_PATCH_RADIUS)
+        check.int("substeps", 1)
+        check.int("max_steps", 1)
+        check.int("max_neighbors", 1)
         for name in ("world_size", "agent_radius", "max_speed", "sigma_min", "sigma_max", "dt"):
-            check_number("sampling", self, name)
-        check_number("sampling", self, "success_fraction", high=1.0)
-        check_bool("sampling", self, "shared_reward")
+            check.number(name)
+        check.number("success_fraction", high=1.0)
+        check.bool("shared_reward")
         if self.sigma_max < self.sigma_min:
             raise ValueError(f"sampling option sigma_max ({self.sigma_max}) must be >= sigma_min ({self.sigma_min})")
 

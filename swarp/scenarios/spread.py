@@ -36,8 +36,8 @@ from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles, Crosses
 from swarp.scenarios import spread_kernels as sk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.common import OptionChecker
 from swarp.scenarios.fleet import grid_spawn_torch, open_arena, place_agents_torch, safe_norm, seek_velocity
-from swarp.scenarios.option_checks import check_int, check_number
 from swarp.scenarios.spawn import uniform_torch
 
 DRAW_LANDMARK = int(sk.DRAW_LANDMARK)
@@ -76,15 +76,16 @@ class SpreadConfig:
     max_neighbors: int = 8
 
     def __post_init__(self) -> None:
-        check_int("spread", self, "n_agents", 1, 256)
-        check_int("spread", self, "substeps", 1)
-        check_int("spread", self, "max_steps", 1)
-        check_int("spread", self, "max_neighbors", 1)
+        check = OptionChecker(self, "spread")
+        check.int("n_agents", 1, 256)
+        check.int("substeps", 1)
+        check.int("max_steps", 1)
+        check.int("max_neighbors", 1)
         for name in ("world_size", "agent_radius", "max_speed", "dt"):
-            check_number("spread", self, name)
-        check_number("spread", self, "collision_penalty", allow_zero=True)
+            check.number(name)
+        check.number("collision_penalty", allow_zero=True)
         if self.cover_radius is not None:
-            check_number("spread", self, "cover_radius")
+            check.number("cover_radius")
         if self.agent_radius >= self.world_size:
             raise ValueError(
                 f"spread option agent_radius ({self.agent_radius}) must be smaller than world_size ({self.world_size})"

@@ -7,15 +7,17 @@ Scenario-specific behaviour (layouts, reward terms, controllers, options) lives 
 scenario's own test module.
 """
 
+import sys
+
 import pytest
 import torch
 import warp as wp
 from env.test_environment import forbid_host_transfers
 
 import swarp
-from swarp.core.launch import LAUNCH_MODE_ENV
+from swarp.core.launch import LAUNCH_MODE_ENV, Launcher
 from swarp.scenarios.base import get_scenario
-from swarp.scenarios.common import tiled_rows
+from swarp.scenarios.rows import tiled_rows
 
 from .helpers import (
     PARITY_ATOL,
@@ -156,16 +158,44 @@ def test_reset_at_changes_only_masked_envs(name, fused, generator):
 
 
 @SCENARIOS
-def test_tiled_observation_rows_equal_the_per_thread_store(name, monkeypatch, generator):
-    """The CUDA step stores observation rows through a tile (shared memory, one coalesced store per
-    block of rows); Warp runs that kernel on the CPU when CPU blocks are enabled. Same bits as the
-    per-thread store, with a partial last block (7 x 5 = 35 rows; 7 x 2 for the two-agent give_way)."""
-    fleet = {} if name in FIXED_FLEETS else {"n_agents": 5}
-    actions = action_sequence(make_env(name, n_envs=7, **fleet), 30, generator)
-    per_thread = rollout(make_env(name, n_envs=7, **fleet), actions)
+@pytest.mark.parametrize("lidar_rays", [0, 4])
+def test_tiled_observation_rows_equal_the_per_thread_store(name, lidar_rays, monkeypatch, generator):
+    """The CUDA step stores observation rows through a tile (``swarp/scenarios/rows.py``: shared
+    memory, one coalesced store per block of rows); Warp runs that kernel on the CPU when CPU blocks
+    are enabled. Same bits as the per-thread store, with a partial last block (7 x 5 = 35 rows;
+    7 x 2 for the two-agent give_way), and with lidar columns after the scenario's (the tile writes
+    only the scenario's columns)."""
+    launched = set()
+    eager_launch = Launcher.launch
+
+    def spy(self, kernel, *args, **kwargs):
+        launched.add(kernel.key)
+        return eager_launch(self, kernel, *args, **kwargs)
+
+    monkeypatch.setattr(Launcher, "launch", spy)
+    options = dict(n_envs=7, lidar_rays=lidar_rays, **({} if name in FIXED_FLEETS else {"n_agents": 5}))
+    actions = action_sequence(make_env(name, **options), 30, generator)
+    per_thread = rollout(make_env(name, **options), actions)
+    uses_rows = any(key.startswith("observe_kernels__locals__observe") for key in launched)
+    assert not any(key.endswith("observe_rows") for key in launched)
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
     assert tiled_rows("cpu")
-    assert_bit_identical(per_thread, rollout(make_env(name, n_envs=7, **fleet), actions))
+    assert_bit_identical(per_thread, rollout(make_env(name, **options), actions))
+    assert any(key.endswith("observe_rows") for key in launched) == uses_rows
+
+
+@SCENARIOS
+def test_gpu_thread_layout_gives_the_cpu_layout_bits(name, monkeypatch, generator):
+    """Per-agent (per-cell, per-pair) kernels run one item per thread on the GPU and one env per
+    thread on the CPU (``swarp.core.launch.agents_per_thread``); forcing the GPU layout on the CPU,
+    in every module that sizes a grid with it, must not change a bit."""
+    actions = action_sequence(make_env(name), 25, generator)
+    reference = rollout(make_env(name), actions)
+    patched = [m for n, m in sys.modules.items() if n.startswith("swarp.") and hasattr(m, "agents_per_thread")]
+    assert patched
+    for module in patched:
+        monkeypatch.setattr(module, "agents_per_thread", lambda device, n_items: (1, n_items))
+    assert_bit_identical(reference, rollout(make_env(name), actions))
 
 
 @SCENARIOS

@@ -5,7 +5,6 @@ import math
 
 import pytest
 import torch
-import warp as wp
 
 import swarp
 from swarp.core.config import ObstacleShape
@@ -285,49 +284,3 @@ def test_observation_layout_matches_the_docstring():
     valid = slots[..., 4]
     assert bool(((valid == 0) | (valid == 1)).all())
     assert bool((slots[valid == 0] == 0).all())
-
-
-@pytest.mark.parametrize("lidar_rays", [0, 4])
-def test_tiled_observation_rows_equal_the_per_thread_store(monkeypatch, lidar_rays):
-    """The CUDA step observes through a tiled kernel (rows staged in shared memory, stored as one
-    coalesced block); Warp runs it on the CPU when CPU blocks are enabled. Same bits as the
-    per-thread store over auto-resets, with a partial last block (13 x 7 = 91 rows, blocks of 64),
-    and with lidar columns after the scenario's (the tile writes only the scenario's columns)."""
-    from swarp.core import launch
-    from swarp.scenarios import navigation_kernels
-
-    def rollout_outputs() -> list[torch.Tensor]:
-        env = swarp.make(
-            "navigation",
-            n_envs=13,
-            device="cpu",
-            seed=4,
-            n_agents=7,
-            auto_reset=True,
-            max_steps=12,
-            lidar_rays=lidar_rays,
-        )
-        env.reset()
-        generator = torch.Generator().manual_seed(0)
-        outputs = []
-        for _ in range(30):
-            obs, reward, terminated, _, info = env.step(torch.rand(13, 7, 2, generator=generator) * 2 - 1)
-            outputs += [t.clone() for t in (obs, reward, terminated, info["final_obs"], info["collisions"])]
-        return outputs
-
-    launched = set()
-    eager_launch = launch.Launcher.launch
-
-    def spy(self, kernel, *args, **kwargs):
-        launched.add(kernel.key)
-        return eager_launch(self, kernel, *args, **kwargs)
-
-    monkeypatch.setattr(launch.Launcher, "launch", spy)
-    per_thread = rollout_outputs()
-    assert not any("nav_observe_rows" in key for key in launched)
-    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
-    assert navigation_kernels._tiled_rows("cpu")
-    tiled = rollout_outputs()
-    assert any("nav_observe_rows" in key for key in launched)
-    for x, y in zip(per_thread, tiled, strict=True):
-        assert torch.equal(x, y)

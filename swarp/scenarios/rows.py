@@ -1,0 +1,101 @@
+"""Observation rows: the two kernels every fused scenario observes with, around its own
+``observe_agent`` Warp func.
+
+A scenario writes ``observe_agent(args, mode, env, agent) -> row``: it writes the agent's
+per-agent outputs through ``args`` (a Warp struct holding at least ``pos`` [E, A]) and returns its
+observation row, a ``vector(obs_dim)`` indexed only by compile-time constants (so it stays in
+registers). ``observe_kernels`` wraps it in:
+
+* ``observe``: one agent per thread (one env per thread on the CPU), masked (resets), each thread
+  storing its row with scalar stores;
+* ``observe_rows``: every env, for the CUDA step: blocks of ``OBS_BLOCK`` consecutive agents
+  (flat row = env * A + agent) whose rows go through shared memory (a Warp tile) and leave as one
+  coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of ``obs_dim`` scalar stores per thread
+  ``4 * obs_dim`` bytes apart. Only the scenario's columns are written (lidar columns follow).
+
+``SWARP_OBS_STORE=scalar`` turns the tiled store off (A/B measurements, docs/benchmarks.md).
+"""
+
+import functools
+import os
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.core.launch import Launcher, agents_per_thread
+
+#: Agents (observation rows) per block of the tiled observation kernel.
+OBS_BLOCK = 64
+_TILED_ROWS = os.environ.get("SWARP_OBS_STORE", "tile") == "tile"
+
+
+def tiled_rows(device: str) -> bool:
+    """Whether the step's observation uses the tiled row store: on CUDA (and on the CPU only when
+    Warp honours CPU block widths, ``wp.config.enable_cpu_blocks``, which the tests use to check it)."""
+    return _TILED_ROWS and (device.startswith("cuda") or bool(getattr(wp.config, "enable_cpu_blocks", False)))
+
+
+@functools.cache
+def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
+    """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out)`` and
+    ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
+    row_type = wp.types.vector(obs_dim, scalar)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe(
+        args: Args,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            row = observe_agent(args, mode, env, agent)
+            for c in range(wp.static(obs_dim)):
+                obs_out[env, agent, c] = row[c]
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
+        block, lane = wp.tid()
+        row_index = block * wp.static(OBS_BLOCK) + lane
+        n_agents = args.pos.shape[1]
+        row = row_type()
+        if row_index < obs_rows.shape[0]:
+            env = row_index / n_agents
+            row = observe_agent(args, mode, env, row_index - env * n_agents)
+        rows = wp.tile_transpose(wp.tile(row))
+        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
+
+    return SimpleNamespace(observe=observe, observe_rows=observe_rows)
+
+
+def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, env_mask, mode: int) -> None:
+    """Launch ``sc``'s observation (``kernels`` from ``observe_kernels``, ``args`` its filled
+    struct) for the envs of ``env_mask`` [E] bool, or for every env (``None``: the tiled store
+    where ``tiled_rows``), writing ``sc.env._obs``."""
+    env = sc.env
+    if env_mask is None and tiled_rows(env.device):
+        rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
+        launcher.launch(
+            kernels.observe_rows,
+            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
+            inputs=[args, int(mode)],
+            outputs=[rows],
+            device=env.device,
+            block_dim=OBS_BLOCK,
+        )
+        return
+    mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    launcher.launch(
+        kernels.observe,
+        dim=(sc.n_envs, threads),
+        inputs=[args, mask, int(env_mask is not None), int(mode), per_thread],
+        outputs=[env._obs],
+        device=env.device,
+    )
