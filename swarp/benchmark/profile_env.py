@@ -7,6 +7,9 @@
 * ``host``: Python time per ``env.step`` call while the GPU runs behind (the host floor).
 * ``gpu``: the step's launch sequence captured in one graph and timed with events (the GPU floor).
 * per stage: each part of the sequence captured and timed alone.
+
+``--kernels`` instead lists GPU time per kernel of one fused step (Warp's CUDA activity timing over
+eager launches, averaged per step), the finest split short of Nsight.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import time
 
 import torch
+import warp as wp
 
 import swarp
 from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
@@ -57,6 +61,31 @@ def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation"
     return [scenario, n_envs, n_agents, wall * 1e6, host * 1e6] + [gpu[k] * 1e6 for k in stages]
 
 
+def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation") -> list:
+    """Rows ``[scenario, n_envs, n_agents, kernel, us/step, share]`` for one fused step, eager launches."""
+    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario)
+    low, high = env.action_bounds
+    actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
+    with torch.no_grad():
+        for _ in range(3):
+            env.step(actions)
+        synchronize(env.device)
+        wp.timing_begin(cuda_filter=wp.TIMING_KERNEL)
+        for _ in range(iters):
+            env._fused_step(EAGER)
+        results = wp.timing_end()
+    per_kernel: dict[str, float] = {}
+    for r in results:
+        per_kernel[r.name] = per_kernel.get(r.name, 0.0) + r.elapsed * 1e3 / iters
+    total = sum(per_kernel.values())
+    rows = [
+        [scenario, n_envs, n_agents, name, us, us / total]
+        for name, us in sorted(per_kernel.items(), key=lambda x: -x[1])
+    ]
+    rows.append([scenario, n_envs, n_agents, "total", total, 1.0])
+    return rows
+
+
 stage_names = ["gpu step", "substeps", "list build alone", "observe+lists+finish", "reset path"]
 
 
@@ -66,7 +95,19 @@ def main(argv=None) -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=[3, 16, 64])
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--scenarios", nargs="+", default=["navigation"], help="fused scenarios to profile")
+    parser.add_argument("--kernels", action="store_true", help="GPU time per kernel instead of per stage")
     args = parser.parse_args(argv)
+    if args.kernels:
+        rows = [
+            r
+            for name in args.scenarios
+            for e in args.envs
+            for a in args.agents
+            for r in kernel_times(e, a, args.iters, name)
+        ]
+        print(f"swarp {swarp.__version__}, torch {torch.__version__}; GPU us per step, eager launches")
+        print_table(["scenario", "n_envs", "n_agents", "kernel", "us/step", "share"], rows)
+        return
     rows = [profile(e, a, args.iters, name) for name in args.scenarios for e in args.envs for a in args.agents]
     print(f"swarp {swarp.__version__}, torch {torch.__version__}; all times us/step")
     print_table(["scenario", "n_envs", "n_agents", "wall", "host", *stage_names], rows)

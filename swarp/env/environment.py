@@ -14,7 +14,7 @@ import torch
 import warp as wp
 
 from swarp.core import params as param_table
-from swarp.core.launch import EAGER, Launcher
+from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.env import episode
@@ -209,8 +209,6 @@ class Environment:
         ep.terminated = self._terminated
         ep.truncated = self._truncated
         ep.done = self._done
-        ep.obs = self._obs
-        ep.final_obs = self._final_obs
         self.episode_args = ep
 
     # --- properties -------------------------------------------------------------------------
@@ -333,12 +331,13 @@ class Environment:
     def _fused_step(self, launcher: Launcher) -> None:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
-        # The lidar columns go first: the scenario's step end may copy whole rows to final_obs.
+        # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
         self._launch_lidar(launcher)
         sc.launch_observe(launcher, mode=OBSERVE_STEP)
         if not sc.ends_steps:
             self._launch_advance(launcher)
         if self.auto_reset:
+            self._launch_save_final_obs(launcher)
             self._launch_randomize(launcher, self._done)
             sc.launch_reset(launcher, self._done)
             self._refresh_neighbors(launcher, self._done)
@@ -411,9 +410,24 @@ class Environment:
         else:
             self.world.build_neighbors(mask, launcher)
 
+    def _launch_save_final_obs(self, launcher: Launcher) -> None:
+        """With auto-reset, copy the observation rows of the envs that finished this step
+        (``done``) to ``final_obs``, before their reset overwrites them."""
+        if not self.auto_reset:
+            return
+        units = self.n_agents * -(-self._obs.shape[2] // episode.FINAL_OBS_CHUNK)
+        per_thread, threads = agents_per_thread(self.device, units)
+        launcher.launch(
+            episode.save_final_obs_kernel(self.stepper.scalar),
+            dim=(self.n_envs, threads),
+            inputs=[self._done, self._obs, per_thread],
+            outputs=[self._final_obs],
+            device=self.device,
+        )
+
     def _launch_advance(self, launcher: Launcher) -> None:
-        """Count the step, flag time limits, and with auto-reset save the final obs of finished envs
-        and start their next episode (one thread per env)."""
+        """Count the step, flag time limits, and with auto-reset start the next episode of finished
+        envs (one thread per env)."""
         launcher.launch(
             episode.funcs(self.stepper.scalar).advance_episodes,
             dim=self.n_envs,
@@ -432,6 +446,7 @@ class Environment:
             self.info[key].copy_(value)
         with self.streams.scope():
             self._launch_advance(EAGER)
+            self._launch_save_final_obs(EAGER)
         if self.auto_reset:
             self._torch_reset_envs(self.done, self._done)
 
@@ -510,6 +525,7 @@ class Environment:
                 self.info[key].copy_(value)
         with self.streams.scope():
             self._launch_advance(EAGER)
+            self._launch_save_final_obs(EAGER)
         info = dict(self.info)
         if self.auto_reset:
             self._torch_reset_envs(self.done, self._done)
