@@ -50,6 +50,17 @@ def agents_per_thread(device: str | wp.Device, n_agents: int) -> tuple[int, int]
     return n_agents, 1
 
 
+#: Threads per block of the one-thread-per-env kernels (a step's finish, episode bookkeeping) on
+#: CUDA. Their threads are latency-bound; Warp's default 256 puts 16,384 envs on 64 blocks, half of
+#: an H200's SMs (ncu: 12% achieved occupancy), while 32 spreads them over every SM.
+PER_ENV_BLOCK = 32
+
+
+def per_env_block(device) -> int | None:
+    """``block_dim`` for a one-thread-per-env launch on ``device`` (None: Warp's default)."""
+    return PER_ENV_BLOCK if str(device).startswith("cuda") else None
+
+
 class Launcher:
     """Eager launches: each call goes straight to Warp.
 

@@ -14,7 +14,7 @@ import torch
 import warp as wp
 
 from swarp.core import params as param_table
-from swarp.core.launch import EAGER, Launcher, agents_per_thread
+from swarp.core.launch import EAGER, Launcher, agents_per_thread, per_env_block
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.env import episode
@@ -391,6 +391,7 @@ class Environment:
             inputs=[self._reset_mask],
             outputs=[self._step_count, self._episode],
             device=self.device,
+            block_dim=per_env_block(self.device),
         )
 
     def _fused_reset(self, launcher: Launcher) -> None:
@@ -433,6 +434,7 @@ class Environment:
             dim=self.n_envs,
             inputs=[self.episode_args],
             device=self.device,
+            block_dim=per_env_block(self.device),
         )
 
     def _torch_step(self) -> None:

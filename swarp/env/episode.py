@@ -58,7 +58,7 @@ def funcs(scalar: type):
 
 
 #: Columns one thread of ``save_final_obs`` copies: its loads are unrolled, so all are in flight at once.
-FINAL_OBS_CHUNK = 8
+FINAL_OBS_CHUNK = 32
 
 
 @functools.cache

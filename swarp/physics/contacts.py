@@ -133,8 +133,9 @@ def funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
-def kernels(scalar: type) -> SimpleNamespace:
-    """The contact-force kernel for one precision."""
+def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
+    """The contact-force kernel for one precision; without ``obstacles`` (a world with no obstacle
+    slots) the obstacle loop and its shape code are not compiled (fewer registers)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     zero = scalar(0.0)
@@ -179,16 +180,17 @@ def kernels(scalar: type) -> SimpleNamespace:
                     force += f.pair_force(
                         p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
                     )
-            oe = env * per_env_obstacles
-            for o in range(obstacle_shape.shape[1]):
-                shape = obstacle_shape[oe, o]
-                if shape != 0:
-                    hit = f.obstacle_distance(
-                        p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o]
-                    )
-                    if hit[0] < r:
-                        normal = vec2(hit[1], hit[2])
-                        force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
+            if wp.static(obstacles):
+                oe = env * per_env_obstacles
+                for o in range(obstacle_shape.shape[1]):
+                    shape = obstacle_shape[oe, o]
+                    if shape != 0:
+                        hit = f.obstacle_distance(
+                            p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o]
+                        )
+                        if hit[0] < r:
+                            normal = vec2(hit[1], hit[2])
+                            force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
             if soft_walls != 0:
                 force += f.wall_force(p, v, r, lower, upper, stiffness, damping)
             forces_out[env, agent] = force

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, Integrator, WorldConfig, _coerce_enum
+from swarp.core.config import AgentConfig, DynamicsModel, Integrator, WorldConfig, _coerce_enum
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
@@ -110,6 +110,14 @@ class Stepper:
         self.bodies = None
         if world.bodies:
             self.bodies = bodies.BodyModel(world, tuple(agents), self.scalar, self.device, self.dt / substeps)
+
+    @property
+    def _fleet_variant(self) -> tuple[frozenset, frozenset, frozenset]:
+        """(planar models, control modes, integrators) in use: the integration kernel compiles
+        only their branches (fewer registers, higher occupancy)."""
+        agents = self.model.agents
+        planar = frozenset(cfg.model for cfg in agents if cfg.model != DynamicsModel.DRONE)
+        return planar, frozenset(cfg.ctrl_mode for cfg in agents), frozenset((self.integrator,))
 
     @property
     def n_bodies(self) -> int:
@@ -245,7 +253,7 @@ class Stepper:
         if body_forces is not None:
             forces = body_forces.contact
         launcher.launch(
-            contacts.kernels(s).contact_forces,
+            contacts.kernels(s, ob.shape.shape[1] > 0).contact_forces,
             dim=(n_envs, threads),
             inputs=[
                 m.params,
@@ -288,7 +296,7 @@ class Stepper:
             upper,
         ]
         launcher.launch(
-            dynamics.kernels(s).integrate,
+            dynamics.kernels(s, *self._fleet_variant).integrate,
             dim=(n_envs, threads),
             inputs=[*model_args, actions, forces, *state_in.planar_arrays()],
             outputs=[*state_out.planar_arrays(), invalid_flag],

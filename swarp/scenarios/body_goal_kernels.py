@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher
+from swarp.core.launch import Launcher, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
@@ -270,6 +270,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         ],
         outputs=[env._obs, env._reward],
         device=env.device,
+        block_dim=per_env_block(env.device),
     )
 
 
@@ -291,4 +292,5 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
         inputs=[env_mask, env.reset_streams, args],
         outputs=[*state.planar_arrays(), *bodies.of_state(state), sc._goal, sc._goal_angle],
         device=env.device,
+        block_dim=per_env_block(env.device),
     )

@@ -24,7 +24,7 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig, _coerce_enum
-from swarp.core.launch import agents_per_thread
+from swarp.core.launch import agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.physics import neighbors
@@ -489,6 +489,7 @@ def launch_observe(sc, launcher, env_mask, mode: int, kernels, args, finish, fin
             inputs=[*inputs, env.episode_args, int(mode), mask, use_mask],
             outputs=outputs,
             device=env.device,
+            block_dim=per_env_block(env.device),
         )
 
 

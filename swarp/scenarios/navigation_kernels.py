@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from swarp.core.config import ObstacleShape
-from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, uniform_u24
 from swarp.core.types import PARAM_RADIUS
@@ -238,8 +238,10 @@ def kernels(
         threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         first = slot * cells_per_thread
         for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
-            my_obstacle_key = uniform_u24(key, DRAW_OBSTACLE_CELLS + cell)
-            if not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
+            my_obstacle_key = int(0)
+            if n_obstacles > 0:
+                my_obstacle_key = uniform_u24(key, DRAW_OBSTACLE_CELLS + cell)
+            if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
                 # An obstacle cell: its slot is its rank among all obstacle keys.
                 o = int(0)
                 for c in range(n_cells):
@@ -274,7 +276,11 @@ def kernels(
             spawn_rank = int(0)
             goal_rank = int(0)
             for c in range(n_cells):
-                if sp.before(threshold[0], threshold[1], uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c):
+                # Without obstacles every cell is free: skip hashing the obstacle keys.
+                free = n_obstacles == 0
+                if not free:
+                    free = sp.before(threshold[0], threshold[1], uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c)
+                if free:
                     if sp.before(uniform_u24(key, DRAW_SPAWN_CELLS + c), c, my_spawn_key, cell):
                         spawn_rank += 1
                     if sp.before(uniform_u24(key, DRAW_GOAL_CELLS + c), c, my_goal_key, cell):
@@ -366,6 +372,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
             ],
             outputs=[env._reward, sc._overflow],
             device=env.device,
+            block_dim=per_env_block(env.device),
         )
 
 

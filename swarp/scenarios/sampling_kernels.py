@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
@@ -279,6 +279,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             ],
             outputs=[sc._collected, env._reward, sc._fraction, sc._success],
             device=env.device,
+            block_dim=per_env_block(env.device),
         )
 
 

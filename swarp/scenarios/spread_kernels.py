@@ -1,10 +1,10 @@
 """Spread, fused: the Warp twin of ``spread.py`` (observations, rewards, termination, reset).
 
 * ``spread_observe`` (one thread per agent and observation pair on the GPU): writes the
-  observation rows; the thread of an agent's first pair also builds the agent's neighbor list for
-  the next step's contacts, counts its collisions and finds the distance of landmark ``agent`` to
-  its nearest agent (landmarks and agents are equally many, so that covers every landmark once,
-  with no atomics).
+  observation rows.
+* ``spread_agents`` (one thread per agent): builds the agent's neighbor list for the next step's
+  contacts, counts its collisions and finds the distance of landmark ``agent`` to its nearest agent
+  (landmarks and agents are equally many, so that covers every landmark once, with no atomics).
 * ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
 * ``spread_reset`` (one thread per env and spawn cell, masked): spawns, headings and landmarks from
   the counter-based RNG, exactly the draws of the torch reference.
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
@@ -73,6 +73,31 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
         landmarks: wp.array2d(dtype=vec2),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        agents_per_thread: int,
+        pairs_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+    ):
+        # On the GPU one thread per (agent, observation pair): consecutive threads write consecutive
+        # entries of the (wide, 4 A + 2) rows, so stores coalesce. On the CPU one thread walks a
+        # whole env.
+        env, slot, block = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_pairs = obs_out.shape[2] / 2
+        first = slot * agents_per_thread
+        first_pair = block * pairs_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+            for pair in range(first_pair, wp.min(first_pair + pairs_per_thread, n_pairs)):
+                value = obs_pair(pos, vel, landmarks, env, agent, pair)
+                obs_out[env, agent, 2 * pair] = value[0]
+                obs_out[env, agent, 2 * pair + 1] = value[1]
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def spread_agents(
+        pos: wp.array2d(dtype=vec2),
+        landmarks: wp.array2d(dtype=vec2),
         nq: Query,
         reach: scalar,
         cover_radius: scalar,
@@ -81,30 +106,21 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
         use_mask: int,
         mode: int,
         agents_per_thread: int,
-        pairs_per_thread: int,
-        obs_out: wp.array3d(dtype=scalar),
         reward_out: wp.array2d(dtype=scalar),
         landmark_dist_out: wp.array2d(dtype=scalar),
         covered_out: wp.array2d(dtype=wp.bool),
         collisions_out: wp.array2d(dtype=wp.int32),
     ):
-        # On the GPU one thread per (agent, observation pair): consecutive threads write consecutive
-        # entries of the (wide, 4 A + 2) rows, so stores coalesce; the thread of pair 0 also does
-        # the agent's own work. On the CPU one thread walks a whole env.
-        env, slot, block = wp.tid()
+        # The per-agent work, one thread per agent (in the observation launch it made one thread of
+        # every warp run long while the others idled): the agent's neighbor list for the next step's
+        # contacts, its collisions, and the distance of landmark ``agent`` to its nearest agent
+        # (landmarks and agents are equally many, so that covers every landmark once, no atomics).
+        env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
         n_agents = pos.shape[1]
-        n_pairs = obs_out.shape[2] / 2
         first = slot * agents_per_thread
-        first_pair = block * pairs_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
-            for pair in range(first_pair, wp.min(first_pair + pairs_per_thread, n_pairs)):
-                value = obs_pair(pos, vel, landmarks, env, agent, pair)
-                obs_out[env, agent, 2 * pair] = value[0]
-                obs_out[env, agent, 2 * pair + 1] = value[1]
-            if block != 0:
-                continue
             build_list(nq, env, agent)
             p = pos[env, agent]
             own_landmark = landmarks[env, agent]
@@ -171,7 +187,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
                 )
             fl.grid_spawn(key, env, cell, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out)
 
-    return SimpleNamespace(spread_observe=spread_observe, spread_finish=spread_finish, spread_reset=spread_reset)
+    return SimpleNamespace(
+        spread_observe=spread_observe,
+        spread_agents=spread_agents,
+        spread_finish=spread_finish,
+        spread_reset=spread_reset,
+    )
 
 
 def _kernels_for(sc):
@@ -191,24 +212,31 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     state = world.state
     per_thread, threads = agents_per_thread(env.device, sc.n_agents)
     pairs_per_thread, pair_threads = agents_per_thread(env.device, sc.obs_dim // 2)
+    mask = env_mask if env_mask is not None else world.neighbors.no_mask
+    use_mask = int(env_mask is not None)
     launcher.launch(
         k.spread_observe,
         dim=(sc.n_envs, threads, pair_threads),
+        inputs=[state.pos, state.vel, sc._landmarks, mask, use_mask, per_thread, pairs_per_thread],
+        outputs=[env._obs],
+        device=env.device,
+    )
+    launcher.launch(
+        k.spread_agents,
+        dim=(sc.n_envs, threads),
         inputs=[
             state.pos,
-            state.vel,
             sc._landmarks,
             world.neighbor_query(),
             s(2.0 * c.agent_radius),
             s(sc.cover_radius),
             s(c.collision_penalty),
-            env_mask if env_mask is not None else world.neighbors.no_mask,
-            int(env_mask is not None),
+            mask,
+            use_mask,
             int(mode),
             per_thread,
-            pairs_per_thread,
         ],
-        outputs=[env._obs, env._reward, sc._landmark_dist, sc._covered, sc._collisions],
+        outputs=[env._reward, sc._landmark_dist, sc._covered, sc._collisions],
         device=env.device,
     )
     if mode == base.OBSERVE_STEP:
@@ -218,6 +246,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             inputs=[sc._landmark_dist, env.episode_args],
             outputs=[env._reward],
             device=env.device,
+            block_dim=per_env_block(env.device),
         )
 
 
