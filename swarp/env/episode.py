@@ -70,6 +70,7 @@ def save_final_obs_kernel(scalar: type):
     (launch ``dim=(E, threads)``; ``units_per_thread`` chunks each): a single thread copying a whole
     env serially cost 25-30 us of exposed latency per step on an H200 at 16,384 x 16, more than the
     rest of the step's bookkeeping."""
+    chunk = wp.types.vector(FINAL_OBS_CHUNK, scalar)
 
     @wp.kernel(enable_backward=False, module="unique")
     def save_final_obs(
@@ -87,9 +88,15 @@ def save_final_obs_kernel(scalar: type):
         for unit in range(first, wp.min(first + units_per_thread, obs.shape[1] * n_chunks)):
             agent = unit / n_chunks
             start = (unit - agent * n_chunks) * wp.static(FINAL_OBS_CHUNK)
+            # All loads before any store: the compiler cannot rule out that final_obs aliases obs,
+            # so interleaved copies would chain one memory round trip per column.
+            values = chunk()
             for i in range(wp.static(FINAL_OBS_CHUNK)):
                 if start + i < width:
-                    final_obs[env, agent, start + i] = obs[env, agent, start + i]
+                    values[i] = obs[env, agent, start + i]
+            for i in range(wp.static(FINAL_OBS_CHUNK)):
+                if start + i < width:
+                    final_obs[env, agent, start + i] = values[i]
 
     return save_final_obs
 

@@ -32,6 +32,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     header = 4 + 3 * n_targets
     row_type = wp.types.vector(header + n_features, scalar)
     counts_type = wp.types.vector(n_targets, wp.int32)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
     vec2 = f.vec2
     Query = f.Query
     Episode = episode.episode_struct(scalar)
@@ -137,8 +138,11 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             return  # a reset only refreshes the info
         newly_found_out[env] = n_new
         bonus = covering_reward * scalar(n_new)
+        prior = fleet_vec()  # loaded up front, see navigation's finish
         for a in range(wp.static(fleet_size)):
-            reward_out[env, a] = reward_out[env, a] + bonus
+            prior[a] = reward_out[env, a]
+        for a in range(wp.static(fleet_size)):
+            reward_out[env, a] = prior[a] + bonus
         end_step(ep, env, n_found == wp.static(n_targets))
 
     @wp.kernel(enable_backward=False, module="unique")

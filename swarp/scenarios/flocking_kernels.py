@@ -43,6 +43,8 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     two = scalar(2.0)
     pi = scalar(math.pi)
     inv_fleet = scalar(1.0 / fleet_size)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
+    fleet_vec2 = wp.types.vector(2 * fleet_size, scalar)
     align_eps = scalar(1e-6)
 
     @wp.func
@@ -159,9 +161,20 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         sum_vel = vec2(zero, zero)
         sum_speed = zero
         overflow = bool(False)
+        # Positions, velocities and the reward terms so far, loaded once up front (see navigation's
+        # finish: the stores below would otherwise serialise reloads behind them).
+        prior = fleet_vec()
+        ps = fleet_vec2()
+        vs = fleet_vec2()
         for a in range(wp.static(fleet_size)):
+            prior[a] = reward_out[env, a]
+            p_a = pos[env, a]
             v = vel[env, a]
-            sum_pos += pos[env, a]
+            ps[2 * a] = p_a[0]
+            ps[2 * a + 1] = p_a[1]
+            vs[2 * a] = v[0]
+            vs[2 * a + 1] = v[1]
+            sum_pos += p_a
             sum_vel += v
             sum_speed += wp.sqrt(wp.dot(v, v))
             if nbr_total[env, a] > nbr_count[env, a]:
@@ -170,13 +183,13 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         mean_vel = sum_vel * inv_fleet
         spread = zero
         for a in range(wp.static(fleet_size)):
-            offset = pos[env, a] - centroid
-            mismatch = vel[env, a] - mean_vel
+            offset = vec2(ps[2 * a], ps[2 * a + 1]) - centroid
+            mismatch = vec2(vs[2 * a], vs[2 * a + 1]) - mean_vel
             cohesion = wp.sqrt(wp.dot(offset, offset))
             alignment = wp.sqrt(wp.dot(mismatch, mismatch))
             spread += cohesion
             if mode == _OBSERVE_STEP:
-                reward_out[env, a] = reward_out[env, a] - cohesion_weight * cohesion - alignment_weight * alignment
+                reward_out[env, a] = prior[a] - cohesion_weight * cohesion - alignment_weight * alignment
         cohesion_out[env] = spread * inv_fleet
         alignment_out[env] = wp.sqrt(wp.dot(mean_vel, mean_vel)) / (sum_speed * inv_fleet + align_eps)
         overflow_out[env] = overflow

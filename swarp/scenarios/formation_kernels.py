@@ -37,6 +37,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     two = scalar(2.0)
     pi = scalar(math.pi)
     inv_fleet = scalar(1.0 / fleet_size)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
 
     @wp.struct
     class ObserveArgs:
@@ -110,7 +111,9 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         complete = bool(True)
         total_dist = zero
         total_progress = zero
+        prior = fleet_vec()  # loaded up front, see navigation's finish
         for a in range(wp.static(fleet_size)):
+            prior[a] = reward_out[env, a]
             if not on_slot[env, a]:
                 complete = False
             total_dist += dist[env, a]
@@ -126,7 +129,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             own = progress[env, a]
             if shared_reward != 0:
                 own = mean
-            reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
+            reward_out[env, a] = shaping_factor * own + prior[a] + bonus
         end_step(ep, env, complete)
 
     @wp.kernel(enable_backward=False, module="unique")

@@ -71,6 +71,7 @@ def kernels(
     sqrt_half = scalar(1.0 / math.sqrt(2.0))
 
     obs_dim = 8 + 5 * k_obs
+    fleet_vec = wp.types.vector(fleet_size, scalar)
     obs_vec = wp.types.vector(obs_dim, scalar)
 
     @wp.struct
@@ -178,7 +179,12 @@ def kernels(
         all_on_goal = bool(True)
         overflow = bool(False)
         total = zero
+        # The per-agent terms already in reward_out, loaded up front: the compiler cannot tell the
+        # stores below from these loads apart (runtime strides), so loading each one just before its
+        # store would chain fleet_size memory round trips.
+        prior = fleet_vec()
         for a in range(wp.static(fleet_size)):
+            prior[a] = reward_out[env, a]
             if not on_goal[env, a]:
                 all_on_goal = False
             if nbr_total[env, a] > nbr_count[env, a]:
@@ -195,7 +201,7 @@ def kernels(
             own = progress[env, a]
             if shared_reward != 0:
                 own = mean
-            reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
+            reward_out[env, a] = shaping_factor * own + prior[a] + bonus
         end_step(ep, env, all_on_goal)
 
     @wp.kernel(enable_backward=False, module="unique")

@@ -230,8 +230,9 @@ def scene_struct(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, with_hits: bool) -> SimpleNamespace:
-    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit."""
+def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleNamespace:
+    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
+    ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     Scene = scene_struct(scalar)
@@ -254,16 +255,17 @@ def kernels(scalar: type, with_hits: bool) -> SimpleNamespace:
                         best = t
                         kind = _HIT_AGENT
                         index = j
-        for s in range(sc.obstacle_shape.shape[1]):
-            shape = sc.obstacle_shape[oe, s]
-            if shape != 0:
-                t = f.ray_obstacle(
-                    o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
-                )
-                if t < best:
-                    best = t
-                    kind = _HIT_OBSTACLE
-                    index = s
+        if wp.static(obstacles):
+            for s in range(sc.obstacle_shape.shape[1]):
+                shape = sc.obstacle_shape[oe, s]
+                if shape != 0:
+                    t = f.ray_obstacle(
+                        o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
+                    )
+                    if t < best:
+                        best = t
+                        kind = _HIT_OBSTACLE
+                        index = s
         if sc.see_walls != 0:
             t = f.ray_walls(o, d, sc.lower, sc.upper)
             if t < best:
@@ -278,7 +280,7 @@ def kernels(scalar: type, with_hits: bool) -> SimpleNamespace:
         index = hit[1]
         if kind == _HIT_AGENT:
             return f.ray_circle(o, d, pos[env, index], sc.params[env * sc.per_env_params, index, _RADIUS])
-        if kind == _HIT_OBSTACLE:
+        if wp.static(obstacles) and kind == _HIT_OBSTACLE:
             oe = env * sc.per_env_obstacles
             return f.ray_obstacle(
                 o,
@@ -402,7 +404,7 @@ def launch_scan(
     scene.n_rays = config.n_rays
     scene.max_range = s(config.max_range)
     launcher.launch(
-        kernels(s, with_hits).lidar_scan,
+        kernels(s, with_hits, ob.shape.shape[1] > 0).lidar_scan,
         dim=(n_envs, threads),
         inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
         outputs=[distance_out, *hits_out],
