@@ -13,7 +13,8 @@ registers). ``observe_kernels`` wraps it in:
   coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of ``obs_dim`` scalar stores per thread
   ``4 * obs_dim`` bytes apart. Only the scenario's columns are written (lidar columns follow).
 
-``SWARP_OBS_STORE=scalar`` turns the tiled store off (A/B measurements, docs/benchmarks.md).
+``SWARP_OBS_STORE=scalar`` turns the tiled store off and ``SWARP_OBS_STORE=tile`` stages rows by a
+tile transpose instead of per-column scatters (A/B measurements, docs/benchmarks.md).
 """
 
 import functools
@@ -26,7 +27,15 @@ from swarp.core.launch import Launcher, agents_per_thread
 
 #: Agents (observation rows) per block of the tiled observation kernel.
 OBS_BLOCK = 64
-_TILED_ROWS = os.environ.get("SWARP_OBS_STORE", "tile") == "tile"
+#: How the tiled kernel stages rows in shared memory: ``scatter`` (default) writes each thread's row
+#: into a row-major ``[OBS_BLOCK, obs_dim]`` tile, column by column; ``tile`` builds the
+#: ``[obs_dim, OBS_BLOCK]`` tile of the rows and transposes it, which reads shared memory with a
+#: stride of OBS_BLOCK words (one bank: ncu counted 90% excess shared wavefronts at 16,384 x 16);
+#: ``scalar`` stores rows straight from each thread (no tile).
+_OBS_STORE = os.environ.get("SWARP_OBS_STORE", "scatter")
+if _OBS_STORE not in ("scatter", "tile", "scalar"):
+    raise ValueError(f"SWARP_OBS_STORE must be 'scatter', 'tile' or 'scalar', got {_OBS_STORE!r}")
+_TILED_ROWS = _OBS_STORE != "scalar"
 
 
 def tiled_rows(device: str) -> bool:
@@ -68,8 +77,14 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         if row_index < obs_rows.shape[0]:
             env = row_index / n_agents
             row = observe_agent(args, mode, env, row_index - env * n_agents)
-        rows = wp.tile_transpose(wp.tile(row))
-        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
+        if wp.static(_OBS_STORE == "tile"):
+            rows = wp.tile_transpose(wp.tile(row))
+            wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
+        else:
+            rows = wp.tile_zeros(shape=(wp.static(OBS_BLOCK), wp.static(obs_dim)), dtype=scalar, storage="shared")
+            for c in range(wp.static(obs_dim)):
+                wp.tile_scatter_masked(rows, lane, c, row[c], True)
+            wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
     return SimpleNamespace(observe=observe, observe_rows=observe_rows)
 

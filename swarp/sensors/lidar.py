@@ -32,6 +32,7 @@ distance (the same function the torch ``min`` differentiates).
 import contextlib
 import functools
 import math
+import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -229,6 +230,9 @@ def scene_struct(scalar: type):
     return LidarScene
 
 
+_FAST_MATH = os.environ.get("SWARP_LIDAR_EXP", "") == "fast"
+
+
 @functools.cache
 def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleNamespace:
     """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
@@ -250,11 +254,19 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleName
         if sc.see_agents != 0:
             for j in range(pos.shape[1]):
                 if j != agent:
-                    t = f.ray_circle_select(o, d, pos[env, j], sc.params[pe, j, _RADIUS])
-                    if t < best:
-                        best = t
-                        kind = _HIT_AGENT
-                        index = j
+                    center = pos[env, j]
+                    radius = sc.params[pe, j, _RADIUS]
+                    # A disc farther than max_range + radius cannot be hit within range: skip it.
+                    # Exact (such a disc never beats max_range), and with one agent's rays on
+                    # consecutive threads the test is the same for the whole warp (no divergence).
+                    offset = center - o
+                    reach = sc.max_range + radius
+                    if wp.dot(offset, offset) <= reach * reach:
+                        t = f.ray_circle_select(o, d, center, radius)
+                        if t < best:
+                            best = t
+                            kind = _HIT_AGENT
+                            index = j
         if wp.static(obstacles):
             for s in range(sc.obstacle_shape.shape[1]):
                 shape = sc.obstacle_shape[oe, s]
@@ -294,7 +306,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleName
             return f.ray_walls(o, d, sc.lower, sc.upper)
         return sc.max_range
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", module_options={"fast_math": _FAST_MATH})
     def lidar_scan(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
