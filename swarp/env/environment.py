@@ -337,12 +337,16 @@ class Environment:
         if not sc.ends_steps:
             self._launch_advance(launcher)
         if self.auto_reset:
-            self._launch_save_final_obs(launcher)
+            # Finished envs keep their last rows in final_obs: saved here, or by the scenario's
+            # masked observation (OBSERVE_ONLY) just before it overwrites them. Lidar columns come
+            # after that observation, so a saved row is whole.
+            if not sc.saves_final_obs:
+                self._launch_save_final_obs(launcher)
             self._launch_randomize(launcher, self._done)
             sc.launch_reset(launcher, self._done)
             self._refresh_neighbors(launcher, self._done)
-            self._launch_lidar(launcher, self._done)
             sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
+            self._launch_lidar(launcher, self._done)
 
     def _setup_randomization(self, randomization: ParamRandomization) -> None:
         """Validate every value the ranges can produce (once, here) and stage the kernel's arrays."""
@@ -416,8 +420,7 @@ class Environment:
         (``done``) to ``final_obs``, before their reset overwrites them."""
         if not self.auto_reset:
             return
-        units = self.n_agents * -(-self._obs.shape[2] // episode.FINAL_OBS_CHUNK)
-        per_thread, threads = agents_per_thread(self.device, units)
+        per_thread, threads = agents_per_thread(self.device, self.n_agents)
         launcher.launch(
             episode.save_final_obs_kernel(self.stepper.scalar),
             dim=(self.n_envs, threads),

@@ -57,39 +57,22 @@ def funcs(scalar: type):
     return SimpleNamespace(end_step=end_step, advance_episodes=advance_episodes)
 
 
-#: Columns one thread of ``save_final_obs`` copies: its loads are unrolled, so all are in flight at once.
+#: Columns ``save_row`` copies per chunk: a chunk's loads are unrolled, so all are in flight at once.
 FINAL_OBS_CHUNK = 32
 
 
 @functools.cache
-def save_final_obs_kernel(scalar: type):
-    """``save_final_obs(done [E] bool, obs [E, A, W], units_per_thread, final_obs [E, A, W])``:
-    copy the observation rows of the envs in ``done`` to ``final_obs``.
-
-    The copy of one finished env is spread over threads of ``FINAL_OBS_CHUNK`` columns of one row
-    (launch ``dim=(E, threads)``; ``units_per_thread`` chunks each): a single thread copying a whole
-    env serially cost 25-30 us of exposed latency per step on an H200 at 16,384 x 16, more than the
-    rest of the step's bookkeeping."""
+def save_row_func(scalar: type):
+    """``save_row(obs, final_obs, env, agent)``: copy one observation row [W] of ``obs`` [E, A, W]
+    to ``final_obs``, ``FINAL_OBS_CHUNK`` columns at a time with every load of a chunk issued before
+    its stores (the compiler cannot rule out that the arrays alias, so interleaved copies would
+    chain one memory round trip per column)."""
     chunk = wp.types.vector(FINAL_OBS_CHUNK, scalar)
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def save_final_obs(
-        done: wp.array(dtype=wp.bool),
-        obs: wp.array3d(dtype=scalar),
-        units_per_thread: int,
-        final_obs: wp.array3d(dtype=scalar),
-    ):
-        env, slot = wp.tid()
-        if not done[env]:
-            return
+    @wp.func
+    def save_row(obs: wp.array3d(dtype=scalar), final_obs: wp.array3d(dtype=scalar), env: int, agent: int):
         width = obs.shape[2]
-        n_chunks = (width + wp.static(FINAL_OBS_CHUNK) - 1) / wp.static(FINAL_OBS_CHUNK)
-        first = slot * units_per_thread
-        for unit in range(first, wp.min(first + units_per_thread, obs.shape[1] * n_chunks)):
-            agent = unit / n_chunks
-            start = (unit - agent * n_chunks) * wp.static(FINAL_OBS_CHUNK)
-            # All loads before any store: the compiler cannot rule out that final_obs aliases obs,
-            # so interleaved copies would chain one memory round trip per column.
+        for start in range(0, width, wp.static(FINAL_OBS_CHUNK)):
             values = chunk()
             for i in range(wp.static(FINAL_OBS_CHUNK)):
                 if start + i < width:
@@ -97,6 +80,35 @@ def save_final_obs_kernel(scalar: type):
             for i in range(wp.static(FINAL_OBS_CHUNK)):
                 if start + i < width:
                     final_obs[env, agent, start + i] = values[i]
+
+    return save_row
+
+
+@functools.cache
+def save_final_obs_kernel(scalar: type):
+    """``save_final_obs(done [E] bool, obs [E, A, W], agents_per_thread, final_obs [E, A, W])``:
+    copy the observation rows of the envs in ``done`` to ``final_obs``, one row per thread on CUDA
+    (launch ``dim=(E, threads)`` from ``agents_per_thread``).
+
+    A single thread copying a whole env serially (as ``end_step`` once did) cost 25-30 us of
+    exposed latency per step on an H200 at 16,384 x 16. Scenarios whose masked observation kernel
+    saves rows itself (``FusedScenario.saves_final_obs``) need no launch of this one."""
+
+    save_row = save_row_func(scalar)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def save_final_obs(
+        done: wp.array(dtype=wp.bool),
+        obs: wp.array3d(dtype=scalar),
+        agents_per_thread: int,
+        final_obs: wp.array3d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if not done[env]:
+            return
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, obs.shape[1])):
+            save_row(obs, final_obs, env, agent)
 
     return save_final_obs
 

@@ -199,6 +199,10 @@ class FusedScenario(Scenario):
     * ``builds_neighbors``: the observation kernel builds every observed agent's neighbor list
       itself (through ``world.neighbor_query()``, after ``world.prepare_neighbors``), so the
       environment launches no separate rebuild.
+    * ``saves_final_obs``: with ``mode=OBSERVE_ONLY`` (the auto-reset of finished envs) the masked
+      observation kernel copies each row it is about to overwrite, whole (lidar columns
+      included), to ``env.final_obs`` (``rows.observe_kernels`` does), so the environment launches
+      no separate copy.
     * ``ends_steps``: a per-env kernel of ``launch_observe(mode=OBSERVE_STEP)`` finishes the step
       by calling ``swarp.env.episode.funcs(scalar).end_step(env.episode_args, env, terminated)``, so
       the environment launches no separate bookkeeping kernel. Otherwise it must write
@@ -208,6 +212,7 @@ class FusedScenario(Scenario):
     fused_available: ClassVar[bool] = True
     builds_neighbors: ClassVar[bool] = False
     ends_steps: ClassVar[bool] = False
+    saves_final_obs: ClassVar[bool] = False
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
         """Launch the observation kernels (and, per ``mode``, rewards, termination and info).

@@ -95,6 +95,7 @@ class DiscoveryScenario(FusedScenario):
     Config = DiscoveryConfig
     builds_neighbors = True
     ends_steps = True
+    saves_final_obs = True
 
     def make_world(self) -> WorldSpec:
         return common.arena_world(self, self.cfg.n_agents + self.cfg.n_targets)

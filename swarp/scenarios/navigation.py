@@ -157,6 +157,7 @@ class NavigationScenario(FusedScenario):
     Config = NavigationConfig
     builds_neighbors = True
     ends_steps = True
+    saves_final_obs = True
 
     def make_world(self) -> WorldSpec:
         c = self.cfg

@@ -7,7 +7,8 @@ observation row, a ``vector(obs_dim)`` indexed only by compile-time constants (s
 registers). ``observe_kernels`` wraps it in:
 
 * ``observe``: one agent per thread (one env per thread on the CPU), masked (resets), each thread
-  storing its row with scalar stores;
+  storing its row with scalar stores; after an auto-reset (``OBSERVE_ONLY``) it first copies the
+  row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``);
 * ``observe_rows``: every env, for the CUDA step: blocks of ``OBS_BLOCK`` consecutive agents
   (flat row = env * A + agent) whose rows go through shared memory (a Warp tile) and leave as one
   coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of ``obs_dim`` scalar stores per thread
@@ -24,6 +25,8 @@ from types import SimpleNamespace
 import warp as wp
 
 from swarp.core.launch import Launcher, agents_per_thread
+from swarp.env import episode
+from swarp.scenarios.base import OBSERVE_ONLY
 
 #: Agents (observation rows) per block of the tiled observation kernel.
 OBS_BLOCK = 64
@@ -36,6 +39,7 @@ _OBS_STORE = os.environ.get("SWARP_OBS_STORE", "scatter")
 if _OBS_STORE not in ("scatter", "tile", "scalar"):
     raise ValueError(f"SWARP_OBS_STORE must be 'scatter', 'tile' or 'scalar', got {_OBS_STORE!r}")
 _TILED_ROWS = _OBS_STORE != "scalar"
+_OBSERVE_ONLY = wp.constant(OBSERVE_ONLY)
 
 
 def tiled_rows(device: str) -> bool:
@@ -49,6 +53,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
     """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out)`` and
     ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
     row_type = wp.types.vector(obs_dim, scalar)
+    save_row = episode.save_row_func(scalar)
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe(
@@ -58,12 +63,15 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         mode: int,
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
+        final_obs_out: wp.array3d(dtype=scalar),
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            if mode == _OBSERVE_ONLY:
+                save_row(obs_out, final_obs_out, env, agent)  # an auto-reset: keep the last row
             row = observe_agent(args, mode, env, agent)
             for c in range(wp.static(obs_dim)):
                 obs_out[env, agent, c] = row[c]
@@ -111,6 +119,6 @@ def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, 
         kernels.observe,
         dim=(sc.n_envs, threads),
         inputs=[args, mask, int(env_mask is not None), int(mode), per_thread],
-        outputs=[env._obs],
+        outputs=[env._obs, env._final_obs],
         device=env.device,
     )

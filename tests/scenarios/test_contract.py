@@ -158,6 +158,26 @@ def test_reset_at_changes_only_masked_envs(name, fused, generator):
 
 
 @SCENARIOS
+@pytest.mark.parametrize("lidar_rays", [0, 3])
+def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, generator):
+    """With auto-reset, ``info["final_obs"]`` of a finished env is bit for bit the observation
+    (lidar columns included) a twin without auto-reset returns on that step, whether the
+    environment saves the rows or the scenario's masked observation does (``saves_final_obs``)."""
+    auto = make_env(name, lidar_rays=lidar_rays)
+    plain = make_env(name, lidar_rays=lidar_rays, auto_reset=False)
+    n_done = 0
+    for t, actions in enumerate(action_sequence(auto, N_STEPS, generator)):
+        _, _, terminated, truncated, info = auto.step(actions)
+        p_obs, _, p_terminated, p_truncated, _ = plain.step(actions)
+        done = terminated | truncated
+        assert torch.equal(done, p_terminated | p_truncated), f"step {t}"
+        assert torch.equal(info["final_obs"][done], p_obs[done]), f"step {t}: final_obs"
+        plain.reset_at(done)
+        n_done += int(done.sum())
+    assert n_done > 0, "no episode ended: the test saw no final_obs"
+
+
+@SCENARIOS
 @pytest.mark.parametrize("lidar_rays", [0, 4])
 def test_tiled_observation_rows_equal_the_per_thread_store(name, lidar_rays, monkeypatch, generator):
     """The CUDA step stores observation rows through a tile (``swarp/scenarios/rows.py``: shared
