@@ -13,7 +13,8 @@ tests)
   ;;
 perf)
   $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -3 | tee "$out/perf_physics.log"
-  for store in tile scalar; do
+  $py -m swarp.benchmark.profile_env --kernels --envs 16384 --agents 16 --iters 30 2>&1 | tee "$out/perf_kernels.log"
+  for store in scatter tile scalar; do
     echo "== obs_store=$store" | tee -a "$out/perf_throughput.log"
     SWARP_OBS_STORE=$store $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 \
       --iters 200 --repeats 3 2>&1 | grep -v "done" | tee -a "$out/perf_throughput.log"

@@ -93,7 +93,12 @@ def run_pair(peer_config: BenchConfig, with_swarp: bool, pythons: dict[str, str]
         result["matched_to"] = peer_config.sim
         results.append(result)
     for r in results:
-        status = "ok" if r["status"] == "ok" else f"{r['status']}: {r.get('reason', '')}"
+        # The rate goes out as each run ends, so a run cut short still leaves its numbers.
+        status = (
+            f"ok, {r['env_steps_per_s']:,.0f} env-steps/s"
+            if r["status"] == "ok"
+            else f"{r['status']}: {r.get('reason', '')}"
+        )
         print(f"  {label(r)} {peer_config.n_envs}x{peer_config.n_agents}: {status}", flush=True)
     return results
 

@@ -511,23 +511,25 @@ def run_isolated(config: BenchConfig, python: str | None = None, timeout_s: floa
     """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_repo_root(), env.get("PYTHONPATH", "")) if p)
+    platforms = env.get("JAX_PLATFORMS", "")
+    if config.sim in ("jaxmarl", "camar") and platforms and "cpu" not in platforms.split(","):
+        # CAMAR builds its maps on JAX's CPU device at import: a machine that restricts JAX to
+        # its GPU (JAX_PLATFORMS=cuda) must still offer the CPU backend.
+        env["JAX_PLATFORMS"] = platforms + ",cpu"
     command = [python or sys.executable, os.path.abspath(__file__), "--worker", config.to_json()]
+    # Every result names its config, so a run that failed still fills its row of a table.
+    failed = {"sim": config.sim, "variant": config.variant, "n_envs": config.n_envs, "n_agents": config.n_agents}
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     except FileNotFoundError as exc:
-        return {"status": "skipped", "sim": config.sim, "variant": config.variant, "reason": f"no interpreter: {exc}"}
+        return {"status": "skipped", **failed, "reason": f"no interpreter: {exc}"}
     except subprocess.TimeoutExpired:
-        return {"status": "error", "sim": config.sim, "variant": config.variant, "reason": f"timed out ({timeout_s} s)"}
+        return {"status": "error", **failed, "reason": f"timed out ({timeout_s} s)"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX) :])
+            return {**failed, **json.loads(line[len(RESULT_PREFIX) :])}
     tail = (proc.stdout + proc.stderr)[-2000:]
-    return {
-        "status": "error",
-        "sim": config.sim,
-        "variant": config.variant,
-        "reason": f"exit {proc.returncode}: {tail}",
-    }
+    return {"status": "error", **failed, "reason": f"exit {proc.returncode}: {tail}"}
 
 
 def parse_pythons(items: list[str] | None) -> dict[str, str]:

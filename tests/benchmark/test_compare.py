@@ -55,3 +55,15 @@ def test_matched_tasks_follow_the_peers():
     assert matched_options("vmas", 4)["substeps"] == 2
     with pytest.raises(ValueError, match="no matched swarp task"):
         matched_options("brax", 4)
+
+
+def test_a_peer_that_fails_keeps_its_row_and_the_table_prints(tmp_path, capsys):
+    """A worker that dies (here: an interpreter that exits at once) is reported as an error with
+    its config, and the comparison still prints every table instead of stopping."""
+    raw = tmp_path / "raw.json"
+    compare_sims.main(TINY + ["--sims", "swarp", "jaxmarl", "--python", "jaxmarl=/bin/false", "--json", str(raw)])
+    results = json.loads(raw.read_text())
+    peer = [r for r in results if r["sim"] == "jaxmarl"]
+    assert peer and all(r["status"] == "error" and "n_envs" in r and "n_agents" in r for r in peer)
+    out = capsys.readouterr().out
+    assert "== jaxmarl vs swarp (task of jaxmarl)" in out
