@@ -29,6 +29,7 @@ from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
+import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
@@ -191,6 +192,31 @@ class BodyModel:
         self.joint_index = wp.array(index, dtype=wp.int32, device=device)
         self.joint_params = wp.array(values, dtype=scalar, device=device)
 
+    def shape_poses_torch(self, body_pos: torch.Tensor, body_theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The world poses of every body shape (torch twin of ``funcs(scalar).shape_pose``).
+
+        Args:
+            body_pos: [E, B, 2] body positions [m].
+            body_theta: [E, B] body orientations [rad].
+
+        Returns:
+            ``shape`` [S] int32 ``ObstacleShape`` codes, ``center`` [E, S, 2] [m], ``angle`` [E, S]
+            [rad], ``size`` [S, 2] [m] and ``body`` [S] int64 (the owning body of each shape);
+            differentiable in ``body_pos`` and ``body_theta``.
+        """
+        body = wp.to_torch(self.shape_body).long()
+        offset = wp.to_torch(self.shape_offset).to(body_pos.dtype)
+        theta = body_theta[:, body]  # [E, S]
+        c, s = torch.cos(theta), torch.sin(theta)
+        rotated = torch.stack([c * offset[:, 0] - s * offset[:, 1], s * offset[:, 0] + c * offset[:, 1]], -1)
+        return {
+            "shape": wp.to_torch(self.shape_kind),
+            "center": body_pos[:, body] + rotated,
+            "angle": theta + wp.to_torch(self.shape_angle).to(body_pos.dtype),
+            "size": wp.to_torch(self.shape_size).to(body_pos.dtype),
+            "body": body,
+        }
+
 
 @functools.cache
 def funcs(scalar: type) -> SimpleNamespace:
@@ -201,6 +227,12 @@ def funcs(scalar: type) -> SimpleNamespace:
     cf = contacts.funcs(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
+
+    @wp.func
+    def shape_pose(body_pos: vec2, body_theta: scalar, offset: vec2, angle: scalar) -> vec3:
+        """World (x, y, angle) of a shape at ``offset``/``angle`` in a body's frame."""
+        center = body_pos + cf.rotate(offset, body_theta)
+        return vec3(center[0], center[1], body_theta + angle)
 
     @wp.func
     def cross(r: vec2, f: vec2) -> scalar:
@@ -344,6 +376,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         return normal * (k * (dist - length) + c * wp.dot(v2 - v1, normal))
 
     return SimpleNamespace(
+        shape_pose=shape_pose,
         cross=cross,
         point_velocity=point_velocity,
         probe_force=probe_force,
@@ -362,15 +395,10 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
     vec3 = wp.types.vector(3, scalar)
     f = funcs(scalar)
     cf = contacts.funcs(scalar)
+    shape_pose = f.shape_pose
     wrap_angle = dynamics.funcs(scalar).wrap_angle
     zero = scalar(0.0)
     one = scalar(1.0)
-
-    @wp.func
-    def shape_pose(body_pos: vec2, body_theta: scalar, offset: vec2, angle: scalar) -> vec3:
-        """World (x, y, angle) of a shape at ``offset``/``angle`` in a body's frame."""
-        center = body_pos + cf.rotate(offset, body_theta)
-        return vec3(center[0], center[1], body_theta + angle)
 
     @wp.func
     def integrate_body(

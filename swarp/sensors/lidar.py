@@ -10,10 +10,9 @@ A ray whose origin is inside a shape reads 0. It sees:
 * every obstacle slot of the env, each shape solved analytically: CIRCLE (ray-disc), BOX (slabs in
   the box frame), SEGMENT (a capsule: the slabs of its core rectangle and the discs of its caps;
   a thickness of 0 is a bare segment),
+* every shape of every movable body of the env (``WorldConfig.bodies``: CIRCLE, BOX or SEGMENT at
+  its pose in the body's frame, moved with the body),
 * the world bounds, when the world has them (``see_walls``).
-
-Movable bodies (issue #7) are not seen yet: they land on another branch; adding them is one more
-candidate loop in ``_closest_hit`` and in ``lidar_reference``.
 
 Three forms that agree (tests pin them together):
 
@@ -45,6 +44,7 @@ from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS, Model
 from swarp.env.runtime import TorchStreamScope
+from swarp.physics import bodies as body_physics
 from swarp.physics import contacts
 
 #: ``kind`` codes of what a ray hit.
@@ -52,7 +52,9 @@ HIT_NONE = 0
 HIT_AGENT = 1
 HIT_OBSTACLE = 2
 HIT_WALL = 3
+HIT_BODY = 4
 
+_HIT_BODY = wp.constant(HIT_BODY)
 _HIT_AGENT = wp.constant(HIT_AGENT)
 _HIT_OBSTACLE = wp.constant(HIT_OBSTACLE)
 _HIT_WALL = wp.constant(HIT_WALL)
@@ -96,8 +98,8 @@ class LidarScan(NamedTuple):
     Fields:
         distance: [E, A, n_rays] distance [m] to the first hit, ``max_range`` where none.
         kind: [E, A, n_rays] int32 ``HIT_*`` code of what was hit.
-        index: [E, A, n_rays] int32 agent index (``HIT_AGENT``) or obstacle slot (``HIT_OBSTACLE``)
-            hit; -1 otherwise.
+        index: [E, A, n_rays] int32 agent index (``HIT_AGENT``), obstacle slot (``HIT_OBSTACLE``)
+            or body index (``HIT_BODY``) hit; -1 otherwise.
     """
 
     distance: torch.Tensor
@@ -226,6 +228,15 @@ def scene_struct(scalar: type):
         upper: vec2
         n_rays: int
         max_range: scalar  # [m]
+        # Movable bodies (read only by kernels compiled with ``bodies``): poses [E, B] and, per
+        # shape [S], its body, ObstacleShape code, pose in the body frame and extents.
+        body_pos: wp.array2d(dtype=vec2)
+        body_theta: wp.array2d(dtype=scalar)
+        shape_body: wp.array(dtype=wp.int32)
+        shape_kind: wp.array(dtype=wp.int32)
+        shape_offset: wp.array(dtype=vec2)
+        shape_angle: wp.array(dtype=scalar)
+        shape_size: wp.array(dtype=vec2)
 
     return LidarScene
 
@@ -234,10 +245,12 @@ _FAST_MATH = os.environ.get("SWARP_LIDAR_EXP", "") == "fast"
 
 
 @functools.cache
-def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleNamespace:
+def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False) -> SimpleNamespace:
     """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
-    ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers)."""
+    ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers), with
+    ``bodies`` the rays also test every shape of the movable bodies."""
     vec2 = vec2_type(scalar)
+    shape_pose = body_physics.funcs(scalar).shape_pose
     f = funcs(scalar)
     Scene = scene_struct(scalar)
     two_pi = scalar(2.0 * math.pi)
@@ -278,6 +291,15 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleName
                         best = t
                         kind = _HIT_OBSTACLE
                         index = s
+        if wp.static(bodies):
+            for s in range(sc.shape_kind.shape[0]):
+                b = sc.shape_body[s]
+                pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
+                t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
+                if t < best:
+                    best = t
+                    kind = _HIT_BODY
+                    index = s  # the shape (the scan reports its body)
         if sc.see_walls != 0:
             t = f.ray_walls(o, d, sc.lower, sc.upper)
             if t < best:
@@ -302,6 +324,10 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleName
                 sc.obstacle_angle[oe, index],
                 sc.obstacle_size[oe, index],
             )
+        if wp.static(bodies) and kind == _HIT_BODY:
+            b = sc.shape_body[index]
+            pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[index], sc.shape_angle[index])
+            return f.ray_obstacle(o, d, sc.shape_kind[index], vec2(pose[0], pose[1]), pose[2], sc.shape_size[index])
         if kind == _HIT_WALL:
             return f.ray_walls(o, d, sc.lower, sc.upper)
         return sc.max_range
@@ -335,7 +361,11 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True) -> SimpleName
             distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
             if wp.static(with_hits):
                 kind_out[env, agent, ray] = hit[0]
-                index_out[env, agent, ray] = hit[1]
+                which = hit[1]
+                if wp.static(bodies):
+                    if hit[0] == _HIT_BODY:
+                        which = scene.shape_body[which]
+                index_out[env, agent, ray] = which
 
     return SimpleNamespace(lidar_scan=lidar_scan)
 
@@ -345,6 +375,21 @@ def _placeholders(device: str) -> tuple[wp.array, wp.array]:
     """Arrays passed for unused outputs and masks (allocated once per device, so never inside a
     capture: the pre-capture pass of a graph allocates them)."""
     return wp.empty((1, 1, 1), dtype=wp.int32, device=device), wp.empty(1, dtype=wp.bool, device=device)
+
+
+@functools.cache
+def _no_bodies(device: str, scalar: type) -> tuple:
+    """Empty stand-ins for the body fields of a ``LidarScene`` (allocated once per device and precision)."""
+    vec2 = vec2_type(scalar)
+    return (
+        wp.zeros((0, 0), dtype=vec2, device=device),
+        wp.zeros((0, 0), dtype=scalar, device=device),
+        wp.zeros(0, dtype=wp.int32, device=device),
+        wp.zeros(0, dtype=wp.int32, device=device),
+        wp.zeros(0, dtype=vec2, device=device),
+        wp.zeros(0, dtype=scalar, device=device),
+        wp.zeros(0, dtype=vec2, device=device),
+    )
 
 
 def _check_rows(model: Model, n_envs: int) -> None:
@@ -364,6 +409,7 @@ def launch_scan(
     env_mask: wp.array | None = None,
     launcher: Launcher = EAGER,
     rays_per_thread: int | None = None,
+    bodies: "SceneBodies | None" = None,
 ) -> None:
     """Launch the scan of every agent's rays.
 
@@ -379,6 +425,7 @@ def launch_scan(
         env_mask: Optional [E] bool: only these envs are scanned.
         launcher: Eager, recording, or under the caller's graph capture.
         rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
+        bodies: The movable bodies to see (``SceneBodies``), or ``None``.
     """
     n_envs, n_agents = pos.shape
     _check_rows(model, n_envs)
@@ -415,13 +462,49 @@ def launch_scan(
     scene.upper = vec2(*upper) if walls else vec2(0.0, 0.0)
     scene.n_rays = config.n_rays
     scene.max_range = s(config.max_range)
+    if bodies is None:
+        # Empty arrays, never read (the kernel without ``bodies`` has no body code), but real
+        # arrays: a tape walks every array field of a struct argument.
+        (
+            scene.body_pos, scene.body_theta, scene.shape_body, scene.shape_kind,
+            scene.shape_offset, scene.shape_angle, scene.shape_size,
+        ) = _no_bodies(str(model.device), s)  # fmt: skip
+    else:
+        if tuple(bodies.pos.shape) != (n_envs, bodies.model.n_bodies):
+            raise ValueError(f"body poses must be [{n_envs}, {bodies.model.n_bodies}], got {list(bodies.pos.shape)}")
+        bm = bodies.model
+        scene.body_pos, scene.body_theta = bodies.pos, bodies.theta
+        scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
+        scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
     launcher.launch(
-        kernels(s, with_hits, ob.shape.shape[1] > 0).lidar_scan,
+        kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None).lidar_scan,
         dim=(n_envs, threads),
         inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
         outputs=[distance_out, *hits_out],
         device=model.device,
     )
+
+
+class SceneBodies(NamedTuple):
+    """The movable bodies a scan sees: their ``BodyModel`` (shapes) and current poses.
+
+    Fields:
+        model: ``swarp.physics.bodies.BodyModel`` (``stepper.bodies``).
+        pos: ``wp.array2d(vec2)`` [E, B] body positions [m].
+        theta: ``wp.array2d(scalar)`` [E, B] body orientations [rad].
+    """
+
+    model: object
+    pos: wp.array
+    theta: wp.array
+
+
+def world_bodies(world) -> SceneBodies | None:
+    """The ``SceneBodies`` of a ``World``'s current state (``None`` without movable bodies)."""
+    model = world.stepper.bodies
+    if model is None:
+        return None
+    return SceneBodies(model, world.state.body_pos, world.state.body_theta)
 
 
 class Lidar:
@@ -453,7 +536,18 @@ class Lidar:
         """Launch a scan writing distances into columns ``[column, column + n_rays)`` of ``out``
         [E, A, obs_dim] (e.g. the environment's observation buffer, inside its step graph)."""
         state = self.world.state
-        launch_scan(self.world.model, self.config, state.pos, state.theta, out, column, None, env_mask, launcher)
+        launch_scan(
+            self.world.model,
+            self.config,
+            state.pos,
+            state.theta,
+            out,
+            column,
+            None,
+            env_mask,
+            launcher,
+            bodies=world_bodies(self.world),
+        )
 
     def scan(self) -> LidarScan:
         """Scan the world's current state now (eager); returns the persistent ``last`` buffers
@@ -462,14 +556,25 @@ class Lidar:
         hits = (self._kind, self._index)
         # An eager entry point: on a user torch stream the launch must be ordered on that stream.
         with self.streams.scope():
-            launch_scan(self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits)
+            launch_scan(
+                self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits,
+                bodies=world_bodies(self.world),
+            )  # fmt: skip
         return self.last
 
     def reference(self, pos: torch.Tensor | None = None, theta: torch.Tensor | None = None) -> LidarScan:
-        """The torch reference scan of ``pos``/``theta`` (default: the world's state); differentiable."""
+        """The torch reference scan of ``pos``/``theta`` (default: the world's state), bodies at
+        their current poses; differentiable."""
         state = self.world.state.torch
+        bodies = None
+        if self.world.stepper.bodies is not None:
+            bodies = self.world.stepper.bodies.shape_poses_torch(state.body_pos, state.body_theta)
         return lidar_reference_model(
-            self.world.model, self.config, state.pos if pos is None else pos, state.theta if theta is None else theta
+            self.world.model,
+            self.config,
+            state.pos if pos is None else pos,
+            state.theta if theta is None else theta,
+            bodies,
         )
 
 
@@ -483,7 +588,7 @@ def _streams(device: str) -> TorchStreamScope:
 
 class _LidarFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor):
+    def forward(ctx, model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor, bodies):
         n_envs, n_agents = theta.shape
         s = model.scalar
         # Autograd runs ``forward`` with grad mode off; needs_input_grad says whether to tape.
@@ -495,7 +600,7 @@ class _LidarFunction(torch.autograd.Function):
         streams = _streams(str(model.device))
         # One ray per thread even on the CPU: the adjoint then replays no per-thread loop state.
         with streams.scope(), tape if tape is not None else contextlib.nullcontext():
-            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1)
+            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies)
         ctx.saved = (tape, pos_wp, theta_wp, out, streams)
         return wp.to_torch(out, requires_grad=False)
 
@@ -503,17 +608,19 @@ class _LidarFunction(torch.autograd.Function):
     def backward(ctx, grad_distance):
         tape, pos_wp, theta_wp, out, streams = ctx.saved
         if tape is None:
-            return None, None, None, None
+            return None, None, None, None, None
         wp.to_torch(out.grad).copy_(grad_distance)
         with streams.scope():
             tape.backward()
         grad_pos = wp.to_torch(pos_wp.grad).clone()
         grad_theta = wp.to_torch(theta_wp.grad).clone()
         tape.zero()
-        return None, None, grad_pos, grad_theta
+        return None, None, grad_pos, grad_theta, None
 
 
-def lidar_warp(model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+def lidar_warp(
+    model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor, bodies: SceneBodies | None = None
+) -> torch.Tensor:
     """The Warp scan as a differentiable torch function.
 
     Args:
@@ -521,13 +628,14 @@ def lidar_warp(model: Model, config: LidarConfig, pos: torch.Tensor, theta: torc
         config: The lidar.
         pos: [E, A, 2] positions [m], the model's dtype and device.
         theta: [E, A] headings [rad].
+        bodies: Movable bodies to see (``world_bodies(world)``), constants, or ``None``.
 
     Returns:
         [E, A, n_rays] distances [m]; gradients flow to ``pos`` and ``theta`` (obstacles and radii
         are constants).
     """
     _check_inputs(model, pos, theta)
-    return _LidarFunction.apply(model, config, pos, theta)
+    return _LidarFunction.apply(model, config, pos, theta, bodies)
 
 
 def _check_inputs(model: Model, pos: torch.Tensor, theta: torch.Tensor) -> None:
@@ -627,6 +735,7 @@ def lidar_reference(
     radius: torch.Tensor,
     obstacles: dict[str, torch.Tensor] | None = None,
     bounds: tuple[tuple[float, float], tuple[float, float]] | None = None,
+    bodies: dict[str, torch.Tensor] | None = None,
 ) -> LidarScan:
     """Torch reference of the scan (the specification), differentiable in every float input.
 
@@ -638,6 +747,9 @@ def lidar_reference(
         obstacles: ``shape`` [E_o, O] int32 ``ObstacleShape`` codes, ``center`` [E_o, O, 2],
             ``angle`` [E_o, O], ``size`` [E_o, O, 2] (``Model.obstacle_tensors()``), or ``None``.
         bounds: ``((x_min, y_min), (x_max, y_max))`` [m] of the walls, or ``None``.
+        bodies: Movable body shapes in the world frame (``BodyModel.shape_poses_torch``):
+            ``shape`` [S], ``center`` [E, S, 2], ``angle`` [E, S], ``size`` [S, 2], ``body`` [S]
+            (what ``index`` reports), or ``None``.
 
     Returns:
         ``LidarScan`` (distance keeps autograd history; kind and index are int32).
@@ -666,6 +778,20 @@ def lidar_reference(
         )
         candidates.append(t.expand(n_envs, n_agents, config.n_rays, n_obs))
         kinds.append(torch.full((n_obs,), HIT_OBSTACLE))
+    body_of_shape = None
+    if bodies is not None and bodies["shape"].shape[0] > 0:
+        n_shapes = bodies["shape"].shape[0]
+        t = ray_obstacles_torch(
+            o,
+            d,
+            bodies["shape"].view(1, 1, 1, n_shapes),
+            bodies["center"].view(-1, 1, 1, n_shapes, 2),
+            bodies["angle"].view(-1, 1, 1, n_shapes),
+            bodies["size"].view(1, 1, 1, n_shapes, 2),
+        )
+        candidates.append(t.expand(n_envs, n_agents, config.n_rays, n_shapes))
+        kinds.append(torch.full((n_shapes,), HIT_BODY))
+        body_of_shape = bodies["body"]
     if config.see_walls and bounds is not None:
         lower = torch.tensor(bounds[0], dtype=pos.dtype, device=pos.device)
         upper = torch.tensor(bounds[1], dtype=pos.dtype, device=pos.device)
@@ -678,7 +804,10 @@ def lidar_reference(
         return LidarScan(distance, none, none - 1)
     all_t = torch.cat(candidates, -1)
     kind_of = torch.cat(kinds).to(pos.device)
-    offsets = torch.cat([torch.arange(k.numel()) for k in kinds]).to(pos.device)
+    # What ``index`` reports per candidate: its position in its group, the owning body for shapes.
+    offsets = torch.cat(
+        [body_of_shape if int(k[0]) == HIT_BODY else torch.arange(k.numel(), device=pos.device) for k in kinds]
+    )
     t, which = all_t.min(-1)
     hit = t < config.max_range
     distance = torch.where(hit, t, torch.full_like(t, config.max_range))
@@ -687,21 +816,30 @@ def lidar_reference(
     return LidarScan(distance, kind, index)
 
 
-def lidar_reference_model(model: Model, config: LidarConfig, pos: torch.Tensor, theta: torch.Tensor) -> LidarScan:
-    """``lidar_reference`` with radii, obstacles and bounds read from ``model``."""
+def lidar_reference_model(
+    model: Model,
+    config: LidarConfig,
+    pos: torch.Tensor,
+    theta: torch.Tensor,
+    bodies: dict[str, torch.Tensor] | None = None,
+) -> LidarScan:
+    """``lidar_reference`` with radii, obstacles and bounds read from ``model`` (and ``bodies`` as
+    there, e.g. ``BodyModel.shape_poses_torch``)."""
     radius = wp.to_torch(model.params)[..., PARAM_RADIUS]
     bounds = model.bounds_vectors() if model.world.bounds is not None else None
-    return lidar_reference(config, pos, theta, radius, model.obstacle_tensors(), bounds)
+    return lidar_reference(config, pos, theta, radius, model.obstacle_tensors(), bounds, bodies)
 
 
 __all__ = [
     "HIT_AGENT",
+    "HIT_BODY",
     "HIT_NONE",
     "HIT_OBSTACLE",
     "HIT_WALL",
     "Lidar",
     "LidarConfig",
     "LidarScan",
+    "SceneBodies",
     "launch_scan",
     "lidar_reference",
     "lidar_reference_model",

@@ -9,8 +9,10 @@ import warp as wp
 
 import swarp
 from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
+from swarp.core.config import Body
 from swarp.sensors.lidar import (
     HIT_AGENT,
+    HIT_BODY,
     HIT_NONE,
     HIT_OBSTACLE,
     HIT_WALL,
@@ -19,6 +21,7 @@ from swarp.sensors.lidar import (
     launch_scan,
     lidar_reference_model,
     lidar_warp,
+    world_bodies,
 )
 
 #: Agreement of float64 distances between kernel, reference and closed forms [m].
@@ -223,6 +226,114 @@ def test_reference_gradcheck_float64(generator):
         return lidar_reference_model(world.model, config, p, t).distance
 
     assert torch.autograd.gradcheck(scan, (pos, theta))
+
+
+# --- movable bodies ------------------------------------------------------------------------------
+
+
+def body_world(bodies, n_agents=1, n_envs=1, dtype="float64", obstacles=()) -> World:
+    world = WorldConfig(bodies=tuple(bodies), obstacles=tuple(obstacles), collisions=False)
+    stepper = Stepper([AgentConfig(radius=0.1)] * n_agents, device="cpu", world=world, dtype=dtype)
+    return World(stepper, n_envs)
+
+
+def body_scans(world: World, config: LidarConfig):
+    """(kernel scan, reference scan) of a world with bodies at their current poses."""
+    kernel = Lidar(world, config).scan()
+    kernel = type(kernel)(*(t.clone() for t in kernel))
+    return kernel, Lidar(world, config).reference()
+
+
+def test_rays_see_body_shapes_where_the_body_is_and_how_it_is_turned():
+    # Body 1: a 0.4 x 0.2 box; body 0 a disc far behind the agent, so the box's index is 1.
+    world = body_world([Body((Obstacle.circle((0.0, 0.0), 0.1),)), Body((Obstacle.box((0.0, 0.0), (0.2, 0.1)),))])
+    place(world, [[0.0, 0.0]])
+    config = LidarConfig(4, max_range=2.0)
+    for theta, expected in ((0.0, 0.8), (math.pi / 2, 0.9)):  # ray 0 meets the box's short side, then its long one
+        world.set_state(
+            body_pos=torch.tensor([[[-1.5, 0.0], [1.0, 0.0]]], dtype=torch.float64),
+            body_theta=torch.tensor([[0.0, theta]], dtype=torch.float64),
+        )
+        for scan in body_scans(world, config):
+            assert abs(scan.distance[0, 0, 0].item() - expected) < EXACT_TOL
+            assert scan.kind[0, 0, 0].item() == HIT_BODY and scan.index[0, 0, 0].item() == 1
+            assert abs(scan.distance[0, 0, 2].item() - 1.4) < EXACT_TOL  # ray 2 (backwards): the disc
+            assert scan.kind[0, 0, 2].item() == HIT_BODY and scan.index[0, 0, 2].item() == 0
+    # A compound body: its second shape, offset in the body frame, is what the ray meets first.
+    world = body_world([Body((Obstacle.circle((0.0, 0.0), 0.1), Obstacle.circle((0.0, 0.5), 0.1)))])
+    place(world, [[0.0, 0.0]])
+    world.set_state(
+        body_pos=torch.tensor([[[1.0, 0.0]]], dtype=torch.float64),
+        body_theta=torch.tensor([[math.pi / 2]], dtype=torch.float64),  # the offset (0, 0.5) now points to -x
+    )
+    for scan in body_scans(world, LidarConfig(4, max_range=2.0)):
+        assert abs(scan.distance[0, 0, 0].item() - 0.4) < EXACT_TOL
+        assert scan.index[0, 0, 0].item() == 0
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_warp_scan_with_bodies_equals_the_reference(generator, dtype):
+    shapes = (Obstacle.box((0.0, 0.0), (0.15, 0.05)), Obstacle.box((0.0, 0.1), (0.05, 0.1)))  # a T
+    world = body_world(
+        [Body(shapes), Body((Obstacle.circle((0.0, 0.0), 0.12),))],
+        n_agents=4,
+        n_envs=3,
+        dtype=dtype,
+        obstacles=[Obstacle.circle((0.0, 0.9), 0.1)],
+    )
+    torch_dtype = world.stepper.torch_dtype
+    place(world, (torch.rand(3, 4, 2, generator=generator, dtype=torch.float64) * 2 - 1).to(torch_dtype))
+    world.set_state(
+        body_pos=(torch.rand(3, 2, 2, generator=generator, dtype=torch.float64) * 1.6 - 0.8).to(torch_dtype),
+        body_theta=(torch.rand(3, 2, generator=generator, dtype=torch.float64) * 6 - 3).to(torch_dtype),
+    )
+    kernel, reference = body_scans(world, LidarConfig(24, max_range=1.5))
+    tol = EXACT_TOL if dtype == "float64" else FLOAT32_TOL
+    assert (kernel.distance - reference.distance).abs().max().item() < tol
+    # Discrete results agree up to near-ties (float32 rounding), as without bodies.
+    limit = 0.0 if dtype == "float64" else 0.002
+    assert (kernel.kind != reference.kind).float().mean().item() <= limit
+    assert (kernel.index != reference.index).float().mean().item() <= limit
+    assert (kernel.kind == HIT_BODY).sum() > 10, "the bodies should be in sight of several rays"
+    assert set(kernel.index[kernel.kind == HIT_BODY].tolist()) == {0, 1}
+
+
+def test_warp_scan_gradients_with_bodies_equal_the_reference_gradients(generator):
+    world = body_world([Body((Obstacle.box((0.0, 0.0), (0.15, 0.05)),))], n_agents=3, n_envs=2)
+    place(world, torch.rand(2, 3, 2, generator=generator, dtype=torch.float64) * 1.2 - 0.6)
+    world.set_state(
+        body_pos=torch.rand(2, 1, 2, generator=generator, dtype=torch.float64) * 0.4 - 0.2,
+        body_theta=torch.rand(2, 1, generator=generator, dtype=torch.float64) * 6 - 3,
+    )
+    config = LidarConfig(16, max_range=1.5)
+    pos = world.state.torch.pos.clone().requires_grad_()
+    theta = world.state.torch.theta.clone().requires_grad_()
+    weights = torch.rand(2, 3, config.n_rays, generator=generator, dtype=torch.float64)
+    scan = lidar_warp(world.model, config, pos, theta, world_bodies(world))
+    warp_grads = torch.autograd.grad((scan * weights).sum(), (pos, theta))
+    reference = Lidar(world, config).reference(pos, theta).distance
+    assert (scan.detach() - reference.detach()).abs().max().item() < EXACT_TOL
+    torch_grads = torch.autograd.grad((reference * weights).sum(), (pos, theta))
+    for a, b in zip(warp_grads, torch_grads, strict=True):
+        assert (a - b).abs().max().item() < 1e-10
+    assert torch.autograd.gradcheck(
+        lambda p, t: lidar_warp(world.model, config, p, t, world_bodies(world)), (pos, theta)
+    )
+
+
+@pytest.mark.parametrize("name", ["push_t", "transport", "balance"])
+def test_body_scenarios_with_lidar_fused_match_torch(name, generator):
+    """The body a scenario moves shows in its lidar columns, the same on the fused and torch paths."""
+    common = dict(n_envs=4, device="cpu", auto_reset=True, max_steps=6, lidar_rays=16, lidar_range=1.0)
+    fused, reference = swarp.make(name, fused=True, **common), swarp.make(name, fused=False, **common)
+    base = fused.obs_dim - 16
+    for _ in range(8):
+        actions = (torch.rand(4, fused.n_agents, fused.act_dim, generator=generator) * 2 - 1) * fused.action_bounds[1]
+        out_f, out_r = fused.step(actions), reference.step(actions)
+        assert (out_f[0] - out_r[0]).abs().max().item() < 1e-4
+    scan = fused.lidar.scan()
+    assert torch.equal(fused.obs[..., base:], scan.distance)
+    assert (scan.kind == HIT_BODY).any(), "no ray sees the scenario's body"
 
 
 # --- in an environment ------------------------------------------------------------------------------
