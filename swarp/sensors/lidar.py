@@ -63,6 +63,10 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
+#: Padding [rad] of the ray cones of agent discs (``agent_cones``).
+CONE_PAD = 1.0e-3
+#: Rays per agent the cone encoding holds (16 bits).
+MAX_RAYS = 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,8 @@ class LidarConfig:
     see_walls: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_rays, bool) or not isinstance(self.n_rays, int) or self.n_rays < 1:
-            raise ValueError(f"lidar n_rays must be an int >= 1, got {self.n_rays!r}")
+        if isinstance(self.n_rays, bool) or not isinstance(self.n_rays, int) or not 1 <= self.n_rays <= MAX_RAYS:
+            raise ValueError(f"lidar n_rays must be an int in [1, {MAX_RAYS}], got {self.n_rays!r}")
         r = self.max_range
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0:
             raise ValueError(f"lidar max_range must be a finite number > 0 [m], got {r!r}")
@@ -228,6 +232,8 @@ def scene_struct(scalar: type):
         upper: vec2
         n_rays: int
         max_range: scalar  # [m]
+        # [E, A, A] ray cones of the agent discs (``agent_cones``): which rays of agent i can hit agent j.
+        cones: wp.array3d(dtype=wp.int32)
         # Movable bodies (read only by kernels compiled with ``bodies``): poses [E, B] and, per
         # shape [S], its body, ObstacleShape code, pose in the body frame and extents.
         body_pos: wp.array2d(dtype=vec2)
@@ -254,9 +260,16 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
     f = funcs(scalar)
     Scene = scene_struct(scalar)
     two_pi = scalar(2.0 * math.pi)
+    one = scalar(1.0)
+    # Cone padding [rad] (rays are 2 pi / n_rays apart; asin/atan2 round to ~1e-7 rad) and the
+    # relative slack on max_range of the range cull (the exact test may round a hit at the range).
+    cone_pad = scalar(CONE_PAD)
+    cone_range_slack = scalar(1.0 + 1.0e-4)
 
     @wp.func
-    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
+    def closest_hit(
+        sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, ray: int, o: vec2, d: vec2
+    ) -> wp.vec2i:
         """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
         ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
         pe = env * sc.per_env_params
@@ -266,20 +279,18 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         index = int(-1)
         if sc.see_agents != 0:
             for j in range(pos.shape[1]):
-                if j != agent:
-                    center = pos[env, j]
-                    radius = sc.params[pe, j, _RADIUS]
-                    # A disc farther than max_range + radius cannot be hit within range: skip it.
-                    # Exact (such a disc never beats max_range), and with one agent's rays on
-                    # consecutive threads the test is the same for the whole warp (no divergence).
-                    offset = center - o
-                    reach = sc.max_range + radius
-                    if wp.dot(offset, offset) <= reach * reach:
-                        t = f.ray_circle_select(o, d, center, radius)
-                        if t < best:
-                            best = t
-                            kind = _HIT_AGENT
-                            index = j
+                # Only the rays in disc j's cone (``agent_cones``) are tested; every other ray
+                # misses it, so the result is the all-pairs one. The cone's own agent has none.
+                cone = sc.cones[env, agent, j]
+                rel = ray - (cone >> 16)
+                if rel < 0:
+                    rel += sc.n_rays
+                if rel < (cone & 0xFFFF):
+                    t = f.ray_circle_select(o, d, pos[env, j], sc.params[pe, j, _RADIUS])
+                    if t < best:
+                        best = t
+                        kind = _HIT_AGENT
+                        index = j
         if wp.static(obstacles):
             for s in range(sc.obstacle_shape.shape[1]):
                 shape = sc.obstacle_shape[oe, s]
@@ -332,6 +343,55 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             return f.ray_walls(o, d, sc.lower, sc.upper)
         return sc.max_range
 
+    @wp.kernel(enable_backward=False, module="unique")
+    def agent_cones(
+        sc: Scene,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        pairs_per_thread: int,
+        cones_out: wp.array3d(dtype=wp.int32),
+    ):
+        """For every (agent i, other agent j): the rays of i that can hit j's disc within
+        ``max_range``, as ``first_ray << 16 | count`` (rays ``first_ray .. first_ray + count - 1``
+        mod n_rays). Done once per pair instead of once per (ray, pair): the scan then tests each
+        disc only on those rays."""
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_agents = pos.shape[1]
+        n_rays = sc.n_rays
+        pe = env * sc.per_env_params
+        first = slot * pairs_per_thread
+        for pair in range(first, wp.min(first + pairs_per_thread, n_agents * n_agents)):
+            i = pair / n_agents
+            j = pair - i * n_agents
+            cone = int(0)
+            if i != j:
+                offset = pos[env, j] - pos[env, i]
+                d2 = wp.dot(offset, offset)
+                radius = sc.params[pe, j, _RADIUS]
+                if d2 <= radius * radius:
+                    cone = n_rays  # inside the disc: every ray reads 0
+                else:
+                    dist = wp.sqrt(d2)
+                    if dist - radius <= sc.max_range * cone_range_slack:
+                        # Rays within the tangent cone (half-angle asin(r / dist)), padded so that
+                        # rounding can only add a ray, never drop one: the exact test decides.
+                        half = wp.asin(wp.min(radius / dist, one)) + cone_pad
+                        step = two_pi / scalar(n_rays)
+                        rel = wp.atan2(offset[1], offset[0]) - theta[env, i]
+                        k_first = int(wp.ceil((rel - half) / step))
+                        k_last = int(wp.floor((rel + half) / step))
+                        count = wp.min(k_last - k_first + 1, n_rays)
+                        if count > 0:
+                            k_first = k_first % n_rays
+                            if k_first < 0:
+                                k_first += n_rays
+                            cone = (k_first << 16) | count
+            cones_out[env, i, j] = cone
+
     @wp.kernel(module="unique", module_options={"fast_math": _FAST_MATH})
     def lidar_scan(
         scene: Scene,
@@ -357,7 +417,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             o = pos[env, agent]
             phi = theta[env, agent] + two_pi * scalar(ray) / scalar(n_rays)
             d = vec2(wp.cos(phi), wp.sin(phi))
-            hit = closest_hit(scene, pos, env, agent, o, d)
+            hit = closest_hit(scene, pos, env, agent, ray, o, d)
             distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
             if wp.static(with_hits):
                 kind_out[env, agent, ray] = hit[0]
@@ -367,7 +427,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
                         which = scene.shape_body[which]
                 index_out[env, agent, ray] = which
 
-    return SimpleNamespace(lidar_scan=lidar_scan)
+    return SimpleNamespace(lidar_scan=lidar_scan, agent_cones=agent_cones)
 
 
 @functools.cache
@@ -375,6 +435,12 @@ def _placeholders(device: str) -> tuple[wp.array, wp.array]:
     """Arrays passed for unused outputs and masks (allocated once per device, so never inside a
     capture: the pre-capture pass of a graph allocates them)."""
     return wp.empty((1, 1, 1), dtype=wp.int32, device=device), wp.empty(1, dtype=wp.bool, device=device)
+
+
+@functools.cache
+def _no_cones(device: str) -> wp.array:
+    """An empty stand-in for ``LidarScene.cones`` when rays do not see agents (never read)."""
+    return wp.zeros((0, 0, 0), dtype=wp.int32, device=device)
 
 
 @functools.cache
@@ -410,6 +476,7 @@ def launch_scan(
     launcher: Launcher = EAGER,
     rays_per_thread: int | None = None,
     bodies: "SceneBodies | None" = None,
+    cones: wp.array | None = None,
 ) -> None:
     """Launch the scan of every agent's rays.
 
@@ -426,6 +493,8 @@ def launch_scan(
         launcher: Eager, recording, or under the caller's graph capture.
         rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
         bodies: The movable bodies to see (``SceneBodies``), or ``None``.
+        cones: ``wp.array3d(int32)`` [E, A, A] scratch for the rays each agent disc can be hit by
+            (``Lidar`` keeps one; default: allocated here, which a captured graph cannot do).
     """
     n_envs, n_agents = pos.shape
     _check_rows(model, n_envs)
@@ -476,8 +545,25 @@ def launch_scan(
         scene.body_pos, scene.body_theta = bodies.pos, bodies.theta
         scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
         scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
+    k = kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None)
+    if config.see_agents:
+        if cones is None:
+            cones = wp.empty((n_envs, n_agents, n_agents), dtype=wp.int32, device=model.device)
+        elif tuple(cones.shape) != (n_envs, n_agents, n_agents):
+            raise ValueError(f"cones must be [{n_envs}, {n_agents}, {n_agents}], got {list(cones.shape)}")
+        scene.cones = cones
+        pairs_per_thread, pair_threads = agents_per_thread(model.device, n_agents * n_agents)
+        launcher.launch(
+            k.agent_cones,
+            dim=(n_envs, pair_threads),
+            inputs=[scene, pos, theta, mask, int(env_mask is not None), pairs_per_thread],
+            outputs=[cones],
+            device=model.device,
+        )
+    else:
+        scene.cones = _no_cones(str(model.device))
     launcher.launch(
-        kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None).lidar_scan,
+        k.lidar_scan,
         dim=(n_envs, threads),
         inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
         outputs=[distance_out, *hits_out],
@@ -525,6 +611,7 @@ class Lidar:
         self._distance = wp.zeros(shape, dtype=scalar, device=device)
         self._kind = wp.zeros(shape, dtype=wp.int32, device=device)
         self._index = wp.zeros(shape, dtype=wp.int32, device=device)
+        self._cones = wp.zeros((world.n_envs, world.n_agents, world.n_agents), dtype=wp.int32, device=device)
         self.last = LidarScan(*(wp.to_torch(a) for a in (self._distance, self._kind, self._index)))
         self.streams = TorchStreamScope(device)
 
@@ -547,6 +634,7 @@ class Lidar:
             env_mask,
             launcher,
             bodies=world_bodies(self.world),
+            cones=self._cones,
         )
 
     def scan(self) -> LidarScan:
@@ -558,7 +646,7 @@ class Lidar:
         with self.streams.scope():
             launch_scan(
                 self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits,
-                bodies=world_bodies(self.world),
+                bodies=world_bodies(self.world), cones=self._cones,
             )  # fmt: skip
         return self.last
 

@@ -228,6 +228,39 @@ def test_reference_gradcheck_float64(generator):
     assert torch.autograd.gradcheck(scan, (pos, theta))
 
 
+def test_ray_cones_of_agent_discs_drop_no_hit():
+    """The scan tests a disc only on the rays of its cone (``agent_cones``): adversarial layouts
+    (discs tangent to rays, centred on ray directions, across the 0 / 2 pi seam of the ray fan,
+    headings near +-pi, a disc reaching exactly max_range, agents overlapping) read as the torch
+    reference, which tests every pair."""
+    n_rays, max_range, r = 8, 1.0, 0.1
+    step = 2 * math.pi / n_rays
+    layouts = []
+    for heading in (0.0, math.pi - 1e-7, -math.pi, 0.3 * step):
+        for k, (dist, shift) in enumerate(
+            [
+                (0.5, 0.0),  # on a ray
+                (0.5, math.asin(r / 0.5)),  # tangent to a ray
+                (0.5, -math.asin(r / 0.5) - 1e-9),  # just past tangent
+                (max_range + r, 0.0),  # near surface exactly at max_range
+                (0.15, 0.5 * step),  # close and wide, between rays
+                (0.05, 0.0),  # overlapping: inside the other disc
+            ]
+        ):
+            angle = heading + (k % n_rays) * step + shift
+            if k % 2:
+                angle = heading - step / 2 + shift  # across the seam between the last ray and ray 0
+            layouts.append((heading, (dist * math.cos(angle), dist * math.sin(angle))))
+    world = make_world(n_agents=2, n_envs=len(layouts), radius=r)
+    pos = torch.tensor([[[0.0, 0.0], list(p)] for _, p in layouts], dtype=torch.float64)
+    theta = torch.tensor([[h, 0.0] for h, _ in layouts], dtype=torch.float64)
+    place(world, pos, theta)
+    kernel, reference = both_scans(world, LidarConfig(n_rays, max_range=max_range))
+    assert (kernel.distance - reference.distance).abs().max().item() < EXACT_TOL
+    assert torch.equal(kernel.kind, reference.kind) and torch.equal(kernel.index, reference.index)
+    assert (kernel.kind == HIT_AGENT).sum() >= len(layouts), "most layouts put the other disc on a ray"
+
+
 # --- movable bodies ------------------------------------------------------------------------------
 
 
