@@ -271,6 +271,16 @@ def neighbor_overflow(world) -> torch.Tensor:
     return (total > count).any(dim=1)
 
 
+def contact_overflow(world) -> torch.Tensor:
+    """[E] bool: did some agent's list of this env drop agents while every kept entry is within
+    contact reach (``near`` = K)? Then a contact partner may be among the dropped. Lists sorted by
+    distance lose only entries farther than their last, so a list with a farther-than-contact entry
+    lost no contact (torch twin of ``contact_overflow`` in the kernels)."""
+    nb = world.neighbors
+    total, count, near = (wp.to_torch(a) for a in (nb.total, nb.count, nb.near))
+    return ((total > count) & (near == nb.max_neighbors)).any(dim=1)
+
+
 #: Time constant [s] over which ``track_velocity`` closes a velocity error under acceleration control
 #: (in units of the step length).
 TRACKING_STEPS = 1.0

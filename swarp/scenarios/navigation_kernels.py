@@ -160,6 +160,7 @@ def kernels(
         on_goal: wp.array2d(dtype=wp.bool),
         nbr_count: wp.array2d(dtype=wp.int32),
         nbr_total: wp.array2d(dtype=wp.int32),
+        nbr_near: wp.array2d(dtype=wp.int32),
         shared_reward: int,
         shaping_factor: scalar,
         final_reward: scalar,
@@ -187,7 +188,9 @@ def kernels(
             prior[a] = reward_out[env, a]
             if not on_goal[env, a]:
                 all_on_goal = False
-            if nbr_total[env, a] > nbr_count[env, a]:
+            # A contact may be lost only where the list dropped agents and holds nothing beyond
+            # contact reach (``common.contact_overflow``).
+            if nbr_total[env, a] > nbr_count[env, a] and nbr_near[env, a] == wp.static(max_neighbors):
                 overflow = True
             total += progress[env, a]
         overflow_out[env] = overflow
@@ -368,6 +371,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
                 sc._on_goal,
                 nb.count,
                 nb.total,
+                nb.near,
                 int(c.shared_reward),
                 s(c.shaping_factor),
                 s(c.final_reward),

@@ -5,9 +5,11 @@ import math
 
 import pytest
 import torch
+import warp as wp
 
 import swarp
 from swarp.core.config import ObstacleShape
+from swarp.scenarios.common import contact_overflow
 
 from .helpers import PARITY_ATOL, PARITY_RTOL, make_pair, parity_rollout
 
@@ -284,3 +286,19 @@ def test_observation_layout_matches_the_docstring():
     valid = slots[..., 4]
     assert bool(((valid == 0) | (valid == 1)).all())
     assert bool((slots[valid == 0] == 0).all())
+
+
+def test_neighbor_overflow_flags_only_lists_that_may_have_lost_a_contact():
+    """Lists keep the K nearest within obs_range: a truncated list whose farthest kept agent is
+    beyond contact reach lost no contact partner (the flag stays down); a list of K agents all within
+    contact reach may have (the flag goes up). Default K is max(8, obs_neighbors)."""
+    assert swarp.make("navigation", n_envs=1, device="cpu").world.neighbors.max_neighbors == 8
+    assert swarp.make("navigation", n_envs=1, device="cpu", obs_neighbors=10).world.neighbors.max_neighbors == 10
+    env = swarp.make("navigation", n_envs=2, device="cpu", n_agents=9, obs_range=2.0, max_neighbors=3)
+    spread = torch.stack(torch.meshgrid(torch.arange(3.0), torch.arange(3.0), indexing="ij"), -1).reshape(9, 2)
+    pos = torch.stack([spread * 0.4 - 0.4, spread * 0.02])  # env 0: 0.4 m apart; env 1: a pile-up
+    env.world.set_state(pos=pos)
+    nb = env.world.neighbors
+    truncated = (wp.to_torch(nb.total) > wp.to_torch(nb.count)).any(dim=1)
+    assert truncated.tolist() == [True, True]
+    assert contact_overflow(env.world).tolist() == [False, True]
