@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import swarp
+from swarp.env import asynchronous
 
 N_ENVS, N_AGENTS, N_STEPS = 16, 4, 120
 
@@ -29,8 +30,12 @@ def snapshot(outputs) -> list[torch.Tensor]:
     return [t.clone() for t in (obs, reward, terminated, truncated, info["final_obs"], info["dist_to_goal"])]
 
 
+@pytest.mark.parametrize("placement", ["thread", "inline"])
 @pytest.mark.parametrize("fused", [True, False])
-def test_send_recv_matches_step_bit_for_bit(fused, generator):
+def test_send_recv_matches_step_bit_for_bit(fused, placement, generator, monkeypatch):
+    """Both CPU placements of the step: the worker thread, and inline in send() (steps shorter than
+    ``INLINE_BELOW_S``), forced here by the threshold."""
+    monkeypatch.setattr(asynchronous, "INLINE_BELOW_S", 0.0 if placement == "thread" else 10.0)
     sync_env, async_env = make_env(fused=fused), make_env(fused=fused)
     actions = action_sequence(sync_env, generator)
     busy = torch.randn(256, 256)
@@ -43,6 +48,26 @@ def test_send_recv_matches_step_bit_for_bit(fused, generator):
             assert torch.equal(x, y)
     assert int(sync_env.episode.sum()) > N_ENVS  # auto-resets happened along the way
     assert torch.equal(sync_env.state.pos, async_env.state.pos)
+    assert async_env._async.runs_inline == (placement == "inline")
+
+
+def test_short_cpu_steps_run_inline_and_long_ones_in_the_worker(monkeypatch):
+    """The placement follows the running average of measured step times against the threshold."""
+    env = make_env()
+    actions = torch.zeros(N_ENVS, N_AGENTS, env.act_dim)
+    env.send(actions)  # the first step is untimed: it goes to the worker
+    assert env._async._future is not None
+    env.recv()
+    average = env._async.step_time_s
+    assert average is not None and average > 0
+    monkeypatch.setattr(asynchronous, "INLINE_BELOW_S", 10 * average)
+    env.send(actions)
+    assert env._async._future is None, "a short step ran inline in send()"
+    env.recv()
+    monkeypatch.setattr(asynchronous, "INLINE_BELOW_S", 0.0)
+    env.send(actions)
+    assert env._async._future is not None, "with no step short enough it goes to the worker"
+    env.recv()
 
 
 def test_caller_may_overwrite_its_actions_after_send(generator):
