@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train
+#   bash tools/device_session.sh tests|perf|scenarios|train|peers
+# (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios or train}
+stage=${1:?stage: tests, perf, scenarios, train or peers}
 py=python3
 case "$stage" in
 tests)
@@ -53,5 +54,13 @@ train)
     echo "== $s"; tr '\r' '\n' < "$logs/train_$s.log" | grep -v "^\s*$" | tail -n 2; tail -n 3 "$logs/eval_$s.log"
   done | tee "$out/train_summary.log"
   for f in runs/*/metrics.jsonl; do tail -1 "$f" | sed "s|^|$f |"; done > "$out/train_last.jsonl"
+  ;;
+peers)
+  $py .peers/install_peers.py .peers
+  export PYTHONPATH="$HOME/peers:${PYTHONPATH:-}"
+  # Each run's rate is printed as it ends, so a run cut short by the call limit still reports.
+  timeout 540 $py -m swarp.benchmark.compare_sims --sims jaxmarl camar --python jaxmarl=$py camar=$py \
+    --envs 1024 4096 16384 --agents 3 16 --repeats 3 --json "$out/sims.json" --plot "$out/compare_sims_gpu.png" \
+    2>&1 | tee "$out/peers.log" | grep -E "ok|error|skipped|==|^ *[0-9]"
   ;;
 esac
