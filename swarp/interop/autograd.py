@@ -515,6 +515,12 @@ class RolloutGraph:
         self._tape = wp.Tape()
         self._forward_graph = self._backward_graph = None
         self._generation = 0
+        # Torch views of every step output's adjoint, [field][t], made once: wrapping them afresh
+        # at every backward cost a Python object per (field, step), most of a small batch's time.
+        self._output_adjoints = [
+            [wp.to_torch(out.arrays()[index].grad, requires_grad=False) for out in self._outputs]
+            for index in range(len(self._start.fields))
+        ]
 
     @property
     def _outputs(self) -> list[State]:
@@ -587,13 +593,12 @@ class RolloutGraph:
                 "this RolloutGraph ran again since the forward being backpropagated; its buffers hold the "
                 "later rollout. Backpropagate each call before the next (or use one RolloutGraph per live graph)"
             )
-        for index, grad in enumerate(grad_fields):
-            for t, out in enumerate(self._outputs):
-                adjoint = wp.to_torch(out.arrays()[index].grad, requires_grad=False)
-                if grad is None:
-                    adjoint.zero_()
-                else:
-                    adjoint.copy_(grad[t])
+        # One fused multi-tensor copy (or zero) per field seeds its T step adjoints.
+        for adjoints, grad in zip(self._output_adjoints, grad_fields, strict=True):
+            if grad is None:
+                torch._foreach_zero_(adjoints)
+            else:
+                torch._foreach_copy_(adjoints, list(grad.unbind(0)))
         self._launch(self._backward_graph)
         actions_grad = wp.to_torch(self._actions.grad, requires_grad=False).clone()
         return (actions_grad, *(wp.to_torch(a.grad, requires_grad=False).clone() for a in self._start.arrays()))
