@@ -32,7 +32,7 @@ import torch
 import warp as wp
 
 from swarp.core.rng import INV_2_24, ResetStreams, episode_key, uniform_u24, uniform_u24_torch
-from swarp.core.types import _PARAM_FIELDS, PARAM_MAX_SPEED, PARAM_RADIUS, Model
+from swarp.core.types import _PARAM_FIELDS, PARAM_MAX_SPEED, PARAM_RADIUS, Model, param_array
 
 #: Column names of the parameter table, in column order (``PARAM_*`` indices of swarp.core.types).
 PARAM_NAMES: tuple[str, ...] = _PARAM_FIELDS
@@ -84,8 +84,8 @@ def enable_per_env_params(model: Model, n_envs: int) -> None:
         return
     if rows != 1:
         raise ValueError(f"the parameter table already has {rows} env rows; cannot re-shape it to {n_envs}")
-    shared = model.params.numpy()
-    model.params = wp.array(np.repeat(shared, n_envs, axis=0), dtype=model.scalar, device=model.device)
+    shared = wp.to_torch(model.params).cpu().numpy()  # a strided table: torch copies it whole
+    model.params = param_array(np.repeat(shared, n_envs, axis=0), model.scalar, model.device)
 
 
 def check_param_table(model: Model, table: torch.Tensor, name: str = "agent params") -> None:

@@ -291,6 +291,17 @@ def allocate_obstacles(n_env_rows: int, n_slots: int, scalar: type, device: str)
     )
 
 
+def param_array(table: np.ndarray, scalar: type, device: str) -> wp.array:
+    """An agent-parameter table [E_p, A, P] as a Warp array of that shape stored column-major per
+    env (``[E_p, P, A]`` in memory, a strided view): a kernel reading one parameter of consecutive
+    agents then reads consecutive words. In row-major ``[E_p, A, P]`` each such read fetched a whole
+    P-float row per agent, which made per-env tables (``E_p = E``) cost 5.7% of the 16,384 x 16
+    navigation step on an H200. Indexing (``params[e, a, p]``, ``agent_params[..., p]``) is unchanged.
+    """
+    storage = wp.array(np.ascontiguousarray(np.asarray(table).transpose(0, 2, 1)), dtype=scalar, device=device)
+    return storage.transpose((0, 2, 1))
+
+
 class Model:
     """Static description of the simulated world: agent parameters, obstacles, world constants.
 
@@ -331,7 +342,7 @@ class Model:
         self.scalar, self.device = scalar, device
         np_dtype = np.float64 if scalar is wp.float64 else np.float32
         table = np.array([[float(getattr(cfg, f)) for f in _PARAM_FIELDS] for cfg in agents], dtype=np_dtype)
-        self.params = wp.array(table[None], dtype=scalar, device=device)
+        self.params = param_array(table[None], scalar, device)
         self.kinds = wp.array(np.array([int(cfg.model) for cfg in agents], np.int32), dtype=wp.int32, device=device)
         self.ctrl_modes = wp.array(
             np.array([int(cfg.ctrl_mode) for cfg in agents], np.int32), dtype=wp.int32, device=device

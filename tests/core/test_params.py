@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import warp as wp
 
 import swarp
 from swarp import AgentConfig, Stepper, World, WorldConfig
@@ -246,3 +247,21 @@ def test_relative_shared_randomization_scales_the_configured_values():
 def test_randomization_ranges_are_validated_up_front(ranges, match):
     with pytest.raises(ValueError, match=match):
         swarp.make("navigation", n_envs=2, device="cpu", randomize_params=ranges)
+
+
+@pytest.mark.parametrize("per_env", [False, True])
+def test_parameter_tables_store_each_parameter_contiguously_over_agents(per_env):
+    """``params[e, a, p]`` indexes as an [E_p, A, P] table, but consecutive agents of one parameter
+    are adjacent in memory (what coalesces the kernels' parameter reads on a GPU)."""
+    agents = [AgentConfig(radius=0.05 + 0.01 * i, max_speed=1.0 + i) for i in range(5)]
+    world = World(Stepper(agents, device="cpu"), 3)
+    if per_env:
+        enable_per_env_params(world.model, 3)
+    params = world.model.params
+    n_rows, n_agents, n_params = params.shape
+    assert (n_rows, n_agents) == ((3 if per_env else 1), 5) and n_params == len(PARAM_NAMES)
+    item = wp.types.type_size_in_bytes(params.dtype)
+    assert params.strides[1] == item and params.strides[2] == n_agents * item
+    table = torch.as_tensor(params.numpy())
+    expected = torch.tensor([[cfg.radius, cfg.max_speed] for cfg in agents], dtype=table.dtype)
+    assert torch.equal(table[..., [RADIUS, MAX_SPEED]], expected.expand(n_rows, -1, -1))
