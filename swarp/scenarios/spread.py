@@ -110,6 +110,12 @@ class SpreadScenario(FusedScenario):
         return 4 * self.cfg.n_agents + 2
 
     @property
+    def saves_final_obs(self) -> bool:  # type: ignore[override]
+        """Whether the masked observation saves ``final_obs`` itself: the row kernels of fleets of
+        at most ``spread_kernels.ROWS_MAX_AGENTS`` do, the pair-parallel kernels of larger ones not."""
+        return self.cfg.n_agents <= sk.ROWS_MAX_AGENTS
+
+    @property
     def cover_radius(self) -> float:
         return self.cfg.cover_radius if self.cfg.cover_radius is not None else self.cfg.agent_radius
 

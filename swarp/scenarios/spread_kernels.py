@@ -1,9 +1,11 @@
 """Spread, fused: the Warp twin of ``spread.py`` (observations, rewards, termination, reset).
 
-* ``spread_observe`` (one thread per agent and observation pair on the GPU): writes the
-  observation rows.
-* ``spread_agents`` (one thread per agent): builds the agent's neighbor list for the next step's
-  contacts, counts its collisions and finds the distance of landmark ``agent`` to its nearest agent
+* fleets of at most ``ROWS_MAX_AGENTS``: ``observe_agent`` in ``rows.observe_kernels`` (one thread
+  per agent: the agent's terms, ``agent_terms``, and its observation row, stored through a shared
+  tile on CUDA);
+* larger fleets: ``spread_observe`` (one thread per agent and observation pair on the GPU) writes
+  the rows, ``spread_agents`` (one thread per agent) the agent's terms: its neighbor list for the
+  next step's contacts, its collisions and the distance of landmark ``agent`` to its nearest agent
   (landmarks and agents are equally many, so that covers every landmark once, with no atomics).
 * ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
 * ``spread_reset`` (one thread per env and spawn cell, masked): spawns, headings and landmarks from
@@ -20,7 +22,12 @@ from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
 from swarp.physics import neighbors
-from swarp.scenarios import base, fleet, spawn
+from swarp.scenarios import base, common, fleet, rows, spawn
+
+#: Fleets up to this size observe through the row kernels (``rows.observe_kernels``: one thread per
+#: agent builds its 4 A + 2 row in registers, stored through a [64, 4 A + 2] shared tile, 25 KB at
+#: 24 agents); larger ones through the pair-parallel ``spread_observe`` plus ``spread_agents``.
+ROWS_MAX_AGENTS = 24
 
 # Landmark l draws 2 l and 2 l + 1 from here (spawns and headings: ``fleet.py``'s draws).
 DRAW_LANDMARK = wp.constant(fleet.FIRST_FREE_DRAW)
@@ -95,51 +102,88 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
                 obs_out[env, agent, 2 * pair] = value[0]
                 obs_out[env, agent, 2 * pair + 1] = value[1]
 
+    @wp.struct
+    class AgentArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        landmarks: wp.array2d(dtype=vec2)
+        nq: Query
+        reach: scalar
+        cover_radius: scalar
+        collision_penalty: scalar
+        reward_out: wp.array2d(dtype=scalar)
+        landmark_dist_out: wp.array2d(dtype=scalar)
+        covered_out: wp.array2d(dtype=wp.bool)
+        collisions_out: wp.array2d(dtype=wp.int32)
+
+    @wp.func
+    def agent_terms(a: AgentArgs, mode: int, env: int, agent: int):
+        """The agent's own work: its neighbor list for the next step's contacts, its collisions, and
+        the distance of landmark ``agent`` to its nearest agent (landmarks and agents are equally
+        many, so that covers every landmark once, with no atomics)."""
+        build_list(a.nq, env, agent)
+        p = a.pos[env, agent]
+        own_landmark = a.landmarks[env, agent]
+        nearest = big
+        n_collisions = int(0)
+        for j in range(a.pos.shape[1]):
+            q = a.pos[env, j]
+            to_landmark = own_landmark - q
+            nearest = wp.min(nearest, wp.sqrt(wp.dot(to_landmark, to_landmark)))
+            delta = q - p
+            if j != agent and wp.dot(delta, delta) < a.reach * a.reach:
+                n_collisions += 1
+        if mode == _OBSERVE_STEP:
+            a.reward_out[env, agent] = -(a.collision_penalty * scalar(n_collisions))
+        if mode != _OBSERVE_ONLY:
+            a.landmark_dist_out[env, agent] = nearest
+            a.covered_out[env, agent] = nearest < a.cover_radius
+            a.collisions_out[env, agent] = n_collisions
+
     @wp.kernel(enable_backward=False, module="unique")
     def spread_agents(
-        pos: wp.array2d(dtype=vec2),
-        landmarks: wp.array2d(dtype=vec2),
-        nq: Query,
-        reach: scalar,
-        cover_radius: scalar,
-        collision_penalty: scalar,
+        args: AgentArgs,
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
         mode: int,
         agents_per_thread: int,
-        reward_out: wp.array2d(dtype=scalar),
-        landmark_dist_out: wp.array2d(dtype=scalar),
-        covered_out: wp.array2d(dtype=wp.bool),
-        collisions_out: wp.array2d(dtype=wp.int32),
     ):
-        # The per-agent work, one thread per agent (in the observation launch it made one thread of
-        # every warp run long while the others idled): the agent's neighbor list for the next step's
-        # contacts, its collisions, and the distance of landmark ``agent`` to its nearest agent
-        # (landmarks and agents are equally many, so that covers every landmark once, no atomics).
+        # One thread per agent, next to the pair-parallel observation of large fleets (inside it,
+        # the agent's work made one thread of every warp run long while the others idled).
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        n_agents = pos.shape[1]
         first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
-            build_list(nq, env, agent)
-            p = pos[env, agent]
-            own_landmark = landmarks[env, agent]
-            nearest = big
-            n_collisions = int(0)
-            for j in range(n_agents):
-                q = pos[env, j]
-                to_landmark = own_landmark - q
-                nearest = wp.min(nearest, wp.sqrt(wp.dot(to_landmark, to_landmark)))
-                delta = q - p
-                if j != agent and wp.dot(delta, delta) < reach * reach:
-                    n_collisions += 1
-            if mode == _OBSERVE_STEP:
-                reward_out[env, agent] = -(collision_penalty * scalar(n_collisions))
-            if mode != _OBSERVE_ONLY:
-                landmark_dist_out[env, agent] = nearest
-                covered_out[env, agent] = nearest < cover_radius
-                collisions_out[env, agent] = n_collisions
+        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            agent_terms(args, mode, env, agent)
+
+    obs_dim = 4 * fleet_size + 2
+    row_type = wp.types.vector(obs_dim, scalar)
+
+    @wp.func
+    def observe_agent(a: AgentArgs, mode: int, env: int, agent: int) -> row_type:
+        """The agent's work and its observation row (the layout of ``obs_pair``), for the row
+        kernels of small fleets (``ROWS_MAX_AGENTS``): every row index is a compile-time constant."""
+        agent_terms(a, mode, env, agent)
+        p = a.pos[env, agent]
+        v = a.vel[env, agent]
+        row = row_type()
+        row[0] = v[0]
+        row[1] = v[1]
+        row[2] = p[0]
+        row[3] = p[1]
+        for m in range(wp.static(fleet_size)):
+            to_landmark = a.landmarks[env, m] - p
+            row[4 + 2 * m] = to_landmark[0]
+            row[5 + 2 * m] = to_landmark[1]
+        for other in range(wp.static(fleet_size - 1)):
+            j = other
+            if other >= agent:
+                j = other + 1  # the other agents in index order, skipping this one
+            delta = a.pos[env, j] - p
+            row[4 + 2 * fleet_size + 2 * other] = delta[0]
+            row[5 + 2 * fleet_size + 2 * other] = delta[1]
+        return row
 
     @wp.kernel(enable_backward=False, module="unique")
     def spread_finish(
@@ -190,7 +234,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
                 )
             fl.grid_spawn(key, env, cell, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out)
 
+    observe = None
+    if fleet_size <= ROWS_MAX_AGENTS:
+        observe = rows.observe_kernels(AgentArgs, observe_agent, scalar, obs_dim)
     return SimpleNamespace(
+        AgentArgs=AgentArgs,
+        observe=observe,
         spread_observe=spread_observe,
         spread_agents=spread_agents,
         spread_finish=spread_finish,
@@ -204,44 +253,44 @@ def _kernels_for(sc):
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``spread_observe`` (and, for a step, ``spread_finish``) for the scenario ``sc``.
+    """Launch the observation (and, for a step, ``spread_finish``) for the scenario ``sc``: the row
+    kernels (``rows.observe_kernels``) for fleets of at most ``ROWS_MAX_AGENTS``, else the
+    pair-parallel ``spread_observe`` next to ``spread_agents``.
 
-    The world's grid binning (``World.prepare_neighbors``) must have run: ``spread_observe`` builds
+    The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
     the neighbor list of every agent it observes.
     """
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state = world.state
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    pairs_per_thread, pair_threads = agents_per_thread(env.device, sc.obs_dim // 2)
-    mask = env_mask if env_mask is not None else world.neighbors.no_mask
-    use_mask = int(env_mask is not None)
-    launcher.launch(
-        k.spread_observe,
-        dim=(sc.n_envs, threads, pair_threads),
-        inputs=[state.pos, state.vel, sc._landmarks, mask, use_mask, per_thread, pairs_per_thread],
-        outputs=[env._obs],
-        device=env.device,
-    )
-    launcher.launch(
-        k.spread_agents,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            state.pos,
-            sc._landmarks,
-            world.neighbor_query(),
-            s(2.0 * c.agent_radius),
-            s(sc.cover_radius),
-            s(c.collision_penalty),
-            mask,
-            use_mask,
-            int(mode),
-            per_thread,
-        ],
-        outputs=[env._reward, sc._landmark_dist, sc._covered, sc._collisions],
-        device=env.device,
-    )
+    args = common.fill(
+        k.AgentArgs(),
+        pos=state.pos, vel=state.vel, landmarks=sc._landmarks, nq=world.neighbor_query(),
+        reach=s(2.0 * c.agent_radius), cover_radius=s(sc.cover_radius), collision_penalty=s(c.collision_penalty),
+        reward_out=env._reward, landmark_dist_out=sc._landmark_dist, covered_out=sc._covered,
+        collisions_out=sc._collisions,
+    )  # fmt: skip
+    if k.observe is not None:
+        rows.launch_observe_rows(sc, launcher, k.observe, args, env_mask, mode)
+    else:
+        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+        pairs_per_thread, pair_threads = agents_per_thread(env.device, sc.obs_dim // 2)
+        mask = env_mask if env_mask is not None else world.neighbors.no_mask
+        use_mask = int(env_mask is not None)
+        launcher.launch(
+            k.spread_observe,
+            dim=(sc.n_envs, threads, pair_threads),
+            inputs=[state.pos, state.vel, sc._landmarks, mask, use_mask, per_thread, pairs_per_thread],
+            outputs=[env._obs],
+            device=env.device,
+        )
+        launcher.launch(
+            k.spread_agents,
+            dim=(sc.n_envs, threads),
+            inputs=[args, mask, use_mask, int(mode), per_thread],
+            device=env.device,
+        )
     if mode == base.OBSERVE_STEP:
         launcher.launch(
             k.spread_finish,

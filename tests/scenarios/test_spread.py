@@ -14,6 +14,8 @@ PARITY_CASES = {
     "crowded": dict(n_agents=6, world_size=0.5, agent_radius=0.08, max_steps=12, cover_radius=0.15),
     "single_agent": dict(n_agents=1, max_steps=12),
     "float64_substeps": dict(n_agents=4, substeps=2, dtype="float64", max_steps=12),
+    # Past ROWS_MAX_AGENTS: the pair-parallel observation and the per-agent kernel.
+    "large_fleet_pairs": dict(n_agents=30, world_size=2.0, max_steps=12),
 }
 
 
@@ -25,6 +27,18 @@ def test_fused_matches_torch_reference(case, generator):
         assert seen["info.covered"] > 0
     if case == "crowded":
         assert seen["info.collisions"] > 0
+
+
+def test_small_fleets_observe_through_rows_and_large_ones_through_pairs():
+    """Fleets up to ROWS_MAX_AGENTS observe through the row kernels (which save final_obs
+    themselves), larger ones through the pair-parallel kernels; the parity cases above pin both to
+    the torch reference."""
+    from swarp.scenarios import spread_kernels
+
+    small = swarp.make(NAME, n_envs=2, device="cpu", n_agents=spread_kernels.ROWS_MAX_AGENTS)
+    large = swarp.make(NAME, n_envs=2, device="cpu", n_agents=spread_kernels.ROWS_MAX_AGENTS + 1, world_size=2.0)
+    assert spread_kernels._kernels_for(small.scenario).observe is not None and small.scenario.saves_final_obs
+    assert spread_kernels._kernels_for(large.scenario).observe is None and not large.scenario.saves_final_obs
 
 
 def test_reward_and_info_follow_their_definition():
