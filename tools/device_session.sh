@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|peers
+#   bash tools/device_session.sh tests|perf|scenarios|train|peers|verify
+# (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train or peers}
+stage=${1:?stage: tests, perf, scenarios, train, peers or verify}
 py=python3
 case "$stage" in
 tests)
@@ -54,6 +55,22 @@ train)
     echo "== $s"; tr '\r' '\n' < "$logs/train_$s.log" | grep -v "^\s*$" | tail -n 2; tail -n 3 "$logs/eval_$s.log"
   done | tee "$out/train_summary.log"
   for f in runs/*/metrics.jsonl; do tail -1 "$f" | sed "s|^|$f |"; done > "$out/train_last.jsonl"
+  ;;
+verify)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3 2>&1 \
+    | grep -v done | tee "$out/throughput.log"
+  $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3 2>&1 \
+    | grep -v done | tee "$out/reset.log"
+  $py -m swarp.benchmark.scenarios --devices cuda:0 --shapes 4096x16 --modes graph --iters 100 --repeats 3 2>&1 \
+    | grep -A14 "Issue 6" | tee "$out/scenarios.log"
+  { $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 100 --repeats 3
+  } 2>&1 | grep -v done | tee "$out/lidar_params.log"
+  for run in 1 2 3; do
+    $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3 2>&1 | tail -1
+  done | tee "$out/push_t.log"
   ;;
 peers)
   $py .peers/install_peers.py .peers
