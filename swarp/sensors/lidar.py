@@ -31,7 +31,6 @@ distance (the same function the torch ``min`` differentiates).
 import contextlib
 import functools
 import math
-import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -247,7 +246,6 @@ def scene_struct(scalar: type):
     return LidarScene
 
 
-_FAST_MATH = os.environ.get("SWARP_LIDAR_EXP", "") == "fast"
 
 
 @functools.cache
@@ -392,7 +390,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
                             cone = (k_first << 16) | count
             cones_out[env, i, j] = cone
 
-    @wp.kernel(module="unique", module_options={"fast_math": _FAST_MATH})
+    @wp.kernel(module="unique")
     def lidar_scan(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
