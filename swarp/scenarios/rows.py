@@ -50,7 +50,7 @@ def tiled_rows(device: str) -> bool:
 
 @functools.cache
 def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
-    """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out)`` and
+    """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out, final_obs_out)`` and
     ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
