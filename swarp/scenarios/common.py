@@ -26,7 +26,7 @@ import warp as wp
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig, _coerce_enum
 from swarp.core.launch import agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
-from swarp.core.rng import ResetStreams, episode_key, uniform_u24
+from swarp.core.rng import ResetStreams, episode_key
 from swarp.physics import neighbors
 from swarp.scenarios import spawn
 from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
@@ -419,13 +419,8 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNam
 
     @wp.func
     def cell_rank(key: wp.uint32, n_cells: int, cell: int) -> int:
-        """How many cells have a smaller (key, index) than ``cell``: its rank in the ranked spawn."""
-        mine = uniform_u24(key, _DRAW_CELLS + cell)
-        rank = int(0)
-        for c in range(n_cells):
-            if sp.before(uniform_u24(key, _DRAW_CELLS + c), c, mine, cell):
-                rank += 1
-        return rank
+        """``cell``'s rank in the library's ranked spawn (``spawn.funcs(...).cell_rank``)."""
+        return sp.cell_rank(key, _DRAW_CELLS, n_cells, cell)
 
     Spawn = spawn_struct(scalar)
 

@@ -16,7 +16,6 @@ import warp as wp
 
 from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.precision import vec2_type
-from swarp.core.rng import uniform_u24
 from swarp.scenarios import spawn
 from swarp.scenarios.base import WorldSpec
 
@@ -99,12 +98,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         ang_vel_out: wp.array2d(dtype=scalar),
     ):
         """Place the agent whose rank among the spawn keys is this ``cell``'s, if there is one."""
-        n_cells = side * side
-        my_key = uniform_u24(key, DRAW_SPAWN_CELLS + cell)
-        rank = int(0)
-        for c in range(n_cells):
-            if sp.before(uniform_u24(key, DRAW_SPAWN_CELLS + c), c, my_key, cell):
-                rank += 1
+        rank = sp.cell_rank(key, DRAW_SPAWN_CELLS, side * side, cell)
         if rank < pos_out.shape[1]:
             p = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * rank)
             place_agent(key, env, rank, p, pos_out, theta_out, vel_out, speed_out, ang_vel_out)

@@ -71,6 +71,17 @@ def funcs(scalar: type) -> SimpleNamespace:
         return key_a < key_b or (key_a == key_b and cell_a < cell_b)
 
     @wp.func
+    def cell_rank(key: wp.uint32, draw_base: int, n_cells: int, cell: int) -> int:
+        """How many cells have a smaller (key, index) than ``cell`` under the keys of draws
+        ``draw_base + c``: ``cell``'s rank in the ranked spawn (the thread of one cell computes it)."""
+        mine = uniform_u24(key, draw_base + cell)
+        rank = int(0)
+        for c in range(n_cells):
+            if before(uniform_u24(key, draw_base + c), c, mine, cell):
+                rank += 1
+        return rank
+
+    @wp.func
     def nth_key(key: wp.uint32, draw_base: int, n_cells: int, n: int) -> wp.vec2i:
         """(key, cell) of the n-th smallest cell key (0-based), or (-1, -1) when ``n < 0``.
 
@@ -98,7 +109,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         uy = uniform(key, draw + 1) * two - one
         return vec2(-world_size + (cx + half) * width + ux * jitter, -world_size + (cy + half) * width + uy * jitter)
 
-    return SimpleNamespace(uniform=uniform, before=before, nth_key=nth_key, cell_point=cell_point)
+    return SimpleNamespace(uniform=uniform, before=before, cell_rank=cell_rank, nth_key=nth_key, cell_point=cell_point)
 
 
 # --- torch twins ------------------------------------------------------------------------------

@@ -246,8 +246,6 @@ def scene_struct(scalar: type):
     return LidarScene
 
 
-
-
 @functools.cache
 def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False) -> SimpleNamespace:
     """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
