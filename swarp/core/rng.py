@@ -66,9 +66,31 @@ def episode_key(streams: ResetStreams, env: int) -> wp.uint32:
 
 
 @wp.func
+def uniform_u24_hashed(key: wp.uint32, index_hash: wp.uint32) -> int:
+    """``uniform_u24(key, index)`` given ``index_hash = hash_u32(index)`` (``index_hashes``): the
+    index half of the hashing does not depend on the key, so loops that draw the same indices for
+    many keys (every cell of a ranked spawn, in every env) look it up instead of recomputing it."""
+    return int(hash_u32(key ^ index_hash) >> wp.uint32(8))
+
+
+@wp.func
 def uniform_u24(key: wp.uint32, index: int) -> int:
     """24 random bits (an int in [0, 2^24)) of draw ``index`` under ``key``."""
-    return int(hash_u32(key ^ hash_u32(wp.uint32(index))) >> wp.uint32(8))
+    return uniform_u24_hashed(key, hash_u32(wp.uint32(index)))
+
+
+@wp.kernel(enable_backward=False)
+def _fill_index_hashes(first: int, out: wp.array(dtype=wp.uint32)):
+    i = wp.tid()
+    out[i] = hash_u32(wp.uint32(first + i))
+
+
+def index_hashes(first: int, count: int, device) -> wp.array:
+    """``[hash_u32(first + i) for i < count]`` as a ``wp.array(uint32)`` on ``device`` (for
+    ``uniform_u24_hashed``); computed by the same Warp function the draws use."""
+    out = wp.empty(count, dtype=wp.uint32, device=device)
+    wp.launch(_fill_index_hashes, dim=count, inputs=[int(first)], outputs=[out], device=device)
+    return out
 
 
 def _hash_torch(x: torch.Tensor) -> torch.Tensor:

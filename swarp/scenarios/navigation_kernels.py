@@ -19,7 +19,7 @@ import warp as wp
 from swarp.core.config import ObstacleShape
 from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
-from swarp.core.rng import ResetStreams, episode_key, uniform_u24
+from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
 from swarp.env import episode
 from swarp.physics import neighbors
@@ -219,6 +219,9 @@ def kernels(
         n_obstacles: int,
         cells_per_thread: int,
         altitude: scalar,
+        obstacle_hashes: wp.array(dtype=wp.uint32),
+        spawn_hashes: wp.array(dtype=wp.uint32),
+        goal_hashes: wp.array(dtype=wp.uint32),
         pos_out: wp.array2d(dtype=vec2),
         theta_out: wp.array2d(dtype=scalar),
         vel_out: wp.array2d(dtype=vec2),
@@ -249,12 +252,12 @@ def kernels(
         for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
             my_obstacle_key = int(0)
             if n_obstacles > 0:
-                my_obstacle_key = uniform_u24(key, DRAW_OBSTACLE_CELLS + cell)
+                my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
             if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
                 # An obstacle cell: its slot is its rank among all obstacle keys.
                 o = int(0)
                 for c in range(n_cells):
-                    if sp.before(uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c, my_obstacle_key, cell):
+                    if sp.before(uniform_u24_hashed(key, obstacle_hashes[c]), c, my_obstacle_key, cell):
                         o += 1
                 draw = DRAW_OBSTACLE + 4 * o
                 u_shape = sp.uniform(key, draw)
@@ -280,19 +283,19 @@ def kernels(
                     )
                     obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
                 continue
-            my_spawn_key = uniform_u24(key, DRAW_SPAWN_CELLS + cell)
-            my_goal_key = uniform_u24(key, DRAW_GOAL_CELLS + cell)
+            my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
+            my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
             spawn_rank = int(0)
             goal_rank = int(0)
             for c in range(n_cells):
                 # Without obstacles every cell is free: skip hashing the obstacle keys.
                 free = n_obstacles == 0
                 if not free:
-                    free = sp.before(threshold[0], threshold[1], uniform_u24(key, DRAW_OBSTACLE_CELLS + c), c)
+                    free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
                 if free:
-                    if sp.before(uniform_u24(key, DRAW_SPAWN_CELLS + c), c, my_spawn_key, cell):
+                    if sp.before(uniform_u24_hashed(key, spawn_hashes[c]), c, my_spawn_key, cell):
                         spawn_rank += 1
-                    if sp.before(uniform_u24(key, DRAW_GOAL_CELLS + c), c, my_goal_key, cell):
+                    if sp.before(uniform_u24_hashed(key, goal_hashes[c]), c, my_goal_key, cell):
                         goal_rank += 1
             if spawn_rank < n_agents:
                 a = spawn_rank
@@ -386,6 +389,19 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
         )
 
 
+def _cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
+    """The index halves of the obstacle, spawn and goal cell-key draws (``rng.index_hashes``), made
+    once per scenario: every thread of ``nav_reset`` ranks its cell against all cells, so it would
+    hash each of those indices again (half the reset's arithmetic)."""
+    hashes = getattr(sc, "_cell_hash_arrays", None)
+    if hashes is None:
+        n_cells, device = sc.side * sc.side, sc.env.device
+        blocks = (DRAW_OBSTACLE_CELLS, DRAW_SPAWN_CELLS, DRAW_GOAL_CELLS)
+        hashes = tuple(index_hashes(int(first), n_cells, device) for first in blocks)
+        sc._cell_hash_arrays = hashes
+    return hashes
+
+
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``nav_reset`` for the scenario ``sc`` (drones: their 6-DOF fields too, in
     the same launch; the world's state always holds those arrays)."""
@@ -408,6 +424,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             c.n_obstacles,
             per_thread,
             s(c.altitude if env.stepper.model.has_drones else 0.0),  # drones fly drone_navigation only
+            *_cell_hashes(sc),
         ],
         outputs=[
             *state.agent_arrays(),
