@@ -502,6 +502,19 @@ def _repo_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def worker_environment(sim: str, environ) -> dict[str, str]:
+    """The environment variables of a worker for ``sim``: ``environ`` with this repository first on
+    PYTHONPATH and, for the JAX peers, JAX's CPU backend kept available: CAMAR builds its maps on
+    the CPU device at import, and a machine that restricts JAX to its GPU (``JAX_PLATFORMS=cuda``)
+    would make that import fail."""
+    env = dict(environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_repo_root(), env.get("PYTHONPATH", "")) if p)
+    platforms = env.get("JAX_PLATFORMS", "")
+    if sim in ("jaxmarl", "camar") and platforms and "cpu" not in platforms.split(","):
+        env["JAX_PLATFORMS"] = platforms + ",cpu"
+    return env
+
+
 def run_isolated(config: BenchConfig, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
     """Run ``config`` in a fresh subprocess (interpreter ``python``, default this one); return its result.
 
@@ -509,13 +522,7 @@ def run_isolated(config: BenchConfig, python: str | None = None, timeout_s: floa
     ``"skipped"`` (the peer is not importable there: ``reason`` says why and how to install it) or
     ``"error"`` (the worker failed: ``reason`` holds the end of its output).
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_repo_root(), env.get("PYTHONPATH", "")) if p)
-    platforms = env.get("JAX_PLATFORMS", "")
-    if config.sim in ("jaxmarl", "camar") and platforms and "cpu" not in platforms.split(","):
-        # CAMAR builds its maps on JAX's CPU device at import: a machine that restricts JAX to
-        # its GPU (JAX_PLATFORMS=cuda) must still offer the CPU backend.
-        env["JAX_PLATFORMS"] = platforms + ",cpu"
+    env = worker_environment(config.sim, os.environ)
     command = [python or sys.executable, os.path.abspath(__file__), "--worker", config.to_json()]
     # Every result names its config, so a run that failed still fills its row of a table.
     failed = {"sim": config.sim, "variant": config.variant, "n_envs": config.n_envs, "n_agents": config.n_agents}

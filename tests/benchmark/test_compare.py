@@ -1,6 +1,7 @@
 """The compare_vmas and compare_sims entry points end to end, on tiny CPU configs."""
 
 import json
+import os
 
 import pytest
 
@@ -67,3 +68,13 @@ def test_a_peer_that_fails_keeps_its_row_and_the_table_prints(tmp_path, capsys):
     assert peer and all(r["status"] == "error" and "n_envs" in r and "n_agents" in r for r in peer)
     out = capsys.readouterr().out
     assert "== jaxmarl vs swarp (task of jaxmarl)" in out
+
+
+def test_jax_peers_keep_the_cpu_backend_where_jax_is_restricted_to_the_gpu():
+    from swarp.benchmark.peers import worker_environment
+
+    assert worker_environment("camar", {"JAX_PLATFORMS": "cuda"})["JAX_PLATFORMS"] == "cuda,cpu"
+    assert worker_environment("jaxmarl", {"JAX_PLATFORMS": "cuda,cpu"})["JAX_PLATFORMS"] == "cuda,cpu"
+    assert "JAX_PLATFORMS" not in worker_environment("camar", {})  # unset: JAX offers every backend
+    assert worker_environment("vmas", {"JAX_PLATFORMS": "cuda"})["JAX_PLATFORMS"] == "cuda"
+    assert worker_environment("swarp", {"PYTHONPATH": "/x"})["PYTHONPATH"].endswith(os.pathsep + "/x")
