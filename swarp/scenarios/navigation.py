@@ -218,6 +218,9 @@ class NavigationScenario(FusedScenario):
         self._overflow = wp.zeros(E, dtype=wp.bool, device=dev)
         self.goals = wp.to_torch(self._goals)
         self.prev_dist = wp.to_torch(self._prev_dist)
+        # The reset's lookup tables, made here, outside any capture (variants with their own reset
+        # and no spawn grid, like give_way, need none).
+        self._cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
         return {

@@ -389,17 +389,14 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
         )
 
 
-def _cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
-    """The index halves of the obstacle, spawn and goal cell-key draws (``rng.index_hashes``), made
-    once per scenario: every thread of ``nav_reset`` ranks its cell against all cells, so it would
-    hash each of those indices again (half the reset's arithmetic)."""
-    hashes = getattr(sc, "_cell_hash_arrays", None)
-    if hashes is None:
-        n_cells, device = sc.side * sc.side, sc.env.device
-        blocks = (DRAW_OBSTACLE_CELLS, DRAW_SPAWN_CELLS, DRAW_GOAL_CELLS)
-        hashes = tuple(index_hashes(int(first), n_cells, device) for first in blocks)
-        sc._cell_hash_arrays = hashes
-    return hashes
+def cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
+    """The index halves of the obstacle, spawn and goal cell-key draws (``rng.index_hashes``) of
+    the scenario ``sc``'s grid: every thread of ``nav_reset`` ranks its cell against all cells, so
+    it would hash each of those indices again (half the reset's arithmetic). Launches a kernel:
+    call it when binding, never under a graph capture."""
+    n_cells, device = sc.side * sc.side, sc.env.device
+    blocks = (DRAW_OBSTACLE_CELLS, DRAW_SPAWN_CELLS, DRAW_GOAL_CELLS)
+    return tuple(index_hashes(int(first), n_cells, device) for first in blocks)
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
@@ -424,7 +421,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             c.n_obstacles,
             per_thread,
             s(c.altitude if env.stepper.model.has_drones else 0.0),  # drones fly drone_navigation only
-            *_cell_hashes(sc),
+            *sc._cell_hashes,
         ],
         outputs=[
             *state.agent_arrays(),
