@@ -101,6 +101,10 @@ class Stepper:
         self.dt = float(dt)
         self.substeps = substeps
         self.model = Model(agents, world, self.scalar, self.device, dt=self.dt, substeps=substeps)
+        self._fleet_models = (
+            frozenset(cfg.model for cfg in self.model.agents if cfg.model != DynamicsModel.DRONE),
+            frozenset(cfg.ctrl_mode for cfg in self.model.agents),
+        )
         self.world = world
         method = world.neighbor_method
         if method == "auto":
@@ -114,10 +118,8 @@ class Stepper:
     @property
     def _fleet_variant(self) -> tuple[frozenset, frozenset, frozenset]:
         """(planar models, control modes, integrators) in use: the integration kernel compiles
-        only their branches (fewer registers, higher occupancy)."""
-        agents = self.model.agents
-        planar = frozenset(cfg.model for cfg in agents if cfg.model != DynamicsModel.DRONE)
-        return planar, frozenset(cfg.ctrl_mode for cfg in agents), frozenset((self.integrator,))
+        only their branches (fewer registers, higher occupancy). The fleet's sets are made once."""
+        return (*self._fleet_models, frozenset((self.integrator,)))
 
     @property
     def n_bodies(self) -> int:

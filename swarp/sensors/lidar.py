@@ -64,8 +64,8 @@ _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
 #: Padding [rad] of the ray cones of agent discs (``agent_cones``).
 CONE_PAD = 1.0e-3
-#: Rays per agent the cone encoding holds (16 bits).
-MAX_RAYS = 0xFFFF
+#: Rays per agent the cone encoding ``first_ray << 16 | count`` holds in an int32 (first_ray < 2^15).
+MAX_RAYS = 0x7FFF
 
 
 @dataclass(frozen=True)

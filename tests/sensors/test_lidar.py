@@ -16,6 +16,7 @@ from swarp.sensors.lidar import (
     HIT_NONE,
     HIT_OBSTACLE,
     HIT_WALL,
+    MAX_RAYS,
     Lidar,
     LidarConfig,
     launch_scan,
@@ -259,6 +260,18 @@ def test_ray_cones_of_agent_discs_drop_no_hit():
     assert (kernel.distance - reference.distance).abs().max().item() < EXACT_TOL
     assert torch.equal(kernel.kind, reference.kind) and torch.equal(kernel.index, reference.index)
     assert (kernel.kind == HIT_AGENT).sum() >= len(layouts), "most layouts put the other disc on a ray"
+
+
+def test_ray_cones_hold_the_largest_ray_counts():
+    """The cone encoding ``first_ray << 16 | count`` stays a valid int32 up to ``MAX_RAYS`` rays: a
+    disc just clockwise of the heading has its cone start near the last ray."""
+    world = make_world(n_agents=2, radius=0.1)
+    place(world, [[0.0, 0.0], [0.5 * math.cos(-0.01), 0.5 * math.sin(-0.01)]])
+    kernel, reference = both_scans(world, LidarConfig(MAX_RAYS, max_range=1.0))
+    assert (kernel.distance - reference.distance).abs().max().item() < EXACT_TOL
+    assert torch.equal(kernel.index, reference.index) and (kernel.kind[0, 0] == HIT_AGENT).sum() > 100
+    with pytest.raises(ValueError, match="n_rays"):
+        LidarConfig(MAX_RAYS + 1)
 
 
 # --- movable bodies ------------------------------------------------------------------------------
