@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|peers|verify
+#   bash tools/device_session.sh tests|perf|scenarios|train|profile|peers|verify
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train, peers or verify}
+stage=${1:?stage: tests, perf, scenarios, train, profile, peers or verify}
 py=python3
 case "$stage" in
 tests)
@@ -71,6 +71,20 @@ verify)
   for run in 1 2 3; do
     $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3 2>&1 | tail -1
   done | tee "$out/push_t.log"
+  ;;
+profile)
+  # Per-kernel GPU time and stage split of the shapes behind issue 3/10's open targets, plus ncu.
+  ncu=/usr/local/cuda/bin/ncu
+  { $py -m swarp.benchmark.profile_env --kernels --envs 4096 16384 --agents 3 16 64 --iters 30
+    $py -m swarp.benchmark.profile_env --kernels --envs 4096 --agents 16 --lidar-rays 32 --iters 30
+  } 2>&1 | tee "$out/kernels.log"
+  $py -m swarp.benchmark.profile_env --envs 4096 16384 --agents 3 16 64 --iters 100 2>&1 | tee "$out/stages.log"
+  for shape in "4096 16 --lidar-rays 32" "16384 64" "16384 16"; do
+    set -- $shape
+    $ncu --profile-from-start off --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats $py tools/ncu_step.py --envs $1 --agents $2 ${3:-} ${4:-} 2>&1
+  done > "$out/ncu.log"
+  grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr" "$out/ncu.log" | head -150
   ;;
 peers)
   $py .peers/install_peers.py .peers

@@ -1,24 +1,47 @@
-"""A few navigation steps to profile under Nsight Compute, on a CUDA machine:
+"""One eager fused step of a scenario between cudaProfilerStart/Stop, for Nsight Compute:
 
-    ncu --clock-control none --kernel-name regex:"contact|integrate|nav_" --launch-skip 12 --launch-count 6 \
-        --metrics gpu__time_duration.sum,launch__registers_per_thread,\
-sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes.sum,lts__t_sectors.sum \
-        python3 tools/ncu_step.py 16384 16
+    ncu --profile-from-start off --section SpeedOfLight --section Occupancy \\
+        python tools/ncu_step.py --envs 16384 --agents 64 [--lidar-rays 32] [--option key=value]
 
-(use_graph=False so each kernel is a separate launch; skip the construction and warm-up launches.)
+Warm-up steps (compilation, graph capture) run outside the profiled range, so ncu reports exactly
+the kernels of one step, in launch order.
 """
 
-import sys
+from __future__ import annotations
+
+import argparse
 
 import torch
 
-import swarp
+from swarp.benchmark.scenarios import parse_option
+from swarp.benchmark.throughput import make_env
+from swarp.core.launch import EAGER
 
-n_envs, n_agents = int(sys.argv[1]), int(sys.argv[2])
-env = swarp.make("navigation", n_envs=n_envs, n_agents=n_agents, device="cuda", auto_reset=True, use_graph=False)
-env.step_count.copy_(torch.randint(0, 200, (n_envs,), dtype=torch.int32))
-actions = torch.rand(n_envs, n_agents, 2, device="cuda") * 2 - 1
-with torch.no_grad():
-    for _ in range(4):
-        env.step(actions)
-torch.cuda.synchronize()
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", default="navigation")
+    parser.add_argument("--envs", type=int, default=16384)
+    parser.add_argument("--agents", type=int, default=16)
+    parser.add_argument("--lidar-rays", type=int, default=0)
+    parser.add_argument("--option", action="append", type=parse_option, default=[])
+    args = parser.parse_args()
+    env = make_env(
+        args.envs, args.agents, "cuda:0", "auto", "auto", True, 200,
+        scenario=args.scenario, lidar_rays=args.lidar_rays, **dict(args.option),
+    )  # fmt: skip
+    low, high = env.action_bounds
+    noise = torch.rand(args.envs, args.agents, env.act_dim, device=env.torch_device)
+    actions = (low + (high - low) * noise).contiguous()
+    with torch.no_grad():
+        for _ in range(3):
+            env.step(actions)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        env._fused_step(EAGER)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+
+
+if __name__ == "__main__":
+    main()

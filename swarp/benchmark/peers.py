@@ -346,7 +346,9 @@ def _import_jax_peer(config: BenchConfig, module: str):
     """
     import importlib
 
-    os.environ["JAX_PLATFORMS"] = "cpu" if config.device == "cpu" else "cuda"
+    # CAMAR pre-generates maps on the CPU backend at import, so a GPU run keeps both (CUDA stays
+    # the default backend: JAX prefers the accelerator whatever the order).
+    os.environ["JAX_PLATFORMS"] = "cpu" if config.device == "cpu" else "cuda,cpu"
     # Without this XLA reserves 75% of the GPU up front; peak_bytes_in_use is unaffected either way.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     try:

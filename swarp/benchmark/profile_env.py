@@ -22,13 +22,16 @@ import warp as wp
 
 import swarp
 from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
+from swarp.benchmark.scenarios import parse_option
 from swarp.benchmark.throughput import make_env
 from swarp.core.launch import EAGER
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP
 
 
-def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation") -> list:
-    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario)
+def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation", **options) -> list:
+    """A row ``[scenario, n_envs, n_agents, wall, host, *stages]`` (us/step); ``options`` go to
+    ``throughput.make_env`` (``lidar_rays``, scenario keywords)."""
+    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario, **options)
     low, high = env.action_bounds
     actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
     with torch.no_grad():
@@ -61,9 +64,10 @@ def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation"
     return [scenario, n_envs, n_agents, wall * 1e6, host * 1e6] + [gpu[k] * 1e6 for k in stages]
 
 
-def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation") -> list:
-    """Rows ``[scenario, n_envs, n_agents, kernel, us/step, share]`` for one fused step, eager launches."""
-    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario)
+def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation", **options) -> list:
+    """Rows ``[scenario, n_envs, n_agents, kernel, us/step, share]`` for one fused step, eager
+    launches; ``options`` as in ``profile``."""
+    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario, **options)
     low, high = env.action_bounds
     actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
     with torch.no_grad():
@@ -96,19 +100,30 @@ def main(argv=None) -> None:
     parser.add_argument("--iters", type=int, default=200)
     parser.add_argument("--scenarios", nargs="+", default=["navigation"], help="fused scenarios to profile")
     parser.add_argument("--kernels", action="store_true", help="GPU time per kernel instead of per stage")
+    parser.add_argument("--lidar-rays", type=int, default=0, help="append a lidar scan of this many rays")
+    parser.add_argument(
+        "--option",
+        action="append",
+        type=parse_option,
+        default=[],
+        help="scenario option key=value, e.g. max_neighbors=8",
+    )
     args = parser.parse_args(argv)
+    options = {"lidar_rays": args.lidar_rays, **dict(args.option)}
     if args.kernels:
         rows = [
             r
             for name in args.scenarios
             for e in args.envs
             for a in args.agents
-            for r in kernel_times(e, a, args.iters, name)
+            for r in kernel_times(e, a, args.iters, name, **options)
         ]
         print(f"swarp {swarp.__version__}, torch {torch.__version__}; GPU us per step, eager launches")
         print_table(["scenario", "n_envs", "n_agents", "kernel", "us/step", "share"], rows)
         return
-    rows = [profile(e, a, args.iters, name) for name in args.scenarios for e in args.envs for a in args.agents]
+    rows = [
+        profile(e, a, args.iters, name, **options) for name in args.scenarios for e in args.envs for a in args.agents
+    ]
     print(f"swarp {swarp.__version__}, torch {torch.__version__}; all times us/step")
     print_table(["scenario", "n_envs", "n_agents", "wall", "host", *stage_names], rows)
 
