@@ -45,10 +45,19 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 @functools.cache
 def kernels(
-    scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool, fleet_size: int, drones: bool
+    scalar: type,
+    obs_neighbors: int,
+    obstacle_mode: int,
+    max_neighbors: int,
+    grid: bool,
+    fleet_size: int,
+    drones: bool,
+    key_block: int = 0,
 ):
     """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
     and the world's neighbor-list width and backend (the observe kernel builds each agent's list).
+    With ``key_block`` > 0 (CUDA) ``nav_reset`` runs one block of that many threads per env, which
+    share their cells' keys through shared memory (``reset_key_block``).
     With ``drones`` (``drone_navigation``) the reset also puts each agent level at the altitude,
     at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone."""
     vec2 = vec2_type(scalar)
@@ -71,7 +80,8 @@ def kernels(
     sqrt_half = scalar(1.0 / math.sqrt(2.0))
 
     obs_dim = 8 + 5 * k_obs
-    fleet_vec = wp.types.vector(fleet_size, scalar)
+    finish_chunk = min(fleet_size, 16)
+    chunk_vec = wp.types.vector(finish_chunk, scalar)
     obs_vec = wp.types.vector(obs_dim, scalar)
 
     @wp.struct
@@ -174,25 +184,26 @@ def kernels(
         env = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        # A compile-time agent count: small fleets unroll, so the per-agent loads of this one
-        # thread per env are all in flight at once instead of one latency after another
-        # (measured on an H200 at 16,384 x 16: the rolled loop took 36 us at 6% warp occupancy).
+        # Agents in chunks of a compile-time size: a chunk unrolls, so its per-agent loads in this
+        # one thread per env are all in flight at once instead of one latency after another
+        # (measured on an H200 at 16,384 x 16: the rolled loop took 36 us at 6% warp occupancy);
+        # chunks of at most 16 keep large fleets in registers (64 agents unrolled whole needed 255
+        # registers, 6% occupancy). Sums run in agent order whatever the chunking.
+        n_chunks = (progress.shape[1] + wp.static(finish_chunk - 1)) // wp.static(finish_chunk)
         all_on_goal = bool(True)
         overflow = bool(False)
         total = zero
-        # The per-agent terms already in reward_out, loaded up front: the compiler cannot tell the
-        # stores below from these loads apart (runtime strides), so loading each one just before its
-        # store would chain fleet_size memory round trips.
-        prior = fleet_vec()
-        for a in range(wp.static(fleet_size)):
-            prior[a] = reward_out[env, a]
-            if not on_goal[env, a]:
-                all_on_goal = False
-            # A contact may be lost only where the list dropped agents and holds nothing beyond
-            # contact reach (``common.contact_overflow``).
-            if nbr_total[env, a] > nbr_count[env, a] and nbr_near[env, a] == wp.static(max_neighbors):
-                overflow = True
-            total += progress[env, a]
+        for chunk in range(n_chunks):
+            for q in range(wp.static(finish_chunk)):
+                a = chunk * wp.static(finish_chunk) + q
+                if a < wp.static(fleet_size):
+                    if not on_goal[env, a]:
+                        all_on_goal = False
+                    # A contact may be lost only where the list dropped agents and holds nothing
+                    # beyond contact reach (``common.contact_overflow``).
+                    if nbr_total[env, a] > nbr_count[env, a] and nbr_near[env, a] == wp.static(max_neighbors):
+                        overflow = True
+                    total += progress[env, a]
         overflow_out[env] = overflow
         if mode != _OBSERVE_STEP:
             return  # a reset only refreshes the info
@@ -200,11 +211,22 @@ def kernels(
         bonus = zero
         if all_on_goal:
             bonus = final_reward
-        for a in range(wp.static(fleet_size)):
-            own = progress[env, a]
-            if shared_reward != 0:
-                own = mean
-            reward_out[env, a] = shaping_factor * own + prior[a] + bonus
+        for chunk in range(n_chunks):
+            # The chunk's per-agent terms already in reward_out, loaded before its stores: the
+            # compiler cannot tell the stores from these loads apart (runtime strides), so loading
+            # each one just before its store would chain a memory round trip per agent.
+            prior = chunk_vec()
+            for q in range(wp.static(finish_chunk)):
+                a = chunk * wp.static(finish_chunk) + q
+                if a < wp.static(fleet_size):
+                    prior[q] = reward_out[env, a]
+            for q in range(wp.static(finish_chunk)):
+                a = chunk * wp.static(finish_chunk) + q
+                if a < wp.static(fleet_size):
+                    own = progress[env, a]
+                    if shared_reward != 0:
+                        own = mean
+                    reward_out[env, a] = shaping_factor * own + prior[q] + bonus
         end_step(ep, env, all_on_goal)
 
     @wp.kernel(enable_backward=False, module="unique")
@@ -243,21 +265,54 @@ def kernels(
         # on the GPU; on the CPU, where each thread costs a call, one env per thread.
         env, slot = wp.tid()
         if not env_mask[env]:
-            return
+            return  # the whole block: with key_block, a block is one env
         n_agents = pos_out.shape[1]
         n_cells = side * side
         key = episode_key(streams, env)
-        threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         first = slot * cells_per_thread
+        if wp.static(key_block > 0):
+            # One thread per cell: each hashes its own cell's three keys once and shares them, so
+            # ranking reads shared memory instead of hashing every cell again in every thread
+            # (the reset is a chain of latencies: few envs reset per step). Lanes past the last
+            # cell only take part in the block-wide writes.
+            live = slot < n_cells
+            lane_cell = wp.min(slot, n_cells - 1)
+            obstacle_keys = wp.tile_zeros(shape=key_block, dtype=int, storage="shared")
+            spawn_keys = wp.tile_zeros(shape=key_block, dtype=int, storage="shared")
+            goal_keys = wp.tile_zeros(shape=key_block, dtype=int, storage="shared")
+            if n_obstacles > 0:
+                wp.tile_scatter_masked(obstacle_keys, slot, uniform_u24_hashed(key, obstacle_hashes[lane_cell]), live)
+            wp.tile_scatter_masked(spawn_keys, slot, uniform_u24_hashed(key, spawn_hashes[lane_cell]), live)
+            wp.tile_scatter_masked(goal_keys, slot, uniform_u24_hashed(key, goal_hashes[lane_cell]), live)
+            threshold = wp.vec2i(-1, -1)  # (key, cell) of the n_obstacles-th smallest obstacle key
+            for _ in range(n_obstacles):
+                next_key = int(1 << 30)
+                next_cell = int(1 << 30)
+                for c in range(n_cells):
+                    k = obstacle_keys[c]
+                    if sp.before(threshold[0], threshold[1], k, c) and sp.before(k, c, next_key, next_cell):
+                        next_key = k
+                        next_cell = c
+                threshold = wp.vec2i(next_key, next_cell)
+        else:
+            threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
             my_obstacle_key = int(0)
             if n_obstacles > 0:
-                my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
+                if wp.static(key_block > 0):
+                    my_obstacle_key = obstacle_keys[cell]
+                else:
+                    my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
             if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
                 # An obstacle cell: its slot is its rank among all obstacle keys.
                 o = int(0)
                 for c in range(n_cells):
-                    if sp.before(uniform_u24_hashed(key, obstacle_hashes[c]), c, my_obstacle_key, cell):
+                    other = int(0)
+                    if wp.static(key_block > 0):
+                        other = obstacle_keys[c]
+                    else:
+                        other = uniform_u24_hashed(key, obstacle_hashes[c])
+                    if sp.before(other, c, my_obstacle_key, cell):
                         o += 1
                 draw = DRAW_OBSTACLE + 4 * o
                 u_shape = sp.uniform(key, draw)
@@ -283,19 +338,36 @@ def kernels(
                     )
                     obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
                 continue
-            my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
-            my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
+            my_spawn_key = int(0)
+            my_goal_key = int(0)
+            if wp.static(key_block > 0):
+                my_spawn_key = spawn_keys[cell]
+                my_goal_key = goal_keys[cell]
+            else:
+                my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
+                my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
             spawn_rank = int(0)
             goal_rank = int(0)
             for c in range(n_cells):
                 # Without obstacles every cell is free: skip hashing the obstacle keys.
                 free = n_obstacles == 0
-                if not free:
-                    free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
+                spawn_key = int(0)
+                goal_key = int(0)
+                if wp.static(key_block > 0):
+                    if not free:
+                        free = sp.before(threshold[0], threshold[1], obstacle_keys[c], c)
+                    spawn_key = spawn_keys[c]
+                    goal_key = goal_keys[c]
+                else:
+                    if not free:
+                        free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
+                    if free:
+                        spawn_key = uniform_u24_hashed(key, spawn_hashes[c])
+                        goal_key = uniform_u24_hashed(key, goal_hashes[c])
                 if free:
-                    if sp.before(uniform_u24_hashed(key, spawn_hashes[c]), c, my_spawn_key, cell):
+                    if sp.before(spawn_key, c, my_spawn_key, cell):
                         spawn_rank += 1
-                    if sp.before(uniform_u24_hashed(key, goal_hashes[c]), c, my_goal_key, cell):
+                    if sp.before(goal_key, c, my_goal_key, cell):
                         goal_rank += 1
             if spawn_rank < n_agents:
                 a = spawn_rank
@@ -326,6 +398,25 @@ def kernels(
 _OBSTACLE_MODES = {"circle": 0, "box": 1, "mixed": 2}
 
 
+#: Most spawn cells ``nav_reset`` ranks in one block through shared memory (``reset_key_block``).
+MAX_KEY_BLOCK = 1024
+
+
+def reset_key_block(device: str, n_cells: int) -> int:
+    """Threads per env of ``nav_reset``'s shared-key layout (a power of two >= ``n_cells``, >= 32),
+    or 0 for one thread per (env, cell) hashing every cell itself: on the CPU (unless Warp honours
+    CPU block widths, ``wp.config.enable_cpu_blocks``, as the tests set it) and above
+    ``MAX_KEY_BLOCK`` cells."""
+    if not (device.startswith("cuda") or bool(getattr(wp.config, "enable_cpu_blocks", False))):
+        return 0
+    if n_cells > MAX_KEY_BLOCK:
+        return 0
+    block = 32
+    while block < n_cells:
+        block *= 2
+    return block
+
+
 def _kernels_for(sc):
     stepper = sc.env.stepper
     return kernels(
@@ -336,6 +427,7 @@ def _kernels_for(sc):
         stepper.neighbor_method == "grid",
         sc.n_agents,
         stepper.model.has_drones,
+        reset_key_block(sc.env.device, sc.side * sc.side) if hasattr(sc, "side") else 0,
     )
 
 
@@ -406,7 +498,11 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, ob = world.state, world.model.obstacles
-    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    block = reset_key_block(env.device, sc.side * sc.side)
+    if block:
+        per_thread, threads = 1, block
+    else:
+        per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
     launcher.launch(
         k.nav_reset,
         dim=(sc.n_envs, threads),
@@ -432,4 +528,5 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             ob.size,
         ],
         device=env.device,
+        block_dim=block or None,
     )

@@ -18,14 +18,15 @@ Three forms that agree (tests pin them together):
 
 * ``lidar_reference``: plain torch over all (ray, target) pairs, the specification; differentiable
   through torch autograd.
-* the ray-parallel Warp kernel (one thread per ray on CUDA; one env per thread on the CPU), used by
+* the Warp kernels (per ray and per agent pair; ``launch_scan``), used by
   ``Lidar`` to write readings straight into an observation buffer inside the step's graph.
 * ``lidar_warp``: the kernel as a ``torch.autograd.Function`` (a ``wp.Tape`` backward), gradients
   with respect to positions and headings.
 
-The kernel finds *which* surface a ray hits in a first, discrete pass and then computes the
-distance to that one surface again, so the adjoint differentiates exactly one closed-form hit
-distance (the same function the torch ``min`` differentiates).
+The kernels find *which* surface a ray hits in discrete passes (per ray for obstacles, bodies and
+walls; per agent pair for agent discs, each tested only on the rays of its tangent cone) and then
+compute the distance to that one surface again, so the adjoint differentiates exactly one
+closed-form hit distance (the same function the torch ``min`` differentiates).
 """
 
 import contextlib
@@ -62,10 +63,21 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
-#: Padding [rad] of the ray cones of agent discs (``agent_cones``).
+#: Padding [rad] of the ray cones of agent discs (``agent_hits``).
 CONE_PAD = 1.0e-3
-#: Rays per agent the cone encoding ``first_ray << 16 | count`` holds in an int32 (first_ray < 2^15).
-MAX_RAYS = 0x7FFF
+#: Hit codes of the scan's discrete passes: ``group << 26 | index``, groups in the order that wins
+#: a tie of distances (agents, obstacles, bodies, walls), ``NONE`` above them all.
+_CODE_SHIFT = wp.constant(26)
+_CODE_INDEX = wp.constant((1 << 26) - 1)
+_GROUP_AGENT = wp.constant(1)
+_GROUP_OBSTACLE = wp.constant(2)
+_GROUP_BODY = wp.constant(3)
+_GROUP_WALL = wp.constant(4)
+_CODE_AGENT = wp.constant(1 << 26)
+_CODE_OBSTACLE = wp.constant(2 << 26)
+_CODE_BODY = wp.constant(3 << 26)
+_CODE_WALL = wp.constant(4 << 26)
+_CODE_NONE = wp.constant(5 << 26)
 
 
 @dataclass(frozen=True)
@@ -85,8 +97,8 @@ class LidarConfig:
     see_walls: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_rays, bool) or not isinstance(self.n_rays, int) or not 1 <= self.n_rays <= MAX_RAYS:
-            raise ValueError(f"lidar n_rays must be an int in [1, {MAX_RAYS}], got {self.n_rays!r}")
+        if isinstance(self.n_rays, bool) or not isinstance(self.n_rays, int) or self.n_rays < 1:
+            raise ValueError(f"lidar n_rays must be an int >= 1, got {self.n_rays!r}")
         r = self.max_range
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0:
             raise ValueError(f"lidar max_range must be a finite number > 0 [m], got {r!r}")
@@ -231,8 +243,6 @@ def scene_struct(scalar: type):
         upper: vec2
         n_rays: int
         max_range: scalar  # [m]
-        # [E, A, A] ray cones of the agent discs (``agent_cones``): which rays of agent i can hit agent j.
-        cones: wp.array3d(dtype=wp.int32)
         # Movable bodies (read only by kernels compiled with ``bodies``): poses [E, B] and, per
         # shape [S], its body, ObstacleShape code, pose in the body frame and extents.
         body_pos: wp.array2d(dtype=vec2)
@@ -248,9 +258,10 @@ def scene_struct(scalar: type):
 
 @functools.cache
 def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False) -> SimpleNamespace:
-    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
-    ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers), with
-    ``bodies`` the rays also test every shape of the movable bodies."""
+    """The scan kernels for one precision (see ``launch_scan`` for how they chain); ``with_hits``
+    also writes what each ray hit; without ``obstacles`` (no obstacle slots) the obstacle tests are
+    not compiled (fewer registers), with ``bodies`` the rays also test every shape of the movable
+    bodies."""
     vec2 = vec2_type(scalar)
     shape_pose = body_physics.funcs(scalar).shape_pose
     f = funcs(scalar)
@@ -263,60 +274,15 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
     cone_range_slack = scalar(1.0 + 1.0e-4)
 
     @wp.func
-    def closest_hit(
-        sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, ray: int, o: vec2, d: vec2
-    ) -> wp.vec2i:
-        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
-        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
-        pe = env * sc.per_env_params
-        oe = env * sc.per_env_obstacles
-        best = sc.max_range
-        kind = _HIT_NONE
-        index = int(-1)
-        if sc.see_agents != 0:
-            for j in range(pos.shape[1]):
-                # Only the rays in disc j's cone (``agent_cones``) are tested; every other ray
-                # misses it, so the result is the all-pairs one. The cone's own agent has none.
-                cone = sc.cones[env, agent, j]
-                rel = ray - (cone >> 16)
-                if rel < 0:
-                    rel += sc.n_rays
-                if rel < (cone & 0xFFFF):
-                    t = f.ray_circle_select(o, d, pos[env, j], sc.params[pe, j, _RADIUS])
-                    if t < best:
-                        best = t
-                        kind = _HIT_AGENT
-                        index = j
-        if wp.static(obstacles):
-            for s in range(sc.obstacle_shape.shape[1]):
-                shape = sc.obstacle_shape[oe, s]
-                if shape != 0:
-                    t = f.ray_obstacle(
-                        o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
-                    )
-                    if t < best:
-                        best = t
-                        kind = _HIT_OBSTACLE
-                        index = s
-        if wp.static(bodies):
-            for s in range(sc.shape_kind.shape[0]):
-                b = sc.shape_body[s]
-                pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
-                t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
-                if t < best:
-                    best = t
-                    kind = _HIT_BODY
-                    index = s  # the shape (the scan reports its body)
-        if sc.see_walls != 0:
-            t = f.ray_walls(o, d, sc.lower, sc.upper)
-            if t < best:
-                kind = _HIT_WALL
-                index = -1
-        return wp.vec2i(kind, index)
+    def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
+        """Unit direction of ray ``ray`` of an agent heading ``theta`` [rad] (one expression, so
+        every kernel computes the same bits)."""
+        phi = theta + two_pi * scalar(ray) / scalar(n_rays)
+        return vec2(wp.cos(phi), wp.sin(phi))
 
     @wp.func
     def hit_distance(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, o: vec2, d: vec2, hit: wp.vec2i) -> scalar:
-        """Pass 2: the distance [m] to the surface ``hit``, the only value the adjoint differentiates."""
+        """The distance [m] to the surface ``hit``, the only value the adjoint differentiates."""
         kind = hit[0]
         index = hit[1]
         if kind == _HIT_AGENT:
@@ -340,19 +306,76 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         return sc.max_range
 
     @wp.kernel(enable_backward=False, module="unique")
-    def agent_cones(
+    def scan_static(
+        sc: Scene,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        rays_per_thread: int,
+        best_t_out: wp.array3d(dtype=scalar),
+        best_code_out: wp.array3d(dtype=wp.int32),
+    ):
+        """Pass 1, per ray: the nearest obstacle, body shape or wall closer than ``max_range``
+        (first in that order on a tie), as a distance and a hit code (``_CODE_*``)."""
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_rays = sc.n_rays
+        oe = env * sc.per_env_obstacles
+        first = slot * rays_per_thread
+        for item in range(first, wp.min(first + rays_per_thread, pos.shape[1] * n_rays)):
+            agent = item // n_rays
+            ray = item - agent * n_rays
+            o = pos[env, agent]
+            d = ray_direction(theta[env, agent], ray, n_rays)
+            best = sc.max_range
+            code = _CODE_NONE
+            if wp.static(obstacles):
+                for s in range(sc.obstacle_shape.shape[1]):
+                    shape = sc.obstacle_shape[oe, s]
+                    if shape != 0:
+                        t = f.ray_obstacle(
+                            o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
+                        )
+                        if t < best:
+                            best = t
+                            code = _CODE_OBSTACLE + s
+            if wp.static(bodies):
+                for s in range(sc.shape_kind.shape[0]):
+                    b = sc.shape_body[s]
+                    pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
+                    t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
+                    if t < best:
+                        best = t
+                        code = _CODE_BODY + s  # the shape (the scan reports its body)
+            if sc.see_walls != 0:
+                t = f.ray_walls(o, d, sc.lower, sc.upper)
+                if t < best:
+                    best = t
+                    code = _CODE_WALL
+            best_t_out[env, agent, ray] = best
+            best_code_out[env, agent, ray] = code
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def agent_hits(
         sc: Scene,
         pos: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
         pairs_per_thread: int,
-        cones_out: wp.array3d(dtype=wp.int32),
+        phase: int,
+        best_t: wp.array3d(dtype=scalar),
+        best_code: wp.array3d(dtype=wp.int32),
     ):
-        """For every (agent i, other agent j): the rays of i that can hit j's disc within
-        ``max_range``, as ``first_ray << 16 | count`` (rays ``first_ray .. first_ray + count - 1``
-        mod n_rays). Done once per pair instead of once per (ray, pair): the scan then tests each
-        disc only on those rays."""
+        """Passes 2 and 3, per (agent i, other agent j): disc j tested on the rays of i that can
+        reach it within ``max_range`` (its tangent cone, padded so that rounding only ever adds a
+        ray; the exact test decides). Phase 0 lowers each ray's distance to the disc's
+        (``atomic_min``); phase 1, with every distance final, lowers the hit code of the rays
+        whose distance the disc attains, so the nearest surface wins and a tie goes to the agent
+        of lowest index, before obstacles, bodies and walls. Both are minima: the result does not
+        depend on the order threads run in."""
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
@@ -363,33 +386,44 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         for pair in range(first, wp.min(first + pairs_per_thread, n_agents * n_agents)):
             i = pair / n_agents
             j = pair - i * n_agents
-            cone = int(0)
-            if i != j:
-                offset = pos[env, j] - pos[env, i]
-                d2 = wp.dot(offset, offset)
-                radius = sc.params[pe, j, _RADIUS]
-                if d2 <= radius * radius:
-                    cone = n_rays  # inside the disc: every ray reads 0
-                else:
-                    dist = wp.sqrt(d2)
-                    if dist - radius <= sc.max_range * cone_range_slack:
-                        # Rays within the tangent cone (half-angle asin(r / dist)), padded so that
-                        # rounding can only add a ray, never drop one: the exact test decides.
-                        half = wp.asin(wp.min(radius / dist, one)) + cone_pad
-                        step = two_pi / scalar(n_rays)
-                        rel = wp.atan2(offset[1], offset[0]) - theta[env, i]
-                        k_first = int(wp.ceil((rel - half) / step))
-                        k_last = int(wp.floor((rel + half) / step))
-                        count = wp.min(k_last - k_first + 1, n_rays)
-                        if count > 0:
-                            k_first = k_first % n_rays
-                            if k_first < 0:
-                                k_first += n_rays
-                            cone = (k_first << 16) | count
-            cones_out[env, i, j] = cone
+            if i == j:
+                continue
+            o = pos[env, i]
+            center = pos[env, j]
+            offset = center - o
+            d2 = wp.dot(offset, offset)
+            radius = sc.params[pe, j, _RADIUS]
+            k_first = int(0)
+            count = int(0)
+            if d2 <= radius * radius:
+                count = n_rays  # inside the disc: every ray reads 0
+            else:
+                dist = wp.sqrt(d2)
+                if dist - radius <= sc.max_range * cone_range_slack:
+                    # Rays within the tangent cone (half-angle asin(r / dist)).
+                    half = wp.asin(wp.min(radius / dist, one)) + cone_pad
+                    step = two_pi / scalar(n_rays)
+                    rel = wp.atan2(offset[1], offset[0]) - theta[env, i]
+                    k_first = int(wp.ceil((rel - half) / step))
+                    k_last = int(wp.floor((rel + half) / step))
+                    count = wp.min(k_last - k_first + 1, n_rays)
+                    k_first = k_first % n_rays
+                    if k_first < 0:
+                        k_first += n_rays
+            th = theta[env, i]
+            for m in range(count):
+                ray = k_first + m
+                if ray >= n_rays:
+                    ray -= n_rays
+                t = f.ray_circle_select(o, ray_direction(th, ray, n_rays), center, radius)
+                if t < sc.max_range:
+                    if phase == 0:
+                        wp.atomic_min(best_t, env, i, ray, t)
+                    elif t == best_t[env, i, ray]:
+                        wp.atomic_min(best_code, env, i, ray, _CODE_AGENT + j)
 
     @wp.kernel(module="unique")
-    def lidar_scan(
+    def scan_finish(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
@@ -397,10 +431,13 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         use_mask: int,
         rays_per_thread: int,
         column: int,
+        best_code: wp.array3d(dtype=wp.int32),
         distance_out: wp.array3d(dtype=scalar),
         kind_out: wp.array3d(dtype=wp.int32),
         index_out: wp.array3d(dtype=wp.int32),
     ):
+        """Last pass, per ray: the distance to the surface the ray hit, computed again from its
+        code (this kernel's adjoint differentiates that one closed form)."""
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
@@ -411,19 +448,32 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             agent = item // n_rays
             ray = item - agent * n_rays
             o = pos[env, agent]
-            phi = theta[env, agent] + two_pi * scalar(ray) / scalar(n_rays)
-            d = vec2(wp.cos(phi), wp.sin(phi))
-            hit = closest_hit(scene, pos, env, agent, ray, o, d)
-            distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
+            d = ray_direction(theta[env, agent], ray, n_rays)
+            code = best_code[env, agent, ray]
+            group = code >> _CODE_SHIFT
+            kind = _HIT_NONE
+            index = int(-1)
+            if group == _GROUP_AGENT:
+                kind = _HIT_AGENT
+                index = code & _CODE_INDEX
+            elif group == _GROUP_OBSTACLE:
+                kind = _HIT_OBSTACLE
+                index = code & _CODE_INDEX
+            elif group == _GROUP_BODY:
+                kind = _HIT_BODY
+                index = code & _CODE_INDEX
+            elif group == _GROUP_WALL:
+                kind = _HIT_WALL
+            distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, wp.vec2i(kind, index))
             if wp.static(with_hits):
-                kind_out[env, agent, ray] = hit[0]
-                which = hit[1]
+                kind_out[env, agent, ray] = kind
+                which = index
                 if wp.static(bodies):
-                    if hit[0] == _HIT_BODY:
-                        which = scene.shape_body[which]
+                    if kind == _HIT_BODY:
+                        which = scene.shape_body[index]
                 index_out[env, agent, ray] = which
 
-    return SimpleNamespace(lidar_scan=lidar_scan, agent_cones=agent_cones)
+    return SimpleNamespace(scan_static=scan_static, agent_hits=agent_hits, scan_finish=scan_finish)
 
 
 @functools.cache
@@ -431,12 +481,6 @@ def _placeholders(device: str) -> tuple[wp.array, wp.array]:
     """Arrays passed for unused outputs and masks (allocated once per device, so never inside a
     capture: the pre-capture pass of a graph allocates them)."""
     return wp.empty((1, 1, 1), dtype=wp.int32, device=device), wp.empty(1, dtype=wp.bool, device=device)
-
-
-@functools.cache
-def _no_cones(device: str) -> wp.array:
-    """An empty stand-in for ``LidarScene.cones`` when rays do not see agents (never read)."""
-    return wp.zeros((0, 0, 0), dtype=wp.int32, device=device)
 
 
 @functools.cache
@@ -472,9 +516,15 @@ def launch_scan(
     launcher: Launcher = EAGER,
     rays_per_thread: int | None = None,
     bodies: "SceneBodies | None" = None,
-    cones: wp.array | None = None,
+    scratch: "ScanScratch | None" = None,
 ) -> None:
     """Launch the scan of every agent's rays.
+
+    Three or four launches: ``scan_static`` (one thread per ray: the nearest obstacle, body shape or
+    wall), ``agent_hits`` twice when rays see agents (one thread per agent pair: each disc is
+    tested only on the few rays of its tangent cone, lowering the ray's distance, then its hit
+    code), ``scan_finish`` (one thread per ray: the distance to the surface hit, computed again so
+    that the adjoint differentiates one closed form).
 
     Args:
         model: Agent radii (``params``), obstacles and world bounds.
@@ -489,8 +539,8 @@ def launch_scan(
         launcher: Eager, recording, or under the caller's graph capture.
         rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
         bodies: The movable bodies to see (``SceneBodies``), or ``None``.
-        cones: ``wp.array3d(int32)`` [E, A, A] scratch for the rays each agent disc can be hit by
-            (``Lidar`` keeps one; default: allocated here, which a captured graph cannot do).
+        scratch: The per-ray ``ScanScratch`` the passes share (``Lidar`` keeps one; default:
+            allocated here, which a captured graph cannot do).
     """
     n_envs, n_agents = pos.shape
     _check_rows(model, n_envs)
@@ -542,29 +592,53 @@ def launch_scan(
         scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
         scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
     k = kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None)
-    if config.see_agents:
-        if cones is None:
-            cones = wp.empty((n_envs, n_agents, n_agents), dtype=wp.int32, device=model.device)
-        elif tuple(cones.shape) != (n_envs, n_agents, n_agents):
-            raise ValueError(f"cones must be [{n_envs}, {n_agents}, {n_agents}], got {list(cones.shape)}")
-        scene.cones = cones
-        pairs_per_thread, pair_threads = agents_per_thread(model.device, n_agents * n_agents)
-        launcher.launch(
-            k.agent_cones,
-            dim=(n_envs, pair_threads),
-            inputs=[scene, pos, theta, mask, int(env_mask is not None), pairs_per_thread],
-            outputs=[cones],
-            device=model.device,
-        )
-    else:
-        scene.cones = _no_cones(str(model.device))
+    shape = (n_envs, n_agents, config.n_rays)
+    if scratch is None:
+        scratch = ScanScratch.empty(shape, s, model.device)
+    elif tuple(scratch.best_t.shape) != shape or tuple(scratch.best_code.shape) != shape:
+        raise ValueError(f"scan scratch must be {list(shape)}, got {list(scratch.best_t.shape)}")
+    masked = [mask, int(env_mask is not None)]
     launcher.launch(
-        k.lidar_scan,
+        k.scan_static,
         dim=(n_envs, threads),
-        inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
+        inputs=[scene, pos, theta, *masked, rays_per_thread],
+        outputs=[scratch.best_t, scratch.best_code],
+        device=model.device,
+    )
+    if config.see_agents:
+        pairs_per_thread, pair_threads = agents_per_thread(model.device, n_agents * n_agents)
+        for phase in (0, 1):
+            launcher.launch(
+                k.agent_hits,
+                dim=(n_envs, pair_threads),
+                inputs=[scene, pos, theta, *masked, pairs_per_thread, phase],
+                outputs=[scratch.best_t, scratch.best_code],
+                device=model.device,
+            )
+    launcher.launch(
+        k.scan_finish,
+        dim=(n_envs, threads),
+        inputs=[scene, pos, theta, *masked, rays_per_thread, column, scratch.best_code],
         outputs=[distance_out, *hits_out],
         device=model.device,
     )
+
+
+class ScanScratch(NamedTuple):
+    """What the passes of a scan hand each other, per ray.
+
+    Fields:
+        best_t: ``wp.array3d(scalar)`` [E, A, n_rays] distance [m] of the nearest surface so far.
+        best_code: ``wp.array3d(int32)`` [E, A, n_rays] its hit code (group and index).
+    """
+
+    best_t: wp.array
+    best_code: wp.array
+
+    @staticmethod
+    def empty(shape: tuple, scalar: type, device) -> "ScanScratch":
+        """Scratch for ``shape`` = (E, A, n_rays)."""
+        return ScanScratch(wp.empty(shape, dtype=scalar, device=device), wp.empty(shape, dtype=wp.int32, device=device))
 
 
 class SceneBodies(NamedTuple):
@@ -607,7 +681,7 @@ class Lidar:
         self._distance = wp.zeros(shape, dtype=scalar, device=device)
         self._kind = wp.zeros(shape, dtype=wp.int32, device=device)
         self._index = wp.zeros(shape, dtype=wp.int32, device=device)
-        self._cones = wp.zeros((world.n_envs, world.n_agents, world.n_agents), dtype=wp.int32, device=device)
+        self._scratch = ScanScratch.empty(shape, scalar, device)
         self.last = LidarScan(*(wp.to_torch(a) for a in (self._distance, self._kind, self._index)))
         self.streams = TorchStreamScope(device)
 
@@ -630,7 +704,7 @@ class Lidar:
             env_mask,
             launcher,
             bodies=world_bodies(self.world),
-            cones=self._cones,
+            scratch=self._scratch,
         )
 
     def scan(self) -> LidarScan:
@@ -642,7 +716,7 @@ class Lidar:
         with self.streams.scope():
             launch_scan(
                 self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits,
-                bodies=world_bodies(self.world), cones=self._cones,
+                bodies=world_bodies(self.world), scratch=self._scratch,
             )  # fmt: skip
         return self.last
 

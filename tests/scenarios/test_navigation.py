@@ -9,6 +9,7 @@ import warp as wp
 
 import swarp
 from swarp.core.config import ObstacleShape
+from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.common import contact_overflow
 
 from .helpers import PARITY_ATOL, PARITY_RTOL, make_pair, parity_rollout
@@ -79,14 +80,24 @@ def test_fused_matches_torch_reference(case, generator):
         assert seen["info.neighbor_overflow"] > 0 and seen["info.collisions"] > 0
 
 
+@pytest.mark.parametrize("shared_keys", [False, True], ids=["per-thread-keys", "shared-keys"])
 @pytest.mark.parametrize(
     "options",
-    [dict(n_agents=5, n_obstacles=3, obstacle_shape="mixed"), dict(n_agents=3, n_obstacles=4, obstacle_shape="box")],
-    ids=["mixed", "box"],
+    [
+        dict(n_agents=5, n_obstacles=3, obstacle_shape="mixed"),
+        dict(n_agents=3, n_obstacles=4, obstacle_shape="box"),
+        dict(n_agents=20, n_obstacles=6, obstacle_shape="mixed", world_size=2.0),
+    ],
+    ids=["mixed", "box", "many-cells"],
 )
-def test_resets_are_identical_between_fused_and_reference(options):
-    """Both paths draw from the same counter-based stream, so reset layouts agree bit for bit."""
+def test_resets_are_identical_between_fused_and_reference(options, shared_keys, monkeypatch):
+    """Both paths draw from the same counter-based stream, so reset layouts agree bit for bit; so
+    does the CUDA layout of the fused reset (one block per env sharing its cells' keys, run here
+    with Warp's CPU blocks on)."""
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", shared_keys)
     fused, reference = make_pair("navigation", **options)
+    side = fused.scenario.side
+    assert (nk.reset_key_block("cpu", side * side) >= side * side) == shared_keys
     mask = torch.arange(fused.n_envs) % 3 == 0
     for seed in (0, 1, 123456):
         fused.reset(seed=seed)

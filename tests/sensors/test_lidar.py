@@ -16,7 +16,6 @@ from swarp.sensors.lidar import (
     HIT_NONE,
     HIT_OBSTACLE,
     HIT_WALL,
-    MAX_RAYS,
     Lidar,
     LidarConfig,
     launch_scan,
@@ -230,7 +229,7 @@ def test_reference_gradcheck_float64(generator):
 
 
 def test_ray_cones_of_agent_discs_drop_no_hit():
-    """The scan tests a disc only on the rays of its cone (``agent_cones``): adversarial layouts
+    """The scan tests a disc only on the rays of its cone (``agent_hits``): adversarial layouts
     (discs tangent to rays, centred on ray directions, across the 0 / 2 pi seam of the ray fan,
     headings near +-pi, a disc reaching exactly max_range, agents overlapping) read as the torch
     reference, which tests every pair."""
@@ -262,16 +261,30 @@ def test_ray_cones_of_agent_discs_drop_no_hit():
     assert (kernel.kind == HIT_AGENT).sum() >= len(layouts), "most layouts put the other disc on a ray"
 
 
-def test_ray_cones_hold_the_largest_ray_counts():
-    """The cone encoding ``first_ray << 16 | count`` stays a valid int32 up to ``MAX_RAYS`` rays: a
-    disc just clockwise of the heading has its cone start near the last ray."""
+def test_equally_near_surfaces_resolve_agents_first_then_lowest_index():
+    """Ties of distance (exact here: every surface 0.5 m ahead) go to an agent before an obstacle
+    before a wall, and to the lowest index among agents, as in the reference; without agents the
+    obstacle wins over the wall."""
+    world = make_world([Obstacle.circle((0.75, 0.0), 0.25)], bounds=0.5, n_agents=3, radius=0.25)
+    place(world, [[0.0, 0.0], [0.75, 0.0], [0.75, 0.0]])
+    for config, kind, index in ((LidarConfig(4), HIT_AGENT, 1), (LidarConfig(4, see_agents=False), HIT_OBSTACLE, 0)):
+        kernel, reference = both_scans(world, config)
+        assert kernel.distance[0, 0, 0].item() == 0.5
+        assert (kernel.kind[0, 0, 0].item(), kernel.index[0, 0, 0].item()) == (kind, index)
+        assert torch.equal(kernel.kind, reference.kind) and torch.equal(kernel.index, reference.index)
+
+
+def test_ray_cones_wrap_at_large_ray_counts():
+    """Tens of thousands of rays (more than an int16 ray index): a disc just clockwise of the
+    heading has its cone start near the last ray and wrap to ray 0."""
     world = make_world(n_agents=2, radius=0.1)
     place(world, [[0.0, 0.0], [0.5 * math.cos(-0.01), 0.5 * math.sin(-0.01)]])
-    kernel, reference = both_scans(world, LidarConfig(MAX_RAYS, max_range=1.0))
+    kernel, reference = both_scans(world, LidarConfig(40_000, max_range=1.0))
     assert (kernel.distance - reference.distance).abs().max().item() < EXACT_TOL
     assert torch.equal(kernel.index, reference.index) and (kernel.kind[0, 0] == HIT_AGENT).sum() > 100
+    assert kernel.kind[0, 0, 0] == HIT_AGENT and kernel.kind[0, 0, -1] == HIT_AGENT
     with pytest.raises(ValueError, match="n_rays"):
-        LidarConfig(MAX_RAYS + 1)
+        LidarConfig(0)
 
 
 # --- movable bodies ------------------------------------------------------------------------------
