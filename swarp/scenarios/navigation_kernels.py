@@ -5,7 +5,8 @@ Three kernels, all writing into persistent buffers so a step can be captured:
 * ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
   the observation row, the distance to goal, collisions and progress; the k nearest neighbors come
   straight from the world's sorted neighbor list.
-* ``nav_finish`` (one thread per env): termination, the shared/bonus reward terms, overflow.
+* ``nav_finish`` (one thread per agent, each reducing its env): termination, the shared/bonus
+  reward terms, overflow.
 * ``nav_reset`` (one thread per env and spawn cell, masked): spawns, goals, headings and obstacles from the
   counter-based RNG, exactly the draws of the torch reference.
 """
@@ -17,7 +18,7 @@ from types import SimpleNamespace
 import warp as wp
 
 from swarp.core.config import ObstacleShape
-from swarp.core.launch import Launcher, agents_per_thread, per_env_block
+from swarp.core.launch import Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
@@ -81,7 +82,6 @@ def kernels(
 
     obs_dim = 8 + 5 * k_obs
     finish_chunk = min(fleet_size, 16)
-    chunk_vec = wp.types.vector(finish_chunk, scalar)
     obs_vec = wp.types.vector(obs_dim, scalar)
 
     @wp.struct
@@ -178,17 +178,18 @@ def kernels(
         mode: int,
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
+        agents_per_thread: int,
         reward_out: wp.array2d(dtype=scalar),
         overflow_out: wp.array(dtype=wp.bool),
     ):
-        env = wp.tid()
+        env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        # Agents in chunks of a compile-time size: a chunk unrolls, so its per-agent loads in this
-        # one thread per env are all in flight at once instead of one latency after another
-        # (measured on an H200 at 16,384 x 16: the rolled loop took 36 us at 6% warp occupancy);
-        # chunks of at most 16 keep large fleets in registers (64 agents unrolled whole needed 255
-        # registers, 6% occupancy). Sums run in agent order whatever the chunking.
+        # One thread per agent on the GPU (one env per thread on the CPU): each thread reduces the
+        # env's fleet itself (the same loads in every thread of an env: broadcasts), so the
+        # per-agent reward stores need no second launch and a 64-agent env is not one long thread.
+        # The fleet is read in chunks of a compile-time size: a chunk unrolls, so its loads are in
+        # flight at once instead of one latency after another. Sums run in agent order.
         n_chunks = (progress.shape[1] + wp.static(finish_chunk - 1)) // wp.static(finish_chunk)
         all_on_goal = bool(True)
         overflow = bool(False)
@@ -204,30 +205,22 @@ def kernels(
                     if nbr_total[env, a] > nbr_count[env, a] and nbr_near[env, a] == wp.static(max_neighbors):
                         overflow = True
                     total += progress[env, a]
-        overflow_out[env] = overflow
+        first = slot * agents_per_thread
+        if first == 0:
+            overflow_out[env] = overflow
         if mode != _OBSERVE_STEP:
             return  # a reset only refreshes the info
         mean = total / scalar(fleet_size)
         bonus = zero
         if all_on_goal:
             bonus = final_reward
-        for chunk in range(n_chunks):
-            # The chunk's per-agent terms already in reward_out, loaded before its stores: the
-            # compiler cannot tell the stores from these loads apart (runtime strides), so loading
-            # each one just before its store would chain a memory round trip per agent.
-            prior = chunk_vec()
-            for q in range(wp.static(finish_chunk)):
-                a = chunk * wp.static(finish_chunk) + q
-                if a < wp.static(fleet_size):
-                    prior[q] = reward_out[env, a]
-            for q in range(wp.static(finish_chunk)):
-                a = chunk * wp.static(finish_chunk) + q
-                if a < wp.static(fleet_size):
-                    own = progress[env, a]
-                    if shared_reward != 0:
-                        own = mean
-                    reward_out[env, a] = shaping_factor * own + prior[q] + bonus
-        end_step(ep, env, all_on_goal)
+        for a in range(first, wp.min(first + agents_per_thread, wp.static(fleet_size))):
+            own = progress[env, a]
+            if shared_reward != 0:
+                own = mean
+            reward_out[env, a] = shaping_factor * own + reward_out[env, a] + bonus
+        if first == 0:
+            end_step(ep, env, all_on_goal)
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_reset(
@@ -458,9 +451,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     if before_finish is not None:
         before_finish(launcher)
     if mode != base.OBSERVE_ONLY:
+        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
         launcher.launch(
             k.nav_finish,
-            dim=sc.n_envs,
+            dim=(sc.n_envs, threads),
             inputs=[
                 sc._progress,
                 sc._on_goal,
@@ -474,10 +468,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
                 int(mode),
                 mask,
                 int(env_mask is not None),
+                per_thread,
             ],
             outputs=[env._reward, sc._overflow],
             device=env.device,
-            block_dim=per_env_block(env.device),
         )
 
 

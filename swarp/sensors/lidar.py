@@ -63,7 +63,9 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
-#: Padding [rad] of the ray cones of agent discs (``agent_hits``).
+#: Rays one thread of the fused scan (``scan_fused``) keeps in registers.
+RAY_CHUNK = 32
+#: Padding [rad] of the ray cones of agent discs (``agent_hits``, ``scan_fused``).
 CONE_PAD = 1.0e-3
 #: Hit codes of the scan's discrete passes: ``group << 26 | index``, groups in the order that wins
 #: a tie of distances (agents, obstacles, bodies, walls), ``NONE`` above them all.
@@ -305,6 +307,28 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             return f.ray_walls(o, d, sc.lower, sc.upper)
         return sc.max_range
 
+    @wp.func
+    def decode_kind(code: int) -> int:
+        """The ``HIT_*`` kind of a hit code."""
+        group = code >> _CODE_SHIFT
+        kind = _HIT_NONE
+        if group == _GROUP_AGENT:
+            kind = _HIT_AGENT
+        elif group == _GROUP_OBSTACLE:
+            kind = _HIT_OBSTACLE
+        elif group == _GROUP_BODY:
+            kind = _HIT_BODY
+        elif group == _GROUP_WALL:
+            kind = _HIT_WALL
+        return kind
+
+    @wp.func
+    def hit_index(code: int) -> int:
+        """The agent, obstacle slot or body shape of a hit code; -1 for a wall or nothing."""
+        if (code >> _CODE_SHIFT) <= _GROUP_BODY:
+            return code & _CODE_INDEX
+        return -1
+
     @wp.kernel(enable_backward=False, module="unique")
     def scan_static(
         sc: Scene,
@@ -450,20 +474,8 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             o = pos[env, agent]
             d = ray_direction(theta[env, agent], ray, n_rays)
             code = best_code[env, agent, ray]
-            group = code >> _CODE_SHIFT
-            kind = _HIT_NONE
-            index = int(-1)
-            if group == _GROUP_AGENT:
-                kind = _HIT_AGENT
-                index = code & _CODE_INDEX
-            elif group == _GROUP_OBSTACLE:
-                kind = _HIT_OBSTACLE
-                index = code & _CODE_INDEX
-            elif group == _GROUP_BODY:
-                kind = _HIT_BODY
-                index = code & _CODE_INDEX
-            elif group == _GROUP_WALL:
-                kind = _HIT_WALL
+            kind = decode_kind(code)
+            index = hit_index(code)
             distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, wp.vec2i(kind, index))
             if wp.static(with_hits):
                 kind_out[env, agent, ray] = kind
@@ -473,7 +485,132 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
                         which = scene.shape_body[index]
                 index_out[env, agent, ray] = which
 
-    return SimpleNamespace(scan_static=scan_static, agent_hits=agent_hits, scan_finish=scan_finish)
+    chunk_t = wp.types.vector(RAY_CHUNK, scalar)
+    chunk_code = wp.types.vector(RAY_CHUNK, wp.int32)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def scan_fused(
+        sc: Scene,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        items_per_thread: int,
+        column: int,
+        distance_out: wp.array3d(dtype=scalar),
+        kind_out: wp.array3d(dtype=wp.int32),
+        index_out: wp.array3d(dtype=wp.int32),
+    ):
+        """The whole scan of ``RAY_CHUNK`` consecutive rays of one agent in one thread, readings
+        in registers (every index a compile-time constant): each ray against the obstacles,
+        bodies and walls, then each other agent's disc on the rays of its tangent cone only. The
+        nearest surface wins, a tie going to the smaller hit code (agents by index, then
+        obstacles, bodies, walls), exactly as in the passes of ``kernels``; no adjoint."""
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_agents = pos.shape[1]
+        n_rays = sc.n_rays
+        n_chunks = (n_rays + wp.static(RAY_CHUNK - 1)) // wp.static(RAY_CHUNK)
+        pe = env * sc.per_env_params
+        oe = env * sc.per_env_obstacles
+        first = slot * items_per_thread
+        for item in range(first, wp.min(first + items_per_thread, n_agents * n_chunks)):
+            agent = item // n_chunks
+            base = (item - agent * n_chunks) * wp.static(RAY_CHUNK)
+            o = pos[env, agent]
+            th = theta[env, agent]
+            best = chunk_t()
+            code = chunk_code()
+            for q in range(wp.static(RAY_CHUNK)):
+                ray = wp.min(base + q, n_rays - 1)  # rays past the last are computed, never stored
+                d = ray_direction(th, ray, n_rays)
+                t_best = sc.max_range
+                c_best = _CODE_NONE
+                if wp.static(obstacles):
+                    for s in range(sc.obstacle_shape.shape[1]):
+                        shape = sc.obstacle_shape[oe, s]
+                        if shape != 0:
+                            t = f.ray_obstacle(
+                                o,
+                                d,
+                                shape,
+                                sc.obstacle_center[oe, s],
+                                sc.obstacle_angle[oe, s],
+                                sc.obstacle_size[oe, s],
+                            )
+                            if t < t_best:
+                                t_best = t
+                                c_best = _CODE_OBSTACLE + s
+                if wp.static(bodies):
+                    for s in range(sc.shape_kind.shape[0]):
+                        b = sc.shape_body[s]
+                        pose = shape_pose(
+                            sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s]
+                        )
+                        t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
+                        if t < t_best:
+                            t_best = t
+                            c_best = _CODE_BODY + s
+                if sc.see_walls != 0:
+                    t = f.ray_walls(o, d, sc.lower, sc.upper)
+                    if t < t_best:
+                        t_best = t
+                        c_best = _CODE_WALL
+                best[q] = t_best
+                code[q] = c_best
+            if sc.see_agents != 0:
+                step = two_pi / scalar(n_rays)
+                for j in range(n_agents):
+                    if j == agent:
+                        continue
+                    center = pos[env, j]
+                    offset = center - o
+                    d2 = wp.dot(offset, offset)
+                    radius = sc.params[pe, j, _RADIUS]
+                    k_first = int(0)
+                    count = int(0)
+                    if d2 <= radius * radius:
+                        count = n_rays  # inside the disc: every ray reads 0
+                    else:
+                        dist = wp.sqrt(d2)
+                        if dist - radius <= sc.max_range * cone_range_slack:
+                            half = wp.asin(wp.min(radius / dist, one)) + cone_pad
+                            rel = wp.atan2(offset[1], offset[0]) - th
+                            k_first = int(wp.ceil((rel - half) / step))
+                            k_last = int(wp.floor((rel + half) / step))
+                            count = wp.min(k_last - k_first + 1, n_rays)
+                            k_first = k_first % n_rays
+                            if k_first < 0:
+                                k_first += n_rays
+                    if count > 0:
+                        agent_code = _CODE_AGENT + j
+                        for q in range(wp.static(RAY_CHUNK)):
+                            ray = base + q
+                            rel_ray = ray - k_first
+                            if rel_ray < 0:
+                                rel_ray += n_rays
+                            if ray < n_rays and rel_ray < count:
+                                t = f.ray_circle_select(o, ray_direction(th, ray, n_rays), center, radius)
+                                if t < sc.max_range and (t < best[q] or (t == best[q] and agent_code < code[q])):
+                                    best[q] = t
+                                    code[q] = agent_code
+            for q in range(wp.static(RAY_CHUNK)):
+                ray = base + q
+                if ray < n_rays:
+                    distance_out[env, agent, column + ray] = best[q]
+                    if wp.static(with_hits):
+                        kind = decode_kind(code[q])
+                        which = hit_index(code[q])
+                        if wp.static(bodies):
+                            if kind == _HIT_BODY:
+                                which = sc.shape_body[which]  # the scan reports the body
+                        kind_out[env, agent, ray] = kind
+                        index_out[env, agent, ray] = which
+
+    return SimpleNamespace(
+        scan_static=scan_static, agent_hits=agent_hits, scan_finish=scan_finish, scan_fused=scan_fused
+    )
 
 
 @functools.cache
@@ -504,64 +641,12 @@ def _check_rows(model: Model, n_envs: int) -> None:
             raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
 
 
-def launch_scan(
-    model: Model,
-    config: LidarConfig,
-    pos: wp.array,
-    theta: wp.array,
-    distance_out: wp.array,
-    column: int = 0,
-    hits_out: tuple[wp.array, wp.array] | None = None,
-    env_mask: wp.array | None = None,
-    launcher: Launcher = EAGER,
-    rays_per_thread: int | None = None,
-    bodies: "SceneBodies | None" = None,
-    scratch: "ScanScratch | None" = None,
-) -> None:
-    """Launch the scan of every agent's rays.
-
-    Three or four launches: ``scan_static`` (one thread per ray: the nearest obstacle, body shape or
-    wall), ``agent_hits`` twice when rays see agents (one thread per agent pair: each disc is
-    tested only on the few rays of its tangent cone, lowering the ray's distance, then its hit
-    code), ``scan_finish`` (one thread per ray: the distance to the surface hit, computed again so
-    that the adjoint differentiates one closed form).
-
-    Args:
-        model: Agent radii (``params``), obstacles and world bounds.
-        config: The lidar.
-        pos: ``wp.array2d(vec2)`` [E, A] positions [m].
-        theta: ``wp.array2d(scalar)`` [E, A] headings [rad].
-        distance_out: ``wp.array3d(scalar)`` [E, A, >= column + n_rays]; ray k of an agent is
-            written to column ``column + k`` (so readings can land inside an observation row).
-        column: First column written.
-        hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
-        env_mask: Optional [E] bool: only these envs are scanned.
-        launcher: Eager, recording, or under the caller's graph capture.
-        rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
-        bodies: The movable bodies to see (``SceneBodies``), or ``None``.
-        scratch: The per-ray ``ScanScratch`` the passes share (``Lidar`` keeps one; default:
-            allocated here, which a captured graph cannot do).
-    """
-    n_envs, n_agents = pos.shape
-    _check_rows(model, n_envs)
-    if distance_out.shape[0] != n_envs or distance_out.shape[1] != n_agents:
-        raise ValueError(f"distance_out must be [{n_envs}, {n_agents}, ...], got {list(distance_out.shape)}")
-    if distance_out.shape[2] < column + config.n_rays:
-        raise ValueError(f"distance_out has {distance_out.shape[2]} columns; the scan needs {column + config.n_rays}")
+def _scene(model: Model, config: LidarConfig, n_envs: int, bodies: "SceneBodies | None"):
+    """The ``LidarScene`` struct of a model, lidar and (optional) movable bodies."""
     s = model.scalar
     vec2 = vec2_type(s)
-    n_items = n_agents * config.n_rays
-    if rays_per_thread is None:
-        rays_per_thread, threads = agents_per_thread(model.device, n_items)
-    else:
-        threads = -(-n_items // rays_per_thread)
     lower, upper = model.bounds_vectors()
     walls = int(config.see_walls and model.world.bounds is not None)
-    with_hits = hits_out is not None
-    no_hits, no_mask = _placeholders(str(model.device))
-    if hits_out is None:
-        hits_out = (no_hits, no_hits)
-    mask = env_mask if env_mask is not None else no_mask
     ob = model.obstacles
     scene = scene_struct(s)()
     scene.params = model.params
@@ -591,13 +676,89 @@ def launch_scan(
         scene.body_pos, scene.body_theta = bodies.pos, bodies.theta
         scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
         scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
-    k = kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None)
+    return scene
+
+
+def launch_scan(
+    model: Model,
+    config: LidarConfig,
+    pos: wp.array,
+    theta: wp.array,
+    distance_out: wp.array,
+    column: int = 0,
+    hits_out: tuple[wp.array, wp.array] | None = None,
+    env_mask: wp.array | None = None,
+    launcher: Launcher = EAGER,
+    rays_per_thread: int | None = None,
+    bodies: "SceneBodies | None" = None,
+    scratch: "ScanScratch | None" = None,
+    method: str = "fused",
+) -> None:
+    """Launch the scan of every agent's rays, one of two ways that give the same readings:
+
+    * ``"fused"``: one launch of ``scan_fused``, one thread per ``RAY_CHUNK`` rays of an agent,
+      readings kept in registers; no adjoint. The fast path (``Lidar`` scans with it).
+    * ``"passes"``: ``scan_static`` (one thread per ray: the nearest obstacle, body shape or wall),
+      ``agent_hits`` twice when rays see agents (one thread per agent pair: each disc is tested
+      only on the few rays of its tangent cone, lowering the ray's distance, then its hit code),
+      ``scan_finish`` (one thread per ray: the distance to the surface hit, computed again so that
+      the adjoint differentiates one closed form). For a ``wp.Tape`` (``lidar_warp``).
+
+    Args:
+        model: Agent radii (``params``), obstacles and world bounds.
+        config: The lidar.
+        pos: ``wp.array2d(vec2)`` [E, A] positions [m].
+        theta: ``wp.array2d(scalar)`` [E, A] headings [rad].
+        distance_out: ``wp.array3d(scalar)`` [E, A, >= column + n_rays]; ray k of an agent is
+            written to column ``column + k`` (so readings can land inside an observation row).
+        column: First column written.
+        hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
+        env_mask: Optional [E] bool: only these envs are scanned.
+        launcher: Eager, recording, or under the caller's graph capture.
+        rays_per_thread: ``"passes"`` only: override the thread layout of the per-ray kernels
+            (default: 1 on CUDA, a whole env on the CPU).
+        bodies: The movable bodies to see (``SceneBodies``), or ``None``.
+        scratch: ``"passes"`` only: the per-ray ``ScanScratch`` the passes share (default:
+            allocated here, which a captured graph cannot do).
+        method: ``"fused"`` or ``"passes"``.
+    """
+    if method not in ("fused", "passes"):
+        raise ValueError(f"method must be 'fused' or 'passes', got {method!r}")
+    n_envs, n_agents = pos.shape
+    _check_rows(model, n_envs)
+    if distance_out.shape[0] != n_envs or distance_out.shape[1] != n_agents:
+        raise ValueError(f"distance_out must be [{n_envs}, {n_agents}, ...], got {list(distance_out.shape)}")
+    if distance_out.shape[2] < column + config.n_rays:
+        raise ValueError(f"distance_out has {distance_out.shape[2]} columns; the scan needs {column + config.n_rays}")
+    s = model.scalar
+    scene = _scene(model, config, n_envs, bodies)
+    with_hits = hits_out is not None
+    no_hits, no_mask = _placeholders(str(model.device))
+    if hits_out is None:
+        hits_out = (no_hits, no_hits)
+    masked = [env_mask if env_mask is not None else no_mask, int(env_mask is not None)]
+    k = kernels(s, with_hits, model.obstacles.shape.shape[1] > 0, bodies is not None)
+    if method == "fused":
+        n_items = n_agents * -(-config.n_rays // RAY_CHUNK)
+        items_per_thread, threads = agents_per_thread(model.device, n_items)
+        launcher.launch(
+            k.scan_fused,
+            dim=(n_envs, threads),
+            inputs=[scene, pos, theta, *masked, items_per_thread, column],
+            outputs=[distance_out, *hits_out],
+            device=model.device,
+        )
+        return
+    n_items = n_agents * config.n_rays
+    if rays_per_thread is None:
+        rays_per_thread, threads = agents_per_thread(model.device, n_items)
+    else:
+        threads = -(-n_items // rays_per_thread)
     shape = (n_envs, n_agents, config.n_rays)
     if scratch is None:
         scratch = ScanScratch.empty(shape, s, model.device)
     elif tuple(scratch.best_t.shape) != shape or tuple(scratch.best_code.shape) != shape:
         raise ValueError(f"scan scratch must be {list(shape)}, got {list(scratch.best_t.shape)}")
-    masked = [mask, int(env_mask is not None)]
     launcher.launch(
         k.scan_static,
         dim=(n_envs, threads),
@@ -681,7 +842,6 @@ class Lidar:
         self._distance = wp.zeros(shape, dtype=scalar, device=device)
         self._kind = wp.zeros(shape, dtype=wp.int32, device=device)
         self._index = wp.zeros(shape, dtype=wp.int32, device=device)
-        self._scratch = ScanScratch.empty(shape, scalar, device)
         self.last = LidarScan(*(wp.to_torch(a) for a in (self._distance, self._kind, self._index)))
         self.streams = TorchStreamScope(device)
 
@@ -704,7 +864,6 @@ class Lidar:
             env_mask,
             launcher,
             bodies=world_bodies(self.world),
-            scratch=self._scratch,
         )
 
     def scan(self) -> LidarScan:
@@ -716,7 +875,7 @@ class Lidar:
         with self.streams.scope():
             launch_scan(
                 self.world.model, self.config, state.pos, state.theta, self._distance, 0, hits,
-                bodies=world_bodies(self.world), scratch=self._scratch,
+                bodies=world_bodies(self.world),
             )  # fmt: skip
         return self.last
 
@@ -758,7 +917,7 @@ class _LidarFunction(torch.autograd.Function):
         streams = _streams(str(model.device))
         # One ray per thread even on the CPU: the adjoint then replays no per-thread loop state.
         with streams.scope(), tape if tape is not None else contextlib.nullcontext():
-            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies)
+            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies, method="passes")
         ctx.saved = (tape, pos_wp, theta_wp, out, streams)
         return wp.to_torch(out, requires_grad=False)
 
