@@ -308,6 +308,62 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         return sc.max_range
 
     @wp.func
+    def disc_cone(offset: vec2, radius: scalar, heading: scalar, max_range: scalar, n_rays: int) -> wp.vec2i:
+        """``(first_ray, count)``: the rays (``first_ray .. first_ray + count - 1`` mod n_rays) of
+        an agent heading ``heading`` that can hit a disc of ``radius`` at ``offset`` [m] within
+        ``max_range``: its tangent cone, padded so that rounding can only add a ray, never drop
+        one (the exact test decides); every ray from inside the disc; none beyond the range."""
+        d2 = wp.dot(offset, offset)
+        if d2 <= radius * radius:
+            return wp.vec2i(0, n_rays)  # inside the disc: every ray reads 0
+        dist = wp.sqrt(d2)
+        if dist - radius > max_range * cone_range_slack:
+            return wp.vec2i(0, 0)
+        half = wp.asin(wp.min(radius / dist, one)) + cone_pad
+        step = two_pi / scalar(n_rays)
+        rel = wp.atan2(offset[1], offset[0]) - heading
+        k_first = int(wp.ceil((rel - half) / step))
+        k_last = int(wp.floor((rel + half) / step))
+        count = wp.min(k_last - k_first + 1, n_rays)
+        k_first = k_first % n_rays
+        if k_first < 0:
+            k_first += n_rays
+        return wp.vec2i(k_first, count)
+
+    @wp.func
+    def static_hit(sc: Scene, env: int, o: vec2, d: vec2) -> tuple[scalar, int]:
+        """``(distance, hit code)`` of the nearest obstacle, body shape or wall closer than
+        ``max_range`` along the ray ``o + t d`` (the first in that order on a tie);
+        ``(max_range, _CODE_NONE)`` when there is none."""
+        oe = env * sc.per_env_obstacles
+        best = sc.max_range
+        code = _CODE_NONE
+        if wp.static(obstacles):
+            for s in range(sc.obstacle_shape.shape[1]):
+                shape = sc.obstacle_shape[oe, s]
+                if shape != 0:
+                    t = f.ray_obstacle(
+                        o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
+                    )
+                    if t < best:
+                        best = t
+                        code = _CODE_OBSTACLE + s
+        if wp.static(bodies):
+            for s in range(sc.shape_kind.shape[0]):
+                b = sc.shape_body[s]
+                pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
+                t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
+                if t < best:
+                    best = t
+                    code = _CODE_BODY + s  # the shape (the scan reports its body)
+        if sc.see_walls != 0:
+            t = f.ray_walls(o, d, sc.lower, sc.upper)
+            if t < best:
+                best = t
+                code = _CODE_WALL
+        return best, code
+
+    @wp.func
     def decode_kind(code: int) -> int:
         """The ``HIT_*`` kind of a hit code."""
         group = code >> _CODE_SHIFT
@@ -346,38 +402,11 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         if use_mask != 0 and not env_mask[env]:
             return
         n_rays = sc.n_rays
-        oe = env * sc.per_env_obstacles
         first = slot * rays_per_thread
         for item in range(first, wp.min(first + rays_per_thread, pos.shape[1] * n_rays)):
             agent = item // n_rays
             ray = item - agent * n_rays
-            o = pos[env, agent]
-            d = ray_direction(theta[env, agent], ray, n_rays)
-            best = sc.max_range
-            code = _CODE_NONE
-            if wp.static(obstacles):
-                for s in range(sc.obstacle_shape.shape[1]):
-                    shape = sc.obstacle_shape[oe, s]
-                    if shape != 0:
-                        t = f.ray_obstacle(
-                            o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
-                        )
-                        if t < best:
-                            best = t
-                            code = _CODE_OBSTACLE + s
-            if wp.static(bodies):
-                for s in range(sc.shape_kind.shape[0]):
-                    b = sc.shape_body[s]
-                    pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
-                    t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
-                    if t < best:
-                        best = t
-                        code = _CODE_BODY + s  # the shape (the scan reports its body)
-            if sc.see_walls != 0:
-                t = f.ray_walls(o, d, sc.lower, sc.upper)
-                if t < best:
-                    best = t
-                    code = _CODE_WALL
+            best, code = static_hit(sc, env, pos[env, agent], ray_direction(theta[env, agent], ray, n_rays))
             best_t_out[env, agent, ray] = best
             best_code_out[env, agent, ray] = code
 
@@ -414,26 +443,10 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
                 continue
             o = pos[env, i]
             center = pos[env, j]
-            offset = center - o
-            d2 = wp.dot(offset, offset)
             radius = sc.params[pe, j, _RADIUS]
-            k_first = int(0)
-            count = int(0)
-            if d2 <= radius * radius:
-                count = n_rays  # inside the disc: every ray reads 0
-            else:
-                dist = wp.sqrt(d2)
-                if dist - radius <= sc.max_range * cone_range_slack:
-                    # Rays within the tangent cone (half-angle asin(r / dist)).
-                    half = wp.asin(wp.min(radius / dist, one)) + cone_pad
-                    step = two_pi / scalar(n_rays)
-                    rel = wp.atan2(offset[1], offset[0]) - theta[env, i]
-                    k_first = int(wp.ceil((rel - half) / step))
-                    k_last = int(wp.floor((rel + half) / step))
-                    count = wp.min(k_last - k_first + 1, n_rays)
-                    k_first = k_first % n_rays
-                    if k_first < 0:
-                        k_first += n_rays
+            cone = disc_cone(center - o, radius, theta[env, i], sc.max_range, n_rays)
+            k_first = cone[0]
+            count = cone[1]
             th = theta[env, i]
             for m in range(count):
                 ray = k_first + m
@@ -513,7 +526,6 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         n_rays = sc.n_rays
         n_chunks = (n_rays + wp.static(RAY_CHUNK - 1)) // wp.static(RAY_CHUNK)
         pe = env * sc.per_env_params
-        oe = env * sc.per_env_obstacles
         first = slot * items_per_thread
         for item in range(first, wp.min(first + items_per_thread, n_agents * n_chunks)):
             agent = item // n_chunks
@@ -524,65 +536,18 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             code = chunk_code()
             for q in range(wp.static(RAY_CHUNK)):
                 ray = wp.min(base + q, n_rays - 1)  # rays past the last are computed, never stored
-                d = ray_direction(th, ray, n_rays)
-                t_best = sc.max_range
-                c_best = _CODE_NONE
-                if wp.static(obstacles):
-                    for s in range(sc.obstacle_shape.shape[1]):
-                        shape = sc.obstacle_shape[oe, s]
-                        if shape != 0:
-                            t = f.ray_obstacle(
-                                o,
-                                d,
-                                shape,
-                                sc.obstacle_center[oe, s],
-                                sc.obstacle_angle[oe, s],
-                                sc.obstacle_size[oe, s],
-                            )
-                            if t < t_best:
-                                t_best = t
-                                c_best = _CODE_OBSTACLE + s
-                if wp.static(bodies):
-                    for s in range(sc.shape_kind.shape[0]):
-                        b = sc.shape_body[s]
-                        pose = shape_pose(
-                            sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s]
-                        )
-                        t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
-                        if t < t_best:
-                            t_best = t
-                            c_best = _CODE_BODY + s
-                if sc.see_walls != 0:
-                    t = f.ray_walls(o, d, sc.lower, sc.upper)
-                    if t < t_best:
-                        t_best = t
-                        c_best = _CODE_WALL
+                t_best, c_best = static_hit(sc, env, o, ray_direction(th, ray, n_rays))
                 best[q] = t_best
                 code[q] = c_best
             if sc.see_agents != 0:
-                step = two_pi / scalar(n_rays)
                 for j in range(n_agents):
                     if j == agent:
                         continue
                     center = pos[env, j]
-                    offset = center - o
-                    d2 = wp.dot(offset, offset)
                     radius = sc.params[pe, j, _RADIUS]
-                    k_first = int(0)
-                    count = int(0)
-                    if d2 <= radius * radius:
-                        count = n_rays  # inside the disc: every ray reads 0
-                    else:
-                        dist = wp.sqrt(d2)
-                        if dist - radius <= sc.max_range * cone_range_slack:
-                            half = wp.asin(wp.min(radius / dist, one)) + cone_pad
-                            rel = wp.atan2(offset[1], offset[0]) - th
-                            k_first = int(wp.ceil((rel - half) / step))
-                            k_last = int(wp.floor((rel + half) / step))
-                            count = wp.min(k_last - k_first + 1, n_rays)
-                            k_first = k_first % n_rays
-                            if k_first < 0:
-                                k_first += n_rays
+                    cone = disc_cone(center - o, radius, th, sc.max_range, n_rays)
+                    k_first = cone[0]
+                    count = cone[1]
                     if count > 0:
                         agent_code = _CODE_AGENT + j
                         for q in range(wp.static(RAY_CHUNK)):
