@@ -81,6 +81,13 @@ measure)
   { $py -m swarp.benchmark.profile_env --kernels --envs 4096 --agents 16 --lidar-rays 32 --iters 30
     $py -m swarp.benchmark.profile_env --kernels --envs 4096 16384 --agents 3 16 64 --iters 30
   } 2>&1 | grep -v "^\s*$" | tee "$out/kernels.log"
+  for shape in "4096 16 --lidar-rays 32" "16384 64"; do
+    set -- $shape
+    /usr/local/cuda/bin/ncu --profile-from-start off --kernel-name regex:"observe_rows|scan_fused|nav_finish|nav_reset" \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis $py tools/ncu_step.py --envs $1 --agents $2 ${3:-} ${4:-} 2>&1
+  done > "$out/ncu.log"
+  grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|Hit Rate" "$out/ncu.log" | head -80
   ;;
 profile)
   # Per-kernel GPU time and stage split of the shapes behind issue 3/10's open targets, plus ncu.
