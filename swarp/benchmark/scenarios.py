@@ -50,6 +50,9 @@ DEFAULT_CPU_ITERS = 20
 #: Issue 6: every scenario at 4,096 x 16 with defaults, graph mode on the GPU.
 TARGET_SHAPE = (4096, 16)
 TARGET_ENV_STEPS = 50e6
+#: Scenarios with movable bodies: issue 7 sets their target (30 M env-steps/s at 4,096 x 4),
+#: measured by ``python -m swarp.benchmark.throughput --scenario NAME --envs 4096 --agents 4``.
+BODY_SCENARIOS = ("balance", "push_t", "transport")
 
 
 @dataclass(frozen=True)
@@ -159,13 +162,17 @@ def run_case(case: Case, iters: int | None, repeats: int, max_steps: int) -> Res
 
 
 def target_lines(results: list[Result]) -> list[str]:
-    """Issue 6's check: graph mode at 4,096 x 16 on CUDA >= 50 M env-steps/s, per scenario."""
+    """Issue 6's check: graph mode at 4,096 x 16 on CUDA >= 50 M env-steps/s, per scenario (body
+    scenarios listed apart: issue 7 sets their target at another shape)."""
     lines = []
     for r in results:
         c = r.case
         if c.kind == "cuda" and c.mode == "graph" and (c.n_envs, c.n_agents) == TARGET_SHAPE and r.seconds:
             rate = c.n_envs / r.seconds
-            verdict = "met" if rate >= TARGET_ENV_STEPS else "NOT met"
+            if c.scenario in BODY_SCENARIOS:
+                verdict = "a body scenario: issue 7's target is 30 M at 4,096 x 4"
+            else:
+                verdict = "met" if rate >= TARGET_ENV_STEPS else "NOT met"
             lines.append(f"  {c.scenario}: {rate / 1e6:.1f} M env-steps/s at 4,096 x 16 (target 50 M): {verdict}")
     return lines
 

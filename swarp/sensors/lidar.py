@@ -18,20 +18,20 @@ Three forms that agree (tests pin them together):
 
 * ``lidar_reference``: plain torch over all (ray, target) pairs, the specification; differentiable
   through torch autograd.
-* the Warp kernels (per ray and per agent pair; ``launch_scan``), used by
+* the ray-parallel Warp kernel (one thread per ray on CUDA; one env per thread on the CPU), used by
   ``Lidar`` to write readings straight into an observation buffer inside the step's graph.
 * ``lidar_warp``: the kernel as a ``torch.autograd.Function`` (a ``wp.Tape`` backward), gradients
   with respect to positions and headings.
 
-The kernels find *which* surface a ray hits in discrete passes (per ray for obstacles, bodies and
-walls; per agent pair for agent discs, each tested only on the rays of its tangent cone) and then
-compute the distance to that one surface again, so the adjoint differentiates exactly one
-closed-form hit distance (the same function the torch ``min`` differentiates).
+The kernel finds *which* surface a ray hits in a first, discrete pass and then computes the
+distance to that one surface again, so the adjoint differentiates exactly one closed-form hit
+distance (the same function the torch ``min`` differentiates).
 """
 
 import contextlib
 import functools
 import math
+import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -63,23 +63,6 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
-#: Rays one thread of the fused scan (``scan_fused``) keeps in registers.
-RAY_CHUNK = 32
-#: Padding [rad] of the ray cones of agent discs (``agent_hits``, ``scan_fused``).
-CONE_PAD = 1.0e-3
-#: Hit codes of the scan's discrete passes: ``group << 26 | index``, groups in the order that wins
-#: a tie of distances (agents, obstacles, bodies, walls), ``NONE`` above them all.
-_CODE_SHIFT = wp.constant(26)
-_CODE_INDEX = wp.constant((1 << 26) - 1)
-_GROUP_AGENT = wp.constant(1)
-_GROUP_OBSTACLE = wp.constant(2)
-_GROUP_BODY = wp.constant(3)
-_GROUP_WALL = wp.constant(4)
-_CODE_AGENT = wp.constant(1 << 26)
-_CODE_OBSTACLE = wp.constant(2 << 26)
-_CODE_BODY = wp.constant(3 << 26)
-_CODE_WALL = wp.constant(4 << 26)
-_CODE_NONE = wp.constant(5 << 26)
 
 
 @dataclass(frozen=True)
@@ -258,33 +241,75 @@ def scene_struct(scalar: type):
     return LidarScene
 
 
+_FAST_MATH = os.environ.get("SWARP_LIDAR_EXP", "") == "fast"
+
+
 @functools.cache
 def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False) -> SimpleNamespace:
-    """The scan kernels for one precision (see ``launch_scan`` for how they chain); ``with_hits``
-    also writes what each ray hit; without ``obstacles`` (no obstacle slots) the obstacle tests are
-    not compiled (fewer registers), with ``bodies`` the rays also test every shape of the movable
-    bodies."""
+    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
+    ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers), with
+    ``bodies`` the rays also test every shape of the movable bodies."""
     vec2 = vec2_type(scalar)
     shape_pose = body_physics.funcs(scalar).shape_pose
     f = funcs(scalar)
     Scene = scene_struct(scalar)
     two_pi = scalar(2.0 * math.pi)
-    one = scalar(1.0)
-    # Cone padding [rad] (rays are 2 pi / n_rays apart; asin/atan2 round to ~1e-7 rad) and the
-    # relative slack on max_range of the range cull (the exact test may round a hit at the range).
-    cone_pad = scalar(CONE_PAD)
-    cone_range_slack = scalar(1.0 + 1.0e-4)
 
     @wp.func
-    def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
-        """Unit direction of ray ``ray`` of an agent heading ``theta`` [rad] (one expression, so
-        every kernel computes the same bits)."""
-        phi = theta + two_pi * scalar(ray) / scalar(n_rays)
-        return vec2(wp.cos(phi), wp.sin(phi))
+    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
+        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
+        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
+        pe = env * sc.per_env_params
+        oe = env * sc.per_env_obstacles
+        best = sc.max_range
+        kind = _HIT_NONE
+        index = int(-1)
+        if sc.see_agents != 0:
+            for j in range(pos.shape[1]):
+                if j != agent:
+                    center = pos[env, j]
+                    radius = sc.params[pe, j, _RADIUS]
+                    # A disc farther than max_range + radius cannot be hit within range: skip it.
+                    # Exact (such a disc never beats max_range), and with one agent's rays on
+                    # consecutive threads the test is the same for the whole warp (no divergence).
+                    offset = center - o
+                    reach = sc.max_range + radius
+                    if wp.dot(offset, offset) <= reach * reach:
+                        t = f.ray_circle_select(o, d, center, radius)
+                        if t < best:
+                            best = t
+                            kind = _HIT_AGENT
+                            index = j
+        if wp.static(obstacles):
+            for s in range(sc.obstacle_shape.shape[1]):
+                shape = sc.obstacle_shape[oe, s]
+                if shape != 0:
+                    t = f.ray_obstacle(
+                        o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
+                    )
+                    if t < best:
+                        best = t
+                        kind = _HIT_OBSTACLE
+                        index = s
+        if wp.static(bodies):
+            for s in range(sc.shape_kind.shape[0]):
+                b = sc.shape_body[s]
+                pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
+                t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
+                if t < best:
+                    best = t
+                    kind = _HIT_BODY
+                    index = s  # the shape (the scan reports its body)
+        if sc.see_walls != 0:
+            t = f.ray_walls(o, d, sc.lower, sc.upper)
+            if t < best:
+                kind = _HIT_WALL
+                index = -1
+        return wp.vec2i(kind, index)
 
     @wp.func
     def hit_distance(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, o: vec2, d: vec2, hit: wp.vec2i) -> scalar:
-        """The distance [m] to the surface ``hit``, the only value the adjoint differentiates."""
+        """Pass 2: the distance [m] to the surface ``hit``, the only value the adjoint differentiates."""
         kind = hit[0]
         index = hit[1]
         if kind == _HIT_AGENT:
@@ -307,160 +332,8 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             return f.ray_walls(o, d, sc.lower, sc.upper)
         return sc.max_range
 
-    @wp.func
-    def disc_cone(offset: vec2, radius: scalar, heading: scalar, max_range: scalar, n_rays: int) -> wp.vec2i:
-        """``(first_ray, count)``: the rays (``first_ray .. first_ray + count - 1`` mod n_rays) of
-        an agent heading ``heading`` that can hit a disc of ``radius`` at ``offset`` [m] within
-        ``max_range``: its tangent cone, padded so that rounding can only add a ray, never drop
-        one (the exact test decides); every ray from inside the disc; none beyond the range."""
-        d2 = wp.dot(offset, offset)
-        if d2 <= radius * radius:
-            return wp.vec2i(0, n_rays)  # inside the disc: every ray reads 0
-        dist = wp.sqrt(d2)
-        if dist - radius > max_range * cone_range_slack:
-            return wp.vec2i(0, 0)
-        half = wp.asin(wp.min(radius / dist, one)) + cone_pad
-        step = two_pi / scalar(n_rays)
-        rel = wp.atan2(offset[1], offset[0]) - heading
-        k_first = int(wp.ceil((rel - half) / step))
-        k_last = int(wp.floor((rel + half) / step))
-        count = wp.min(k_last - k_first + 1, n_rays)
-        k_first = k_first % n_rays
-        if k_first < 0:
-            k_first += n_rays
-        return wp.vec2i(k_first, count)
-
-    @wp.func
-    def static_hit(sc: Scene, env: int, o: vec2, d: vec2) -> tuple[scalar, int]:
-        """``(distance, hit code)`` of the nearest obstacle, body shape or wall closer than
-        ``max_range`` along the ray ``o + t d`` (the first in that order on a tie);
-        ``(max_range, _CODE_NONE)`` when there is none."""
-        oe = env * sc.per_env_obstacles
-        best = sc.max_range
-        code = _CODE_NONE
-        if wp.static(obstacles):
-            for s in range(sc.obstacle_shape.shape[1]):
-                shape = sc.obstacle_shape[oe, s]
-                if shape != 0:
-                    t = f.ray_obstacle(
-                        o, d, shape, sc.obstacle_center[oe, s], sc.obstacle_angle[oe, s], sc.obstacle_size[oe, s]
-                    )
-                    if t < best:
-                        best = t
-                        code = _CODE_OBSTACLE + s
-        if wp.static(bodies):
-            for s in range(sc.shape_kind.shape[0]):
-                b = sc.shape_body[s]
-                pose = shape_pose(sc.body_pos[env, b], sc.body_theta[env, b], sc.shape_offset[s], sc.shape_angle[s])
-                t = f.ray_obstacle(o, d, sc.shape_kind[s], vec2(pose[0], pose[1]), pose[2], sc.shape_size[s])
-                if t < best:
-                    best = t
-                    code = _CODE_BODY + s  # the shape (the scan reports its body)
-        if sc.see_walls != 0:
-            t = f.ray_walls(o, d, sc.lower, sc.upper)
-            if t < best:
-                best = t
-                code = _CODE_WALL
-        return best, code
-
-    @wp.func
-    def decode_kind(code: int) -> int:
-        """The ``HIT_*`` kind of a hit code."""
-        group = code >> _CODE_SHIFT
-        kind = _HIT_NONE
-        if group == _GROUP_AGENT:
-            kind = _HIT_AGENT
-        elif group == _GROUP_OBSTACLE:
-            kind = _HIT_OBSTACLE
-        elif group == _GROUP_BODY:
-            kind = _HIT_BODY
-        elif group == _GROUP_WALL:
-            kind = _HIT_WALL
-        return kind
-
-    @wp.func
-    def hit_index(code: int) -> int:
-        """The agent, obstacle slot or body shape of a hit code; -1 for a wall or nothing."""
-        if (code >> _CODE_SHIFT) <= _GROUP_BODY:
-            return code & _CODE_INDEX
-        return -1
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def scan_static(
-        sc: Scene,
-        pos: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        rays_per_thread: int,
-        best_t_out: wp.array3d(dtype=scalar),
-        best_code_out: wp.array3d(dtype=wp.int32),
-    ):
-        """Pass 1, per ray: the nearest obstacle, body shape or wall closer than ``max_range``
-        (first in that order on a tie), as a distance and a hit code (``_CODE_*``)."""
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        n_rays = sc.n_rays
-        first = slot * rays_per_thread
-        for item in range(first, wp.min(first + rays_per_thread, pos.shape[1] * n_rays)):
-            agent = item // n_rays
-            ray = item - agent * n_rays
-            best, code = static_hit(sc, env, pos[env, agent], ray_direction(theta[env, agent], ray, n_rays))
-            best_t_out[env, agent, ray] = best
-            best_code_out[env, agent, ray] = code
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def agent_hits(
-        sc: Scene,
-        pos: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        pairs_per_thread: int,
-        phase: int,
-        best_t: wp.array3d(dtype=scalar),
-        best_code: wp.array3d(dtype=wp.int32),
-    ):
-        """Passes 2 and 3, per (agent i, other agent j): disc j tested on the rays of i that can
-        reach it within ``max_range`` (its tangent cone, padded so that rounding only ever adds a
-        ray; the exact test decides). Phase 0 lowers each ray's distance to the disc's
-        (``atomic_min``); phase 1, with every distance final, lowers the hit code of the rays
-        whose distance the disc attains, so the nearest surface wins and a tie goes to the agent
-        of lowest index, before obstacles, bodies and walls. Both are minima: the result does not
-        depend on the order threads run in."""
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        n_agents = pos.shape[1]
-        n_rays = sc.n_rays
-        pe = env * sc.per_env_params
-        first = slot * pairs_per_thread
-        for pair in range(first, wp.min(first + pairs_per_thread, n_agents * n_agents)):
-            i = pair / n_agents
-            j = pair - i * n_agents
-            if i == j:
-                continue
-            o = pos[env, i]
-            center = pos[env, j]
-            radius = sc.params[pe, j, _RADIUS]
-            cone = disc_cone(center - o, radius, theta[env, i], sc.max_range, n_rays)
-            k_first = cone[0]
-            count = cone[1]
-            th = theta[env, i]
-            for m in range(count):
-                ray = k_first + m
-                if ray >= n_rays:
-                    ray -= n_rays
-                t = f.ray_circle_select(o, ray_direction(th, ray, n_rays), center, radius)
-                if t < sc.max_range:
-                    if phase == 0:
-                        wp.atomic_min(best_t, env, i, ray, t)
-                    elif t == best_t[env, i, ray]:
-                        wp.atomic_min(best_code, env, i, ray, _CODE_AGENT + j)
-
-    @wp.kernel(module="unique")
-    def scan_finish(
+    @wp.kernel(module="unique", module_options={"fast_math": _FAST_MATH})
+    def lidar_scan(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
         theta: wp.array2d(dtype=scalar),
@@ -468,13 +341,10 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         use_mask: int,
         rays_per_thread: int,
         column: int,
-        best_code: wp.array3d(dtype=wp.int32),
         distance_out: wp.array3d(dtype=scalar),
         kind_out: wp.array3d(dtype=wp.int32),
         index_out: wp.array3d(dtype=wp.int32),
     ):
-        """Last pass, per ray: the distance to the surface the ray hit, computed again from its
-        code (this kernel's adjoint differentiates that one closed form)."""
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
@@ -485,97 +355,19 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             agent = item // n_rays
             ray = item - agent * n_rays
             o = pos[env, agent]
-            d = ray_direction(theta[env, agent], ray, n_rays)
-            code = best_code[env, agent, ray]
-            kind = decode_kind(code)
-            index = hit_index(code)
-            distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, wp.vec2i(kind, index))
+            phi = theta[env, agent] + two_pi * scalar(ray) / scalar(n_rays)
+            d = vec2(wp.cos(phi), wp.sin(phi))
+            hit = closest_hit(scene, pos, env, agent, o, d)
+            distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
             if wp.static(with_hits):
-                kind_out[env, agent, ray] = kind
-                which = index
+                kind_out[env, agent, ray] = hit[0]
+                which = hit[1]
                 if wp.static(bodies):
-                    if kind == _HIT_BODY:
-                        which = scene.shape_body[index]
+                    if hit[0] == _HIT_BODY:
+                        which = scene.shape_body[which]
                 index_out[env, agent, ray] = which
 
-    chunk_t = wp.types.vector(RAY_CHUNK, scalar)
-    chunk_code = wp.types.vector(RAY_CHUNK, wp.int32)
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def scan_fused(
-        sc: Scene,
-        pos: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        items_per_thread: int,
-        column: int,
-        distance_out: wp.array3d(dtype=scalar),
-        kind_out: wp.array3d(dtype=wp.int32),
-        index_out: wp.array3d(dtype=wp.int32),
-    ):
-        """The whole scan of ``RAY_CHUNK`` consecutive rays of one agent in one thread, readings
-        in registers (every index a compile-time constant): each ray against the obstacles,
-        bodies and walls, then each other agent's disc on the rays of its tangent cone only. The
-        nearest surface wins, a tie going to the smaller hit code (agents by index, then
-        obstacles, bodies, walls), exactly as in the passes of ``kernels``; no adjoint."""
-        env, slot = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        n_agents = pos.shape[1]
-        n_rays = sc.n_rays
-        n_chunks = (n_rays + wp.static(RAY_CHUNK - 1)) // wp.static(RAY_CHUNK)
-        pe = env * sc.per_env_params
-        first = slot * items_per_thread
-        for item in range(first, wp.min(first + items_per_thread, n_agents * n_chunks)):
-            agent = item // n_chunks
-            base = (item - agent * n_chunks) * wp.static(RAY_CHUNK)
-            o = pos[env, agent]
-            th = theta[env, agent]
-            best = chunk_t()
-            code = chunk_code()
-            for q in range(wp.static(RAY_CHUNK)):
-                ray = wp.min(base + q, n_rays - 1)  # rays past the last are computed, never stored
-                t_best, c_best = static_hit(sc, env, o, ray_direction(th, ray, n_rays))
-                best[q] = t_best
-                code[q] = c_best
-            if sc.see_agents != 0:
-                for j in range(n_agents):
-                    if j == agent:
-                        continue
-                    center = pos[env, j]
-                    radius = sc.params[pe, j, _RADIUS]
-                    cone = disc_cone(center - o, radius, th, sc.max_range, n_rays)
-                    k_first = cone[0]
-                    count = cone[1]
-                    if count > 0:
-                        agent_code = _CODE_AGENT + j
-                        for q in range(wp.static(RAY_CHUNK)):
-                            ray = base + q
-                            rel_ray = ray - k_first
-                            if rel_ray < 0:
-                                rel_ray += n_rays
-                            if ray < n_rays and rel_ray < count:
-                                t = f.ray_circle_select(o, ray_direction(th, ray, n_rays), center, radius)
-                                if t < sc.max_range and (t < best[q] or (t == best[q] and agent_code < code[q])):
-                                    best[q] = t
-                                    code[q] = agent_code
-            for q in range(wp.static(RAY_CHUNK)):
-                ray = base + q
-                if ray < n_rays:
-                    distance_out[env, agent, column + ray] = best[q]
-                    if wp.static(with_hits):
-                        kind = decode_kind(code[q])
-                        which = hit_index(code[q])
-                        if wp.static(bodies):
-                            if kind == _HIT_BODY:
-                                which = sc.shape_body[which]  # the scan reports the body
-                        kind_out[env, agent, ray] = kind
-                        index_out[env, agent, ray] = which
-
-    return SimpleNamespace(
-        scan_static=scan_static, agent_hits=agent_hits, scan_finish=scan_finish, scan_fused=scan_fused
-    )
+    return SimpleNamespace(lidar_scan=lidar_scan)
 
 
 @functools.cache
@@ -606,12 +398,55 @@ def _check_rows(model: Model, n_envs: int) -> None:
             raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
 
 
-def _scene(model: Model, config: LidarConfig, n_envs: int, bodies: "SceneBodies | None"):
-    """The ``LidarScene`` struct of a model, lidar and (optional) movable bodies."""
+def launch_scan(
+    model: Model,
+    config: LidarConfig,
+    pos: wp.array,
+    theta: wp.array,
+    distance_out: wp.array,
+    column: int = 0,
+    hits_out: tuple[wp.array, wp.array] | None = None,
+    env_mask: wp.array | None = None,
+    launcher: Launcher = EAGER,
+    rays_per_thread: int | None = None,
+    bodies: "SceneBodies | None" = None,
+) -> None:
+    """Launch the scan of every agent's rays.
+
+    Args:
+        model: Agent radii (``params``), obstacles and world bounds.
+        config: The lidar.
+        pos: ``wp.array2d(vec2)`` [E, A] positions [m].
+        theta: ``wp.array2d(scalar)`` [E, A] headings [rad].
+        distance_out: ``wp.array3d(scalar)`` [E, A, >= column + n_rays]; ray k of an agent is
+            written to column ``column + k`` (so readings can land inside an observation row).
+        column: First column written.
+        hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
+        env_mask: Optional [E] bool: only these envs are scanned.
+        launcher: Eager, recording, or under the caller's graph capture.
+        rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
+        bodies: The movable bodies to see (``SceneBodies``), or ``None``.
+    """
+    n_envs, n_agents = pos.shape
+    _check_rows(model, n_envs)
+    if distance_out.shape[0] != n_envs or distance_out.shape[1] != n_agents:
+        raise ValueError(f"distance_out must be [{n_envs}, {n_agents}, ...], got {list(distance_out.shape)}")
+    if distance_out.shape[2] < column + config.n_rays:
+        raise ValueError(f"distance_out has {distance_out.shape[2]} columns; the scan needs {column + config.n_rays}")
     s = model.scalar
     vec2 = vec2_type(s)
+    n_items = n_agents * config.n_rays
+    if rays_per_thread is None:
+        rays_per_thread, threads = agents_per_thread(model.device, n_items)
+    else:
+        threads = -(-n_items // rays_per_thread)
     lower, upper = model.bounds_vectors()
     walls = int(config.see_walls and model.world.bounds is not None)
+    with_hits = hits_out is not None
+    no_hits, no_mask = _placeholders(str(model.device))
+    if hits_out is None:
+        hits_out = (no_hits, no_hits)
+    mask = env_mask if env_mask is not None else no_mask
     ob = model.obstacles
     scene = scene_struct(s)()
     scene.params = model.params
@@ -641,130 +476,13 @@ def _scene(model: Model, config: LidarConfig, n_envs: int, bodies: "SceneBodies 
         scene.body_pos, scene.body_theta = bodies.pos, bodies.theta
         scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
         scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
-    return scene
-
-
-def launch_scan(
-    model: Model,
-    config: LidarConfig,
-    pos: wp.array,
-    theta: wp.array,
-    distance_out: wp.array,
-    column: int = 0,
-    hits_out: tuple[wp.array, wp.array] | None = None,
-    env_mask: wp.array | None = None,
-    launcher: Launcher = EAGER,
-    rays_per_thread: int | None = None,
-    bodies: "SceneBodies | None" = None,
-    scratch: "ScanScratch | None" = None,
-    method: str = "fused",
-) -> None:
-    """Launch the scan of every agent's rays, one of two ways that give the same readings:
-
-    * ``"fused"``: one launch of ``scan_fused``, one thread per ``RAY_CHUNK`` rays of an agent,
-      readings kept in registers; no adjoint. The fast path (``Lidar`` scans with it).
-    * ``"passes"``: ``scan_static`` (one thread per ray: the nearest obstacle, body shape or wall),
-      ``agent_hits`` twice when rays see agents (one thread per agent pair: each disc is tested
-      only on the few rays of its tangent cone, lowering the ray's distance, then its hit code),
-      ``scan_finish`` (one thread per ray: the distance to the surface hit, computed again so that
-      the adjoint differentiates one closed form). For a ``wp.Tape`` (``lidar_warp``).
-
-    Args:
-        model: Agent radii (``params``), obstacles and world bounds.
-        config: The lidar.
-        pos: ``wp.array2d(vec2)`` [E, A] positions [m].
-        theta: ``wp.array2d(scalar)`` [E, A] headings [rad].
-        distance_out: ``wp.array3d(scalar)`` [E, A, >= column + n_rays]; ray k of an agent is
-            written to column ``column + k`` (so readings can land inside an observation row).
-        column: First column written.
-        hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
-        env_mask: Optional [E] bool: only these envs are scanned.
-        launcher: Eager, recording, or under the caller's graph capture.
-        rays_per_thread: ``"passes"`` only: override the thread layout of the per-ray kernels
-            (default: 1 on CUDA, a whole env on the CPU).
-        bodies: The movable bodies to see (``SceneBodies``), or ``None``.
-        scratch: ``"passes"`` only: the per-ray ``ScanScratch`` the passes share (default:
-            allocated here, which a captured graph cannot do).
-        method: ``"fused"`` or ``"passes"``.
-    """
-    if method not in ("fused", "passes"):
-        raise ValueError(f"method must be 'fused' or 'passes', got {method!r}")
-    n_envs, n_agents = pos.shape
-    _check_rows(model, n_envs)
-    if distance_out.shape[0] != n_envs or distance_out.shape[1] != n_agents:
-        raise ValueError(f"distance_out must be [{n_envs}, {n_agents}, ...], got {list(distance_out.shape)}")
-    if distance_out.shape[2] < column + config.n_rays:
-        raise ValueError(f"distance_out has {distance_out.shape[2]} columns; the scan needs {column + config.n_rays}")
-    s = model.scalar
-    scene = _scene(model, config, n_envs, bodies)
-    with_hits = hits_out is not None
-    no_hits, no_mask = _placeholders(str(model.device))
-    if hits_out is None:
-        hits_out = (no_hits, no_hits)
-    masked = [env_mask if env_mask is not None else no_mask, int(env_mask is not None)]
-    k = kernels(s, with_hits, model.obstacles.shape.shape[1] > 0, bodies is not None)
-    if method == "fused":
-        n_items = n_agents * -(-config.n_rays // RAY_CHUNK)
-        items_per_thread, threads = agents_per_thread(model.device, n_items)
-        launcher.launch(
-            k.scan_fused,
-            dim=(n_envs, threads),
-            inputs=[scene, pos, theta, *masked, items_per_thread, column],
-            outputs=[distance_out, *hits_out],
-            device=model.device,
-        )
-        return
-    n_items = n_agents * config.n_rays
-    if rays_per_thread is None:
-        rays_per_thread, threads = agents_per_thread(model.device, n_items)
-    else:
-        threads = -(-n_items // rays_per_thread)
-    shape = (n_envs, n_agents, config.n_rays)
-    if scratch is None:
-        scratch = ScanScratch.empty(shape, s, model.device)
-    elif tuple(scratch.best_t.shape) != shape or tuple(scratch.best_code.shape) != shape:
-        raise ValueError(f"scan scratch must be {list(shape)}, got {list(scratch.best_t.shape)}")
     launcher.launch(
-        k.scan_static,
+        kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None).lidar_scan,
         dim=(n_envs, threads),
-        inputs=[scene, pos, theta, *masked, rays_per_thread],
-        outputs=[scratch.best_t, scratch.best_code],
-        device=model.device,
-    )
-    if config.see_agents:
-        pairs_per_thread, pair_threads = agents_per_thread(model.device, n_agents * n_agents)
-        for phase in (0, 1):
-            launcher.launch(
-                k.agent_hits,
-                dim=(n_envs, pair_threads),
-                inputs=[scene, pos, theta, *masked, pairs_per_thread, phase],
-                outputs=[scratch.best_t, scratch.best_code],
-                device=model.device,
-            )
-    launcher.launch(
-        k.scan_finish,
-        dim=(n_envs, threads),
-        inputs=[scene, pos, theta, *masked, rays_per_thread, column, scratch.best_code],
+        inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
         outputs=[distance_out, *hits_out],
         device=model.device,
     )
-
-
-class ScanScratch(NamedTuple):
-    """What the passes of a scan hand each other, per ray.
-
-    Fields:
-        best_t: ``wp.array3d(scalar)`` [E, A, n_rays] distance [m] of the nearest surface so far.
-        best_code: ``wp.array3d(int32)`` [E, A, n_rays] its hit code (group and index).
-    """
-
-    best_t: wp.array
-    best_code: wp.array
-
-    @staticmethod
-    def empty(shape: tuple, scalar: type, device) -> "ScanScratch":
-        """Scratch for ``shape`` = (E, A, n_rays)."""
-        return ScanScratch(wp.empty(shape, dtype=scalar, device=device), wp.empty(shape, dtype=wp.int32, device=device))
 
 
 class SceneBodies(NamedTuple):
@@ -882,7 +600,7 @@ class _LidarFunction(torch.autograd.Function):
         streams = _streams(str(model.device))
         # One ray per thread even on the CPU: the adjoint then replays no per-thread loop state.
         with streams.scope(), tape if tape is not None else contextlib.nullcontext():
-            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies, method="passes")
+            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies)
         ctx.saved = (tape, pos_wp, theta_wp, out, streams)
         return wp.to_torch(out, requires_grad=False)
 

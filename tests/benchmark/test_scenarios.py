@@ -55,3 +55,26 @@ def test_unknown_scenario_is_an_error(capsys):
     with pytest.raises(SystemExit):
         sweep.main(["--scenarios", "no-such-scenario", "--devices", "cpu"])
     assert "registered" in capsys.readouterr().err
+
+
+def test_issue_6_target_lines_judge_graph_rows_at_the_target_shape():
+    """Only CUDA graph rows at 4,096 x 16 are judged; body scenarios are listed, not judged (issue
+    7 sets their target at another shape)."""
+
+    def result(name, rate, device="cuda:0", mode="graph", shape=sweep.TARGET_SHAPE):
+        return sweep.Result(sweep.Case(name, device, *shape, mode), seconds=shape[0] / rate)
+
+    lines = sweep.target_lines(
+        [
+            result("spread", 60e6),
+            result("flocking", 40e6),
+            result("push_t", 7e6),
+            result("formation", 10e6, mode="fused"),
+            result("sampling", 10e6, device="cpu"),
+            result("discovery", 10e6, shape=(1024, 8)),
+        ]
+    )
+    assert len(lines) == 3
+    assert lines[0].startswith("  spread: 60.0 M") and lines[0].endswith(": met")
+    assert lines[1].startswith("  flocking: 40.0 M") and lines[1].endswith("NOT met")
+    assert "push_t" in lines[2] and "issue 7" in lines[2] and "NOT met" not in lines[2]

@@ -174,55 +174,18 @@ def test_thread_layouts_give_identical_readings(generator):
     outs = []
     for per_thread in (1, 7, world.n_agents * config.n_rays):
         out = wp.zeros(shape, dtype=wp.float64, device="cpu")
-        launch_scan(
-            world.model, config, world.state.pos, world.state.theta, out, rays_per_thread=per_thread, method="passes"
-        )
+        launch_scan(world.model, config, world.state.pos, world.state.theta, out, rays_per_thread=per_thread)
         outs.append(wp.to_torch(out))
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
-def scan_with(world: World, config: LidarConfig, method: str, bodies=None) -> tuple[torch.Tensor, ...]:
-    """(distance, kind, index) of one ``launch_scan`` with ``method``."""
-    shape = (world.n_envs, world.n_agents, config.n_rays)
-    dtype = world.stepper.scalar
-    out = [wp.zeros(shape, dtype=dtype, device="cpu"), *(wp.zeros(shape, dtype=wp.int32, device="cpu") for _ in "ki")]
-    pos, theta = world.state.pos, world.state.theta
-    launch_scan(world.model, config, pos, theta, out[0], hits_out=tuple(out[1:]), bodies=bodies, method=method)
-    return tuple(wp.to_torch(a) for a in out)
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("n_rays", [7, 32, 45])
-def test_fused_scan_equals_the_passes(generator, dtype, n_rays):
-    """The one-launch scan (``RAY_CHUNK`` rays per thread in registers; 45 rays: a partial second
-    chunk) finds the same surfaces as the per-ray and per-pair passes the gradients go through,
-    with obstacles of every shape, movable bodies, walls and agents."""
-    world = random_world(generator, dtype)
-    config = LidarConfig(n_rays, max_range=1.5)
-    fused, passes = scan_with(world, config, "fused"), scan_with(world, config, "passes")
-    assert torch.equal(fused[1], passes[1]) and torch.equal(fused[2], passes[2])
-    torch.testing.assert_close(fused[0], passes[0], rtol=0, atol=1e-12 if dtype == "float64" else 1e-6)
-    assert set(passes[1].unique().tolist()) == {HIT_NONE, HIT_AGENT, HIT_OBSTACLE, HIT_WALL}
-    bodies = body_world(
-        [Body((Obstacle.box((0.0, 0.0), (0.3, 0.1)), Obstacle.circle((0.4, 0.0), 0.1)))] * 2,
-        n_agents=world.n_agents, n_envs=world.n_envs, dtype=dtype,
-    )  # fmt: skip
-    bodies.set_state(pos=world.state.torch.pos, body_pos=world.state.torch.pos[:, :2] * 0.5)
-    scene_bodies = world_bodies(bodies)
-    fused = scan_with(bodies, config, "fused", scene_bodies)
-    passes = scan_with(bodies, config, "passes", scene_bodies)
-    assert torch.equal(fused[1], passes[1]) and torch.equal(fused[2], passes[2])
-    assert (fused[1] == HIT_BODY).any()
-
-
-@pytest.mark.parametrize("method", ["fused", "passes"])
-def test_env_mask_and_column_offset(method):
+def test_env_mask_and_column_offset():
     world = make_world(n_agents=2, n_envs=3, bounds=1.0)
     place(world, torch.zeros(3, 2, 2, dtype=torch.float64) + torch.tensor([[0.0, 0.0], [0.5, 0.5]]))
     config = LidarConfig(4, max_range=5.0)
     out = wp.full((3, 2, 10), -7.0, dtype=wp.float64, device="cpu")
     mask = wp.array([True, False, True], dtype=wp.bool, device="cpu")
-    launch_scan(world.model, config, world.state.pos, world.state.theta, out, column=3, env_mask=mask, method=method)
+    launch_scan(world.model, config, world.state.pos, world.state.theta, out, column=3, env_mask=mask)
     got = wp.to_torch(out)
     assert (got[1] == -7.0).all() and (got[:, :, :3] == -7.0).all() and (got[:, :, 7:] == -7.0).all()
     assert abs(got[0, 0, 3].item() - 1.0) < EXACT_TOL
@@ -265,11 +228,11 @@ def test_reference_gradcheck_float64(generator):
     assert torch.autograd.gradcheck(scan, (pos, theta))
 
 
-def test_ray_cones_of_agent_discs_drop_no_hit():
-    """The scan tests a disc only on the rays of its cone (``agent_hits``): adversarial layouts
+def test_adversarial_disc_layouts_match_the_reference():
+    """Discs tangent to rays and at the edges of the range: adversarial layouts
     (discs tangent to rays, centred on ray directions, across the 0 / 2 pi seam of the ray fan,
     headings near +-pi, a disc reaching exactly max_range, agents overlapping) read as the torch
-    reference, which tests every pair."""
+    reference (the kernel skips discs beyond max_range + radius; the reference tests every pair)."""
     n_rays, max_range, r = 8, 1.0, 0.1
     step = 2 * math.pi / n_rays
     layouts = []
@@ -311,9 +274,9 @@ def test_equally_near_surfaces_resolve_agents_first_then_lowest_index():
         assert torch.equal(kernel.kind, reference.kind) and torch.equal(kernel.index, reference.index)
 
 
-def test_ray_cones_wrap_at_large_ray_counts():
-    """Tens of thousands of rays (more than an int16 ray index): a disc just clockwise of the
-    heading has its cone start near the last ray and wrap to ray 0."""
+def test_discs_across_the_ray_seam_at_large_ray_counts():
+    """Tens of thousands of rays: a disc just clockwise of the heading is seen by the last rays
+    and by ray 0."""
     world = make_world(n_agents=2, radius=0.1)
     place(world, [[0.0, 0.0], [0.5 * math.cos(-0.01), 0.5 * math.sin(-0.01)]])
     kernel, reference = both_scans(world, LidarConfig(40_000, max_range=1.0))
