@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|measure|profile|peers|verify
+#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|peers|verify
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train, measure, profile, peers or verify}
+stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, peers or verify}
 py=python3
 case "$stage" in
 tests)
@@ -71,6 +71,23 @@ verify)
   for run in 1 2 3; do
     $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3 2>&1 | tail -1
   done | tee "$out/push_t.log"
+  ;;
+final)
+  # One call: GPU tests plus every number the open issues are judged by (issues 3, 6, 10, 11).
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  { $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -4
+    $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --scenario give_way --envs 4096 --agents 2 --iters 100 --repeats 3
+  } 2>&1 | grep -v done | tee "$out/numbers.log"
+  $py -m swarp.benchmark.scenarios --devices cuda:0 --shapes 4096x16 --modes graph --iters 100 --repeats 3 2>&1 \
+    | grep -A14 "Issue 6" | tee "$out/scenarios.log"
+  timeout 150 $py -m swarp.benchmark.compare_vmas --metric throughput --envs 16384 --agents 16 2>&1 | tail -8 \
+    | tee "$out/vmas.log"
   ;;
 measure)
   # The open performance targets of issues 3 and 10, plus the per-kernel split behind them.
