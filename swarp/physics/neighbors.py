@@ -23,6 +23,11 @@ import warp as wp
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 
+#: Widest list K built by the register compare-and-swap sweep; wider lists shift entries. Measured
+#: on an H200 (docs/benchmarks.md): the sweep wins at K = 8 (navigation's list build at 16,384 x 64:
+#: 579 -> 402 us) and loses at K = 16 (the physics step at 16,384 x 16: 47 -> 70 us), where every
+#: candidate of a list that is not yet full pays K compare-and-swaps.
+SWEEP_MAX_K = 8
 #: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
 #: cannot overflow int32.
 _CELL_LIMIT = 1.0e6
@@ -145,22 +150,33 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
                         d2 > best_d2[max_k - 1] or (d2 == best_d2[max_k - 1] and j > best_j[max_k - 1])
                     ):
                         continue
-                    # Insert (d2, j) into the list sorted by (d2, index): one compare-and-swap per
-                    # entry, every index a compile-time constant, so the list stays in registers
-                    # (an insertion shifting entries at run-time indices lives in local memory:
-                    # ncu at 16,384 x 64 measured the list build L2-bound). Unused entries hold
-                    # (far, no_agent), which every in-range candidate sorts before; the entry
-                    # pushed off the end is dropped.
-                    carry_d2 = d2
-                    carry_j = j
-                    for w in range(wp.static(max_k)):
-                        take = carry_d2 < best_d2[w] or (carry_d2 == best_d2[w] and carry_j < best_j[w])
-                        held_d2 = best_d2[w]
-                        held_j = best_j[w]
-                        best_d2[w] = wp.where(take, carry_d2, held_d2)
-                        best_j[w] = wp.where(take, carry_j, held_j)
-                        carry_d2 = wp.where(take, held_d2, carry_d2)
-                        carry_j = wp.where(take, held_j, carry_j)
+                    if wp.static(max_k <= SWEEP_MAX_K):
+                        # Insert (d2, j) into the list sorted by (d2, index) with one compare-and-swap
+                        # per entry: every index is a compile-time constant, so the list stays in
+                        # registers. Unused entries hold (far, no_agent), which every in-range
+                        # candidate sorts before; the entry pushed off the end is dropped.
+                        carry_d2 = d2
+                        carry_j = j
+                        for w in range(wp.static(max_k)):
+                            take = carry_d2 < best_d2[w] or (carry_d2 == best_d2[w] and carry_j < best_j[w])
+                            held_d2 = best_d2[w]
+                            held_j = best_j[w]
+                            best_d2[w] = wp.where(take, carry_d2, held_d2)
+                            best_j[w] = wp.where(take, carry_j, held_j)
+                            carry_d2 = wp.where(take, held_d2, carry_d2)
+                            carry_j = wp.where(take, held_j, carry_j)
+                    else:
+                        # Wide lists: shift the entries after the insertion point (run-time indices,
+                        # so the list lives in local memory, but an insertion moves only what it must).
+                        slot = wp.min(n_total, max_k) - 1
+                        while slot > 0 and (
+                            d2 < best_d2[slot - 1] or (d2 == best_d2[slot - 1] and j < best_j[slot - 1])
+                        ):
+                            best_d2[slot] = best_d2[slot - 1]
+                            best_j[slot] = best_j[slot - 1]
+                            slot -= 1
+                        best_d2[slot] = d2
+                        best_j[slot] = j
             # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
             n_kept = wp.min(n_total, max_k)
             near2 = q.near_radius * q.near_radius

@@ -45,19 +45,10 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 @functools.cache
 def kernels(
-    scalar: type,
-    obs_neighbors: int,
-    obstacle_mode: int,
-    max_neighbors: int,
-    grid: bool,
-    fleet_size: int,
-    drones: bool,
-    key_block: int = 0,
+    scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool, fleet_size: int, drones: bool
 ):
     """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
     and the world's neighbor-list width and backend (the observe kernel builds each agent's list).
-    With ``key_block`` > 0 (CUDA) ``nav_reset`` runs one block of that many threads per env, which
-    share their cells' keys through shared memory (``reset_key_block``).
     With ``drones`` (``drone_navigation``) the reset also puts each agent level at the altitude,
     at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone."""
     vec2 = vec2_type(scalar)
@@ -252,54 +243,21 @@ def kernels(
         # on the GPU; on the CPU, where each thread costs a call, one env per thread.
         env, slot = wp.tid()
         if not env_mask[env]:
-            return  # the whole block: with key_block, a block is one env
+            return
         n_agents = pos_out.shape[1]
         n_cells = side * side
         key = episode_key(streams, env)
+        threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         first = slot * cells_per_thread
-        if wp.static(key_block > 0):
-            # One thread per cell: each hashes its own cell's three keys once and shares them, so
-            # ranking reads shared memory instead of hashing every cell again in every thread
-            # (the reset is a chain of latencies: few envs reset per step). Lanes past the last
-            # cell only take part in the block-wide writes.
-            live = slot < n_cells
-            lane_cell = wp.min(slot, n_cells - 1)
-            obstacle_keys = wp.tile_zeros(shape=key_block, dtype=int, storage="shared")
-            spawn_keys = wp.tile_zeros(shape=key_block, dtype=int, storage="shared")
-            goal_keys = wp.tile_zeros(shape=key_block, dtype=int, storage="shared")
-            if n_obstacles > 0:
-                wp.tile_scatter_masked(obstacle_keys, slot, uniform_u24_hashed(key, obstacle_hashes[lane_cell]), live)
-            wp.tile_scatter_masked(spawn_keys, slot, uniform_u24_hashed(key, spawn_hashes[lane_cell]), live)
-            wp.tile_scatter_masked(goal_keys, slot, uniform_u24_hashed(key, goal_hashes[lane_cell]), live)
-            threshold = wp.vec2i(-1, -1)  # (key, cell) of the n_obstacles-th smallest obstacle key
-            for _ in range(n_obstacles):
-                next_key = int(1 << 30)
-                next_cell = int(1 << 30)
-                for c in range(n_cells):
-                    k = obstacle_keys[c]
-                    if sp.before(threshold[0], threshold[1], k, c) and sp.before(k, c, next_key, next_cell):
-                        next_key = k
-                        next_cell = c
-                threshold = wp.vec2i(next_key, next_cell)
-        else:
-            threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
             my_obstacle_key = int(0)
             if n_obstacles > 0:
-                if wp.static(key_block > 0):
-                    my_obstacle_key = obstacle_keys[cell]
-                else:
-                    my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
+                my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
             if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
                 # An obstacle cell: its slot is its rank among all obstacle keys.
                 o = int(0)
                 for c in range(n_cells):
-                    other = int(0)
-                    if wp.static(key_block > 0):
-                        other = obstacle_keys[c]
-                    else:
-                        other = uniform_u24_hashed(key, obstacle_hashes[c])
-                    if sp.before(other, c, my_obstacle_key, cell):
+                    if sp.before(uniform_u24_hashed(key, obstacle_hashes[c]), c, my_obstacle_key, cell):
                         o += 1
                 draw = DRAW_OBSTACLE + 4 * o
                 u_shape = sp.uniform(key, draw)
@@ -324,36 +282,19 @@ def kernels(
                     )
                     obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
                 continue
-            my_spawn_key = int(0)
-            my_goal_key = int(0)
-            if wp.static(key_block > 0):
-                my_spawn_key = spawn_keys[cell]
-                my_goal_key = goal_keys[cell]
-            else:
-                my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
-                my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
+            my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
+            my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
             spawn_rank = int(0)
             goal_rank = int(0)
             for c in range(n_cells):
                 # Without obstacles every cell is free: skip hashing the obstacle keys.
                 free = n_obstacles == 0
-                spawn_key = int(0)
-                goal_key = int(0)
-                if wp.static(key_block > 0):
-                    if not free:
-                        free = sp.before(threshold[0], threshold[1], obstacle_keys[c], c)
-                    spawn_key = spawn_keys[c]
-                    goal_key = goal_keys[c]
-                else:
-                    if not free:
-                        free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
-                    if free:
-                        spawn_key = uniform_u24_hashed(key, spawn_hashes[c])
-                        goal_key = uniform_u24_hashed(key, goal_hashes[c])
+                if not free:
+                    free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
                 if free:
-                    if sp.before(spawn_key, c, my_spawn_key, cell):
+                    if sp.before(uniform_u24_hashed(key, spawn_hashes[c]), c, my_spawn_key, cell):
                         spawn_rank += 1
-                    if sp.before(goal_key, c, my_goal_key, cell):
+                    if sp.before(uniform_u24_hashed(key, goal_hashes[c]), c, my_goal_key, cell):
                         goal_rank += 1
             if spawn_rank < n_agents:
                 a = spawn_rank
@@ -384,24 +325,6 @@ def kernels(
 _OBSTACLE_MODES = {"circle": 0, "box": 1, "mixed": 2}
 
 
-#: Fewest and most spawn cells ``nav_reset`` ranks in one block through shared memory (``reset_key_block``).
-MIN_KEY_CELLS = 32
-MAX_KEY_BLOCK = 1024
-
-
-def reset_key_block(device: str, n_cells: int) -> int:
-    """Threads per env of ``nav_reset``'s shared-key layout (``n_cells`` rounded up to whole
-    32-thread warps), or 0 for one thread per (env, cell) hashing every cell itself: on the CPU
-    (unless Warp honours CPU block widths, ``wp.config.enable_cpu_blocks``, as the tests set it),
-    below ``MIN_KEY_CELLS`` cells (idle lanes would cost more than the hashing they save: 16,384 x 3
-    agents measured 11.8 -> 17.6 us on an H200) and above ``MAX_KEY_BLOCK``."""
-    if not (device.startswith("cuda") or bool(getattr(wp.config, "enable_cpu_blocks", False))):
-        return 0
-    if not MIN_KEY_CELLS <= n_cells <= MAX_KEY_BLOCK:
-        return 0
-    return -(-n_cells // 32) * 32
-
-
 def _kernels_for(sc):
     stepper = sc.env.stepper
     return kernels(
@@ -412,7 +335,6 @@ def _kernels_for(sc):
         stepper.neighbor_method == "grid",
         sc.n_agents,
         stepper.model.has_drones,
-        reset_key_block(sc.env.device, sc.side * sc.side) if hasattr(sc, "side") else 0,
     )
 
 
@@ -483,11 +405,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, ob = world.state, world.model.obstacles
-    block = reset_key_block(env.device, sc.side * sc.side)
-    if block:
-        per_thread, threads = 1, block
-    else:
-        per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
     launcher.launch(
         k.nav_reset,
         dim=(sc.n_envs, threads),
@@ -514,5 +432,4 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
             ob.size,
         ],
         device=env.device,
-        block_dim=block or None,
     )
