@@ -181,8 +181,14 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
             n_kept = wp.min(n_total, max_k)
             near2 = q.near_radius * q.near_radius
             n_near = int(0)
-            for k in range(wp.static(max_k)):
-                if k < n_kept:
+            if wp.static(max_k <= SWEEP_MAX_K):
+                for k in range(wp.static(max_k)):
+                    if k < n_kept:
+                        q.nbr[env, k, agent] = best_j[k]
+                        if best_d2[k] <= near2:
+                            n_near = k + 1
+            else:
+                for k in range(n_kept):
                     q.nbr[env, k, agent] = best_j[k]
                     if best_d2[k] <= near2:
                         n_near = k + 1
