@@ -78,3 +78,19 @@ def test_jax_peers_keep_the_cpu_backend_where_jax_is_restricted_to_the_gpu():
     assert "JAX_PLATFORMS" not in worker_environment("camar", {})  # unset: JAX offers every backend
     assert worker_environment("vmas", {"JAX_PLATFORMS": "cuda"})["JAX_PLATFORMS"] == "cuda"
     assert worker_environment("swarp", {"PYTHONPATH": "/x"})["PYTHONPATH"].endswith(os.pathsep + "/x")
+
+
+@pytest.mark.parametrize("device, platforms", [("cuda", "cuda,cpu"), ("cpu", "cpu")])
+def test_a_jax_worker_pins_jax_to_its_device_and_keeps_the_cpu_backend(monkeypatch, device, platforms):
+    """Inside a JAX peer's worker: a GPU run keeps the CPU backend beside CUDA (CAMAR builds its
+    maps on ``jax.devices("cpu")`` at import; the H200 run failed there with ``cuda`` alone)."""
+    from swarp.benchmark import peers
+
+    def no_such_module(name):
+        raise ImportError(f"no {name} here")
+
+    monkeypatch.setenv("JAX_PLATFORMS", "unset-by-test")
+    monkeypatch.setattr("importlib.import_module", no_such_module)
+    with pytest.raises(peers.PeerUnavailable, match="camar"):
+        peers._import_jax_peer(peers.BenchConfig("camar", n_envs=1, n_agents=2, device=device), "camar")
+    assert os.environ["JAX_PLATFORMS"] == platforms
