@@ -80,6 +80,7 @@ final)
     $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
+    SWARP_LIDAR=tiled $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --scenario give_way --envs 4096 --agents 2 --iters 100 --repeats 3
@@ -94,6 +95,7 @@ measure)
   { $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
+    SWARP_LIDAR=tiled $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
   } 2>&1 | grep -v done | tee "$out/measure.log"
   { $py -m swarp.benchmark.profile_env --kernels --envs 4096 --agents 16 --lidar-rays 32 --iters 30
     $py -m swarp.benchmark.profile_env --kernels --envs 4096 16384 --agents 3 16 64 --iters 30
