@@ -23,11 +23,20 @@ import warp as wp
 from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import vec2_type
 
-#: Widest list K built by the register compare-and-swap sweep; wider lists shift entries. Measured
-#: on an H200 (docs/benchmarks.md): the sweep wins at K = 8 (navigation's list build at 16,384 x 64:
-#: 579 -> 402 us) and loses at K = 16 (the physics step at 16,384 x 16: 47 -> 70 us), where every
-#: candidate of a list that is not yet full pays K compare-and-swaps.
+#: Widest list K built by the register compare-and-swap sweep on CUDA (``list_sweep``); wider lists
+#: shift entries. Measured on an H200 (docs/benchmarks.md): the sweep wins at K = 8 (navigation's
+#: list build at 16,384 x 64: 579 -> 402 us) and loses at K = 16 (the physics step at 16,384 x 16:
+#: 47 -> 70 us), where every candidate of a list that is not yet full pays K compare-and-swaps.
 SWEEP_MAX_K = 8
+
+
+def list_sweep(device, max_neighbors: int) -> bool:
+    """Whether lists of width ``max_neighbors`` on ``device`` are kept by the register sweep: on
+    CUDA up to ``SWEEP_MAX_K``; never on the CPU (navigation at 1,024 x 4 on a 2-core EPYC: 315 ->
+    361 us/step with it, 1,024 x 16: 2.75 -> 3.05 ms)."""
+    return str(device).startswith("cuda") and max_neighbors <= SWEEP_MAX_K
+
+
 #: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
 #: cannot overflow int32.
 _CELL_LIMIT = 1.0e6
@@ -76,8 +85,9 @@ def query_struct(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
-    """Neighbor-list kernels specialised for one float precision and list width K."""
+def kernels(scalar: type, max_neighbors: int, sweep: bool = False) -> SimpleNamespace:
+    """Neighbor-list kernels specialised for one float precision and list width K; ``sweep``: keep
+    the list by the register sweep (``list_sweep``), else by shifting insertion."""
     vec2 = vec2_type(scalar)
     cell_limit = scalar(_CELL_LIMIT)
     max_k = max_neighbors
@@ -150,7 +160,7 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
                         d2 > best_d2[max_k - 1] or (d2 == best_d2[max_k - 1] and j > best_j[max_k - 1])
                     ):
                         continue
-                    if wp.static(max_k <= SWEEP_MAX_K):
+                    if wp.static(sweep):
                         # Insert (d2, j) into the list sorted by (d2, index) with one compare-and-swap
                         # per entry: every index is a compile-time constant, so the list stays in
                         # registers. Unused entries hold (far, no_agent), which every in-range
@@ -181,7 +191,7 @@ def kernels(scalar: type, max_neighbors: int) -> SimpleNamespace:
             n_kept = wp.min(n_total, max_k)
             near2 = q.near_radius * q.near_radius
             n_near = int(0)
-            if wp.static(max_k <= SWEEP_MAX_K):
+            if wp.static(sweep):
                 for k in range(wp.static(max_k)):
                     if k < n_kept:
                         q.nbr[env, k, agent] = best_j[k]
@@ -352,7 +362,7 @@ def build_neighbors(
     query = out.query(pos, radius, near_radius, env_mask)
     if method == "grid":
         bin_agents(pos, radius, out, launcher)
-    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors)
+    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, list_sweep(pos.device, out.max_neighbors))
     per_thread, threads = agents_per_thread(pos.device, pos.shape[1])
     launcher.launch(
         k.grid_neighbors if method == "grid" else k.brute_neighbors,

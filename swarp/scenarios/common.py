@@ -343,12 +343,13 @@ def spawn_struct(scalar: type):
 
 
 @functools.cache
-def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int) -> SimpleNamespace:
-    """Warp functions for one precision, neighbor-list configuration (width K, backend) and count k
-    of observed neighbors (a compile-time constant: the feature loop unrolls into registers)."""
+def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, sweep: bool = False) -> SimpleNamespace:
+    """Warp functions for one precision, neighbor-list configuration (width K, backend, ``sweep``:
+    ``neighbors.list_sweep``) and count k of observed neighbors (a compile-time constant: the
+    feature loop unrolls into registers)."""
     vec2 = vec2_type(scalar)
     Query = neighbors.query_struct(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors)
+    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
     build_list = nbk.build_grid if grid else nbk.build_brute
     zero = scalar(0.0)
     one = scalar(1.0)
@@ -506,11 +507,13 @@ def fill(struct, **fields):
 
 
 def kernel_key(sc) -> tuple:
-    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors)``: what a bound scenario's kernel
-    factories specialise on (scenario kernel modules may append more)."""
+    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors, sweep)``: what a bound scenario's
+    kernel factories specialise on (``sweep``: ``neighbors.list_sweep``; scenario kernel modules
+    may append more)."""
     stepper = sc.env.stepper
     grid = stepper.neighbor_method == "grid"
-    return stepper.scalar, stepper.world.max_neighbors, grid, sc.n_agents, sc.cfg.obs_neighbors
+    k = stepper.world.max_neighbors
+    return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, neighbors.list_sweep(sc.env.device, k)
 
 
 def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list) -> None:

@@ -25,9 +25,9 @@ _TARGETS_AT = wp.constant(4)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, n_targets: int):
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool, n_targets: int):
     """Kernels for one precision, neighbor-list configuration, agent, target and observed-neighbor count."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs)
+    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
     n_features = f.n_features
     header = 4 + 3 * n_targets
     row_type = wp.types.vector(header + n_features, scalar)

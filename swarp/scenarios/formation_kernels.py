@@ -23,9 +23,9 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int):
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool):
     """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs)
+    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
     n_features = f.n_features
     row_type = wp.types.vector(8 + n_features, scalar)
     vec2 = f.vec2

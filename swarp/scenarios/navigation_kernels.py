@@ -45,17 +45,25 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 @functools.cache
 def kernels(
-    scalar: type, obs_neighbors: int, obstacle_mode: int, max_neighbors: int, grid: bool, fleet_size: int, drones: bool
+    scalar: type,
+    obs_neighbors: int,
+    obstacle_mode: int,
+    max_neighbors: int,
+    grid: bool,
+    fleet_size: int,
+    drones: bool,
+    sweep: bool = False,
 ):
     """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
     and the world's neighbor-list width and backend (the observe kernel builds each agent's list).
     With ``drones`` (``drone_navigation``) the reset also puts each agent level at the altitude,
-    at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone."""
+    at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone. ``sweep``:
+    how the lists are kept (``neighbors.list_sweep``)."""
     vec2 = vec2_type(scalar)
     vec3 = wp.types.vector(3, scalar)
     quat = wp.types.quaternion(scalar)
     half = scalar(0.5)
-    nbk = neighbors.kernels(scalar, max_neighbors)
+    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -335,6 +343,7 @@ def _kernels_for(sc):
         stepper.neighbor_method == "grid",
         sc.n_agents,
         stepper.model.has_drones,
+        neighbors.list_sweep(sc.env.device, stepper.world.max_neighbors),
     )
 
 

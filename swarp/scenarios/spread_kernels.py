@@ -37,10 +37,11 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
-    """Kernels for one precision, neighbor-list width and backend, and agent count."""
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, sweep: bool):
+    """Kernels for one precision, neighbor-list width, backend and ``sweep``
+    (``neighbors.list_sweep``), and agent count."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors)
+    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -249,7 +250,9 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int):
 
 def _kernels_for(sc):
     stepper = sc.env.stepper
-    return kernels(stepper.scalar, stepper.world.max_neighbors, stepper.neighbor_method == "grid", sc.n_agents)
+    k = stepper.world.max_neighbors
+    grid = stepper.neighbor_method == "grid"
+    return kernels(stepper.scalar, k, grid, sc.n_agents, neighbors.list_sweep(sc.env.device, k))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:

@@ -264,3 +264,22 @@ def test_edge_index_is_consistent_with_the_lists(rng, max_neighbors):
         assert pairs == {(t, s) for s, t in pairs}, "untruncated radius graphs are symmetric"
     else:
         assert max_neighbors == 4
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("max_neighbors", [1, 3, 8, 16])
+def test_register_sweep_and_shifting_insertion_build_the_same_lists(rng, monkeypatch, method, max_neighbors):
+    """The two ways of keeping the top-K list (``neighbors.list_sweep``: the sweep on CUDA up to
+    K = 8, shifting insertion elsewhere) give the same sorted lists, ties and overflow included."""
+    from swarp.physics import neighbors
+
+    pos = random_positions(rng, "clusters", 3, 40)
+    lists = []
+    for sweep in (False, True):
+        monkeypatch.setattr(neighbors, "list_sweep", lambda device, k, sweep=sweep: sweep)
+        world = make_world(3, 40, method, max_neighbors=max_neighbors)
+        world.set_state(pos=torch.as_tensor(pos))
+        lists.append(lists_of(world))
+    for key in ("nbr", "count", "total", "overflow"):
+        np.testing.assert_array_equal(lists[0][key], lists[1][key], err_msg=key)
+    np.testing.assert_array_equal(lists[0]["nbr"], reference_lists(pos, RADIUS, max_neighbors)["nbr"])

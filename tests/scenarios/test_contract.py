@@ -219,6 +219,19 @@ def test_gpu_thread_layout_gives_the_cpu_layout_bits(name, monkeypatch, generato
 
 
 @SCENARIOS
+def test_register_sweep_lists_give_the_shifted_list_bits(name, monkeypatch, generator):
+    """Neighbor lists kept by the register sweep (CUDA, K <= 8: ``neighbors.list_sweep``) equal
+    the shifting insertion's (the CPU and wide lists): forced on for every K here, every scenario's
+    trajectory keeps its bits."""
+    from swarp.physics import neighbors
+
+    actions = action_sequence(make_env(name), 25, generator)
+    reference = rollout(make_env(name), actions)
+    monkeypatch.setattr(neighbors, "list_sweep", lambda device, max_neighbors: True)
+    assert_bit_identical(reference, rollout(make_env(name), actions))
+
+
+@SCENARIOS
 def test_same_seed_same_bits_other_seed_other_bits(name, generator):
     first = make_env(name, seed=5)
     actions = action_sequence(first, 30, generator)
