@@ -13,8 +13,8 @@ import argparse
 
 import torch
 
+from swarp.benchmark.profile_env import warm_env
 from swarp.benchmark.scenarios import parse_option
-from swarp.benchmark.throughput import make_env
 from swarp.core.launch import EAGER
 
 
@@ -26,16 +26,8 @@ def main() -> None:
     parser.add_argument("--lidar-rays", type=int, default=0)
     parser.add_argument("--option", action="append", type=parse_option, default=[])
     args = parser.parse_args()
-    env = make_env(
-        args.envs, args.agents, "cuda:0", "auto", "auto", True, 200,
-        scenario=args.scenario, lidar_rays=args.lidar_rays, **dict(args.option),
-    )  # fmt: skip
-    low, high = env.action_bounds
-    noise = torch.rand(args.envs, args.agents, env.act_dim, device=env.torch_device)
-    actions = (low + (high - low) * noise).contiguous()
+    env, _ = warm_env(args.envs, args.agents, args.scenario, lidar_rays=args.lidar_rays, **dict(args.option))
     with torch.no_grad():
-        for _ in range(3):
-            env.step(actions)
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         env._fused_step(EAGER)

@@ -23,20 +23,28 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
 from swarp.benchmark.scenarios import parse_option
-from swarp.benchmark.throughput import make_env
+from swarp.benchmark.throughput import make_env, random_actions
 from swarp.core.launch import EAGER
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP
 
 
-def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation", **options) -> list:
-    """A row ``[scenario, n_envs, n_agents, wall, host, *stages]`` (us/step); ``options`` go to
-    ``throughput.make_env`` (``lidar_rays``, scenario keywords)."""
+def warm_env(n_envs: int, n_agents: int, scenario: str = "navigation", **options):
+    """``(env, actions)``: a CUDA env of ``scenario`` (``options`` go to ``throughput.make_env``:
+    ``lidar_rays``, scenario keywords) after three steps of fixed random ``actions`` (compiled,
+    graph captured)."""
     env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario, **options)
-    low, high = env.action_bounds
-    actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
+    actions = random_actions(env)
     with torch.no_grad():
         for _ in range(3):
             env.step(actions)
+    return env, actions
+
+
+def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation", **options) -> list:
+    """A row ``[scenario, n_envs, n_agents, wall, host, *stages]`` (us/step); ``options`` as in
+    ``warm_env``."""
+    env, actions = warm_env(n_envs, n_agents, scenario, **options)
+    with torch.no_grad():
         wall = time_wall(lambda: env.step(actions), env.device, iters)
         synchronize(env.device)
         start = time.perf_counter()
@@ -66,13 +74,9 @@ def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation"
 
 def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation", **options) -> list:
     """Rows ``[scenario, n_envs, n_agents, kernel, us/step, share]`` for one fused step, eager
-    launches; ``options`` as in ``profile``."""
-    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario, **options)
-    low, high = env.action_bounds
-    actions = (low + (high - low) * torch.rand(n_envs, n_agents, env.act_dim, device=env.torch_device)).contiguous()
+    launches; ``options`` as in ``warm_env``."""
+    env, _ = warm_env(n_envs, n_agents, scenario, **options)
     with torch.no_grad():
-        for _ in range(3):
-            env.step(actions)
         synchronize(env.device)
         wp.timing_begin(cuda_filter=wp.TIMING_KERNEL)
         for _ in range(iters):

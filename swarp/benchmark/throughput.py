@@ -79,12 +79,17 @@ def make_env(
     return env
 
 
+def random_actions(env: swarp.Environment, seed: int = 1) -> torch.Tensor:
+    """Fixed random actions inside ``env.action_bounds``: [E, A, act_dim], the env's dtype and device."""
+    low, high = env.action_bounds
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
+    return (low + (high - low) * u).contiguous()
+
+
 def bench(env: swarp.Environment, n_iters: int, repeats: int) -> float:
     """Seconds per ``env.step`` (median of ``repeats``), after two warm-up steps."""
-    low, high = env.action_bounds
-    gen = torch.Generator(device="cpu").manual_seed(1)
-    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
-    actions = low + (high - low) * u
+    actions = random_actions(env)
     with torch.no_grad():
         env.step(actions)
         env.step(actions)
