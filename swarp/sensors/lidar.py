@@ -31,7 +31,6 @@ distance (the same function the torch ``min`` differentiates).
 import contextlib
 import functools
 import math
-import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -63,12 +62,6 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
-#: Threads per agent (one block) of ``lidar_scan_tiled``.
-RAY_LANES = 32
-#: ``SWARP_LIDAR=tiled`` scans with ``lidar_scan_tiled`` on CUDA (an A/B switch; ``rays``, the
-#: default, is the one-thread-per-ray ``lidar_scan``). The tiled layout was built after the last
-#: GPU measurement of the session that wrote it: unmeasured, hence not the default.
-LIDAR_LAYOUT_ENV = "SWARP_LIDAR"
 
 
 @dataclass(frozen=True)
@@ -146,13 +139,8 @@ def funcs(scalar: type) -> SimpleNamespace:
         conditional moves: a ray misses most discs at random, which a branch predictor cannot
         learn; its square root of a clamped value has no usable adjoint, hence search only)."""
         oc = o - center
-        return ray_disc_select(oc, wp.dot(oc, oc) - radius * radius, d)
-
-    @wp.func
-    def ray_disc_select(oc: vec2, c: scalar, d: vec2) -> scalar:
-        """``ray_circle_select`` from the ray's side of the disc, computed once per (ray origin,
-        disc): ``oc`` = origin - centre [m] and ``c`` = |oc|^2 - radius^2 [m^2]."""
         b = wp.dot(oc, d)
+        c = wp.dot(oc, oc) - radius * radius
         disc = b * b - c
         t = -b - wp.sqrt(wp.max(disc, zero))
         t = wp.where(disc >= zero, t, far)
@@ -212,7 +200,6 @@ def funcs(scalar: type) -> SimpleNamespace:
     return SimpleNamespace(
         ray_circle=ray_circle,
         ray_circle_select=ray_circle_select,
-        ray_disc_select=ray_disc_select,
         slab=slab,
         ray_box_local=ray_box_local,
         ray_obstacle=ray_obstacle,
@@ -254,13 +241,10 @@ def scene_struct(scalar: type):
 
 
 @functools.cache
-def kernels(
-    scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False, fleet: int = 0
-) -> SimpleNamespace:
-    """The scan kernels for one precision; ``with_hits`` also writes what each ray hit; without
+def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False) -> SimpleNamespace:
+    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
     ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers), with
-    ``bodies`` the rays also test every shape of the movable bodies. ``lidar_scan``: one thread per
-    ray. With ``fleet`` (agents per env) > 0 also ``lidar_scan_tiled`` (``SWARP_LIDAR=tiled``)."""
+    ``bodies`` the rays also test every shape of the movable bodies."""
     vec2 = vec2_type(scalar)
     shape_pose = body_physics.funcs(scalar).shape_pose
     f = funcs(scalar)
@@ -268,37 +252,30 @@ def kernels(
     two_pi = scalar(2.0 * math.pi)
 
     @wp.func
-    def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
-        """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
-        phi = theta + two_pi * scalar(ray) / scalar(n_rays)
-        return vec2(wp.cos(phi), wp.sin(phi))
-
-    @wp.func
-    def store_hit(
-        sc: Scene,
-        env: int,
-        agent: int,
-        ray: int,
-        hit: wp.vec2i,
-        kind_out: wp.array3d(dtype=wp.int32),
-        index_out: wp.array3d(dtype=wp.int32),
-    ):
-        """Write what a ray hit: its ``HIT_*`` kind and the agent, obstacle slot or body (a body
-        shape's body) it belongs to."""
-        kind_out[env, agent, ray] = hit[0]
-        which = hit[1]
-        if wp.static(bodies):
-            if hit[0] == _HIT_BODY:
-                which = sc.shape_body[which]
-        index_out[env, agent, ray] = which
-
-    @wp.func
-    def nearer_static(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i) -> wp.vec2i:
-        """``hit`` at distance ``best``, or the first obstacle, body shape or wall (in that order)
-        strictly nearer along the ray ``o + t d``."""
+    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
+        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
+        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
+        pe = env * sc.per_env_params
         oe = env * sc.per_env_obstacles
-        kind = hit[0]
-        index = hit[1]
+        best = sc.max_range
+        kind = _HIT_NONE
+        index = int(-1)
+        if sc.see_agents != 0:
+            for j in range(pos.shape[1]):
+                if j != agent:
+                    center = pos[env, j]
+                    radius = sc.params[pe, j, _RADIUS]
+                    # A disc farther than max_range + radius cannot be hit within range: skip it.
+                    # Exact (such a disc never beats max_range), and with one agent's rays on
+                    # consecutive threads the test is the same for the whole warp (no divergence).
+                    offset = center - o
+                    reach = sc.max_range + radius
+                    if wp.dot(offset, offset) <= reach * reach:
+                        t = f.ray_circle_select(o, d, center, radius)
+                        if t < best:
+                            best = t
+                            kind = _HIT_AGENT
+                            index = j
         if wp.static(obstacles):
             for s in range(sc.obstacle_shape.shape[1]):
                 shape = sc.obstacle_shape[oe, s]
@@ -325,32 +302,6 @@ def kernels(
                 kind = _HIT_WALL
                 index = -1
         return wp.vec2i(kind, index)
-
-    @wp.func
-    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
-        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
-        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
-        pe = env * sc.per_env_params
-        best = sc.max_range
-        kind = _HIT_NONE
-        index = int(-1)
-        if sc.see_agents != 0:
-            for j in range(pos.shape[1]):
-                if j != agent:
-                    center = pos[env, j]
-                    radius = sc.params[pe, j, _RADIUS]
-                    # A disc farther than max_range + radius cannot be hit within range: skip it.
-                    # Exact (such a disc never beats max_range), and with one agent's rays on
-                    # consecutive threads the test is the same for the whole warp (no divergence).
-                    offset = center - o
-                    reach = sc.max_range + radius
-                    if wp.dot(offset, offset) <= reach * reach:
-                        t = f.ray_circle_select(o, d, center, radius)
-                        if t < best:
-                            best = t
-                            kind = _HIT_AGENT
-                            index = j
-        return nearer_static(sc, env, o, d, best, wp.vec2i(kind, index))
 
     @wp.func
     def hit_distance(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, o: vec2, d: vec2, hit: wp.vec2i) -> scalar:
@@ -400,77 +351,19 @@ def kernels(
             agent = item // n_rays
             ray = item - agent * n_rays
             o = pos[env, agent]
-            d = ray_direction(theta[env, agent], ray, n_rays)
+            phi = theta[env, agent] + two_pi * scalar(ray) / scalar(n_rays)
+            d = vec2(wp.cos(phi), wp.sin(phi))
             hit = closest_hit(scene, pos, env, agent, o, d)
             distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
             if wp.static(with_hits):
-                store_hit(scene, env, agent, ray, hit, kind_out, index_out)
+                kind_out[env, agent, ray] = hit[0]
+                which = hit[1]
+                if wp.static(bodies):
+                    if hit[0] == _HIT_BODY:
+                        which = scene.shape_body[which]
+                index_out[env, agent, ray] = which
 
-    if fleet == 0:
-        return SimpleNamespace(lidar_scan=lidar_scan)
-    chunks = -(-fleet // RAY_LANES)
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def lidar_scan_tiled(
-        scene: Scene,
-        pos: wp.array2d(dtype=vec2),
-        theta: wp.array2d(dtype=scalar),
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        column: int,
-        distance_out: wp.array3d(dtype=scalar),
-        kind_out: wp.array3d(dtype=wp.int32),
-        index_out: wp.array3d(dtype=wp.int32),
-    ):
-        """``lidar_scan``'s readings, one block of ``RAY_LANES`` threads per agent: the block
-        first puts what every ray of the agent needs of each disc (origin - centre, |.|^2 - r^2,
-        and whether the per-ray scan would test it at all) in shared memory, once, then each
-        thread scans rays ``lane, lane + RAY_LANES, ...`` reading discs from there. Same
-        arithmetic on the same values as ``lidar_scan``, so the same bits; no adjoint."""
-        item, lane = wp.tid()
-        env = item // wp.static(fleet)
-        agent = item - env * wp.static(fleet)
-        if use_mask != 0 and not env_mask[env]:
-            return  # the whole block: a block is one agent
-        n_rays = scene.n_rays
-        o = pos[env, agent]
-        th = theta[env, agent]
-        pe = env * scene.per_env_params
-        oc_tile = wp.tile_zeros(shape=fleet, dtype=vec2, storage="shared")
-        c_tile = wp.tile_zeros(shape=fleet, dtype=scalar, storage="shared")
-        seen_tile = wp.tile_zeros(shape=fleet, dtype=wp.int32, storage="shared")
-        for m in range(wp.static(chunks)):
-            live = m * wp.static(RAY_LANES) + lane < wp.static(fleet)
-            j = wp.min(m * wp.static(RAY_LANES) + lane, wp.static(fleet - 1))
-            center = pos[env, j]
-            radius = scene.params[pe, j, _RADIUS]
-            oc = o - center
-            offset = center - o
-            reach = scene.max_range + radius
-            seen = int(0)
-            if scene.see_agents != 0 and j != agent and wp.dot(offset, offset) <= reach * reach:
-                seen = 1  # the per-ray scan's range test, on the same values
-            wp.tile_scatter_masked(oc_tile, j, oc, live)
-            wp.tile_scatter_masked(c_tile, j, wp.dot(oc, oc) - radius * radius, live)
-            wp.tile_scatter_masked(seen_tile, j, seen, live)
-        for ray in range(lane, n_rays, wp.static(RAY_LANES)):
-            d = ray_direction(th, ray, n_rays)
-            best = scene.max_range
-            kind = _HIT_NONE
-            index = int(-1)
-            for j in range(wp.static(fleet)):
-                if seen_tile[j] != 0:  # the same for every thread of the block: no divergence
-                    t = f.ray_disc_select(oc_tile[j], c_tile[j], d)
-                    if t < best:
-                        best = t
-                        kind = _HIT_AGENT
-                        index = j
-            hit = nearer_static(scene, env, o, d, best, wp.vec2i(kind, index))
-            distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
-            if wp.static(with_hits):
-                store_hit(scene, env, agent, ray, hit, kind_out, index_out)
-
-    return SimpleNamespace(lidar_scan=lidar_scan, lidar_scan_tiled=lidar_scan_tiled)
+    return SimpleNamespace(lidar_scan=lidar_scan)
 
 
 @functools.cache
@@ -501,21 +394,6 @@ def _check_rows(model: Model, n_envs: int) -> None:
             raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
 
 
-def lidar_layout(device) -> str:
-    """The scan layout ``launch_scan`` uses by default on ``device``: ``"tiled"`` where
-    ``SWARP_LIDAR=tiled`` and blocks of threads exist (CUDA, or the CPU with
-    ``wp.config.enable_cpu_blocks``), else ``"rays"``.
-
-    Raises:
-        ValueError: ``SWARP_LIDAR`` is neither ``rays`` nor ``tiled``.
-    """
-    layout = os.environ.get(LIDAR_LAYOUT_ENV, "rays").lower()
-    if layout not in ("rays", "tiled"):
-        raise ValueError(f"{LIDAR_LAYOUT_ENV} must be 'rays' or 'tiled', got {layout!r}")
-    blocks = str(device).startswith("cuda") or bool(getattr(wp.config, "enable_cpu_blocks", False))
-    return "tiled" if layout == "tiled" and blocks else "rays"
-
-
 def launch_scan(
     model: Model,
     config: LidarConfig,
@@ -528,7 +406,6 @@ def launch_scan(
     launcher: Launcher = EAGER,
     rays_per_thread: int | None = None,
     bodies: "SceneBodies | None" = None,
-    layout: str | None = None,
 ) -> None:
     """Launch the scan of every agent's rays.
 
@@ -543,15 +420,9 @@ def launch_scan(
         hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
         env_mask: Optional [E] bool: only these envs are scanned.
         launcher: Eager, recording, or under the caller's graph capture.
-        rays_per_thread: Override the thread layout of ``lidar_scan`` (default: 1 on CUDA, a whole
-            env on the CPU).
+        rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
         bodies: The movable bodies to see (``SceneBodies``), or ``None``.
-        layout: ``"rays"`` (``lidar_scan``, differentiable) or ``"tiled"`` (``lidar_scan_tiled``:
-            blocks of ``RAY_LANES`` threads, so CUDA or Warp's CPU blocks only; no adjoint);
-            default ``lidar_layout(device)``.
     """
-    if layout not in (None, "rays", "tiled"):
-        raise ValueError(f"layout must be 'rays' or 'tiled', got {layout!r}")
     n_envs, n_agents = pos.shape
     _check_rows(model, n_envs)
     if distance_out.shape[0] != n_envs or distance_out.shape[1] != n_agents:
@@ -601,18 +472,6 @@ def launch_scan(
         scene.body_pos, scene.body_theta = bodies.pos, bodies.theta
         scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
         scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
-    if layout is None:
-        layout = lidar_layout(model.device)
-    if layout == "tiled":
-        launcher.launch(
-            kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None, n_agents).lidar_scan_tiled,
-            dim=(n_envs * n_agents, RAY_LANES),
-            inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
-            outputs=[distance_out, *hits_out],
-            device=model.device,
-            block_dim=RAY_LANES,
-        )
-        return
     launcher.launch(
         kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None).lidar_scan,
         dim=(n_envs, threads),
@@ -737,7 +596,7 @@ class _LidarFunction(torch.autograd.Function):
         streams = _streams(str(model.device))
         # One ray per thread even on the CPU: the adjoint then replays no per-thread loop state.
         with streams.scope(), tape if tape is not None else contextlib.nullcontext():
-            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies, layout="rays")
+            launch_scan(model, config, pos_wp, theta_wp, out, rays_per_thread=1, bodies=bodies)
         ctx.saved = (tape, pos_wp, theta_wp, out, streams)
         return wp.to_torch(out, requires_grad=False)
 

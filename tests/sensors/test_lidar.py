@@ -179,82 +179,6 @@ def test_thread_layouts_give_identical_readings(generator):
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
-def tiled_and_rays(world: World, config: LidarConfig, monkeypatch, bodies=None, mask=None, column=0):
-    """[(distance, kind, index) of the per-ray scan, the same of the tiled scan], the tiled one run
-    with Warp's CPU blocks (its CUDA layout: blocks of RAY_LANES threads)."""
-    scans = []
-    for layout in ("rays", "tiled"):
-        monkeypatch.setattr(wp.config, "enable_cpu_blocks", layout == "tiled")
-        shape = (world.n_envs, world.n_agents, column + config.n_rays)
-        out = [wp.full(shape, -7.0, dtype=world.stepper.scalar, device="cpu")]
-        out += [wp.zeros(shape[:2] + (config.n_rays,), dtype=wp.int32, device="cpu") for _ in range(2)]
-        launch_scan(
-            world.model, config, world.state.pos, world.state.theta, out[0], column, tuple(out[1:]), mask,
-            bodies=bodies, layout=layout,
-        )  # fmt: skip
-        scans.append([wp.to_torch(a).clone() for a in out])
-    return scans
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("n_agents, n_rays", [(6, 32), (40, 7), (3, 45)])
-def test_tiled_scan_gives_the_per_ray_bits(generator, monkeypatch, dtype, n_agents, n_rays):
-    """``lidar_scan_tiled`` (one block per agent, discs staged once in shared memory; 40 agents
-    take two chunks of RAY_LANES, 45 rays two rounds of lanes) reads exactly what the per-ray scan
-    reads: distances, kinds and indices bit for bit, with obstacles of every shape, walls, a mask
-    and a column offset, and with movable bodies."""
-    world = random_world(generator, dtype, n_envs=4, n_agents=n_agents)
-    config = LidarConfig(n_rays, max_range=1.5)
-    mask = wp.array([True, False, True, True], dtype=wp.bool, device="cpu")
-    rays, tiled = tiled_and_rays(world, config, monkeypatch, mask=mask, column=3)
-    for a, b in zip(rays, tiled, strict=True):
-        assert torch.equal(a, b)
-    assert (rays[0][1] == -7.0).all() and (rays[0][:, :, :3] == -7.0).all()
-    assert {HIT_AGENT, HIT_OBSTACLE, HIT_WALL} <= set(rays[1].unique().tolist())
-    bodies = body_world([Body((Obstacle.box((0.0, 0.0), (0.3, 0.1)),))] * 2, n_agents=n_agents, n_envs=4, dtype=dtype)
-    bodies.set_state(pos=world.state.torch.pos, body_pos=world.state.torch.pos[:, :2] * 0.5)
-    rays, tiled = tiled_and_rays(bodies, config, monkeypatch, bodies=world_bodies(bodies))
-    for a, b in zip(rays, tiled, strict=True):
-        assert torch.equal(a, b)
-    assert (rays[1] == HIT_BODY).any()
-
-
-def test_lidar_layout_switch(monkeypatch):
-    from swarp.sensors.lidar import LIDAR_LAYOUT_ENV, lidar_layout
-
-    monkeypatch.setenv(LIDAR_LAYOUT_ENV, "tiled")
-    assert lidar_layout("cuda:0") == "tiled"
-    assert lidar_layout("cpu") == "rays"  # no thread blocks on the CPU by default
-    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
-    assert lidar_layout("cpu") == "tiled"
-    monkeypatch.delenv(LIDAR_LAYOUT_ENV)
-    assert lidar_layout("cuda:0") == "rays"
-    monkeypatch.setenv(LIDAR_LAYOUT_ENV, "fast")
-    with pytest.raises(ValueError, match=LIDAR_LAYOUT_ENV):
-        lidar_layout("cuda:0")
-    world = make_world(n_agents=2)
-    out = wp.zeros((1, 2, 4), dtype=wp.float64, device="cpu")
-    with pytest.raises(ValueError, match="layout"):
-        launch_scan(world.model, LidarConfig(4), world.state.pos, world.state.theta, out, layout="cones")
-
-
-def test_environment_observations_with_the_tiled_scan_are_the_same_bits(monkeypatch, generator):
-    """``SWARP_LIDAR=tiled`` changes how the step's lidar columns are computed, not one bit of them
-    (auto-resets included: the masked scan of the reset envs runs tiled too)."""
-    from swarp.sensors.lidar import LIDAR_LAYOUT_ENV
-
-    options = dict(n_envs=6, device="cpu", n_agents=5, lidar_rays=12, n_obstacles=2, max_steps=7, seed=3)
-    actions = torch.rand(20, 6, 5, 2, generator=generator) * 2 - 1
-    runs = []
-    for layout in ("rays", "tiled"):
-        monkeypatch.setenv(LIDAR_LAYOUT_ENV, layout)
-        monkeypatch.setattr(wp.config, "enable_cpu_blocks", layout == "tiled")
-        env = swarp.make("navigation", **options)
-        env.reset()
-        runs.append(torch.stack([env.step(a)[0].clone() for a in actions]))
-    assert torch.equal(runs[0], runs[1])
-
-
 def test_env_mask_and_column_offset():
     world = make_world(n_agents=2, n_envs=3, bounds=1.0)
     place(world, torch.zeros(3, 2, 2, dtype=torch.float64) + torch.tensor([[0.0, 0.0], [0.5, 0.5]]))
@@ -563,24 +487,6 @@ def test_cuda_graph_step_with_lidar_and_randomized_params_matches_the_torch_path
         assert (fused.agent_params - reference.agent_params).abs().max().item() < 1e-6
     scan = fused.lidar.scan()
     assert torch.equal(scan.distance, fused.obs[..., fused.scenario_obs_dim :])
-
-
-@pytest.mark.gpu
-def test_cuda_tiled_scan_gives_the_per_ray_bits(generator, monkeypatch):
-    """``SWARP_LIDAR=tiled`` on CUDA, inside the step graph with auto-resets: the observations of
-    the per-ray scan, bit for bit."""
-    from swarp.sensors.lidar import LIDAR_LAYOUT_ENV
-
-    options = dict(n_envs=256, device="cuda:0", n_agents=40, lidar_rays=45, n_obstacles=3, max_steps=5, seed=1)
-    actions = (torch.rand(12, 256, 40, 2, generator=generator) * 2 - 1).cuda()
-    runs = []
-    for layout in ("rays", "tiled"):
-        monkeypatch.setenv(LIDAR_LAYOUT_ENV, layout)
-        env = swarp.make("navigation", **options)
-        assert env.execution_mode == "graph"
-        env.reset()
-        runs.append(torch.stack([env.step(a)[0].clone() for a in actions]))
-    assert torch.equal(runs[0], runs[1])
 
 
 @pytest.mark.gpu
