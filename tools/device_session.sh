@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|peers|verify
+#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|async|peers|verify
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, peers or verify}
+stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, async, peers or verify}
 py=python3
 case "$stage" in
 tests)
@@ -80,7 +80,6 @@ final)
     $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
-    SWARP_LIDAR=tiled $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --scenario give_way --envs 4096 --agents 2 --iters 100 --repeats 3
@@ -95,7 +94,6 @@ measure)
   { $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
-    SWARP_LIDAR=tiled $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
   } 2>&1 | grep -v done | tee "$out/measure.log"
   { $py -m swarp.benchmark.profile_env --kernels --envs 4096 --agents 16 --lidar-rays 32 --iters 30
     $py -m swarp.benchmark.profile_env --kernels --envs 4096 16384 --agents 3 16 64 --iters 30
@@ -121,6 +119,20 @@ profile)
       --section WarpStateStats $py tools/ncu_step.py --envs $1 --agents $2 ${3:-} ${4:-} 2>&1
   done > "$out/ncu.log"
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr" "$out/ncu.log" | head -150
+  ;;
+async)
+  # Issue 4: the PPO loop, blocking step() vs send/recv vs partial batches, three device placements.
+  $py -m pytest -q -p no:cacheprovider -rfE tests/env/test_async.py tests/env/test_pool.py tests/benchmark/test_ppo_async.py 2>&1 | tail -3
+  { [ -n "${SKIP_GPU_SIM:-}" ] || echo "== GPU simulator, GPU policy"
+    [ -n "${SKIP_GPU_SIM:-}" ] || $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 5 --bench-steps 128 --warmup 32 --stream-ab \
+      --json "$out/async_gpu.json"
+    echo "== CPU simulator, GPU policy, 4 groups"
+    $py -m swarp.benchmark.ppo_async --device cpu --policy-device cuda:0 --envs 4096 16384 65536 --groups 4 \
+      --reps 5 --bench-steps 64 --warmup 16 --json "$out/async_cpu_gpu.json"
+    echo "== CPU simulator, CPU policy"
+    $py -m swarp.benchmark.ppo_async --device cpu --envs 256 1024 4096 --groups 4 --reps 5 --bench-steps 64 \
+      --warmup 16 --json "$out/async_cpu.json"
+  } 2>&1 | grep -v done | tee "$out/async.log"
   ;;
 peers)
   $py .peers/install_peers.py .peers

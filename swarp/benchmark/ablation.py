@@ -34,14 +34,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import os
-from collections.abc import Iterator
 
 import torch
 import warp as wp
 
 import swarp
-from swarp.benchmark.common import print_table, time_wall
+from swarp.benchmark.common import environment_variable, print_table, time_wall
 from swarp.benchmark.throughput import make_env
 from swarp.core.launch import LAUNCH_MODE_ENV
 
@@ -92,18 +90,9 @@ STAGES = (
 )
 
 
-@contextlib.contextmanager
-def launch_mode(mode: str) -> Iterator[None]:
+def launch_mode(mode: str) -> contextlib.AbstractContextManager[None]:
     """Set ``SWARP_LAUNCH_MODE`` for the duration (the physics reads it at every step)."""
-    old = os.environ.get(LAUNCH_MODE_ENV)
-    os.environ[LAUNCH_MODE_ENV] = mode
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[LAUNCH_MODE_ENV]
-        else:
-            os.environ[LAUNCH_MODE_ENV] = old
+    return environment_variable(LAUNCH_MODE_ENV, mode)
 
 
 def build(stage: Stage, n_envs: int, n_agents: int, device: str, max_steps: int) -> swarp.Environment:

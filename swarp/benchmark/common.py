@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 import warp as wp
+
+
+@contextlib.contextmanager
+def environment_variable(name: str, value: str | None) -> Iterator[None]:
+    """Set the environment variable ``name`` to ``value`` for the duration (``None``: leave it)."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
 
 
 def synchronize(device: str) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from swarp.env.asynchronous import AsyncStep
 from swarp.env.environment import Environment
 
 
@@ -57,6 +58,9 @@ class EnvPool:
                 raise ValueError(f"group {index} must have env_offset {index * batch}, got {group.env_offset}")
             if group.device != groups[0].device:
                 raise ValueError("every group must be on one device")
+        for group in groups:
+            if group._async is None:  # CUDA: each group steps on its own side stream (see asynchronous)
+                group._async = AsyncStep(group, side_stream=True)
         self.groups = groups
         self.batch_size = batch
         self.n_groups = len(groups)

@@ -1,6 +1,7 @@
 """Parity gates of swarp.benchmark.ablation: the real stages pass, injected differences fail."""
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -62,8 +63,12 @@ def test_tolerance_gate_still_compares_flags_exactly():
 def test_launch_mode_is_restored(monkeypatch):
     monkeypatch.delenv(ablation.LAUNCH_MODE_ENV, raising=False)
     with ablation.launch_mode("eager"):
-        assert ablation.os.environ[ablation.LAUNCH_MODE_ENV] == "eager"
-    assert ablation.LAUNCH_MODE_ENV not in ablation.os.environ
+        assert os.environ[ablation.LAUNCH_MODE_ENV] == "eager"
+    assert ablation.LAUNCH_MODE_ENV not in os.environ
+    monkeypatch.setenv(ablation.LAUNCH_MODE_ENV, "replay")
+    with ablation.launch_mode("eager"):
+        assert os.environ[ablation.LAUNCH_MODE_ENV] == "eager"
+    assert os.environ[ablation.LAUNCH_MODE_ENV] == "replay"
 
 
 def test_main_prints_every_stage(capsys):

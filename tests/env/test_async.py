@@ -1,5 +1,7 @@
 """send()/recv(): same bits as step(), clear misuse errors, and physics overlapping caller work."""
 
+import time
+
 import pytest
 import torch
 
@@ -33,9 +35,8 @@ def snapshot(outputs) -> list[torch.Tensor]:
 @pytest.mark.parametrize("placement", ["thread", "inline"])
 @pytest.mark.parametrize("fused", [True, False])
 def test_send_recv_matches_step_bit_for_bit(fused, placement, generator, monkeypatch):
-    """Both CPU placements of the step: the worker thread, and inline in send() (steps shorter than
-    ``INLINE_BELOW_S``), forced here by the threshold."""
-    monkeypatch.setattr(asynchronous, "INLINE_BELOW_S", 0.0 if placement == "thread" else 10.0)
+    """Both CPU placements of the step, forced: the worker thread, and inline in send()."""
+    monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, placement)
     sync_env, async_env = make_env(fused=fused), make_env(fused=fused)
     actions = action_sequence(sync_env, generator)
     busy = torch.randn(256, 256)
@@ -48,26 +49,120 @@ def test_send_recv_matches_step_bit_for_bit(fused, placement, generator, monkeyp
             assert torch.equal(x, y)
     assert int(sync_env.episode.sum()) > N_ENVS  # auto-resets happened along the way
     assert torch.equal(sync_env.state.pos, async_env.state.pos)
-    assert async_env._async.runs_inline == (placement == "inline")
+    assert async_env._async.last_threaded == (placement == "thread")
 
 
-def test_short_cpu_steps_run_inline_and_long_ones_in_the_worker(monkeypatch):
-    """The placement follows the running average of measured step times against the threshold."""
+class FakeClock:
+    """``time.perf_counter`` stand-in that only moves when told to."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def drive(placement: asynchronous.CpuPlacement, clock: FakeClock, n: int, period, step_s: float = 0.005):
+    """``n`` sends; after each, the clock advances by ``period(threaded)`` [s]. Returns the
+    placements chosen."""
+    chosen = []
+    for _ in range(n):
+        threaded = placement.next(step_s)
+        chosen.append(threaded)
+        clock.now += period(threaded)
+    return chosen
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(asynchronous.time, "perf_counter", fake)
+    return fake
+
+
+def test_placement_keeps_the_worker_when_it_shortens_the_loop(clock):
+    """Caller work of 10 ms and a 5 ms step: inline 15 ms per send, in the worker 10 ms."""
+    placement = asynchronous.CpuPlacement()
+    settle, probe = asynchronous.PROBE_SENDS, 2 * asynchronous.PROBE_SENDS
+    chosen = drive(placement, clock, settle + probe + 1 + 20, lambda threaded: 0.010 if threaded else 0.015)
+    assert not any(chosen[:settle]), "settling sends run inline"
+    measured = chosen[settle : settle + 4]
+    assert all(a != b for a, b in zip(measured[:-1], measured[1:], strict=True)), "the measurement alternates"
+    assert placement.period_s == {"inline": pytest.approx(0.015), "thread": pytest.approx(0.010)}
+    assert placement.threaded and all(chosen[settle + probe :])
+
+
+def test_placement_stays_inline_when_the_worker_does_not_pay(clock):
+    """No caller work: the worker only adds its hand-off (and contention) to each period."""
+    placement = asynchronous.CpuPlacement()
+    n = 3 * asynchronous.PROBE_SENDS + 20
+    chosen = drive(placement, clock, n, lambda threaded: 0.0051 if threaded else 0.005)
+    assert not placement.threaded and not any(chosen[-20:])
+    # A worker only 1% faster is not worth it either (THREAD_MARGIN).
+    placement = asynchronous.CpuPlacement()
+    drive(placement, clock, n, lambda threaded: 0.0099 if threaded else 0.010)
+    assert not placement.threaded
+
+
+def test_placement_median_ignores_a_rare_long_iteration(clock):
+    """A PPO update makes one period long; it must not decide for the placement it landed on."""
+    placement = asynchronous.CpuPlacement()
+    sends = iter(range(1000))
+    drive(placement, clock, 4 * asynchronous.PROBE_SENDS, lambda threaded: 1.0 if next(sends) == 9 else 0.005)
+    assert placement.period_s["inline"] == pytest.approx(0.005) and placement.period_s["thread"] == pytest.approx(0.005)
+    assert not placement.threaded
+
+
+def test_placement_measures_again_after_holding(clock, monkeypatch):
+    """The caller's loop changes (its work between send and recv grows): the next measurement
+    after ``HOLD_SENDS`` sends moves the step to the worker."""
+    monkeypatch.setattr(asynchronous, "HOLD_SENDS", 10)
+    placement = asynchronous.CpuPlacement()
+    work = [0.0]
+
+    def period(threaded):  # the worker hides the caller's work, inline adds it
+        return 0.005 + (0.0 if threaded else work[0])
+
+    drive(placement, clock, 3 * asynchronous.PROBE_SENDS, period)
+    assert not placement.threaded
+    work[0] = 0.010
+    drive(placement, clock, 10 + 2 * asynchronous.PROBE_SENDS + 2, period)
+    assert placement.threaded
+
+
+def test_short_steps_stay_inline_unmeasured(clock):
+    placement = asynchronous.CpuPlacement()
+    chosen = drive(placement, clock, 100, lambda threaded: 0.05, step_s=asynchronous.OVERLAP_MIN_S / 2)
+    assert not any(chosen) and placement.period_s == {"inline": None, "thread": None}
+
+
+def test_forced_placement_and_bad_values(monkeypatch):
+    assert all(asynchronous.CpuPlacement("thread").next(1.0) for _ in range(50))
+    assert not any(asynchronous.CpuPlacement("inline").next(1.0) for _ in range(50))
+    monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, "sometimes")
     env = make_env()
+    with pytest.raises(ValueError, match="SWARP_ASYNC_CPU must be 'auto', 'inline' or 'thread'"):
+        env.send(torch.zeros(N_ENVS, N_AGENTS, env.act_dim))
+
+
+def test_a_real_slow_step_goes_to_the_worker_when_the_caller_works(monkeypatch):
+    """End to end, real clock: a step made 5 ms long and 10 ms of caller work between send and
+    recv end up in the worker; the results stay the same bits as step()."""
+    sync_env, env = make_env(), make_env()
+    slow = env._run_step
+
+    def long_step():
+        slow()
+        time.sleep(0.005)
+
+    monkeypatch.setattr(env, "_run_step", long_step)
     actions = torch.zeros(N_ENVS, N_AGENTS, env.act_dim)
-    env.send(actions)  # the first step is untimed: it goes to the worker
-    assert env._async._future is not None
-    env.recv()
-    average = env._async.step_time_s
-    assert average is not None and average > 0
-    monkeypatch.setattr(asynchronous, "INLINE_BELOW_S", 10 * average)
-    env.send(actions)
-    assert env._async._future is None, "a short step ran inline in send()"
-    env.recv()
-    monkeypatch.setattr(asynchronous, "INLINE_BELOW_S", 0.0)
-    env.send(actions)
-    assert env._async._future is not None, "with no step short enough it goes to the worker"
-    env.recv()
+    for _ in range(3 * asynchronous.PROBE_SENDS + 4):
+        expected = snapshot(sync_env.step(actions))
+        env.send(actions)
+        time.sleep(0.010)
+        assert all(torch.equal(x, y) for x, y in zip(expected, snapshot(env.recv()), strict=True))
+    assert env._async.placement.threaded and env._async.last_threaded
 
 
 def test_caller_may_overwrite_its_actions_after_send(generator):
@@ -100,8 +195,17 @@ def test_misuse_raises_clear_errors():
     env.step(zeros)  # usable again; a failed send left nothing pending
 
 
+def test_async_stream_switch_rejects_unknown_values(monkeypatch):
+    monkeypatch.setenv(asynchronous.ASYNC_STREAM_ENV, "sideways")
+    env = make_env()
+    with pytest.raises(ValueError, match="SWARP_ASYNC_STREAM must be 'auto', 'side' or 'current'"):
+        env.send(torch.zeros(N_ENVS, N_AGENTS, env.act_dim))
+
+
 @pytest.mark.gpu
-def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(generator):
+@pytest.mark.parametrize("stream", ["auto", "side", "current"])
+def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(stream, generator, monkeypatch):
+    monkeypatch.setenv(asynchronous.ASYNC_STREAM_ENV, stream)
     sync_env, async_env = make_env("cuda:0"), make_env("cuda:0")
     actions = action_sequence(sync_env, generator)
     user = torch.cuda.Stream()
@@ -115,3 +219,4 @@ def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(generator):
         torch.cuda.synchronize()
         for x, y in zip(expected, got, strict=True):
             assert torch.equal(x, y)
+    assert async_env._async.side_stream == (stream == "side")  # auto: the current stream

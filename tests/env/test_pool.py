@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import swarp
+from swarp.env import asynchronous
 from swarp.env.pool import EnvPool
 
 N_ENVS, BATCH, N_AGENTS, ROUNDS = 12, 4, 4, 60
@@ -53,10 +54,15 @@ def run_pool_against_batch(device, generator, **kwargs):
         expected = [t.clone() for t in (reward, terminated, truncated, info["final_obs"])]
     assert int(batch.episode.sum()) > N_ENVS  # auto-resets happened along the way
     pool.close()
+    return pool
 
 
-def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(generator):
-    run_pool_against_batch("cpu", generator)
+@pytest.mark.parametrize("placement", ["thread", "inline"])
+def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(placement, generator, monkeypatch):
+    """Both CPU placements of the groups' steps, forced: worker threads, and inline."""
+    monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, placement)
+    pool = run_pool_against_batch("cpu", generator)
+    assert all(group._async.last_threaded == (placement == "thread") for group in pool.groups)
 
 
 def test_pool_matches_the_unsplit_batch_with_the_torch_reference(generator):
@@ -88,4 +94,5 @@ def test_pool_misuse_raises_clear_errors(generator):
 
 @pytest.mark.gpu
 def test_pool_on_cuda_matches_the_unsplit_batch(generator):
-    run_pool_against_batch("cuda:0", generator)
+    pool = run_pool_against_batch("cuda:0", generator)
+    assert all(group._async.side_stream for group in pool.groups), "groups step on their own streams"
