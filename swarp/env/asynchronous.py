@@ -131,11 +131,11 @@ class CpuPlacement:
         return self.threaded
 
 
-def _cpu_placement() -> str | None:
+def _cpu_placement(default: str | None) -> str | None:
     value = os.environ.get(ASYNC_CPU_ENV, "auto").lower()
     if value not in ("auto", "inline", "thread"):
         raise ValueError(f"{ASYNC_CPU_ENV} must be 'auto', 'inline' or 'thread', got {value!r}")
-    return None if value == "auto" else value
+    return default if value == "auto" else value
 
 
 class AsyncStep:
@@ -145,9 +145,12 @@ class AsyncStep:
         env: The environment whose steps it runs.
         side_stream: CUDA: run steps on a side stream ordered by events (``EnvPool`` groups) rather
             than on torch's current stream; ``SWARP_ASYNC_STREAM=side|current`` overrides it.
+        cpu_placement: CPU: ``None`` (measured, ``CpuPlacement``), ``"inline"`` or ``"thread"``
+            (``EnvPool`` groups: the caller acts on the other groups meanwhile, so the worker
+            pays); ``SWARP_ASYNC_CPU=inline|thread`` overrides it.
     """
 
-    def __init__(self, env: Environment, side_stream: bool = False):
+    def __init__(self, env: Environment, side_stream: bool = False, cpu_placement: str | None = None):
         self.env = env
         self.cuda = env.device.startswith("cuda")
         self.pending = False
@@ -162,7 +165,7 @@ class AsyncStep:
             #: Running average of the CPU step time [s] (None until a step was timed).
             self.step_time_s: float | None = None
             #: Chooses inline or worker for each CPU step.
-            self.placement = CpuPlacement(_cpu_placement())
+            self.placement = CpuPlacement(_cpu_placement(cpu_placement))
             #: Whether the latest CPU step went to the worker thread.
             self.last_threaded = False
 

@@ -59,8 +59,8 @@ class EnvPool:
             if group.device != groups[0].device:
                 raise ValueError("every group must be on one device")
         for group in groups:
-            if group._async is None:  # CUDA: each group steps on its own side stream (see asynchronous)
-                group._async = AsyncStep(group, side_stream=True)
+            if group._async is None:  # each group on its own side stream (CUDA) or worker thread (CPU)
+                group._async = AsyncStep(group, side_stream=True, cpu_placement="thread")
         self.groups = groups
         self.batch_size = batch
         self.n_groups = len(groups)
