@@ -21,10 +21,10 @@ own work between ``send`` and ``recv``:
   sends with each placement, keeps the faster (the worker only if it is ``THREAD_MARGIN`` faster)
   for ``HOLD_SENDS`` sends, then measures again. A step only pays in the worker when the caller
   has work of its own between ``send`` and ``recv``, and even then torch's intra-op threads,
-  which spin on every core after each parallel op, can slow the worker's step by more than the
-  overlap saves (measured: a PPO loop at 16,384 CPU envs ran 13% slower with every step in the
-  worker). Steps shorter than ``OVERLAP_MIN_S`` never go to the worker (the hand-off alone costs
-  about half that). ``SWARP_ASYNC_CPU=inline|thread`` forces a placement.
+  which spin on every core after each parallel op, compete with the worker; a rule from that gap
+  alone measured 0.81-0.91x of ``step()`` in a PPO loop at 16,384 CPU envs (docs/async.md), so
+  the loop itself is timed. Steps shorter than ``OVERLAP_MIN_S`` never go to the worker (the
+  hand-off alone costs about half that). ``SWARP_ASYNC_CPU=inline|thread`` forces a placement.
 
 Results are the very same bits as ``step`` with the same actions, wherever the step runs. Between
 ``send`` and ``recv`` the environment's output buffers are being rewritten: copy what you keep
