@@ -150,8 +150,16 @@ class ArenaConfig:
 
 #: Spawn clearance from a cell edge, as a multiple of the agent radius.
 CLEARANCE_FACTOR = 1.25
-#: Draw-index blocks of one episode's random stream (``swarp.core.rng``) in the library's resets:
-#: cell keys, cell jitter (two per point), agent headings, then per-env draws (target, center...).
+#: Draw-index layout of one episode's random stream (``swarp.core.rng``) in the library's resets
+#: (the arena scenarios, spread, sampling and give_way), in blocks of ``DRAW_BLOCK`` draws:
+#:
+#: * ``DRAW_CELLS + c``: the key of spawn cell c (``cell_rank``; at most ``DRAW_BLOCK`` cells);
+#: * ``DRAW_JITTER + 2 p``, ``+ 2 p + 1``: the jitter of spawn point p in its cell (``spawn_point``);
+#: * ``DRAW_HEADING + a``: agent a's heading (``spawn_agent``);
+#: * ``DRAW_ENV + i``: the scenario's own per-env draws (``env_draw``, ``env_draws_torch``), open-ended:
+#:   flocking's target (3), formation's center and rotation (3), spread's landmarks (2 per landmark:
+#:   x, y), sampling's Gaussians (4 per Gaussian: mu_x, mu_y, sigma, amplitude), give_way's spawns
+#:   (2 per agent: along and across the lane).
 DRAW_BLOCK = 1 << 12
 DRAW_CELLS = 0
 DRAW_JITTER = 1 * DRAW_BLOCK
@@ -159,10 +167,16 @@ DRAW_HEADING = 2 * DRAW_BLOCK
 DRAW_ENV = 3 * DRAW_BLOCK
 
 
-def arena_world(scenario, n_points: int, neighbor_reach: float = 0.0):
+def arena_world(scenario, n_points: int, neighbor_reach: float = 0.0, contacts_only: bool = False):
     """The physical world of an arena scenario: ``n_agents`` equal holonomic agents in the soft-walled
     square ``[-L, L]^2`` (L = ``world_size``), neighbor lists wide enough for the observation, for
-    contacts within a step and for ``neighbor_reach`` [m].
+    contacts within a step and for ``neighbor_reach`` [m]; with ``contacts_only`` (a scenario that
+    observes no neighbors: ``obs_range`` and ``neighbor_reach`` unused) lists of the world's default
+    contact radius (``WorldConfig.neighbor_radius``), which keeps them short.
+
+    The scenario's config provides ``n_agents``, ``world_size`` [m], ``agent_radius`` [m],
+    ``max_speed`` [m/s], ``ctrl_mode``, ``obs_range`` [m] (unless ``contacts_only``), ``spawn_cells``,
+    ``max_neighbors``, ``dt`` [s], ``substeps`` and ``max_steps`` (``ArenaConfig``'s fields).
 
     Also sets the scenario's spawn grid: ``clearance`` [m], ``side`` (cells per side, room for
     ``n_points`` points) and ``jitter`` [m] (see ``spawn.py``).
@@ -175,37 +189,50 @@ def arena_world(scenario, n_points: int, neighbor_reach: float = 0.0):
     scenario.side = spawn.cells_per_side(c.world_size, scenario.clearance, n_points, c.spawn_cells)
     scenario.jitter = c.world_size / scenario.side - scenario.clearance
     agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
-    reach = max(c.obs_range, neighbor_reach, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt)
+    reach = None
+    if not contacts_only:
+        reach = max(c.obs_range, neighbor_reach, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt)
     world = WorldConfig(bounds=c.world_size, bounds_mode="soft", max_neighbors=c.max_neighbors, neighbor_radius=reach)
     return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
 
 
 def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
     """Torch twin of the fused resets' spawn: ``n_points`` points in the cells of the smallest keys
-    (point p in the p-th, jittered), agents first; writes the agents' state (random heading, at rest)
+    (point p in the p-th, jittered), agents first; writes the agents' state (``spawn_agents_torch``)
     in the envs of ``env_mask`` [E] bool and returns every point [E, n_points, 2] (all envs)."""
-    c, E, A, dtype = scenario.cfg, scenario.n_envs, scenario.n_agents, scenario.dtype
+    c, E, dtype = scenario.cfg, scenario.n_envs, scenario.dtype
     key = scenario.env.rng_keys().view(E, 1)
     cells = spawn.smallest_cells_torch(spawn.cell_keys_torch(key, DRAW_CELLS, scenario.side**2), n_points)
     index = torch.arange(n_points, device=cells.device).view(1, n_points)
     points = spawn.cell_point_torch(
         cells, scenario.side, c.world_size, scenario.jitter, key, DRAW_JITTER + 2 * index, dtype
     )
-    heading = (spawn.uniform_torch(key, DRAW_HEADING + index[:, :A], dtype) * 2.0 - 1.0) * math.pi
+    spawn_agents_torch(scenario, env_mask, points[:, : scenario.n_agents])
+    return points
+
+
+def spawn_agents_torch(scenario, env_mask: torch.Tensor, points: torch.Tensor) -> None:
+    """Torch twin of ``spawn_agent`` for every agent: agent a at ``points[:, a]`` ([E, A, 2] [m]), at
+    rest, with its random heading in [-pi, pi) (draw ``DRAW_HEADING + a``), in the envs of
+    ``env_mask`` [E] bool (the others keep their state)."""
+    E, A = points.shape[:2]
+    key = scenario.env.rng_keys().view(E, 1)
+    agents = torch.arange(A, device=points.device).view(1, A)
+    heading = (spawn.uniform_torch(key, DRAW_HEADING + agents, points.dtype) * 2.0 - 1.0) * math.pi
     m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
     state = scenario.env.state
-    state.pos.copy_(torch.where(m3, points[:, :A], state.pos))
+    state.pos.copy_(torch.where(m3, points, state.pos))
     state.theta.copy_(torch.where(m2, heading, state.theta))
     state.vel.masked_fill_(m3, 0.0)
     state.speed.masked_fill_(m2, 0.0)
     state.ang_vel.masked_fill_(m2, 0.0)
-    return points
 
 
-def env_draws_torch(scenario, count: int) -> list[torch.Tensor]:
-    """The first ``count`` per-env uniforms in [0, 1) (draws ``DRAW_ENV + i``), each [E, 1]."""
+def env_draws_torch(scenario, count: int, dtype: torch.dtype | None = None) -> list[torch.Tensor]:
+    """The first ``count`` per-env uniforms in [0, 1) (draws ``DRAW_ENV + i``), each [E, 1], of
+    ``dtype`` (default: the scenario's)."""
     key = scenario.env.rng_keys().view(scenario.n_envs, 1)
-    return [spawn.uniform_torch(key, DRAW_ENV + i, scenario.dtype) for i in range(count)]
+    return [spawn.uniform_torch(key, DRAW_ENV + i, dtype or scenario.dtype) for i in range(count)]
 
 
 # --- torch twins ---------------------------------------------------------------------------------
@@ -305,6 +332,15 @@ def track_velocity(env, command: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.where(velocity_mode.view(1, -1, 1), command, accel), low, high)
 
 
+def seek_velocity(target: torch.Tensor, pos: torch.Tensor, dt: float, max_speed: float) -> torch.Tensor:
+    """[E, A, 2] velocity commands [m/s] that reach ``target`` [E, A, 2] from ``pos`` in one step of
+    ``dt`` [s] when it is close enough, else head for it at ``max_speed`` [m/s] (scripted controllers).
+    Each component stays inside ``[-max_speed, max_speed]`` (the action box) despite rounding."""
+    velocity = (target - pos) / dt
+    speed = velocity.norm(dim=-1, keepdim=True).clamp(min=1e-9)
+    return (velocity * (max_speed / speed).clamp(max=1.0)).clamp(-max_speed, max_speed).contiguous()
+
+
 def cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch twin of ``funcs().cos_sin``: evaluated in float64, rounded to ``angle``'s dtype."""
     wide = angle.double()
@@ -322,7 +358,10 @@ _DRAW_ENV = wp.constant(DRAW_ENV)
 
 @functools.cache
 def spawn_struct(scalar: type):
-    """The Warp struct of what every ranked-spawn reset reads and writes (``launch_reset`` fills it)."""
+    """The Warp struct of what the library's resets read and write (``spawn_args`` fills it): the
+    masked envs and their random streams, the spawn grid (``side`` cells per side over
+    ``[-world_size, world_size]^2``, ``jitter`` [m]), the launch's slots (spawn cells unless it says
+    otherwise) per thread, and the agent state."""
     vec2 = vec2_type(scalar)
 
     @wp.struct
@@ -332,7 +371,7 @@ def spawn_struct(scalar: type):
         side: int
         world_size: scalar
         jitter: scalar
-        cells_per_thread: int
+        slots_per_thread: int
         pos: wp.array2d(dtype=vec2)
         theta: wp.array2d(dtype=scalar)
         vel: wp.array2d(dtype=vec2)
@@ -340,6 +379,84 @@ def spawn_struct(scalar: type):
         ang_vel: wp.array2d(dtype=scalar)
 
     return Spawn
+
+
+@functools.cache
+def reset_funcs(scalar: type) -> SimpleNamespace:
+    """Warp functions of the library's resets for one precision (also in ``funcs``): the ranked
+    spawn (``cell_rank``, ``spawn_point``, ``spawn_agent``, ``spawn_cell``), the launch's slots
+    (``spawn_cells``, ``spawn_slots``) and the per-env draws (``env_draw``); the draw layout is at
+    ``DRAW_BLOCK``."""
+    vec2 = vec2_type(scalar)
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+    sp = spawn.funcs(scalar)
+    Spawn = spawn_struct(scalar)
+
+    @wp.func
+    def cell_rank(key: wp.uint32, n_cells: int, cell: int) -> int:
+        """``cell``'s rank in the library's ranked spawn (``spawn.funcs(...).cell_rank``)."""
+        return sp.cell_rank(key, _DRAW_CELLS, n_cells, cell)
+
+    @wp.func
+    def spawn_key(spawn: Spawn, env: int) -> wp.uint32:
+        """The random-stream key of ``env``'s new episode (keyed by its global index)."""
+        return episode_key(spawn.streams, env)
+
+    @wp.func
+    def spawn_slots(spawn: Spawn, thread: int, n_slots: int) -> wp.vec2i:
+        """``[first, stop)`` slots of ``thread`` of a reset launched by ``launch_reset`` over ``n_slots``
+        slots per env."""
+        first = thread * spawn.slots_per_thread
+        return wp.vec2i(first, wp.min(first + spawn.slots_per_thread, n_slots))
+
+    @wp.func
+    def spawn_cells(spawn: Spawn, thread: int) -> wp.vec2i:
+        """``[first, stop)`` cells of ``thread`` of a reset launched by ``launch_reset`` over the spawn cells."""
+        return spawn_slots(spawn, thread, spawn.side * spawn.side)
+
+    @wp.func
+    def spawn_point(spawn: Spawn, key: wp.uint32, cell: int, point: int) -> vec2:
+        """Where spawn point ``point`` (the rank of ``cell``) lies in ``cell``."""
+        return sp.cell_point(cell, spawn.side, spawn.world_size, spawn.jitter, key, _DRAW_JITTER + 2 * point)
+
+    @wp.func
+    def spawn_agent(spawn: Spawn, key: wp.uint32, env: int, agent: int, point: vec2):
+        """Place ``agent`` at ``point`` [m], at rest, with a random heading in [-pi, pi) (Warp twin of
+        ``spawn_agents_torch``)."""
+        spawn.pos[env, agent] = point
+        spawn.theta[env, agent] = (sp.uniform(key, _DRAW_HEADING + agent) * two - one) * pi
+        spawn.vel[env, agent] = vec2(zero, zero)
+        spawn.speed[env, agent] = zero
+        spawn.ang_vel[env, agent] = zero
+
+    @wp.func
+    def spawn_cell(spawn: Spawn, key: wp.uint32, env: int, cell: int) -> int:
+        """Place the agent whose rank is ``cell``'s in its point of the cell, if there is one; return
+        the rank (>= the agent count: no agent spawns here)."""
+        rank = cell_rank(key, spawn.side * spawn.side, cell)
+        if rank < spawn.pos.shape[1]:
+            spawn_agent(spawn, key, env, rank, spawn_point(spawn, key, cell, rank))
+        return rank
+
+    @wp.func
+    def env_draw(key: wp.uint32, index: int) -> scalar:
+        """Per-env uniform ``index`` in [0, 1) (Warp twin of ``env_draws_torch``)."""
+        return sp.uniform(key, _DRAW_ENV + index)
+
+    return SimpleNamespace(
+        Spawn=Spawn,
+        cell_rank=cell_rank,
+        spawn_key=spawn_key,
+        spawn_slots=spawn_slots,
+        spawn_cells=spawn_cells,
+        spawn_point=spawn_point,
+        spawn_agent=spawn_agent,
+        spawn_cell=spawn_cell,
+        env_draw=env_draw,
+    )
 
 
 @functools.cache
@@ -353,9 +470,6 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, sweep: bool 
     build_list = nbk.build_grid if grid else nbk.build_brute
     zero = scalar(0.0)
     one = scalar(1.0)
-    two = scalar(2.0)
-    pi = scalar(math.pi)
-    sp = spawn.funcs(scalar)
     n_features = 5 * k_obs
     features_type = wp.types.vector(max(n_features, 1), scalar)
 
@@ -419,43 +533,6 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, sweep: bool 
         return features, n_collisions, penalty
 
     @wp.func
-    def cell_rank(key: wp.uint32, n_cells: int, cell: int) -> int:
-        """``cell``'s rank in the library's ranked spawn (``spawn.funcs(...).cell_rank``)."""
-        return sp.cell_rank(key, _DRAW_CELLS, n_cells, cell)
-
-    Spawn = spawn_struct(scalar)
-
-    @wp.func
-    def spawn_key(spawn: Spawn, env: int) -> wp.uint32:
-        """The random-stream key of ``env``'s new episode (keyed by its global index)."""
-        return episode_key(spawn.streams, env)
-
-    @wp.func
-    def spawn_cells(spawn: Spawn, slot: int) -> wp.vec2i:
-        """``[first, stop)`` cells of thread ``slot`` of a reset launched by ``launch_reset``."""
-        first = slot * spawn.cells_per_thread
-        return wp.vec2i(first, wp.min(first + spawn.cells_per_thread, spawn.side * spawn.side))
-
-    @wp.func
-    def spawn_point(spawn: Spawn, key: wp.uint32, cell: int, point: int) -> vec2:
-        """Where spawn point ``point`` (the rank of ``cell``) lies in ``cell``."""
-        return sp.cell_point(cell, spawn.side, spawn.world_size, spawn.jitter, key, _DRAW_JITTER + 2 * point)
-
-    @wp.func
-    def spawn_agent(spawn: Spawn, key: wp.uint32, env: int, agent: int, point: vec2):
-        """Place ``agent`` at ``point``, at rest, with a random heading (Warp twin of ``spawn_torch``)."""
-        spawn.pos[env, agent] = point
-        spawn.theta[env, agent] = (sp.uniform(key, _DRAW_HEADING + agent) * two - one) * pi
-        spawn.vel[env, agent] = vec2(zero, zero)
-        spawn.speed[env, agent] = zero
-        spawn.ang_vel[env, agent] = zero
-
-    @wp.func
-    def env_draw(key: wp.uint32, index: int) -> scalar:
-        """Per-env uniform ``index`` in [0, 1) (Warp twin of ``env_draws_torch``)."""
-        return sp.uniform(key, _DRAW_ENV + index)
-
-    @wp.func
     def cos_sin(angle: scalar) -> vec2:
         """``(cos, sin)`` of ``angle`` evaluated in float64 and rounded (see the module docstring)."""
         wide = wp.float64(angle)
@@ -467,14 +544,8 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, sweep: bool 
         n_features=n_features,
         features_type=features_type,
         observe_neighbors=observe_neighbors,
-        cell_rank=cell_rank,
-        Spawn=Spawn,
-        spawn_key=spawn_key,
-        spawn_cells=spawn_cells,
-        spawn_agent=spawn_agent,
-        spawn_point=spawn_point,
-        env_draw=env_draw,
         cos_sin=cos_sin,
+        **vars(reset_funcs(scalar)),
     )
 
 
@@ -516,18 +587,32 @@ def kernel_key(sc) -> tuple:
     return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, neighbors.list_sweep(sc.env.device, k)
 
 
-def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list) -> None:
+def spawn_args(sc, env_mask, slots_per_thread: int = 0, grid: bool = True):
+    """A filled ``spawn_struct`` for a masked reset of the bound scenario ``sc``: ``env_mask`` [E]
+    bool, the envs' random streams and agent state, ``slots_per_thread`` and, with ``grid``, the
+    spawn grid that ``arena_world`` set (``sc.side``, ``sc.cfg.world_size``, ``sc.jitter``); without
+    it the grid fields stay zero (a reset that places its agents itself, through ``spawn_agent``)."""
+    env, state, scalar = sc.env, sc.world.state, sc.env.stepper.scalar
+    args = spawn_struct(scalar)()
+    args.env_mask = env_mask
+    args.streams = env.reset_streams
+    if grid:
+        args.side = sc.side
+        args.world_size = scalar(sc.cfg.world_size)
+        args.jitter = scalar(sc.jitter)
+    args.slots_per_thread = slots_per_thread
+    args.pos, args.theta, args.vel = state.pos, state.theta, state.vel
+    args.speed, args.ang_vel = state.speed, state.ang_vel
+    return args
+
+
+def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list, slots: int | None = None) -> None:
     """Launch a scenario's masked ranked-spawn reset ``kernel(spawn, *inputs, *outputs)`` (``spawn``
-    a ``spawn_struct``): one thread per (env, spawn cell) on the GPU, one env per thread on the CPU."""
-    env, state = sc.env, sc.world.state
-    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
-    spawn = spawn_struct(env.stepper.scalar)()
-    spawn.env_mask = env_mask
-    spawn.streams = env.reset_streams
-    spawn.side = sc.side
-    spawn.world_size = env.stepper.scalar(sc.cfg.world_size)
-    spawn.jitter = env.stepper.scalar(sc.jitter)
-    spawn.cells_per_thread = per_thread
-    spawn.pos, spawn.theta, spawn.vel = state.pos, state.theta, state.vel
-    spawn.speed, spawn.ang_vel = state.speed, state.ang_vel
+    a ``spawn_struct``, ``spawn_args``) over ``slots`` work items per env (default: the spawn cells):
+    one thread per (env, slot) on the GPU, one env per thread on the CPU (a thread's slots:
+    ``spawn_slots``, ``spawn_cells``)."""
+    env = sc.env
+    n_slots = sc.side * sc.side if slots is None else slots
+    per_thread, threads = agents_per_thread(env.device, n_slots)
+    spawn = spawn_args(sc, env_mask, per_thread)
     launcher.launch(kernel, dim=(sc.n_envs, threads), inputs=[spawn, *inputs], outputs=outputs, device=env.device)

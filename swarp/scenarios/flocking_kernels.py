@@ -6,7 +6,7 @@
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
   the flock info, and the end of the step's bookkeeping.
 * ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target
-  (``common.spawn_agent``; the torch twin is ``common.spawn_torch``).
+  (``common.spawn_cell``; the torch twin is ``common.spawn_torch``).
 
 The target moves in both kernels of a step: the observe kernel advances a copy in registers (every
 agent of the env computes the same move) and ``flock_finish`` stores it, so no thread reads a
@@ -213,7 +213,6 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         if not spawn.env_mask[env]:
             return
         key = f.spawn_key(spawn, env)
-        n_cells = spawn.side * spawn.side
         if slot == 0:
             target_out[env] = vec2(
                 (f.env_draw(key, 0) * two - one) * target_limit, (f.env_draw(key, 1) * two - one) * target_limit
@@ -221,10 +220,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             target_vel_out[env] = f.cos_sin((f.env_draw(key, 2) * two - one) * pi) * target_speed
         cells = f.spawn_cells(spawn, slot)
         for cell in range(cells[0], cells[1]):
-            a = f.cell_rank(key, n_cells, cell)
-            if a < spawn.pos.shape[1]:
-                point = f.spawn_point(spawn, key, cell, a)
-                f.spawn_agent(spawn, key, env, a, point)
+            f.spawn_cell(spawn, key, env, cell)
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,

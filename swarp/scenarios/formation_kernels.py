@@ -148,17 +148,14 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         if not spawn.env_mask[env]:
             return
         key = f.spawn_key(spawn, env)
-        n_cells = spawn.side * spawn.side
         c = vec2((f.env_draw(key, 0) * two - one) * center_limit, (f.env_draw(key, 1) * two - one) * center_limit)
         rotation = f.cos_sin((f.env_draw(key, 2) * two - one) * pi)
         if slot == 0:
             center_out[env] = c
         cells = f.spawn_cells(spawn, slot)
         for cell in range(cells[0], cells[1]):
-            a = f.cell_rank(key, n_cells, cell)
+            a = f.spawn_cell(spawn, key, env, cell)
             if a < spawn.pos.shape[1]:
-                point = f.spawn_point(spawn, key, cell, a)
-                f.spawn_agent(spawn, key, env, a, point)
                 u = corners[a]
                 slots_out[env, a] = vec2(
                     c[0] + formation_radius * (rotation[0] * u[0] - rotation[1] * u[1]),

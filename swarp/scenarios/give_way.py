@@ -35,8 +35,9 @@ are on goal. Terminated (and success) when both are within ``goal_radius`` of th
 ``neighbor_overflow`` [E] bool.
 
 Resets draw each agent's spawn uniformly in a ``2 r`` long stretch at its end of the lane (and
-across the lane's free width) and a uniform heading, from the counter-based RNG; goals are fixed
-at ``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
+across the lane's free width; agent a: per-env draws ``2 a``, ``2 a + 1``, ``common.DRAW_ENV``) and
+a uniform heading (``common.spawn_agents_torch``), from the counter-based RNG; goals are fixed at
+``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
 ``give_way_kernels.give_way_reset``; ``scripted_actions`` is a scripted controller.
 """
 
@@ -48,14 +49,12 @@ import torch
 
 from swarp.core.config import AgentConfig, Obstacle, WorldConfig
 from swarp.core.launch import Launcher
+from swarp.scenarios import common
 from swarp.scenarios import give_way_kernels as gk
 from swarp.scenarios.base import WorldSpec, register_scenario
 from swarp.scenarios.common import OptionChecker
-from swarp.scenarios.fleet import place_agents_torch, seek_velocity
 from swarp.scenarios.navigation import NavigationScenario
-from swarp.scenarios.spawn import uniform_torch
 
-DRAW_SPAWN = int(gk.DRAW_SPAWN)
 #: Lane half-width at difficulty 0 and 1, bay half-width at difficulty 0 and 1, bay depth and
 #: how far the walls reach past the arena, all as multiples of the agent radius.
 LANE_EASY, LANE_HARD = 2.4, 1.3
@@ -197,17 +196,16 @@ class GiveWayScenario(NavigationScenario):
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
         E, dtype, dev = self.n_envs, self.dtype, self.goals.device
-        key = self.env.rng_keys().view(E, 1)
         agents = torch.arange(N_AGENTS, device=dev).view(1, N_AGENTS)
         side = (2 * agents - 1).to(dtype)  # agent 0 on the left (-1), agent 1 on the right (+1)
-        draw = DRAW_SPAWN + 2 * agents
+        draws = torch.cat(common.env_draws_torch(self, 2 * N_AGENTS), -1).view(E, N_AGENTS, 2)  # agent a: 2 a, 2 a + 1
         inner = torch.tensor(self.spawn_inner, dtype=dtype, device=dev)
         jitter_x = torch.tensor(self.spawn_jitter[0], dtype=dtype, device=dev)
         jitter_y = torch.tensor(self.spawn_jitter[1], dtype=dtype, device=dev)
-        x = side * (inner + uniform_torch(key, draw, dtype) * jitter_x)
-        y = (uniform_torch(key, draw + 1, dtype) * 2.0 - 1.0) * jitter_y
+        x = side * (inner + draws[..., 0] * jitter_x)
+        y = (draws[..., 1] * 2.0 - 1.0) * jitter_y
         spawn = torch.stack([x, y], dim=-1)
-        place_agents_torch(self.env.state, env_mask, spawn, key)
+        common.spawn_agents_torch(self, env_mask, spawn)
         goal_x = torch.tensor(self.goal_x, dtype=dtype, device=dev)
         goals = torch.stack([-side * goal_x, torch.zeros_like(side)], dim=-1).expand(E, N_AGENTS, 2)
         m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
@@ -252,7 +250,7 @@ def scripted_actions(env) -> torch.Tensor:
     under_bay = ((x1 - sc.bay_x).abs() < sc.bay_half_width - r).unsqueeze(-1)
     leaving = torch.where((y1 > 0.5 * r).unsqueeze(-1), mouth, goals[:, 1])
     target1 = torch.where(passed, leaving, torch.where(under_bay, bay, mouth))
-    return seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
+    return common.seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("give_way", GiveWayScenario)

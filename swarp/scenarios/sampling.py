@@ -30,6 +30,8 @@ sum collected by all agents, given to every agent. No terminal state: episodes t
 collected so far; ``success`` [E] bool, ``collected_fraction >= success_fraction`` (the success
 metric, also ``success()``).
 
+Resets spawn agents in a uniform random subset of jittered grid cells (``common.spawn_torch`` over
+``spawn.py``) and draw Gaussian g from per-env draws ``4 g .. 4 g + 3`` (``common.DRAW_ENV``).
 The Warp twin is ``sampling_kernels.py``; ``greedy_actions`` is a scripted controller.
 """
 
@@ -42,13 +44,11 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles
+from swarp.scenarios import common
 from swarp.scenarios import sampling_kernels as smk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.common import OptionChecker
-from swarp.scenarios.fleet import grid_spawn_torch, open_arena, place_agents_torch, seek_velocity
-from swarp.scenarios.spawn import uniform_torch
 
-DRAW_GAUSSIAN = int(smk.DRAW_GAUSSIAN)
 #: Largest patch radius: the patch's occupancy bits live in one int32.
 MAX_PATCH_RADIUS = 2
 #: Field dots drawn by the renderer: color (RGB) and the largest dot radius, as a share of a cell width.
@@ -110,6 +110,10 @@ class SamplingConfig:
         if self.sigma_max < self.sigma_min:
             raise ValueError(f"sampling option sigma_max ({self.sigma_max}) must be >= sigma_min ({self.sigma_min})")
 
+    # What ``common.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    ctrl_mode = "velocity"
+    spawn_cells = None
+
 
 class SamplingScenario(FusedScenario):
     """Agents collect a Gaussian-sum field cell by cell; see the module docstring."""
@@ -120,9 +124,8 @@ class SamplingScenario(FusedScenario):
     ends_steps = True
 
     def make_world(self) -> WorldSpec:
-        spec, self.grid = open_arena(self.cfg)
         self.cell_width = 2.0 * self.cfg.world_size / self.cfg.grid_cells
-        return spec
+        return common.arena_world(self, self.cfg.n_agents, contacts_only=True)
 
     @property
     def obs_dim(self) -> int:
@@ -167,19 +170,19 @@ class SamplingScenario(FusedScenario):
 
     # --- torch reference --------------------------------------------------------------------
 
-    def _initial_field(self, key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(field [E, G*G], row_mass [E, G])`` of fresh episodes (``key`` [E, 1] RNG keys).
+    def _initial_field(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(field [E, G*G], row_mass [E, G])`` of the episodes starting now.
 
         Evaluated in float64 and rounded once per cell (and per row sum), like the kernel."""
         c, f64 = self.cfg, torch.float64
-        gaussians = torch.arange(c.n_gaussians, device=key.device).view(1, -1)
-        draw = DRAW_GAUSSIAN + 4 * gaussians
-        mu_x = (uniform_torch(key, draw, f64) * 2.0 - 1.0) * c.world_size
-        mu_y = (uniform_torch(key, draw + 1, f64) * 2.0 - 1.0) * c.world_size
-        sigma = c.sigma_min + uniform_torch(key, draw + 2, f64) * (c.sigma_max - c.sigma_min)
-        amplitude = 0.5 + 0.5 * uniform_torch(key, draw + 3, f64)
+        # [E, n_gaussians, 4]: Gaussian g takes per-env draws 4 g .. 4 g + 3 (mu_x, mu_y, sigma, amplitude).
+        draws = torch.cat(common.env_draws_torch(self, 4 * c.n_gaussians, f64), -1).view(self.n_envs, -1, 4)
+        mu_x = (draws[..., 0] * 2.0 - 1.0) * c.world_size
+        mu_y = (draws[..., 1] * 2.0 - 1.0) * c.world_size
+        sigma = c.sigma_min + draws[..., 2] * (c.sigma_max - c.sigma_min)
+        amplitude = 0.5 + 0.5 * draws[..., 3]
         inv_two_var = 0.5 / (sigma * sigma)
-        centers = (torch.arange(c.grid_cells, dtype=f64, device=key.device) + 0.5) * self.cell_width - c.world_size
+        centers = (torch.arange(c.grid_cells, dtype=f64, device=draws.device) + 0.5) * self.cell_width - c.world_size
         centers = torch.stack(torch.meshgrid(centers, centers, indexing="xy"), -1).view(-1, 2)
         dx = centers[:, 0].view(1, -1, 1) - mu_x.unsqueeze(1)  # [E, C, n_gaussians]
         dy = centers[:, 1].view(1, -1, 1) - mu_y.unsqueeze(1)
@@ -197,11 +200,9 @@ class SamplingScenario(FusedScenario):
         return ij[..., 1] * G + ij[..., 0]
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        E = self.n_envs
-        key = self.env.rng_keys().view(E, 1)
-        place_agents_torch(self.env.state, env_mask, grid_spawn_torch(key, self.grid, self.n_agents, self.dtype), key)
-        field, row_mass = self._initial_field(key)
-        m2 = env_mask.view(E, 1)
+        common.spawn_torch(self, env_mask, self.n_agents)
+        field, row_mass = self._initial_field()
+        m2 = env_mask.view(self.n_envs, 1)
         self.row_mass.copy_(torch.where(m2, row_mass, self.row_mass))
         # The spawn cells are consumed without reward: an episode starts with what is left to take.
         field = field.scatter(1, self._cells(), 0.0)
@@ -278,7 +279,7 @@ def greedy_actions(env) -> torch.Tensor:
     distance = (sc.cell_centers.view(1, 1, -1, 2) - pos.unsqueeze(2)).norm(dim=-1)  # [E, A, C]
     score = sc.field.unsqueeze(1) * torch.exp(-distance / GREEDY_DECAY)
     target = sc.cell_centers[score.argmax(dim=2)]
-    return seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+    return common.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("sampling", SamplingScenario)

@@ -8,7 +8,8 @@
 * ``sampling_finish`` (one thread per env): sums the samples in agent order (deterministic),
   rewards, the collected share and the episode bookkeeping.
 * ``sampling_reset`` (one thread per env and slot, masked): slot r < G evaluates field row r and
-  its mass; slot s < spawn cells places the agent of its rank (the spawn draw of ``spawn.py``).
+  its mass (Gaussian g from per-env draws ``4 g .. 4 g + 3``, ``common.env_draw``); slot s < spawn
+  cells places the agent of its rank (``common.spawn_cell``).
 """
 
 import functools
@@ -18,13 +19,9 @@ import warp as wp
 
 from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
-from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
 from swarp.physics import neighbors
-from swarp.scenarios import base, fleet, spawn
-
-# Gaussian g draws 4 g .. 4 g + 3 from here (spawns and headings: ``fleet.py``'s draws).
-DRAW_GAUSSIAN = wp.constant(fleet.FIRST_FREE_DRAW)
+from swarp.scenarios import base, common
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -41,8 +38,8 @@ def kernels(
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
-    fl = fleet.funcs(scalar)
-    sp64 = spawn.funcs(wp.float64)
+    f = common.reset_funcs(scalar)
+    env_draw64 = common.reset_funcs(wp.float64).env_draw  # the field is drawn and evaluated in float64
     gaussians = wp.types.vector(length=n_gaussians, dtype=wp.float64)
     half64 = wp.float64(0.5)
     one64 = wp.float64(1.0)
@@ -156,34 +153,24 @@ def kernels(
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
     @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
     def sampling_reset(
-        env_mask: wp.array(dtype=wp.bool),
-        streams: ResetStreams,
-        side: int,
-        world_size: scalar,
-        jitter: scalar,
+        spawn: f.Spawn,
         world_size64: wp.float64,
         cell_width64: wp.float64,
         sigma_min64: wp.float64,
         sigma_range64: wp.float64,
-        slots_per_thread: int,
         n_slots: int,
-        pos_out: wp.array2d(dtype=vec2),
-        theta_out: wp.array2d(dtype=scalar),
-        vel_out: wp.array2d(dtype=vec2),
-        speed_out: wp.array2d(dtype=scalar),
-        ang_vel_out: wp.array2d(dtype=scalar),
         field_out: wp.array2d(dtype=scalar),
         row_mass_out: wp.array2d(dtype=scalar),
         collected_out: wp.array(dtype=scalar),
     ):
         # The spawn cells get consumed by the observe pass that follows every reset.
         env, thread = wp.tid()
-        if not env_mask[env]:
+        if not spawn.env_mask[env]:
             return
         G = row_mass_out.shape[1]
-        key = episode_key(streams, env)
-        first = thread * slots_per_thread
-        for s in range(first, wp.min(first + slots_per_thread, n_slots)):
+        key = f.spawn_key(spawn, env)
+        slots = f.spawn_slots(spawn, thread, n_slots)
+        for s in range(slots[0], slots[1]):
             if s == 0:
                 collected_out[env] = zero
             if s < G:
@@ -194,12 +181,11 @@ def kernels(
                 inv_two_var = gaussians()
                 amplitude = gaussians()
                 for g in range(n_gaussians):
-                    draw = DRAW_GAUSSIAN + 4 * g
-                    mu_x[g] = (sp64.uniform(key, draw) * two64 - one64) * world_size64
-                    mu_y[g] = (sp64.uniform(key, draw + 1) * two64 - one64) * world_size64
-                    sigma = sigma_min64 + sp64.uniform(key, draw + 2) * sigma_range64
+                    mu_x[g] = (env_draw64(key, 4 * g) * two64 - one64) * world_size64
+                    mu_y[g] = (env_draw64(key, 4 * g + 1) * two64 - one64) * world_size64
+                    sigma = sigma_min64 + env_draw64(key, 4 * g + 2) * sigma_range64
                     inv_two_var[g] = half64 / (sigma * sigma)
-                    amplitude[g] = half64 + half64 * sp64.uniform(key, draw + 3)
+                    amplitude[g] = half64 + half64 * env_draw64(key, 4 * g + 3)
                 y = (wp.float64(s) + half64) * cell_width64 - world_size64
                 row_total = wp.float64(0.0)
                 for ix in range(G):
@@ -213,10 +199,8 @@ def kernels(
                     field_out[env, s * G + ix] = cell_value
                     row_total += wp.float64(cell_value)
                 row_mass_out[env, s] = scalar(row_total)
-            if s < side * side:
-                fl.grid_spawn(
-                    key, env, s, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out
-                )
+            if s < spawn.side * spawn.side:
+                f.spawn_cell(spawn, key, env, s)
 
     return SimpleNamespace(
         sampling_observe=sampling_observe, sampling_finish=sampling_finish, sampling_reset=sampling_reset
@@ -287,37 +271,16 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``sampling_reset`` for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, state, c = sc.env, sc.world.state, sc.cfg
-    s = env.stepper.scalar
-    n_slots = max(c.grid_cells, sc.grid.n_cells)
-    per_thread, threads = agents_per_thread(env.device, n_slots)
-    launcher.launch(
-        k.sampling_reset,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            env_mask,
-            env.reset_streams,
-            sc.grid.side,
-            s(c.world_size),
-            s(sc.grid.jitter),
-            wp.float64(c.world_size),
-            wp.float64(sc.cell_width),
-            wp.float64(c.sigma_min),
-            wp.float64(c.sigma_max - c.sigma_min),
-            per_thread,
-            n_slots,
-        ],
-        outputs=[
-            state.pos,
-            state.theta,
-            state.vel,
-            state.speed,
-            state.ang_vel,
-            sc._field,
-            sc._row_mass,
-            sc._collected,
-        ],
-        device=env.device,
-    )
+    """Launch the masked ``sampling_reset`` for the scenario ``sc``: one slot per field row or spawn
+    cell, whichever are more."""
+    c = sc.cfg
+    n_slots = max(c.grid_cells, sc.side * sc.side)
+    inputs = [
+        wp.float64(c.world_size),
+        wp.float64(sc.cell_width),
+        wp.float64(c.sigma_min),
+        wp.float64(c.sigma_max - c.sigma_min),
+        n_slots,
+    ]
+    outputs = [sc._field, sc._row_mass, sc._collected]
+    common.launch_reset(sc, launcher, _kernels_for(sc).sampling_reset, env_mask, inputs, outputs, slots=n_slots)

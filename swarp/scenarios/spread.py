@@ -18,9 +18,10 @@ counts the other agents closer than ``2 * agent_radius``. No terminal state: epi
 agent [m]), ``covered`` [E, A] bool (``landmark_dist < cover_radius``), ``collisions`` [E, A] int32.
 Success (``success()``, and ``info["covered"]`` all true): every landmark covered.
 
-Resets draw agents in a uniform random subset of jittered grid cells (``spawn.py``) and
-landmarks uniformly in ``[-(L - r), L - r]^2``, from the counter-based RNG. Holonomic agents with
-velocity control (continuous actions). The Warp twin is ``spread_kernels.py``;
+Resets draw agents in a uniform random subset of jittered grid cells (``common.spawn_torch`` over
+``spawn.py``) and landmarks uniformly in ``[-(L - r), L - r]^2`` (landmark l: per-env draws ``2 l``,
+``2 l + 1``, ``common.DRAW_ENV``), from the counter-based RNG. Holonomic agents with velocity
+control (continuous actions). The Warp twin is ``spread_kernels.py``;
 ``greedy_actions`` is a scripted controller.
 """
 
@@ -34,13 +35,11 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.render.drawables import Circles, Crosses
+from swarp.scenarios import common
 from swarp.scenarios import spread_kernels as sk
 from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.common import OptionChecker
-from swarp.scenarios.fleet import grid_spawn_torch, open_arena, place_agents_torch, safe_norm, seek_velocity
-from swarp.scenarios.spawn import uniform_torch
 
-DRAW_LANDMARK = int(sk.DRAW_LANDMARK)
 #: Landmark marker color (RGB) and cover-ring width [px] for the renderer.
 LANDMARK_COLOR = (90, 90, 90)
 COVER_RING_PX = 1.5
@@ -91,6 +90,10 @@ class SpreadConfig:
                 f"spread option agent_radius ({self.agent_radius}) must be smaller than world_size ({self.world_size})"
             )
 
+    # What ``common.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    ctrl_mode = "velocity"
+    spawn_cells = None
+
 
 class SpreadScenario(FusedScenario):
     """Agents cover landmarks; see the module docstring for the observation and reward."""
@@ -101,9 +104,8 @@ class SpreadScenario(FusedScenario):
     ends_steps = True
 
     def make_world(self) -> WorldSpec:
-        spec, self.grid = open_arena(self.cfg)
         self.landmark_extent = self.cfg.world_size - self.cfg.agent_radius
-        return spec
+        return common.arena_world(self, self.cfg.n_agents, contacts_only=True)
 
     @property
     def obs_dim(self) -> int:
@@ -149,13 +151,11 @@ class SpreadScenario(FusedScenario):
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        E, A, dtype = self.n_envs, self.n_agents, self.dtype
-        dev = self.landmarks.device
-        key = self.env.rng_keys().view(E, 1)
-        place_agents_torch(self.env.state, env_mask, grid_spawn_torch(key, self.grid, A, dtype), key)
-        extent = torch.tensor(self.landmark_extent, dtype=dtype, device=dev)
-        draw = DRAW_LANDMARK + 2 * torch.arange(A, device=dev).view(1, A)
-        landmarks = torch.stack([(uniform_torch(key, draw + k, dtype) * 2.0 - 1.0) * extent for k in range(2)], -1)
+        E, A = self.n_envs, self.n_agents
+        common.spawn_torch(self, env_mask, A)
+        extent = torch.tensor(self.landmark_extent, dtype=self.dtype, device=self.landmarks.device)
+        draws = torch.cat(common.env_draws_torch(self, 2 * A), -1).view(E, A, 2)  # landmark l: draws 2 l, 2 l + 1
+        landmarks = (draws * 2.0 - 1.0) * extent
         self.landmarks.copy_(torch.where(env_mask.view(E, 1, 1), landmarks, self.landmarks))
 
     def _offsets(self) -> torch.Tensor:
@@ -174,7 +174,7 @@ class SpreadScenario(FusedScenario):
     def _landmark_distances(self) -> torch.Tensor:
         """[E, A]: distance of landmark l to its nearest agent [m]."""
         delta = self.landmarks.unsqueeze(2) - self.env.state.pos.unsqueeze(1)  # [E, landmark, agent, 2]
-        return safe_norm(delta).min(dim=2).values
+        return common.norm(delta).min(dim=2).values
 
     def _collisions_torch(self) -> torch.Tensor:
         d2 = self._offsets().square().sum(-1)
@@ -232,7 +232,7 @@ def greedy_actions(env) -> torch.Tensor:
         target[rows, agent] = landmarks[rows, landmark]
         dist[rows, agent, :] = math.inf
         dist[rows, :, landmark] = math.inf
-    return seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+    return common.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("spread", SpreadScenario)

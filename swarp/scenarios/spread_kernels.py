@@ -8,8 +8,9 @@
   next step's contacts, its collisions and the distance of landmark ``agent`` to its nearest agent
   (landmarks and agents are equally many, so that covers every landmark once, with no atomics).
 * ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
-* ``spread_reset`` (one thread per env and spawn cell, masked): spawns, headings and landmarks from
-  the counter-based RNG, exactly the draws of the torch reference.
+* ``spread_reset`` (one thread per env and spawn cell, masked): spawns and headings
+  (``common.spawn_cell``) and landmarks (``common.env_draw``) from the counter-based RNG, exactly
+  the draws of the torch reference.
 """
 
 import functools
@@ -19,18 +20,14 @@ import warp as wp
 
 from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
-from swarp.core.rng import ResetStreams, episode_key
 from swarp.env import episode
 from swarp.physics import neighbors
-from swarp.scenarios import base, common, fleet, rows, spawn
+from swarp.scenarios import base, common, rows
 
 #: Fleets up to this size observe through the row kernels (``rows.observe_kernels``: one thread per
 #: agent builds its 4 A + 2 row in registers, stored through a [64, 4 A + 2] shared tile, 25 KB at
 #: 24 agents); larger ones through the pair-parallel ``spread_observe`` plus ``spread_agents``.
 ROWS_MAX_AGENTS = 24
-
-# Landmark l draws 2 l and 2 l + 1 from here (spawns and headings: ``fleet.py``'s draws).
-DRAW_LANDMARK = wp.constant(fleet.FIRST_FREE_DRAW)
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -46,8 +43,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, sweep
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
-    sp = spawn.funcs(scalar)
-    fl = fleet.funcs(scalar)
+    f = common.reset_funcs(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
     two = scalar(2.0)
@@ -204,36 +200,21 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, sweep
 
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
     @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
-    def spread_reset(
-        env_mask: wp.array(dtype=wp.bool),
-        streams: ResetStreams,
-        side: int,
-        world_size: scalar,
-        jitter: scalar,
-        landmark_extent: scalar,
-        cells_per_thread: int,
-        pos_out: wp.array2d(dtype=vec2),
-        theta_out: wp.array2d(dtype=scalar),
-        vel_out: wp.array2d(dtype=vec2),
-        speed_out: wp.array2d(dtype=scalar),
-        ang_vel_out: wp.array2d(dtype=scalar),
-        landmarks_out: wp.array2d(dtype=vec2),
-    ):
+    def spread_reset(spawn: f.Spawn, landmark_extent: scalar, landmarks_out: wp.array2d(dtype=vec2)):
         # Agent i spawns in the cell of i-th smallest spawn key; the thread of cell m also draws
-        # landmark m (there are at least as many cells as landmarks).
+        # landmark m (per-env draws 2 m, 2 m + 1; there are at least as many cells as landmarks).
         env, slot = wp.tid()
-        if not env_mask[env]:
+        if not spawn.env_mask[env]:
             return
-        key = episode_key(streams, env)
-        first = slot * cells_per_thread
-        for cell in range(first, wp.min(first + cells_per_thread, side * side)):
+        key = f.spawn_key(spawn, env)
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
             if cell < landmarks_out.shape[1]:
-                draw = DRAW_LANDMARK + 2 * cell
                 landmarks_out[env, cell] = vec2(
-                    (sp.uniform(key, draw) * two - one) * landmark_extent,
-                    (sp.uniform(key, draw + 1) * two - one) * landmark_extent,
+                    (f.env_draw(key, 2 * cell) * two - one) * landmark_extent,
+                    (f.env_draw(key, 2 * cell + 1) * two - one) * landmark_extent,
                 )
-            fl.grid_spawn(key, env, cell, side, world_size, jitter, pos_out, theta_out, vel_out, speed_out, ang_vel_out)
+            f.spawn_cell(spawn, key, env, cell)
 
     observe = None
     if fleet_size <= ROWS_MAX_AGENTS:
@@ -307,22 +288,5 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``spread_reset`` for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, state = sc.env, sc.world.state
-    s = env.stepper.scalar
-    per_thread, threads = agents_per_thread(env.device, sc.grid.n_cells)
-    launcher.launch(
-        k.spread_reset,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            env_mask,
-            env.reset_streams,
-            sc.grid.side,
-            s(sc.grid.world_size),
-            s(sc.grid.jitter),
-            s(sc.landmark_extent),
-            per_thread,
-        ],
-        outputs=[state.pos, state.theta, state.vel, state.speed, state.ang_vel, sc._landmarks],
-        device=env.device,
-    )
+    inputs = [sc.env.stepper.scalar(sc.landmark_extent)]
+    common.launch_reset(sc, launcher, _kernels_for(sc).spread_reset, env_mask, inputs, [sc._landmarks])

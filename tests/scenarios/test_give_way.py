@@ -6,7 +6,7 @@ import torch
 
 import swarp
 from swarp.core.config import ObstacleShape
-from swarp.scenarios.fleet import seek_velocity
+from swarp.scenarios.common import seek_velocity
 from swarp.scenarios.give_way import N_AGENTS, scripted_actions
 from tests.scenarios import helpers_b as h
 
