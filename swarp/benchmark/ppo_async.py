@@ -2,7 +2,7 @@
 
     python -m swarp.benchmark.ppo_async                 # CPU or CUDA, the default grid
     python -m swarp.benchmark.ppo_async --quick         # a smoke run
-    python -m swarp.benchmark.ppo_async --envs 256 4096 --reps 5 --plot ppo_async.png
+    python -m swarp.benchmark.ppo_async --envs 256 4096 --reps 5 --plot async.png   # plot path
     python -m swarp.benchmark.ppo_async --device cpu --policy-device cuda:0 --groups 4   # CPU sim, CUDA learner
 
 Every step runs an MLP actor-critic forward (compiled with ``torch.compile`` with ``--compile``)
@@ -334,7 +334,9 @@ def main(argv=None) -> None:
     parser.add_argument("--stream-ab", action="store_true", help="CUDA: also time send() on a side stream")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None, help="write every repetition's env-steps/s to this file")
-    parser.add_argument("--plot", default=None, help="save a frames/s vs n_envs plot (matplotlib)")
+    parser.add_argument(
+        "--plot", default="ppo_async.png", help="where to save the frames/s vs n_envs plot (matplotlib; '' for none)"
+    )
     args = parser.parse_args(argv)
     if args.groups < 2:
         parser.error("--groups must be at least 2")
@@ -389,7 +391,11 @@ def main(argv=None) -> None:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rates": raw, "rows": rows}, f, indent=1)
     if args.plot:
-        import matplotlib.pyplot as plt
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("no plot: matplotlib is not installed (pip install 'swarp[plot]')")
+            return
 
         fig, ax = plt.subplots(figsize=(6, 4))
         means = [1] + [3 + 3 * k for k in range(len(columns))]  # (mean, +-) of step(), then triples

@@ -15,13 +15,14 @@ def table_rows(text: str) -> list[list[str]]:
 def test_small_cpu_run_reports_every_mode_and_a_ceiling(capsys, tmp_path):
     ppo_async.main(
         ["--device", "cpu", "--envs", "4", "8", "--groups", "4", "--reps", "2", "--bench-steps", "6"]
-        + ["--json", str(tmp_path / "rates.json")]
+        + ["--json", str(tmp_path / "rates.json"), "--plot", str(tmp_path / "rates.png")]
         + ["--warmup", "4", "--num-steps", "4", "--epochs", "1", "--minibatches", "2"]
     )
     out = capsys.readouterr().out
     assert "4 groups" in out and "env share" in out
     rows = table_rows(out)
     assert [row[0] for row in rows] == ["4", "8"]
+    assert (tmp_path / "rates.png").stat().st_size > 1000
     raw = json.loads((tmp_path / "rates.json").read_text())["rates"]
     assert set(raw) == {"4", "8"}
     assert set(raw["8"]) == {"env", "env send/recv", "step", "send/recv", "pool"}
@@ -56,7 +57,7 @@ def test_pool_loop_fills_every_slot_of_the_rollout():
 def test_cpu_simulator_feeding_a_cuda_policy(capsys):
     ppo_async.main(
         ["--device", "cpu", "--policy-device", "cuda:0", "--envs", "8", "--reps", "2", "--bench-steps", "6"]
-        + ["--warmup", "4", "--num-steps", "4", "--epochs", "1", "--minibatches", "2"]
+        + ["--warmup", "4", "--num-steps", "4", "--epochs", "1", "--minibatches", "2", "--plot", ""]
     )
     out = capsys.readouterr().out
     assert "simulator=cpu policy=cuda:0" in out
