@@ -33,7 +33,7 @@ scenarios)
   $py -m swarp.benchmark.throughput --scenario balance --envs 4096 16384 --agents 3 --iters 200 --repeats 3 2>&1 | grep -v done | tee -a "$out/scen_bodies.log"
   $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 200 --repeats 3 2>&1 | grep -v done | tee "$out/scen_lidar.log"
   $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 200 --repeats 5 2>&1 | grep -v done | tee "$out/scen_params.log"
-  $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 3 --bench-steps 128 --warmup 32 2>&1 | grep -v done | tee "$out/scen_async.log"
+  $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 3 --bench-steps 128 --warmup 32 --plot "$out/scen_async.png" 2>&1 | grep -v done | tee "$out/scen_async.log"
   $py -m swarp.benchmark.distributed --device cuda --envs-per-rank 16384 65536 --agents 8 2>&1 | tee "$out/scen_distributed.log"
   timeout 240 $py -m swarp.benchmark.compare_vmas --metric both --envs 4096 16384 --agents 4 16 --json "$out/vmas.json" 2>&1 | tee "$out/scen_vmas.log"
   ;;
@@ -125,13 +125,13 @@ async)
   $py -m pytest -q -p no:cacheprovider -rfE tests/env/test_async.py tests/env/test_pool.py tests/benchmark/test_ppo_async.py 2>&1 | tail -3
   { [ -n "${SKIP_GPU_SIM:-}" ] || echo "== GPU simulator, GPU policy"
     [ -n "${SKIP_GPU_SIM:-}" ] || $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 5 --bench-steps 128 --warmup 32 --stream-ab \
-      --json "$out/async_gpu.json"
+      --json "$out/async_gpu.json" --plot "$out/async_gpu.png"
     echo "== CPU simulator, GPU policy, 4 groups"
     $py -m swarp.benchmark.ppo_async --device cpu --policy-device cuda:0 --envs 4096 16384 65536 --groups 4 \
-      --reps 5 --bench-steps 64 --warmup 16 --json "$out/async_cpu_gpu.json"
+      --reps 5 --bench-steps 64 --warmup 16 --json "$out/async_cpu_gpu.json" --plot "$out/async_cpu_gpu.png"
     echo "== CPU simulator, CPU policy"
     $py -m swarp.benchmark.ppo_async --device cpu --envs 256 1024 4096 --groups 4 --reps 5 --bench-steps 64 \
-      --warmup 16 --json "$out/async_cpu.json"
+      --warmup 16 --json "$out/async_cpu.json" --plot "$out/async_cpu.png"
   } 2>&1 | grep -v done | tee "$out/async.log"
   ;;
 peers)
