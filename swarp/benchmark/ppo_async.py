@@ -377,7 +377,7 @@ def main(argv=None) -> None:
     policy = args.policy_device or device
     print(
         f"\nsimulator={device} policy={policy} agents={args.agents} groups={args.groups} "
-        f"hidden={args.hidden} torch={torch.__version__} threads={torch.get_num_threads()}; "
+        f"hidden={args.hidden} compile={args.compile} torch={torch.__version__} threads={torch.get_num_threads()}; "
         "frames/s = env-steps/s, +- 95% CI"
     )
     columns = ["send/recv"] + (["side stream"] if args.stream_ab else []) + [f"{args.groups} groups"]
