@@ -81,8 +81,10 @@ class CpuPlacement:
     credited to the placement of the send that opened it); the placement with the shorter median
     period is kept for ``HOLD_SENDS`` sends (the worker only if ``THREAD_MARGIN`` shorter), then
     it measures again. Medians, so that a loop's rare long iteration (a PPO update) does not
-    decide. Steps shorter than ``OVERLAP_MIN_S`` stay inline unmeasured. ``forced``
-    (``"inline"`` or ``"thread"``) skips all of it.
+    decide. Steps shorter than ``OVERLAP_MIN_S`` stay inline unmeasured. ``forced`` skips all of
+    it: ``"inline"``, ``"thread"``, or ``"long"`` (the worker for every step not shorter than
+    ``OVERLAP_MIN_S``, by the running average of step times: ``EnvPool`` groups, whose caller
+    always has the other groups to act on meanwhile).
 
     Attributes:
         period_s: Median send-to-send period [s] of the last measurement, per placement
@@ -102,6 +104,8 @@ class CpuPlacement:
 
     def next(self, step_time_s: float | None) -> bool:
         """Called at each send; returns whether this step goes to the worker thread."""
+        if self.forced == "long":
+            self.threaded = step_time_s is None or step_time_s >= OVERLAP_MIN_S
         if self.forced is not None:
             return self.threaded
         now = time.perf_counter()
@@ -145,9 +149,9 @@ class AsyncStep:
         env: The environment whose steps it runs.
         side_stream: CUDA: run steps on a side stream ordered by events (``EnvPool`` groups) rather
             than on torch's current stream; ``SWARP_ASYNC_STREAM=side|current`` overrides it.
-        cpu_placement: CPU: ``None`` (measured, ``CpuPlacement``), ``"inline"`` or ``"thread"``
-            (``EnvPool`` groups: the caller acts on the other groups meanwhile, so the worker
-            pays); ``SWARP_ASYNC_CPU=inline|thread`` overrides it.
+        cpu_placement: CPU: ``None`` (measured), ``"inline"``, ``"thread"`` or ``"long"`` (see
+            ``CpuPlacement``; ``EnvPool`` groups use ``"long"``); ``SWARP_ASYNC_CPU=inline|thread``
+            overrides it.
     """
 
     def __init__(self, env: Environment, side_stream: bool = False, cpu_placement: str | None = None):

@@ -60,7 +60,7 @@ class EnvPool:
                 raise ValueError("every group must be on one device")
         for group in groups:
             if group._async is None:  # each group on its own side stream (CUDA) or worker thread (CPU)
-                group._async = AsyncStep(group, side_stream=True, cpu_placement="thread")
+                group._async = AsyncStep(group, side_stream=True, cpu_placement="long")
         self.groups = groups
         self.batch_size = batch
         self.n_groups = len(groups)

@@ -139,6 +139,11 @@ def test_short_steps_stay_inline_unmeasured(clock):
 def test_forced_placement_and_bad_values(monkeypatch):
     assert all(asynchronous.CpuPlacement("thread").next(1.0) for _ in range(50))
     assert not any(asynchronous.CpuPlacement("inline").next(1.0) for _ in range(50))
+    # "long" (EnvPool groups): the worker for every step but those too short to pay the hand-off.
+    long = asynchronous.CpuPlacement("long")
+    assert long.next(None), "an untimed step goes to the worker"
+    assert long.next(asynchronous.OVERLAP_MIN_S) and long.threaded
+    assert not long.next(asynchronous.OVERLAP_MIN_S / 2) and not long.threaded
     monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, "sometimes")
     env = make_env()
     with pytest.raises(ValueError, match="SWARP_ASYNC_CPU must be 'auto', 'inline' or 'thread'"):
