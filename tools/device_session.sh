@@ -78,6 +78,7 @@ final)
   $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
   { $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -4
     $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 100 --repeats 3
+    $py -m swarp.benchmark.throughput --envs 16384 --agents 16 64 --iters 100 --repeats 3 --option neighbor_method=grid
     $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 100 --repeats 3
     $py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --per-env-params off on random --iters 100 --repeats 3

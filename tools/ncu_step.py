@@ -13,8 +13,8 @@ import argparse
 
 import torch
 
+from swarp.benchmark.common import parse_option
 from swarp.benchmark.profile_env import warm_env
-from swarp.benchmark.scenarios import parse_option
 from swarp.core.launch import EAGER
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
 import contextlib
 import os
 import statistics
@@ -88,3 +90,14 @@ def print_table(headers: list[str], rows: list[list], file=None) -> str:
     text = "\n".join(lines)
     print(text, file=file, flush=True)
     return text
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """``"key=value"`` with a Python literal value (``3``, ``0.5``, ``'box'``; bare words are strings)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"option must be key=value, got {text!r}")
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value

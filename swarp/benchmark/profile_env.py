@@ -21,8 +21,7 @@ import torch
 import warp as wp
 
 import swarp
-from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
-from swarp.benchmark.scenarios import parse_option
+from swarp.benchmark.common import parse_option, print_table, synchronize, time_graph, time_wall
 from swarp.benchmark.throughput import make_env, random_actions
 from swarp.core.launch import EAGER
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP

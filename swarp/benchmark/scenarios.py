@@ -26,7 +26,6 @@ Each measured cell is a ``Case``: new axes (a dynamics model, a sensor) become s
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import json
 import os
@@ -36,7 +35,7 @@ import torch
 import warp as wp
 
 import swarp
-from swarp.benchmark.common import print_table
+from swarp.benchmark.common import parse_option, print_table
 from swarp.benchmark.throughput import bench, make_env
 from swarp.scenarios.base import get_scenario
 
@@ -108,17 +107,6 @@ def parse_shape(text: str) -> tuple[int, int]:
     if n_envs < 1 or n_agents < 1:
         raise argparse.ArgumentTypeError(f"shape must be positive, got {text!r}")
     return n_envs, n_agents
-
-
-def parse_option(text: str) -> tuple[str, object]:
-    """``"key=value"`` with a Python literal value (``3``, ``0.5``, ``'box'``; bare words are strings)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"option must be key=value, got {text!r}")
-    try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value
 
 
 def cases(args) -> list[Case]:

@@ -24,7 +24,7 @@ import torch
 import warp as wp
 
 import swarp
-from swarp.benchmark.common import print_table, synchronize, time_wall
+from swarp.benchmark.common import parse_option, print_table, synchronize, time_wall
 
 #: Parameter ranges of the per-env parameter cases (SI units; within navigation's defaults).
 RANDOM_PARAMS = {"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)}
@@ -116,9 +116,13 @@ def main(argv=None) -> None:
         default=["off"],
         help="shared params / a per-env table / re-drawn at every episode start",
     )
+    parser.add_argument(
+        "--option", action="append", type=parse_option, default=[], help="scenario option key=value (repeatable)"
+    )
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    options = dict(args.option)
     device = args.device or ("cuda:0" if wp.is_cuda_available() else "cpu")
     cuda = device.startswith("cuda")
     envs = args.envs or ([1024, 4096, 16384, 65536, 262144] if cuda else [64, 256, 1024, 4096])
@@ -126,7 +130,7 @@ def main(argv=None) -> None:
     iters = args.iters or (500 if cuda else 50)
     print(
         f"device={device} launch_mode={os.environ.get('SWARP_LAUNCH_MODE', 'replay')} torch={torch.__version__} "
-        f"warp={wp.__version__} scenario={args.scenario}",
+        f"warp={wp.__version__} scenario={args.scenario}" + "".join(f" {k}={v!r}" for k, v in options.items()),
         flush=True,
     )
     rows = []
@@ -139,8 +143,9 @@ def main(argv=None) -> None:
                 base = None
                 for label, auto, max_steps in cases:
                     env = make_env(
-                        n_envs, n_agents, device, args.use_graph[0], args.fused, auto, max_steps, scenario=args.scenario
-                    )
+                        n_envs, n_agents, device, args.use_graph[0], args.fused, auto, max_steps,
+                        scenario=args.scenario, **options,
+                    )  # fmt: skip
                     sec = bench(env, iters, args.repeats)
                     base = base or sec
                     rows.append([n_envs, n_agents, label, env.execution_mode, sec * 1e6, n_envs / sec, sec / base])
@@ -151,7 +156,7 @@ def main(argv=None) -> None:
                     for params in args.per_env_params:
                         env = make_env(
                             n_envs, n_agents, device, use_graph, args.fused, not args.no_auto_reset, args.max_steps,
-                            scenario=args.scenario, lidar_rays=rays, per_env_params=params,
+                            scenario=args.scenario, lidar_rays=rays, per_env_params=params, **options,
                         )  # fmt: skip
                         sec = bench(env, iters, args.repeats)
                         per_agent = n_envs * n_agents / sec

@@ -99,6 +99,9 @@ class NavigationConfig:
         substeps: Physics substeps per step.
         max_steps: Default episode length [steps].
         max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
+        neighbor_method: How neighbor lists are found: ``brute`` (every agent of the env),
+            ``grid`` (a uniform grid of cells of the list radius) or ``auto`` (``WorldConfig``'s
+            rule: the grid from ``grid_threshold`` agents per env). Same lists either way.
     """
 
     n_agents: int = 4
@@ -121,6 +124,7 @@ class NavigationConfig:
     substeps: int = 1
     max_steps: int = 200
     max_neighbors: int | None = None
+    neighbor_method: str = "auto"
     #: Whether the scenario flies drones (``drone_navigation`` sets it).
     _drones: ClassVar[bool] = False
 
@@ -152,6 +156,10 @@ class NavigationConfig:
         if self.obstacle_shape not in ("circle", "box", "mixed"):
             raise ValueError(
                 f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', got {self.obstacle_shape!r}"
+            )
+        if self.neighbor_method not in ("brute", "grid", "auto"):
+            raise ValueError(
+                f"navigation option neighbor_method must be 'brute', 'grid' or 'auto', got {self.neighbor_method!r}"
             )
         if self.max_neighbors is not None and self.max_neighbors < self.obs_neighbors:
             raise ValueError(
@@ -187,6 +195,7 @@ class NavigationScenario(FusedScenario):
             bounds_mode="soft",
             max_neighbors=c.list_width,
             neighbor_radius=max(c.obs_range, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt),
+            neighbor_method=c.neighbor_method,
         )
         return WorldSpec(
             agents=(agent,) * c.n_agents,
