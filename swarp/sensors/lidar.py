@@ -62,6 +62,9 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
+#: Largest fleet the CPU's per-env scan (``env_kernel``, its loops over the fleet unrolled) serves;
+#: larger fleets scan with ``lidar_scan``.
+ENV_KERNEL_MAX_FLEET = 64
 
 
 @dataclass(frozen=True)
@@ -134,18 +137,23 @@ def funcs(scalar: type) -> SimpleNamespace:
         return -b - wp.sqrt(disc)
 
     @wp.func
-    def ray_circle_select(o: vec2, d: vec2, center: vec2, radius: scalar) -> scalar:
-        """``ray_circle`` without branches, for the discrete search only (selects compile to
-        conditional moves: a ray misses most discs at random, which a branch predictor cannot
-        learn; its square root of a clamped value has no usable adjoint, hence search only)."""
-        oc = o - center
+    def ray_disc_select(oc: vec2, c: scalar, d: vec2) -> scalar:
+        """``ray_circle_select`` from the ray's side of the disc: ``oc`` = origin - centre [m] and
+        ``c`` = |oc|^2 - radius^2 [m^2]."""
         b = wp.dot(oc, d)
-        c = wp.dot(oc, oc) - radius * radius
         disc = b * b - c
         t = -b - wp.sqrt(wp.max(disc, zero))
         t = wp.where(disc >= zero, t, far)
         t = wp.where(b < zero, t, far)
         return wp.where(c <= zero, zero, t)
+
+    @wp.func
+    def ray_circle_select(o: vec2, d: vec2, center: vec2, radius: scalar) -> scalar:
+        """``ray_circle`` without branches, for the discrete search only (selects compile to
+        conditional moves: a ray misses most discs at random, which a branch predictor cannot
+        learn; its square root of a clamped value has no usable adjoint, hence search only)."""
+        oc = o - center
+        return ray_disc_select(oc, wp.dot(oc, oc) - radius * radius, d)
 
     @wp.func
     def slab(o: scalar, d: scalar, half: scalar) -> vec2:
@@ -200,6 +208,7 @@ def funcs(scalar: type) -> SimpleNamespace:
     return SimpleNamespace(
         ray_circle=ray_circle,
         ray_circle_select=ray_circle_select,
+        ray_disc_select=ray_disc_select,
         slab=slab,
         ray_box_local=ray_box_local,
         ray_obstacle=ray_obstacle,
@@ -252,30 +261,12 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
     two_pi = scalar(2.0 * math.pi)
 
     @wp.func
-    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
-        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
-        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint."""
-        pe = env * sc.per_env_params
+    def nearer_static(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i) -> wp.vec2i:
+        """``hit`` at distance ``best`` [m], or the first obstacle, body shape or wall (in that
+        order) strictly nearer along the ray ``o + t d``."""
         oe = env * sc.per_env_obstacles
-        best = sc.max_range
-        kind = _HIT_NONE
-        index = int(-1)
-        if sc.see_agents != 0:
-            for j in range(pos.shape[1]):
-                if j != agent:
-                    center = pos[env, j]
-                    radius = sc.params[pe, j, _RADIUS]
-                    # A disc farther than max_range + radius cannot be hit within range: skip it.
-                    # Exact (such a disc never beats max_range), and with one agent's rays on
-                    # consecutive threads the test is the same for the whole warp (no divergence).
-                    offset = center - o
-                    reach = sc.max_range + radius
-                    if wp.dot(offset, offset) <= reach * reach:
-                        t = f.ray_circle_select(o, d, center, radius)
-                        if t < best:
-                            best = t
-                            kind = _HIT_AGENT
-                            index = j
+        kind = hit[0]
+        index = hit[1]
         if wp.static(obstacles):
             for s in range(sc.obstacle_shape.shape[1]):
                 shape = sc.obstacle_shape[oe, s]
@@ -304,6 +295,33 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         return wp.vec2i(kind, index)
 
     @wp.func
+    def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
+        """Pass 1, discrete: ``(kind, index)`` of the first surface the ray hits closer than
+        ``max_range``. A function of its own so its loops stay out of the kernel's adjoint; its
+        static part (``nearer_static``) is shared with the CPU's per-env scan."""
+        pe = env * sc.per_env_params
+        best = sc.max_range
+        kind = _HIT_NONE
+        index = int(-1)
+        if sc.see_agents != 0:
+            for j in range(pos.shape[1]):
+                if j != agent:
+                    center = pos[env, j]
+                    radius = sc.params[pe, j, _RADIUS]
+                    # A disc farther than max_range + radius cannot be hit within range: skip it.
+                    # Exact (such a disc never beats max_range), and with one agent's rays on
+                    # consecutive threads the test is the same for the whole warp (no divergence).
+                    offset = center - o
+                    reach = sc.max_range + radius
+                    if wp.dot(offset, offset) <= reach * reach:
+                        t = f.ray_circle_select(o, d, center, radius)
+                        if t < best:
+                            best = t
+                            kind = _HIT_AGENT
+                            index = j
+        return nearer_static(sc, env, o, d, best, wp.vec2i(kind, index))
+
+    @wp.func
     def hit_distance(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, o: vec2, d: vec2, hit: wp.vec2i) -> scalar:
         """Pass 2: the distance [m] to the surface ``hit``, the only value the adjoint differentiates."""
         kind = hit[0]
@@ -327,6 +345,25 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         if kind == _HIT_WALL:
             return f.ray_walls(o, d, sc.lower, sc.upper)
         return sc.max_range
+
+    @wp.func
+    def store_hit(
+        sc: Scene,
+        env: int,
+        agent: int,
+        ray: int,
+        hit: wp.vec2i,
+        kind_out: wp.array3d(dtype=wp.int32),
+        index_out: wp.array3d(dtype=wp.int32),
+    ):
+        """Write what a ray hit: its ``HIT_*`` kind and the agent, obstacle slot or body (a body
+        shape's body) it belongs to."""
+        kind_out[env, agent, ray] = hit[0]
+        which = hit[1]
+        if wp.static(bodies):
+            if hit[0] == _HIT_BODY:
+                which = sc.shape_body[which]
+        index_out[env, agent, ray] = which
 
     @wp.kernel(module="unique")
     def lidar_scan(
@@ -356,14 +393,83 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             hit = closest_hit(scene, pos, env, agent, o, d)
             distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
             if wp.static(with_hits):
-                kind_out[env, agent, ray] = hit[0]
-                which = hit[1]
-                if wp.static(bodies):
-                    if hit[0] == _HIT_BODY:
-                        which = scene.shape_body[which]
-                index_out[env, agent, ray] = which
+                store_hit(scene, env, agent, ray, hit, kind_out, index_out)
 
-    return SimpleNamespace(lidar_scan=lidar_scan)
+    return SimpleNamespace(
+        lidar_scan=lidar_scan, nearer_static=nearer_static, hit_distance=hit_distance, store_hit=store_hit
+    )
+
+
+@functools.cache
+def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fleet: int):
+    """``lidar_scan_env``: ``lidar_scan``'s readings with one thread per env and the fleet size
+    ``fleet`` compiled in, for the CPU (where a launch's threads run one after another). Per agent,
+    what every one of its rays needs of each disc (origin - centre, |.|^2 - r^2, whether the per-ray
+    scan would test it at all) is computed once instead of once per ray; the rays then run the
+    per-ray scan's arithmetic on those very values, so the bits are the same. No adjoint (the
+    differentiable path keeps ``lidar_scan``)."""
+    vec2 = vec2_type(scalar)
+    f = funcs(scalar)
+    k = kernels(scalar, with_hits, obstacles, bodies)
+    Scene = scene_struct(scalar)
+    two_pi = scalar(2.0 * math.pi)
+    fleet_vec = wp.types.vector(fleet, scalar)
+    fleet_flags = wp.types.vector(fleet, wp.int32)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def lidar_scan_env(
+        scene: Scene,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        column: int,
+        distance_out: wp.array3d(dtype=scalar),
+        kind_out: wp.array3d(dtype=wp.int32),
+        index_out: wp.array3d(dtype=wp.int32),
+    ):
+        env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_rays = scene.n_rays
+        pe = env * scene.per_env_params
+        for agent in range(wp.static(fleet)):
+            o = pos[env, agent]
+            th = theta[env, agent]
+            oc_x = fleet_vec()
+            oc_y = fleet_vec()
+            oc_c = fleet_vec()
+            seen = fleet_flags()
+            for j in range(wp.static(fleet)):
+                center = pos[env, j]
+                radius = scene.params[pe, j, _RADIUS]
+                oc = o - center
+                offset = center - o
+                reach = scene.max_range + radius
+                oc_x[j] = oc[0]
+                oc_y[j] = oc[1]
+                oc_c[j] = wp.dot(oc, oc) - radius * radius
+                if scene.see_agents != 0 and j != agent and wp.dot(offset, offset) <= reach * reach:
+                    seen[j] = 1  # the per-ray scan's range test, on the same values
+            for ray in range(n_rays):
+                phi = th + two_pi * scalar(ray) / scalar(n_rays)
+                d = vec2(wp.cos(phi), wp.sin(phi))
+                best = scene.max_range
+                kind = _HIT_NONE
+                index = int(-1)
+                for j in range(wp.static(fleet)):
+                    if seen[j] != 0:
+                        t = f.ray_disc_select(vec2(oc_x[j], oc_y[j]), oc_c[j], d)
+                        if t < best:
+                            best = t
+                            kind = _HIT_AGENT
+                            index = j
+                hit = k.nearer_static(scene, env, o, d, best, wp.vec2i(kind, index))
+                distance_out[env, agent, column + ray] = k.hit_distance(scene, pos, env, o, d, hit)
+                if wp.static(with_hits):
+                    k.store_hit(scene, env, agent, ray, hit, kind_out, index_out)
+
+    return lidar_scan_env
 
 
 @functools.cache
@@ -420,7 +526,8 @@ def launch_scan(
         hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
         env_mask: Optional [E] bool: only these envs are scanned.
         launcher: Eager, recording, or under the caller's graph capture.
-        rays_per_thread: Override the thread layout (default: 1 on CUDA, a whole env on the CPU).
+        rays_per_thread: Override the thread layout of ``lidar_scan`` (default: 1 on CUDA; on the CPU
+            a whole env, by ``env_kernel`` for fleets of at most ``ENV_KERNEL_MAX_FLEET``).
         bodies: The movable bodies to see (``SceneBodies``), or ``None``.
     """
     n_envs, n_agents = pos.shape
@@ -432,6 +539,9 @@ def launch_scan(
     s = model.scalar
     vec2 = vec2_type(s)
     n_items = n_agents * config.n_rays
+    # The CPU's default: one thread per env, its rays sharing each agent's disc terms.
+    per_env = rays_per_thread is None and not str(model.device).startswith("cuda")
+    per_env = per_env and n_agents <= ENV_KERNEL_MAX_FLEET
     if rays_per_thread is None:
         rays_per_thread, threads = agents_per_thread(model.device, n_items)
     else:
@@ -472,8 +582,18 @@ def launch_scan(
         scene.body_pos, scene.body_theta = bodies.pos, bodies.theta
         scene.shape_body, scene.shape_kind = bm.shape_body, bm.shape_kind
         scene.shape_offset, scene.shape_angle, scene.shape_size = bm.shape_offset, bm.shape_angle, bm.shape_size
+    flags = (s, with_hits, ob.shape.shape[1] > 0, bodies is not None)
+    if per_env:
+        launcher.launch(
+            env_kernel(*flags, n_agents),
+            dim=n_envs,
+            inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
+            outputs=[distance_out, *hits_out],
+            device=model.device,
+        )
+        return
     launcher.launch(
-        kernels(s, with_hits, ob.shape.shape[1] > 0, bodies is not None).lidar_scan,
+        kernels(*flags).lidar_scan,
         dim=(n_envs, threads),
         inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
         outputs=[distance_out, *hits_out],

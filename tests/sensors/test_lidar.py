@@ -10,6 +10,7 @@ import warp as wp
 import swarp
 from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
 from swarp.core.config import Body
+from swarp.sensors import lidar as lidar_module
 from swarp.sensors.lidar import (
     HIT_AGENT,
     HIT_BODY,
@@ -177,6 +178,65 @@ def test_thread_layouts_give_identical_readings(generator):
         launch_scan(world.model, config, world.state.pos, world.state.theta, out, rays_per_thread=per_thread)
         outs.append(wp.to_torch(out))
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def per_env_and_per_ray(world: World, config: LidarConfig, bodies=None, mask=None, column=0):
+    """[(distance, kind, index) of the per-ray scan (``rays_per_thread=1``), the same of the CPU's
+    default per-env scan (``env_kernel``)], into buffers pre-filled with -7."""
+    scans = []
+    for per_thread in (1, None):
+        shape = (world.n_envs, world.n_agents, column + config.n_rays)
+        out = [wp.full(shape, -7.0, dtype=world.stepper.scalar, device="cpu")]
+        out += [wp.zeros(shape[:2] + (config.n_rays,), dtype=wp.int32, device="cpu") for _ in range(2)]
+        launch_scan(
+            world.model, config, world.state.pos, world.state.theta, out[0], column, tuple(out[1:]), mask,
+            rays_per_thread=per_thread, bodies=bodies,
+        )  # fmt: skip
+        scans.append([wp.to_torch(a).clone() for a in out])
+    return scans
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n_agents, n_rays", [(6, 32), (40, 7), (1, 45), (64, 3)])
+def test_cpu_per_env_scan_gives_the_per_ray_bits(generator, dtype, n_agents, n_rays):
+    """The CPU's per-env scan (each agent's disc terms computed once for all its rays) reads exactly
+    what the per-ray scan reads: distances, kinds and indices bit for bit, with obstacles of every
+    shape, walls, a mask and a column offset, and with movable bodies."""
+    world = random_world(generator, dtype, n_envs=4, n_agents=n_agents)
+    config = LidarConfig(n_rays, max_range=1.5)
+    mask = wp.array([True, False, True, True], dtype=wp.bool, device="cpu")
+    rays, per_env = per_env_and_per_ray(world, config, mask=mask, column=3)
+    for a, b in zip(rays, per_env, strict=True):
+        assert torch.equal(a, b)
+    assert (rays[0][1] == -7.0).all() and (rays[0][:, :, :3] == -7.0).all()
+    expected = {HIT_OBSTACLE, HIT_WALL} | ({HIT_AGENT} if n_agents > 1 else set())
+    assert expected <= set(rays[1].unique().tolist())
+    bodies = body_world([Body((Obstacle.box((0.0, 0.0), (0.3, 0.1)),))] * 2, n_agents=n_agents, n_envs=4, dtype=dtype)
+    body_pos = torch.tensor([[0.3, 0.2], [-0.4, 0.1]], dtype=world.state.torch.pos.dtype).expand(4, 2, 2)
+    bodies.set_state(pos=world.state.torch.pos, body_pos=body_pos.contiguous())
+    rays, per_env = per_env_and_per_ray(bodies, config, bodies=world_bodies(bodies))
+    for a, b in zip(rays, per_env, strict=True):
+        assert torch.equal(a, b)
+    assert (rays[1] == HIT_BODY).any()
+
+
+def test_cpu_scan_layout_follows_the_fleet_size():
+    """Fleets up to ``ENV_KERNEL_MAX_FLEET`` scan with the per-env kernel on the CPU, larger ones
+    (and any explicit ``rays_per_thread``) with the per-ray kernel."""
+    launched = []
+
+    class Spy(lidar_module.Launcher):
+        def launch(self, kernel, *args, **kwargs):
+            launched.append(kernel.key)
+
+    for n_agents in (lidar_module.ENV_KERNEL_MAX_FLEET, lidar_module.ENV_KERNEL_MAX_FLEET + 1):
+        world = make_world(n_agents=n_agents, bounds=10.0)
+        out = wp.zeros((1, n_agents, 4), dtype=wp.float64, device="cpu")
+        launch_scan(world.model, LidarConfig(4), world.state.pos, world.state.theta, out, launcher=Spy())
+        launch_scan(
+            world.model, LidarConfig(4), world.state.pos, world.state.theta, out, launcher=Spy(), rays_per_thread=2
+        )
+    assert ["lidar_scan_env" in key for key in launched] == [True, False, False, False]
 
 
 def test_env_mask_and_column_offset():
