@@ -25,12 +25,23 @@ LAUNCH_MODE_ENV = "SWARP_LAUNCH_MODE"
 LAUNCH_DEBUG_ENV = "SWARP_LAUNCH_DEBUG"
 
 
+def env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """The value of the environment variable ``name`` (an A/B switch), lower-cased: one of
+    ``choices``, the first of which is the default when it is unset.
+
+    Raises:
+        ValueError: any other value, naming the valid ones.
+    """
+    value = os.environ.get(name, choices[0]).lower()
+    if value not in choices:
+        valid = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"{name} must be {valid}, got {value!r}")
+    return value
+
+
 def replay_enabled() -> bool:
     """Whether recorded-launch replay is on (environment variable ``SWARP_LAUNCH_MODE``)."""
-    mode = os.environ.get(LAUNCH_MODE_ENV, "replay").lower()
-    if mode not in ("replay", "eager"):
-        raise ValueError(f"{LAUNCH_MODE_ENV} must be 'replay' or 'eager', got {mode!r}")
-    return mode == "replay"
+    return env_choice(LAUNCH_MODE_ENV, ("replay", "eager")) == "replay"
 
 
 def launch_debug() -> bool:

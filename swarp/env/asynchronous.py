@@ -33,13 +33,14 @@ before ``send`` (or use ``clone_outputs=True``).
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import torch
+
+from swarp.core.launch import env_choice
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -63,9 +64,7 @@ ASYNC_STREAM_ENV = "SWARP_ASYNC_STREAM"
 
 
 def _use_side_stream(default: bool) -> bool:
-    value = os.environ.get(ASYNC_STREAM_ENV, "auto").lower()
-    if value not in ("auto", "side", "current"):
-        raise ValueError(f"{ASYNC_STREAM_ENV} must be 'auto', 'side' or 'current', got {value!r}")
+    value = env_choice(ASYNC_STREAM_ENV, ("auto", "side", "current"))
     return default if value == "auto" else value == "side"
 
 
@@ -136,9 +135,7 @@ class CpuPlacement:
 
 
 def _cpu_placement(default: str | None) -> str | None:
-    value = os.environ.get(ASYNC_CPU_ENV, "auto").lower()
-    if value not in ("auto", "inline", "thread"):
-        raise ValueError(f"{ASYNC_CPU_ENV} must be 'auto', 'inline' or 'thread', got {value!r}")
+    value = env_choice(ASYNC_CPU_ENV, ("auto", "inline", "thread"))
     return default if value == "auto" else value
 
 

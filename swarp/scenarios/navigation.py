@@ -157,10 +157,6 @@ class NavigationConfig:
             raise ValueError(
                 f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', got {self.obstacle_shape!r}"
             )
-        if self.neighbor_method not in ("brute", "grid", "auto"):
-            raise ValueError(
-                f"navigation option neighbor_method must be 'brute', 'grid' or 'auto', got {self.neighbor_method!r}"
-            )
         if self.max_neighbors is not None and self.max_neighbors < self.obs_neighbors:
             raise ValueError(
                 f"navigation option max_neighbors ({self.max_neighbors}) must be >= obs_neighbors "

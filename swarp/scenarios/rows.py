@@ -19,12 +19,11 @@ tile transpose instead of per-column scatters (A/B measurements, docs/benchmarks
 """
 
 import functools
-import os
 from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
+from swarp.core.launch import Launcher, agents_per_thread, env_choice
 from swarp.env import episode
 from swarp.scenarios.base import OBSERVE_ONLY
 
@@ -35,9 +34,7 @@ OBS_BLOCK = 64
 #: ``[obs_dim, OBS_BLOCK]`` tile of the rows and transposes it, which reads shared memory with a
 #: stride of OBS_BLOCK words (one bank: ncu counted 90% excess shared wavefronts at 16,384 x 16);
 #: ``scalar`` stores rows straight from each thread (no tile).
-_OBS_STORE = os.environ.get("SWARP_OBS_STORE", "scatter")
-if _OBS_STORE not in ("scatter", "tile", "scalar"):
-    raise ValueError(f"SWARP_OBS_STORE must be 'scatter', 'tile' or 'scalar', got {_OBS_STORE!r}")
+_OBS_STORE = env_choice("SWARP_OBS_STORE", ("scatter", "tile", "scalar"))
 _TILED_ROWS = _OBS_STORE != "scalar"
 _OBSERVE_ONLY = wp.constant(OBSERVE_ONLY)
 

@@ -261,6 +261,12 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
     two_pi = scalar(2.0 * math.pi)
 
     @wp.func
+    def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
+        """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
+        phi = theta + two_pi * scalar(ray) / scalar(n_rays)
+        return vec2(wp.cos(phi), wp.sin(phi))
+
+    @wp.func
     def nearer_static(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i) -> wp.vec2i:
         """``hit`` at distance ``best`` [m], or the first obstacle, body shape or wall (in that
         order) strictly nearer along the ray ``o + t d``."""
@@ -388,15 +394,18 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
             agent = item // n_rays
             ray = item - agent * n_rays
             o = pos[env, agent]
-            phi = theta[env, agent] + two_pi * scalar(ray) / scalar(n_rays)
-            d = vec2(wp.cos(phi), wp.sin(phi))
+            d = ray_direction(theta[env, agent], ray, n_rays)
             hit = closest_hit(scene, pos, env, agent, o, d)
             distance_out[env, agent, column + ray] = hit_distance(scene, pos, env, o, d, hit)
             if wp.static(with_hits):
                 store_hit(scene, env, agent, ray, hit, kind_out, index_out)
 
     return SimpleNamespace(
-        lidar_scan=lidar_scan, nearer_static=nearer_static, hit_distance=hit_distance, store_hit=store_hit
+        lidar_scan=lidar_scan,
+        ray_direction=ray_direction,
+        nearer_static=nearer_static,
+        hit_distance=hit_distance,
+        store_hit=store_hit,
     )
 
 
@@ -412,7 +421,6 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
     f = funcs(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
-    two_pi = scalar(2.0 * math.pi)
     fleet_vec = wp.types.vector(fleet, scalar)
     fleet_flags = wp.types.vector(fleet, wp.int32)
 
@@ -452,8 +460,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
                 if scene.see_agents != 0 and j != agent and wp.dot(offset, offset) <= reach * reach:
                     seen[j] = 1  # the per-ray scan's range test, on the same values
             for ray in range(n_rays):
-                phi = th + two_pi * scalar(ray) / scalar(n_rays)
-                d = vec2(wp.cos(phi), wp.sin(phi))
+                d = k.ray_direction(th, ray, n_rays)
                 best = scene.max_range
                 kind = _HIT_NONE
                 index = int(-1)
