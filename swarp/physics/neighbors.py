@@ -16,25 +16,55 @@ Backends:
 
 import functools
 from types import SimpleNamespace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import warp as wp
 
-from swarp.core.launch import EAGER, Launcher, agents_per_thread
+from swarp.core.launch import EAGER, Launcher, agents_per_thread, env_choice
 from swarp.core.precision import vec2_type
 
-#: Widest list K built by the register compare-and-swap sweep on CUDA (``list_sweep``); wider lists
-#: shift entries. Measured on an H200 (docs/benchmarks.md): the sweep wins at K = 8 (navigation's
-#: list build at 16,384 x 64: 579 -> 402 us) and loses at K = 16 (the physics step at 16,384 x 16:
-#: 47 -> 70 us), where every candidate of a list that is not yet full pays K compare-and-swaps.
-SWEEP_MAX_K = 8
+#: Widest list K kept by the register sweep on CUDA (``list_layout``); wider lists shift entries in
+#: local memory. Measured on an H200 (docs/benchmarks.md, session 6), the all-entries-at-once sweep
+#: with the two-pass scan against shifting insertion at K = 16: the physics step at 16,384 x 16 /
+#: 64 agents 48.0 -> 36.0 / 235.1 -> 184.4 us, the library's K = 16 scenarios at 4,096 x 16 1.17-1.30x.
+#: (The earlier sweep, a compare-and-swap carried through the list, lost at K = 16: 47 -> 70 us.)
+SWEEP_MAX_K = 16
+#: ``SWARP_LIST_SCAN=two_pass|one_pass``: the A/B switch of the brute scan's layout on CUDA.
+LIST_SCAN_ENV = "SWARP_LIST_SCAN"
 
 
-def list_sweep(device, max_neighbors: int) -> bool:
-    """Whether lists of width ``max_neighbors`` on ``device`` are kept by the register sweep: on
-    CUDA up to ``SWEEP_MAX_K``; never on the CPU (navigation at 1,024 x 4 on a 2-core EPYC: 315 ->
-    361 us/step with it, 1,024 x 16: 2.75 -> 3.05 ms)."""
-    return str(device).startswith("cuda") and max_neighbors <= SWEEP_MAX_K
+class ListLayout(NamedTuple):
+    """How the list kernels keep and fill a top-K list (compile-time; results are identical).
+
+    Attributes:
+        sweep: Keep the list in registers, inserting into every entry at once with compile-time
+            indices; else shift entries after the insertion point (run-time indices, local memory).
+        two_pass: Brute force with the sweep only: first mark the in-range candidates in a
+            64-bit mask per 64 agents, then insert the marked ones, each thread walking its own
+            mask. On a GPU the one-pass scan runs the insertion for a candidate whenever any thread
+            of the warp keeps it, so nearly every candidate pays it; here a warp pays only for its
+            longest list.
+    """
+
+    sweep: bool = False
+    two_pass: bool = False
+
+
+#: The CPU's layout: shifting insertion, one-pass scan.
+CPU_LAYOUT = ListLayout()
+
+
+def list_layout(device, max_neighbors: int) -> ListLayout:
+    """The list layout on ``device`` for lists of width ``max_neighbors``.
+
+    The register sweep on CUDA up to ``SWEEP_MAX_K``; never on the CPU (navigation at 1,024 x 4 on
+    a 2-core EPYC: 315 -> 361 us/step with it, 1,024 x 16: 2.75 -> 3.05 ms). The two-pass brute
+    scan with it (``SWARP_LIST_SCAN=one_pass`` turns it off); a CPU thread runs alone, with no warp
+    to wait for, so it scans once.
+    """
+    sweep = str(device).startswith("cuda") and max_neighbors <= SWEEP_MAX_K
+    two_pass = sweep and env_choice(LIST_SCAN_ENV, ("two_pass", "one_pass")) == "two_pass"
+    return ListLayout(sweep=sweep, two_pass=two_pass)
 
 
 #: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
@@ -85,9 +115,9 @@ def query_struct(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, sweep: bool = False) -> SimpleNamespace:
-    """Neighbor-list kernels specialised for one float precision and list width K; ``sweep``: keep
-    the list by the register sweep (``list_sweep``), else by shifting insertion."""
+def kernels(scalar: type, max_neighbors: int, layout: ListLayout = CPU_LAYOUT) -> SimpleNamespace:
+    """Neighbor-list kernels specialised for one float precision, list width K and ``layout``
+    (``list_layout``: how the list is kept and the brute scan filled)."""
     vec2 = vec2_type(scalar)
     cell_limit = scalar(_CELL_LIMIT)
     max_k = max_neighbors
@@ -96,6 +126,12 @@ def kernels(scalar: type, max_neighbors: int, sweep: bool = False) -> SimpleName
     index_k = wp.types.vector(max_k, wp.int32)
     far = scalar(3.0e38)  # above any in-range squared distance (float32 max is 3.4e38)
     no_agent = wp.constant(2**31 - 1)
+    sweep, two_pass = layout.sweep, layout.two_pass
+    if two_pass and not sweep:
+        raise ValueError(f"the two-pass scan inserts by the register sweep: {layout} is not a layout")
+    mask_bits = 64  # candidates per mask word of the two-pass scan
+    one_bit = wp.uint64(1)
+    no_bits = wp.uint64(0)
 
     @wp.func
     def _cell_of(p: vec2, inv_cell: scalar) -> wp.vec2i:
@@ -117,6 +153,37 @@ def kernels(scalar: type, max_neighbors: int, sweep: bool = False) -> SimpleName
 
     def make_build(grid: bool):
         @wp.func
+        def before(d2: scalar, j: int, held_d2: scalar, held_j: int) -> bool:
+            """Whether candidate ``(d2, j)`` sorts before a held entry. The brute scan visits
+            candidates in ascending index, so a tie in distance is always decided for the held
+            entry and the index compare is dropped; the grid's visit order is not sorted."""
+            if wp.static(grid):
+                return d2 < held_d2 or (d2 == held_d2 and j < held_j)
+            return d2 < held_d2
+
+        @wp.func
+        def keep(best_d2: dist_k, best_j: index_k, n_seen: int, d2: scalar, j: int):
+            """The register list ``(best_d2, best_j)`` after offering it in-range candidate
+            ``(d2, j)``, the ``n_seen``-th in range: inserted in its sorted place, or dropped behind
+            a full list. Every entry at once: entry w takes the candidate if it sorts before entry w
+            but not before entry w - 1, the entry above it if it sorts before both, else stays. The
+            compares are independent (no chain through the list, unlike a carried compare-and-swap)
+            and every index is a compile-time constant, so the list stays in registers. Unused
+            entries hold (far, no_agent), which every in-range candidate sorts before; the entry
+            pushed off the end is dropped."""
+            if n_seen > max_k and not before(d2, j, best_d2[max_k - 1], best_j[max_k - 1]):
+                return best_d2, best_j
+            for w in range(wp.static(max_k - 1), 0, -1):
+                take = before(d2, j, best_d2[w], best_j[w])
+                shift = before(d2, j, best_d2[w - 1], best_j[w - 1])
+                best_d2[w] = wp.where(take, wp.where(shift, best_d2[w - 1], d2), best_d2[w])
+                best_j[w] = wp.where(take, wp.where(shift, best_j[w - 1], j), best_j[w])
+            take_first = before(d2, j, best_d2[0], best_j[0])
+            best_d2[0] = wp.where(take_first, d2, best_d2[0])
+            best_j[0] = wp.where(take_first, j, best_j[0])
+            return best_d2, best_j
+
+        @wp.func
         def build_list(q: Query, env: int, agent: int):
             """Build the sorted neighbor list of one agent into ``q``'s outputs."""
             r2 = q.radius * q.radius
@@ -124,69 +191,74 @@ def kernels(scalar: type, max_neighbors: int, sweep: bool = False) -> SimpleName
             best_d2 = dist_k(far)
             best_j = index_k(no_agent)
             n_total = int(0)
-            home = wp.vec2i(0, 0)
-            n_ranges = 1
-            if wp.static(grid):
-                home = q.agent_cell[env, agent]
-                n_ranges = 9
-            for r in range(n_ranges):
-                # Brute force: one range over the whole env. Grid: the 3x3 cells around home.
-                cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
-                start = int(0)
-                stop = q.pos.shape[1]
+            if wp.static(two_pass and not grid):
+                # (two_pass implies the register sweep: ``ListLayout``)
+                n_agents = q.pos.shape[1]
+                for first in range(0, n_agents, mask_bits):
+                    # Pass 1: mark this word's in-range candidates (a loop every thread of a warp
+                    # runs in step). Distances are computed the same way in both passes, so they
+                    # agree bit for bit. NaN distances fail the test.
+                    found = no_bits
+                    for j in range(first, wp.min(first + mask_bits, n_agents)):
+                        delta = q.pos[env, j] - p
+                        d2 = wp.dot(delta, delta)
+                        if d2 <= r2 and j != agent:
+                            found = found | (one_bit << wp.uint64(j - first))
+                    # Pass 2: insert the marked candidates, lowest index first.
+                    while found != no_bits:
+                        lowest = found & (~found + one_bit)
+                        found = found ^ lowest
+                        j = first + wp.bit_count(lowest - one_bit)
+                        delta = q.pos[env, j] - p
+                        n_total += 1
+                        best_d2, best_j = keep(best_d2, best_j, n_total, wp.dot(delta, delta), j)
+            else:
+                home = wp.vec2i(0, 0)
+                n_ranges = 1
                 if wp.static(grid):
-                    bucket = env * q.n_buckets + _bucket_of(cell, q.n_buckets)
-                    start = q.bucket_start[bucket]
-                    stop = start + q.bucket_count[bucket]
-                for s in range(start, stop):
-                    j = s
+                    home = q.agent_cell[env, agent]
+                    n_ranges = 9
+                for r in range(n_ranges):
+                    # Brute force: one range over the whole env. Grid: the 3x3 cells around home.
+                    cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
+                    start = int(0)
+                    stop = q.pos.shape[1]
                     if wp.static(grid):
-                        j = q.sorted_agents[s]
-                        # Buckets are hashed: an agent of another cell may share this bucket; count
-                        # each candidate only from its own cell, so it is seen exactly once.
-                        cj = q.agent_cell[env, j]
-                        if cj[0] != cell[0] or cj[1] != cell[1]:
+                        bucket = env * q.n_buckets + _bucket_of(cell, q.n_buckets)
+                        start = q.bucket_start[bucket]
+                        stop = start + q.bucket_count[bucket]
+                    for s in range(start, stop):
+                        j = s
+                        if wp.static(grid):
+                            j = q.sorted_agents[s]
+                            # Buckets are hashed: an agent of another cell may share this bucket;
+                            # count each candidate only from its own cell, so it is seen exactly once.
+                            cj = q.agent_cell[env, j]
+                            if cj[0] != cell[0] or cj[1] != cell[1]:
+                                continue
+                        if j == agent:
                             continue
-                    if j == agent:
-                        continue
-                    delta = q.pos[env, j] - p
-                    d2 = wp.dot(delta, delta)
-                    # Written so that a NaN distance (a non-finite position) is out of range too.
-                    if not (d2 <= r2):
-                        continue
-                    n_total += 1
-                    # A full list drops a candidate that sorts after its K-th entry.
-                    if n_total > max_k and (
-                        d2 > best_d2[max_k - 1] or (d2 == best_d2[max_k - 1] and j > best_j[max_k - 1])
-                    ):
-                        continue
-                    if wp.static(sweep):
-                        # Insert (d2, j) into the list sorted by (d2, index) with one compare-and-swap
-                        # per entry: every index is a compile-time constant, so the list stays in
-                        # registers. Unused entries hold (far, no_agent), which every in-range
-                        # candidate sorts before; the entry pushed off the end is dropped.
-                        carry_d2 = d2
-                        carry_j = j
-                        for w in range(wp.static(max_k)):
-                            take = carry_d2 < best_d2[w] or (carry_d2 == best_d2[w] and carry_j < best_j[w])
-                            held_d2 = best_d2[w]
-                            held_j = best_j[w]
-                            best_d2[w] = wp.where(take, carry_d2, held_d2)
-                            best_j[w] = wp.where(take, carry_j, held_j)
-                            carry_d2 = wp.where(take, held_d2, carry_d2)
-                            carry_j = wp.where(take, held_j, carry_j)
-                    else:
-                        # Wide lists: shift the entries after the insertion point (run-time indices,
-                        # so the list lives in local memory, but an insertion moves only what it must).
-                        slot = wp.min(n_total, max_k) - 1
-                        while slot > 0 and (
-                            d2 < best_d2[slot - 1] or (d2 == best_d2[slot - 1] and j < best_j[slot - 1])
-                        ):
-                            best_d2[slot] = best_d2[slot - 1]
-                            best_j[slot] = best_j[slot - 1]
-                            slot -= 1
-                        best_d2[slot] = d2
-                        best_j[slot] = j
+                        delta = q.pos[env, j] - p
+                        d2 = wp.dot(delta, delta)
+                        # Written so that a NaN distance (a non-finite position) is out of range too.
+                        if not (d2 <= r2):
+                            continue
+                        n_total += 1
+                        if wp.static(sweep):
+                            best_d2, best_j = keep(best_d2, best_j, n_total, d2, j)
+                        else:
+                            # Shift the entries after the insertion point, in place: run-time
+                            # indices, so the list lives in local memory (passing it through a
+                            # function would copy it), but an insertion moves only what it must.
+                            if n_total > max_k and not before(d2, j, best_d2[max_k - 1], best_j[max_k - 1]):
+                                continue
+                            slot = wp.min(n_total, max_k) - 1
+                            while slot > 0 and before(d2, j, best_d2[slot - 1], best_j[slot - 1]):
+                                best_d2[slot] = best_d2[slot - 1]
+                                best_j[slot] = best_j[slot - 1]
+                                slot -= 1
+                            best_d2[slot] = d2
+                            best_j[slot] = j
             # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
             n_kept = wp.min(n_total, max_k)
             near2 = q.near_radius * q.near_radius
@@ -362,7 +434,7 @@ def build_neighbors(
     query = out.query(pos, radius, near_radius, env_mask)
     if method == "grid":
         bin_agents(pos, radius, out, launcher)
-    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, list_sweep(pos.device, out.max_neighbors))
+    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, list_layout(pos.device, out.max_neighbors))
     per_thread, threads = agents_per_thread(pos.device, pos.shape[1])
     launcher.launch(
         k.grid_neighbors if method == "grid" else k.brute_neighbors,

@@ -460,13 +460,15 @@ def reset_funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
-def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, sweep: bool = False) -> SimpleNamespace:
-    """Warp functions for one precision, neighbor-list configuration (width K, backend, ``sweep``:
-    ``neighbors.list_sweep``) and count k of observed neighbors (a compile-time constant: the
+def funcs(
+    scalar: type, max_neighbors: int, grid: bool, k_obs: int, layout: neighbors.ListLayout = neighbors.CPU_LAYOUT
+) -> SimpleNamespace:
+    """Warp functions for one precision, neighbor-list configuration (width K, backend, ``layout``:
+    ``neighbors.list_layout``) and count k of observed neighbors (a compile-time constant: the
     feature loop unrolls into registers)."""
     vec2 = vec2_type(scalar)
     Query = neighbors.query_struct(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
+    nbk = neighbors.kernels(scalar, max_neighbors, layout)
     build_list = nbk.build_grid if grid else nbk.build_brute
     zero = scalar(0.0)
     one = scalar(1.0)
@@ -578,13 +580,13 @@ def fill(struct, **fields):
 
 
 def kernel_key(sc) -> tuple:
-    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors, sweep)``: what a bound scenario's
-    kernel factories specialise on (``sweep``: ``neighbors.list_sweep``; scenario kernel modules
+    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors, layout)``: what a bound scenario's
+    kernel factories specialise on (``layout``: ``neighbors.list_layout``; scenario kernel modules
     may append more)."""
     stepper = sc.env.stepper
     grid = stepper.neighbor_method == "grid"
     k = stepper.world.max_neighbors
-    return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, neighbors.list_sweep(sc.env.device, k)
+    return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, neighbors.list_layout(sc.env.device, k)
 
 
 def spawn_args(sc, env_mask, slots_per_thread: int = 0, grid: bool = True):

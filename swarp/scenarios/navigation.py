@@ -221,6 +221,10 @@ class NavigationScenario(FusedScenario):
         self._on_goal = wp.zeros((E, A), dtype=wp.bool, device=dev)
         self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
         self._overflow = wp.zeros(E, dtype=wp.bool, device=dev)
+        # Per-env counts of agents on goal and of agents that may have lost a contact: written by
+        # the observation, read and cleared by nav_finish (zero between steps).
+        self._goal_tally = wp.zeros(E, dtype=wp.int32, device=dev)
+        self._overflow_tally = wp.zeros(E, dtype=wp.int32, device=dev)
         self.goals = wp.to_torch(self._goals)
         self.prev_dist = wp.to_torch(self._prev_dist)
         # The reset's lookup tables, made here, outside any capture (variants with their own reset

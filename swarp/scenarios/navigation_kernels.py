@@ -3,8 +3,9 @@
 Three kernels, all writing into persistent buffers so a step can be captured:
 
 * ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
-  the observation row, the distance to goal, collisions and progress; the k nearest neighbors come
-  straight from the world's sorted neighbor list.
+  the observation row, the distance to goal, collisions, progress and the reward but its per-env
+  terms, and per-env tallies of agents on goal and of possibly lost contacts; the k nearest
+  neighbors come straight from the neighbor list it builds.
 * ``nav_finish`` (one thread per env): termination, the shared/bonus reward terms, overflow.
 * ``nav_reset`` (one thread per env and spawn cell, masked): spawns, goals, headings and obstacles from the
   counter-based RNG, exactly the draws of the torch reference.
@@ -52,18 +53,18 @@ def kernels(
     grid: bool,
     fleet_size: int,
     drones: bool,
-    sweep: bool = False,
+    layout: neighbors.ListLayout = neighbors.CPU_LAYOUT,
 ):
     """Kernels for one precision, neighbor count k, obstacle shape mode (0 circle, 1 box, 2 mixed)
     and the world's neighbor-list width and backend (the observe kernel builds each agent's list).
     With ``drones`` (``drone_navigation``) the reset also puts each agent level at the altitude,
-    at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone. ``sweep``:
-    how the lists are kept (``neighbors.list_sweep``)."""
+    at rest, yawed to its heading (the 6-DOF fields); without, it leaves them alone. ``layout``:
+    how the lists are kept (``neighbors.list_layout``)."""
     vec2 = vec2_type(scalar)
     vec3 = wp.types.vector(3, scalar)
     quat = wp.types.quaternion(scalar)
     half = scalar(0.5)
-    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
+    nbk = neighbors.kernels(scalar, max_neighbors, layout)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -93,12 +94,16 @@ def kernels(
         obs_range: scalar
         goal_radius: scalar
         collision_penalty: scalar
+        shared_reward: int
+        shaping_factor: scalar
         prev_dist: wp.array2d(dtype=scalar)
         progress_out: wp.array2d(dtype=scalar)
         reward_out: wp.array2d(dtype=scalar)
         dist_out: wp.array2d(dtype=scalar)
         on_goal_out: wp.array2d(dtype=wp.bool)
         collisions_out: wp.array2d(dtype=wp.int32)
+        goal_tally: wp.array(dtype=wp.int32)
+        overflow_tally: wp.array(dtype=wp.int32)
 
     @wp.func
     def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> obs_vec:
@@ -152,22 +157,34 @@ def kernels(
         # Slots of neighbors not in range keep the zeros (valid flag 0) the row started with.
         dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
         if mode == _OBSERVE_STEP:
-            a.progress_out[env, agent] = a.prev_dist[env, agent] - dist
-            a.reward_out[env, agent] = -(a.collision_penalty * scalar(n_collisions))
+            progress = a.prev_dist[env, agent] - dist
+            collision = -(a.collision_penalty * scalar(n_collisions))
+            a.progress_out[env, agent] = progress
+            if a.shared_reward != 0:
+                a.reward_out[env, agent] = collision  # nav_finish adds the shared term
+            else:
+                # The whole reward but the all-on-goal bonus, which nav_finish adds (adding the
+                # zero keeps the bits of ``... + bonus`` with no bonus: -0 + 0 is +0).
+                a.reward_out[env, agent] = a.shaping_factor * progress + collision + zero
         if mode != _OBSERVE_ONLY:
+            on_goal = dist < a.goal_radius
             a.dist_out[env, agent] = dist
-            a.on_goal_out[env, agent] = dist < a.goal_radius
+            a.on_goal_out[env, agent] = on_goal
             a.collisions_out[env, agent] = n_collisions
+            # Per-env tallies for nav_finish, which reads and clears them: integer atomics, so the
+            # counts do not depend on the order agents arrive in. A contact may be lost only where
+            # the list dropped agents and holds nothing beyond contact reach
+            # (``common.contact_overflow``).
+            if on_goal:
+                wp.atomic_add(a.goal_tally, env, 1)
+            if a.nq.total[env, agent] > a.nq.count[env, agent] and n_near == wp.static(max_neighbors):
+                wp.atomic_add(a.overflow_tally, env, 1)
         a.prev_dist[env, agent] = dist
         return row
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_finish(
         progress: wp.array2d(dtype=scalar),
-        on_goal: wp.array2d(dtype=wp.bool),
-        nbr_count: wp.array2d(dtype=wp.int32),
-        nbr_total: wp.array2d(dtype=wp.int32),
-        nbr_near: wp.array2d(dtype=wp.int32),
         shared_reward: int,
         shaping_factor: scalar,
         final_reward: scalar,
@@ -175,43 +192,44 @@ def kernels(
         mode: int,
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
+        goal_tally: wp.array(dtype=wp.int32),
+        overflow_tally: wp.array(dtype=wp.int32),
         reward_out: wp.array2d(dtype=scalar),
         overflow_out: wp.array(dtype=wp.bool),
     ):
         env = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        # A compile-time agent count: small fleets unroll, so the per-agent loads of this one
-        # thread per env are all in flight at once instead of one latency after another
-        # (measured on an H200 at 16,384 x 16: the rolled loop took 36 us at 6% warp occupancy).
-        all_on_goal = bool(True)
-        overflow = bool(False)
-        total = zero
-        # The per-agent terms already in reward_out, loaded up front: the compiler cannot tell the
-        # stores below from these loads apart (runtime strides), so loading each one just before its
-        # store would chain fleet_size memory round trips.
-        prior = fleet_vec()
-        for a in range(wp.static(fleet_size)):
-            prior[a] = reward_out[env, a]
-            if not on_goal[env, a]:
-                all_on_goal = False
-            # A contact may be lost only where the list dropped agents and holds nothing beyond
-            # contact reach (``common.contact_overflow``).
-            if nbr_total[env, a] > nbr_count[env, a] and nbr_near[env, a] == wp.static(max_neighbors):
-                overflow = True
-            total += progress[env, a]
-        overflow_out[env] = overflow
+        # The observation counted this env's agents on goal and those that may have lost a contact;
+        # read and clear the tallies for the next observation.
+        all_on_goal = goal_tally[env] == wp.static(fleet_size)
+        overflow_out[env] = overflow_tally[env] > 0
+        goal_tally[env] = 0
+        overflow_tally[env] = 0
         if mode != _OBSERVE_STEP:
             return  # a reset only refreshes the info
-        mean = total / scalar(fleet_size)
         bonus = zero
         if all_on_goal:
             bonus = final_reward
-        for a in range(wp.static(fleet_size)):
-            own = progress[env, a]
-            if shared_reward != 0:
-                own = mean
-            reward_out[env, a] = shaping_factor * own + prior[a] + bonus
+        if shared_reward != 0:
+            # A compile-time agent count: small fleets unroll, so the per-agent loads of this one
+            # thread per env are all in flight at once instead of one latency after another
+            # (measured on an H200 at 16,384 x 16: the rolled loop took 36 us at 6% warp occupancy).
+            total = zero
+            # The collision terms already in reward_out, loaded up front: the compiler cannot tell
+            # the stores below from these loads apart (runtime strides), so loading each one just
+            # before its store would chain fleet_size memory round trips.
+            prior = fleet_vec()
+            for a in range(wp.static(fleet_size)):
+                prior[a] = reward_out[env, a]
+                total += progress[env, a]
+            mean = total / scalar(fleet_size)
+            for a in range(wp.static(fleet_size)):
+                reward_out[env, a] = shaping_factor * mean + prior[a] + bonus
+        elif all_on_goal:
+            # The observation wrote each agent's reward but this bonus (rare: every agent on goal).
+            for a in range(fleet_size):
+                reward_out[env, a] = reward_out[env, a] + bonus
         end_step(ep, env, all_on_goal)
 
     @wp.kernel(enable_backward=False, module="unique")
@@ -343,7 +361,7 @@ def _kernels_for(sc):
         stepper.neighbor_method == "grid",
         sc.n_agents,
         stepper.model.has_drones,
-        neighbors.list_sweep(sc.env.device, stepper.world.max_neighbors),
+        neighbors.list_layout(sc.env.device, stepper.world.max_neighbors),
     )
 
 
@@ -368,8 +386,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     args.goals = sc._goals
     args.nq = world.neighbor_query()
     args.obs_range, args.goal_radius, args.collision_penalty = s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty)
+    args.shared_reward, args.shaping_factor = int(c.shared_reward), s(c.shaping_factor)
     args.prev_dist, args.progress_out, args.reward_out = sc._prev_dist, sc._progress, env._reward
     args.dist_out, args.on_goal_out, args.collisions_out = sc._dist, sc._on_goal, sc._collisions
+    args.goal_tally, args.overflow_tally = sc._goal_tally, sc._overflow_tally
     rows.launch_observe_rows(sc, launcher, k.observe, args, env_mask, mode)
     if before_finish is not None:
         before_finish(launcher)
@@ -379,10 +399,6 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
             dim=sc.n_envs,
             inputs=[
                 sc._progress,
-                sc._on_goal,
-                nb.count,
-                nb.total,
-                nb.near,
                 int(c.shared_reward),
                 s(c.shaping_factor),
                 s(c.final_reward),
@@ -390,6 +406,8 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
                 int(mode),
                 mask,
                 int(env_mask is not None),
+                sc._goal_tally,
+                sc._overflow_tally,
             ],
             outputs=[env._reward, sc._overflow],
             device=env.device,

@@ -28,12 +28,18 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 @functools.cache
 def kernels(
-    scalar: type, max_neighbors: int, grid: bool, fleet_size: int, patch_radius: int, n_gaussians: int, sweep: bool
+    scalar: type,
+    max_neighbors: int,
+    grid: bool,
+    fleet_size: int,
+    patch_radius: int,
+    n_gaussians: int,
+    layout: neighbors.ListLayout,
 ):
-    """Kernels for one precision, neighbor-list width, backend and ``sweep``
-    (``neighbors.list_sweep``), agent count, patch radius and Gaussian count."""
+    """Kernels for one precision, neighbor-list width, backend and list ``layout``
+    (``neighbors.list_layout``), agent count, patch radius and Gaussian count."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
+    nbk = neighbors.kernels(scalar, max_neighbors, layout)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -216,7 +222,7 @@ def _kernels_for(sc):
         sc.n_agents,
         sc.cfg.patch_radius,
         sc.cfg.n_gaussians,
-        neighbors.list_sweep(sc.env.device, stepper.world.max_neighbors),
+        neighbors.list_layout(sc.env.device, stepper.world.max_neighbors),
     )
 
 

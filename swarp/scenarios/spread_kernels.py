@@ -34,11 +34,11 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, sweep: bool):
-    """Kernels for one precision, neighbor-list width, backend and ``sweep``
-    (``neighbors.list_sweep``), and agent count."""
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, layout: neighbors.ListLayout):
+    """Kernels for one precision, neighbor-list width, backend and list ``layout``
+    (``neighbors.list_layout``), and agent count."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, sweep)
+    nbk = neighbors.kernels(scalar, max_neighbors, layout)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -233,7 +233,7 @@ def _kernels_for(sc):
     stepper = sc.env.stepper
     k = stepper.world.max_neighbors
     grid = stepper.neighbor_method == "grid"
-    return kernels(stepper.scalar, k, grid, sc.n_agents, neighbors.list_sweep(sc.env.device, k))
+    return kernels(stepper.scalar, k, grid, sc.n_agents, neighbors.list_layout(sc.env.device, k))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:

@@ -268,18 +268,29 @@ def test_edge_index_is_consistent_with_the_lists(rng, max_neighbors):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("max_neighbors", [1, 3, 8, 16])
-def test_register_sweep_and_shifting_insertion_build_the_same_lists(rng, monkeypatch, method, max_neighbors):
-    """The two ways of keeping the top-K list (``neighbors.list_sweep``: the sweep on CUDA up to
-    K = 8, shifting insertion elsewhere) give the same sorted lists, ties and overflow included."""
+@pytest.mark.parametrize("n_agents", [40, 150])
+def test_every_list_layout_builds_the_same_lists(rng, monkeypatch, method, max_neighbors, n_agents):
+    """The ways of keeping the top-K list (``neighbors.list_layout``: the register sweep on CUDA up
+    to K = 16, shifting insertion elsewhere) and of filling it (the two-pass brute scan on CUDA, with
+    more than one 64-agent mask word at 150 agents) give the same sorted lists, ties and overflow
+    included."""
     from swarp.physics import neighbors
 
-    pos = random_positions(rng, "clusters", 3, 40)
+    pos = random_positions(rng, "clusters", 3, n_agents)
     lists = []
-    for sweep in (False, True):
-        monkeypatch.setattr(neighbors, "list_sweep", lambda device, k, sweep=sweep: sweep)
-        world = make_world(3, 40, method, max_neighbors=max_neighbors)
+    for layout in (neighbors.ListLayout(), neighbors.ListLayout(sweep=True), neighbors.ListLayout(True, True)):
+        monkeypatch.setattr(neighbors, "list_layout", lambda device, k, layout=layout: layout)
+        world = make_world(3, n_agents, method, max_neighbors=max_neighbors)
         world.set_state(pos=torch.as_tensor(pos))
         lists.append(lists_of(world))
-    for key in ("nbr", "count", "total", "overflow"):
-        np.testing.assert_array_equal(lists[0][key], lists[1][key], err_msg=key)
+    for other in lists[1:]:
+        for key in ("nbr", "count", "total", "overflow"):
+            np.testing.assert_array_equal(lists[0][key], other[key], err_msg=key)
     np.testing.assert_array_equal(lists[0]["nbr"], reference_lists(pos, RADIUS, max_neighbors)["nbr"])
+
+
+def test_two_pass_scan_without_the_sweep_is_refused():
+    from swarp.physics import neighbors
+
+    with pytest.raises(ValueError, match="register sweep"):
+        neighbors.kernels(wp.float32, 8, neighbors.ListLayout(sweep=False, two_pass=True))

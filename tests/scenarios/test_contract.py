@@ -219,15 +219,17 @@ def test_gpu_thread_layout_gives_the_cpu_layout_bits(name, monkeypatch, generato
 
 
 @SCENARIOS
-def test_register_sweep_lists_give_the_shifted_list_bits(name, monkeypatch, generator):
-    """Neighbor lists kept by the register sweep (CUDA, K <= 8: ``neighbors.list_sweep``) equal
-    the shifting insertion's (the CPU and wide lists): forced on for every K here, every scenario's
-    trajectory keeps its bits."""
+@pytest.mark.parametrize("two_pass", [False, True])
+def test_gpu_list_layouts_give_the_cpu_list_bits(name, two_pass, monkeypatch, generator):
+    """Neighbor lists kept by the register sweep (CUDA, K <= 16) and filled by the two-pass brute
+    scan (CUDA: ``neighbors.list_layout``) equal the one-pass shifting insertion's (the CPU's):
+    forced on for every K here, every scenario's trajectory keeps its bits."""
     from swarp.physics import neighbors
 
     actions = action_sequence(make_env(name), 25, generator)
     reference = rollout(make_env(name), actions)
-    monkeypatch.setattr(neighbors, "list_sweep", lambda device, max_neighbors: True)
+    layout = neighbors.ListLayout(sweep=True, two_pass=two_pass)
+    monkeypatch.setattr(neighbors, "list_layout", lambda device, max_neighbors: layout)
     assert_bit_identical(reference, rollout(make_env(name), actions))
 
 
