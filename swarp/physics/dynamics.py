@@ -148,16 +148,6 @@ def kernels(
     two = scalar(2.0)
     sixth = scalar(1.0 / 6.0)
 
-    @wp.func
-    def action(
-        actions: wp.array3d(dtype=scalar), env: int, agent: int, k: int, invalid_out: wp.array(dtype=wp.int32)
-    ) -> scalar:
-        u = actions[env, agent, k]
-        if not wp.isfinite(u):
-            invalid_out[0] = 1
-            return zero
-        return u
-
     @wp.kernel(module="unique")
     def integrate(
         # model
@@ -192,12 +182,13 @@ def kernels(
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
             pe = env * per_env_params
+            # Every load first, before any branch or store: the compiler cannot tell the flag store
+            # below from these loads apart, so a load after it would wait for it, and one after the
+            # drone branch for the kind's load: rounds of memory latency one after another.
             kind = kinds[agent]
-            if kind == _DRONE:
-                continue  # 6-DOF: physics/drone.py integrates it
             velocity_ctrl = ctrl_modes[agent] == _VELOCITY
-            u0 = action(actions, env, agent, 0, invalid_out)
-            u1 = action(actions, env, agent, 1, invalid_out)
+            raw0 = actions[env, agent, 0]
+            raw1 = actions[env, agent, 1]
             max_speed = params[pe, agent, _P_MAX_SPEED]
             accel_c = forces[env, agent] / params[pe, agent, _P_MASS]
             p = pos[env, agent]
@@ -205,6 +196,15 @@ def kernels(
             v = vel[env, agent]
             s = speed[env, agent]
             om = ang_vel[env, agent]
+            if kind == _DRONE:
+                continue  # 6-DOF: physics/drone.py integrates it
+            # Non-finite commands act as 0 and raise the invalid-action flag.
+            finite0 = wp.isfinite(raw0)
+            finite1 = wp.isfinite(raw1)
+            if not (finite0 and finite1):
+                invalid_out[0] = 1
+            u0 = wp.where(finite0, raw0, zero)
+            u1 = wp.where(finite1, raw1, zero)
             rk4 = integrator == _RK4
 
             if wp.static(holonomic) and kind == _HOLONOMIC:

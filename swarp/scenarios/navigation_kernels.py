@@ -109,13 +109,37 @@ def kernels(
     def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> obs_vec:
         """Build one agent's neighbor list, write its per-agent outputs and return its observation
         row. Every index into the row is a compile-time constant, so it stays in registers."""
-        # This agent's neighbor list, built here from the final positions (no separate launch).
-        build_list(a.nq, env, agent)
+        # This agent's neighbor list, built here from the final positions (no separate launch),
+        # read from the registers it was built in. The list is sorted nearest first: possible
+        # collisions are in its near prefix (the contact radius covers every pair's reach) and the
+        # observed neighbors (within obs_range, at most k) are its first entries. Every index below
+        # is a compile-time constant; the list is read before the rest of the row is made, so its
+        # registers are free again by then.
+        nbr_d2, nbr_j, n_kept, n_near, n_total = build_list(a.nq, env, agent)
+        pe = env * a.per_env_params
+        r = a.params[pe, agent, _RADIUS]
+        n_collisions = int(0)
+        for s in range(wp.static(max_neighbors)):
+            if s < n_near:
+                reach = r + a.params[pe, nbr_j[s], _RADIUS]
+                if nbr_d2[s] < reach * reach:
+                    n_collisions += 1
         p = a.pos[env, agent]
         v = a.vel[env, agent]
+        row = obs_vec()
+        range2 = a.obs_range * a.obs_range
+        for w in range(wp.static(k_obs)):
+            if w < n_kept and nbr_d2[w] <= range2:
+                j = nbr_j[w]
+                delta = a.pos[env, j] - p
+                dv = a.vel[env, j] - v
+                row[8 + 5 * w + 0] = delta[0]
+                row[8 + 5 * w + 1] = delta[1]
+                row[8 + 5 * w + 2] = dv[0]
+                row[8 + 5 * w + 3] = dv[1]
+                row[8 + 5 * w + 4] = one
         th = a.theta[env, agent]
         rel_goal = a.goals[env, agent] - p
-        row = obs_vec()
         row[0] = p[0]
         row[1] = p[1]
         row[2] = v[0]
@@ -124,36 +148,6 @@ def kernels(
         row[5] = wp.sin(th)
         row[6] = rel_goal[0]
         row[7] = rel_goal[1]
-        range2 = a.obs_range * a.obs_range
-        pe = env * a.per_env_params
-        r = a.params[pe, agent, _RADIUS]
-        n_written = int(0)
-        n_collisions = int(0)
-        n_near = a.nq.near[env, agent]
-        beyond_range = bool(False)
-        # The list is sorted nearest first: observed neighbors are a prefix of it (within obs_range,
-        # at most k) and so are possible collisions (the near prefix). Stop when both are done.
-        for s in range(a.nq.count[env, agent]):
-            if s >= n_near and (beyond_range or n_written >= k_obs):
-                break
-            j = a.nq.nbr[env, s, agent]
-            delta = a.pos[env, j] - p
-            d2 = wp.dot(delta, delta)
-            if d2 > range2:
-                beyond_range = True
-            reach = r + a.params[pe, j, _RADIUS]
-            if d2 < reach * reach:
-                n_collisions += 1
-            if n_written < k_obs and d2 <= range2:
-                dv = a.vel[env, j] - v
-                for w in range(wp.static(k_obs)):
-                    if w == n_written:
-                        row[8 + 5 * w + 0] = delta[0]
-                        row[8 + 5 * w + 1] = delta[1]
-                        row[8 + 5 * w + 2] = dv[0]
-                        row[8 + 5 * w + 3] = dv[1]
-                        row[8 + 5 * w + 4] = one
-                n_written += 1
         # Slots of neighbors not in range keep the zeros (valid flag 0) the row started with.
         dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
         if mode == _OBSERVE_STEP:
@@ -177,7 +171,7 @@ def kernels(
             # (``common.contact_overflow``).
             if on_goal:
                 wp.atomic_add(a.goal_tally, env, 1)
-            if a.nq.total[env, agent] > a.nq.count[env, agent] and n_near == wp.static(max_neighbors):
+            if n_total > n_kept and n_near == wp.static(max_neighbors):
                 wp.atomic_add(a.overflow_tally, env, 1)
         a.prev_dist[env, agent] = dist
         return row
