@@ -2,10 +2,12 @@
 
     python tools/sass_stats.py integrate contact_forces observe_rows [--arch 90] [--agents 16]
 
-Builds a navigation environment on the CPU (so every kernel of its step exists), compiles the
-modules of the named kernels ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and
-reads the cubins with ``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Use it to compare kernel
-variants before spending GPU time; speed itself is only measured on the GPU.
+Builds an environment of the scenario on the CPU with CUDA's choices forced on (the neighbor-list
+layout of ``neighbors.list_layout("cuda")``, the tiled row store, the per-ray lidar kernel; this
+process only), so the step launches the kernels it launches on a GPU. Compiles their modules
+ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and reads the cubins with
+``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Use it to compare kernel variants before
+spending GPU time; speed itself is only measured on the GPU.
 """
 
 from __future__ import annotations

@@ -188,9 +188,9 @@ def kernels(scalar: type, max_neighbors: int, layout: ListLayout = CPU_LAYOUT) -
             """Build the sorted neighbor list of one agent into ``q``'s outputs, and return it as
             held: ``(d2, index, kept, near, total)``, the squared distances [m^2] and agent indices
             of its entries (vectors of K; entries at ``kept`` and beyond unused) and the counts
-            ``q``'s ``count``, ``near`` and ``total`` get. A caller in the same thread reads the list from these
-            instead of loading it back (index them by compile-time constants to keep them in
-            registers)."""
+            ``q``'s ``count``, ``near`` and ``total`` get. A caller in the same thread reads the
+            list from these instead of loading it back (index them by compile-time constants to
+            keep them in registers)."""
             r2 = q.radius * q.radius
             p = q.pos[env, agent]
             best_d2 = dist_k(far)

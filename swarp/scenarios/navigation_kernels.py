@@ -364,7 +364,9 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     ``nav_finish`` for the scenario ``sc``.
 
     The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
-    the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping.
+    the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping; it
+    runs after every observation that adds to the per-env tallies (all modes but OBSERVE_ONLY, with
+    the same mask) and clears them, so launch the two only through here.
     ``before_finish(launcher)``, when given, launches between the two (a variant's extra
     observation columns and per-agent reward terms, before rows are copied to ``final_obs``).
     """
