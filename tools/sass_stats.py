@@ -3,7 +3,7 @@
     python tools/sass_stats.py integrate contact_forces observe_rows [--arch 90] [--agents 16]
 
 Builds an environment of the scenario on the CPU with CUDA's choices forced on (the neighbor-list
-layout of ``neighbors.list_layout("cuda")``, the tiled row store, the per-ray lidar kernel; this
+layout of ``neighbors.list_layout("cuda")``, the tiled row store, the grouped lidar kernel; this
 process only), so the step launches the kernels it launches on a GPU. Compiles their modules
 ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and reads the cubins with
 ``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Use it to compare kernel variants before
@@ -34,7 +34,9 @@ def step_kernels(n_agents: int, scenario: str, **options) -> dict:
     wp.config.enable_cpu_blocks = True
     cpu_layout = neighbors.list_layout
     neighbors.list_layout = lambda device, max_neighbors: cpu_layout("cuda:0", max_neighbors)
-    lidar.ENV_KERNEL_MAX_FLEET = 0  # the CUDA per-ray scan, not the CPU's per-env one
+    cpu_group = lidar.ray_group
+    lidar.ray_group = lambda device: cpu_group("cuda:0")  # CUDA's grouped scan,
+    lidar.ENV_KERNEL_MAX_FLEET = 0  # not the CPU's per-env one
     env = swarp.make(scenario, n_envs=2, device="cpu", seed=0, n_agents=n_agents, auto_reset=True, **options)
     found = {}
 
@@ -60,7 +62,7 @@ def cubin_stats(kernel, arch: int, cuobjdump: str) -> list[tuple[str, dict]]:
             if not name.endswith("_forward"):
                 continue
             ops = collections.Counter(
-                m.split(".")[0] for m in re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", body)
+                m.split(".")[0] for m in re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", body)
             )
             match = re.search(
                 rf"Function {re.escape(name)}:\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", usage

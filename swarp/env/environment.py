@@ -19,6 +19,7 @@ from swarp.core.params import ParamRandomization
 from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
+from swarp.env.selection import EnvList, EnvSelection, list_pays
 from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
@@ -179,6 +180,9 @@ class Environment:
         self._truncated = wp.zeros(E, dtype=wp.bool, device=dev)
         self._done = wp.zeros(E, dtype=wp.bool, device=dev)
         self._reset_mask = wp.zeros(E, dtype=wp.bool, device=dev)
+        # The envs an auto-reset restarts, listed on the device for the reset's launches.
+        self._done_list = EnvList(E, dev)
+        self._list_resets = list_pays(dev, E, self.n_agents)
         self.seed_tensor = wp.to_torch(self._seed)
         self.episode = wp.to_torch(self._episode)
         self.step_count = wp.to_torch(self._step_count)
@@ -342,11 +346,25 @@ class Environment:
             # after that observation, so a saved row is whole.
             if not sc.saves_final_obs:
                 self._launch_save_final_obs(launcher)
-            self._launch_randomize(launcher, self._done)
-            sc.launch_reset(launcher, self._done)
-            self._refresh_neighbors(launcher, self._done)
-            sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
-            self._launch_lidar(launcher, self._done)
+            # Kernels that take an ``EnvSelection`` (``select_envs``) walk a list of these envs
+            # instead of launching over all envs to skip most (see ``swarp.env.selection``).
+            if self._list_resets:
+                self._done_list.launch_compact(launcher, self._done)
+            try:
+                self._launch_randomize(launcher, self._done)
+                sc.launch_reset(launcher, self._done)
+                self._refresh_neighbors(launcher, self._done)
+                sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
+                self._launch_lidar(launcher, self._done)
+            finally:
+                self._done_list.mask = None  # the next step rewrites the mask
+
+    def select_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvSelection, int]:
+        """How a kernel taking an ``EnvSelection`` is launched over the envs of ``env_mask`` [E] bool
+        (``None``: every env): ``(selection, rows)``, the launch being ``dim=(rows, threads_per_env)``.
+        During an auto-reset at large batches (``selection.list_pays``) the finished envs come as a
+        compact list over fewer rows."""
+        return self._done_list.select(env_mask, threads_per_env)
 
     def _setup_randomization(self, randomization: ParamRandomization) -> None:
         """Validate every value the ranges can produce (once, here) and stage the kernel's arrays."""

@@ -23,6 +23,7 @@ from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
 from swarp.env import episode
+from swarp.env.selection import EnvSelection, selection_env, selection_stop
 from swarp.physics import neighbors
 from swarp.scenarios import base, rows, spawn
 
@@ -228,7 +229,7 @@ def kernels(
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_reset(
-        env_mask: wp.array(dtype=wp.bool),
+        envs: EnvSelection,
         streams: ResetStreams,
         side: int,
         world_size: scalar,
@@ -261,78 +262,81 @@ def kernels(
         # agent i spawns in the cell of i-th smallest spawn key and has its goal in the cell of
         # i-th smallest goal key (prev_dist is set by the observe pass). One thread per (env, cell)
         # on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        env, slot = wp.tid()
-        if not env_mask[env]:
-            return
+        row, slot = wp.tid()
         n_agents = pos_out.shape[1]
         n_cells = side * side
-        key = episode_key(streams, env)
-        threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
         first = slot * cells_per_thread
-        for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
-            my_obstacle_key = int(0)
-            if n_obstacles > 0:
-                my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
-            if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
-                # An obstacle cell: its slot is its rank among all obstacle keys.
-                o = int(0)
-                for c in range(n_cells):
-                    if sp.before(uniform_u24_hashed(key, obstacle_hashes[c]), c, my_obstacle_key, cell):
-                        o += 1
-                draw = DRAW_OBSTACLE + 4 * o
-                u_shape = sp.uniform(key, draw)
-                u_a = sp.uniform(key, draw + 1)
-                u_b = sp.uniform(key, draw + 2)
-                u_angle = sp.uniform(key, draw + 3)
-                is_circle = bool(False)
-                if wp.static(obstacle_mode == 0):
-                    is_circle = True
-                elif wp.static(obstacle_mode == 2):
-                    is_circle = u_shape < scalar(0.5)
-                slot = first_obstacle + o
-                obstacle_center_out[env, slot] = sp.cell_point(cell, side, world_size, zero, key, draw)
-                if is_circle:
-                    obstacle_shape_out[env, slot] = circle
-                    obstacle_size_out[env, slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
-                    obstacle_angle_out[env, slot] = zero
-                else:
-                    obstacle_shape_out[env, slot] = box
-                    obstacle_size_out[env, slot] = vec2(
-                        box_extent * (scalar(0.5) + scalar(0.5) * u_a), box_extent * (scalar(0.5) + scalar(0.5) * u_b)
-                    )
-                    obstacle_angle_out[env, slot] = (u_angle * two - one) * pi
+        for i in range(row, selection_stop(envs, row), envs.stride):
+            env = selection_env(envs, i)
+            if env < 0:
                 continue
-            my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
-            my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
-            spawn_rank = int(0)
-            goal_rank = int(0)
-            for c in range(n_cells):
-                # Without obstacles every cell is free: skip hashing the obstacle keys.
-                free = n_obstacles == 0
-                if not free:
-                    free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
-                if free:
-                    if sp.before(uniform_u24_hashed(key, spawn_hashes[c]), c, my_spawn_key, cell):
-                        spawn_rank += 1
-                    if sp.before(uniform_u24_hashed(key, goal_hashes[c]), c, my_goal_key, cell):
-                        goal_rank += 1
-            if spawn_rank < n_agents:
-                a = spawn_rank
-                pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
-                heading = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
-                theta_out[env, a] = heading
-                vel_out[env, a] = vec2(zero, zero)
-                speed_out[env, a] = zero
-                ang_vel_out[env, a] = zero
-                if wp.static(drones):
-                    yaw = heading * half
-                    pos_z_out[env, a] = altitude
-                    vel_z_out[env, a] = zero
-                    quat_out[env, a] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
-                    omega_out[env, a] = vec3(zero, zero, zero)
-            if goal_rank < n_agents:
-                a = goal_rank
-                goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
+            key = episode_key(streams, env)
+            threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
+            for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
+                my_obstacle_key = int(0)
+                if n_obstacles > 0:
+                    my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
+                if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
+                    # An obstacle cell: its slot is its rank among all obstacle keys.
+                    o = int(0)
+                    for c in range(n_cells):
+                        if sp.before(uniform_u24_hashed(key, obstacle_hashes[c]), c, my_obstacle_key, cell):
+                            o += 1
+                    draw = DRAW_OBSTACLE + 4 * o
+                    u_shape = sp.uniform(key, draw)
+                    u_a = sp.uniform(key, draw + 1)
+                    u_b = sp.uniform(key, draw + 2)
+                    u_angle = sp.uniform(key, draw + 3)
+                    is_circle = bool(False)
+                    if wp.static(obstacle_mode == 0):
+                        is_circle = True
+                    elif wp.static(obstacle_mode == 2):
+                        is_circle = u_shape < scalar(0.5)
+                    o_slot = first_obstacle + o
+                    obstacle_center_out[env, o_slot] = sp.cell_point(cell, side, world_size, zero, key, draw)
+                    if is_circle:
+                        obstacle_shape_out[env, o_slot] = circle
+                        obstacle_size_out[env, o_slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
+                        obstacle_angle_out[env, o_slot] = zero
+                    else:
+                        obstacle_shape_out[env, o_slot] = box
+                        obstacle_size_out[env, o_slot] = vec2(
+                            box_extent * (scalar(0.5) + scalar(0.5) * u_a),
+                            box_extent * (scalar(0.5) + scalar(0.5) * u_b),
+                        )
+                        obstacle_angle_out[env, o_slot] = (u_angle * two - one) * pi
+                    continue
+                my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
+                my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
+                spawn_rank = int(0)
+                goal_rank = int(0)
+                for c in range(n_cells):
+                    # Without obstacles every cell is free: skip hashing the obstacle keys.
+                    free = n_obstacles == 0
+                    if not free:
+                        free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
+                    if free:
+                        if sp.before(uniform_u24_hashed(key, spawn_hashes[c]), c, my_spawn_key, cell):
+                            spawn_rank += 1
+                        if sp.before(uniform_u24_hashed(key, goal_hashes[c]), c, my_goal_key, cell):
+                            goal_rank += 1
+                if spawn_rank < n_agents:
+                    a = spawn_rank
+                    pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
+                    heading = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+                    theta_out[env, a] = heading
+                    vel_out[env, a] = vec2(zero, zero)
+                    speed_out[env, a] = zero
+                    ang_vel_out[env, a] = zero
+                    if wp.static(drones):
+                        yaw = heading * half
+                        pos_z_out[env, a] = altitude
+                        vel_z_out[env, a] = zero
+                        quat_out[env, a] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
+                        omega_out[env, a] = vec3(zero, zero, zero)
+                if goal_rank < n_agents:
+                    a = goal_rank
+                    goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
@@ -422,18 +426,20 @@ def cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``nav_reset`` for the scenario ``sc`` (drones: their 6-DOF fields too, in
+    """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool (``Environment.select_envs``) for
+    the scenario ``sc`` (drones: their 6-DOF fields too, in
     the same launch; the world's state always holds those arrays)."""
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, ob = world.state, world.model.obstacles
     per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    envs, rows = env.select_envs(env_mask, threads)
     launcher.launch(
         k.nav_reset,
-        dim=(sc.n_envs, threads),
+        dim=(rows, threads),
         inputs=[
-            env_mask,
+            envs,
             env.reset_streams,
             sc.side,
             s(c.world_size),

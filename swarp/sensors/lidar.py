@@ -18,8 +18,9 @@ Three forms that agree (tests pin them together):
 
 * ``lidar_reference``: plain torch over all (ray, target) pairs, the specification; differentiable
   through torch autograd.
-* the ray-parallel Warp kernel (one thread per ray on CUDA; one env per thread on the CPU), used by
-  ``Lidar`` to write readings straight into an observation buffer inside the step's graph.
+* the Warp scan kernels (``RAY_GROUP`` rays of an agent per thread on CUDA, ``group_kernel``; one env
+  per thread on the CPU, ``env_kernel``), used by ``Lidar`` to write readings straight into an
+  observation buffer inside the step's graph.
 * ``lidar_warp``: the kernel as a ``torch.autograd.Function`` (a ``wp.Tape`` backward), gradients
   with respect to positions and headings.
 
@@ -39,7 +40,7 @@ import torch
 import warp as wp
 
 from swarp.core.config import ObstacleShape
-from swarp.core.launch import EAGER, Launcher, agents_per_thread
+from swarp.core.launch import EAGER, Launcher, agents_per_thread, env_choice
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS, Model
 from swarp.env.runtime import TorchStreamScope
@@ -62,6 +63,9 @@ _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
+#: Rays per thread of the CUDA scan (``group_kernel``), and its A/B switch.
+RAY_GROUP = 4
+RAY_GROUP_ENV = "SWARP_LIDAR_GROUP"
 #: Largest fleet the CPU's per-env scan (``env_kernel``, its loops over the fleet unrolled) serves;
 #: larger fleets scan with ``lidar_scan``.
 ENV_KERNEL_MAX_FLEET = 64
@@ -112,6 +116,34 @@ class LidarScan(NamedTuple):
 # --- Warp ---------------------------------------------------------------------------------------
 
 
+@wp.func_native(
+    """
+#if defined(__CUDA_ARCH__)
+    float root;
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(root) : "f"(x));
+    return root;
+#else
+    return sqrtf(x);
+#endif
+"""
+)
+def search_sqrt_f32(x: wp.float32) -> wp.float32:
+    """Square root for the discrete search, ``x >= 0``: the hardware's approximate one on CUDA
+    (relative error ~2^-22; one instruction instead of the IEEE-rounded one's ~12), IEEE on the
+    CPU. Only ever decides *which* surface is nearest; readings recompute the distance exactly."""
+    ...
+
+
+@wp.func
+def search_sqrt_f64(x: wp.float64) -> wp.float64:
+    """``search_sqrt_f32``'s float64 form: IEEE everywhere."""
+    return wp.sqrt(x)
+
+
+#: ``SWARP_LIDAR_SQRT=approx|ieee``: the A/B switch of the search's square root on CUDA.
+SEARCH_SQRT_ENV = "SWARP_LIDAR_SQRT"
+
+
 @functools.cache
 def funcs(scalar: type) -> SimpleNamespace:
     """Ray-shape intersection functions for one precision. Each returns the hit distance along a
@@ -136,13 +168,16 @@ def funcs(scalar: type) -> SimpleNamespace:
             return far
         return -b - wp.sqrt(disc)
 
+    approx = scalar is wp.float32 and env_choice(SEARCH_SQRT_ENV, ("approx", "ieee")) == "approx"
+    search_sqrt = search_sqrt_f32 if approx else search_sqrt_f64 if scalar is wp.float64 else wp.sqrt
+
     @wp.func
     def ray_disc_select(oc: vec2, c: scalar, d: vec2) -> scalar:
         """``ray_circle_select`` from the ray's side of the disc: ``oc`` = origin - centre [m] and
         ``c`` = |oc|^2 - radius^2 [m^2]."""
         b = wp.dot(oc, d)
         disc = b * b - c
-        t = -b - wp.sqrt(wp.max(disc, zero))
+        t = -b - search_sqrt(wp.max(disc, zero))
         t = wp.where(disc >= zero, t, far)
         t = wp.where(b < zero, t, far)
         return wp.where(c <= zero, zero, t)
@@ -371,6 +406,29 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
                 which = sc.shape_body[which]
         index_out[env, agent, ray] = which
 
+    @wp.func
+    def finish_ray(
+        sc: Scene,
+        pos: wp.array2d(dtype=vec2),
+        env: int,
+        agent: int,
+        ray: int,
+        column: int,
+        o: vec2,
+        d: vec2,
+        best: scalar,
+        hit: wp.vec2i,
+        distance_out: wp.array3d(dtype=scalar),
+        kind_out: wp.array3d(dtype=wp.int32),
+        index_out: wp.array3d(dtype=wp.int32),
+    ):
+        """The rest of a ray after the agent discs (nearest so far ``hit`` at ``best`` [m]): the
+        static surfaces, then the reading (and what was hit) written; for the no-adjoint scans."""
+        hit = nearer_static(sc, env, o, d, best, hit)
+        distance_out[env, agent, column + ray] = hit_distance(sc, pos, env, o, d, hit)
+        if wp.static(with_hits):
+            store_hit(sc, env, agent, ray, hit, kind_out, index_out)
+
     @wp.kernel(module="unique")
     def lidar_scan(
         scene: Scene,
@@ -406,6 +464,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         nearer_static=nearer_static,
         hit_distance=hit_distance,
         store_hit=store_hit,
+        finish_ray=finish_ray,
     )
 
 
@@ -471,12 +530,92 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
                             best = t
                             kind = _HIT_AGENT
                             index = j
-                hit = k.nearer_static(scene, env, o, d, best, wp.vec2i(kind, index))
-                distance_out[env, agent, column + ray] = k.hit_distance(scene, pos, env, o, d, hit)
-                if wp.static(with_hits):
-                    k.store_hit(scene, env, agent, ray, hit, kind_out, index_out)
+                hit = wp.vec2i(kind, index)
+                k.finish_ray(scene, pos, env, agent, ray, column, o, d, best, hit, distance_out, kind_out, index_out)
 
     return lidar_scan_env
+
+
+@functools.cache
+def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int):
+    """``lidar_scan_group``: ``lidar_scan``'s readings with one thread per ``group`` consecutive rays
+    of an agent (``group`` compiled in; the last group of an agent may be partial), for CUDA. Each
+    disc is loaded, range-tested and reduced to its origin-relative terms (origin - centre,
+    |.|^2 - r^2) once for the thread's rays, which keep their nearest hit so far in registers; the
+    per-ray arithmetic is the per-ray scan's on the same values, so the bits are the same. No
+    adjoint (the differentiable path keeps ``lidar_scan``)."""
+    vec2 = vec2_type(scalar)
+    f = funcs(scalar)
+    k = kernels(scalar, with_hits, obstacles, bodies)
+    Scene = scene_struct(scalar)
+    ray_vec = wp.types.vector(group, scalar)
+    ray_ints = wp.types.vector(group, wp.int32)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def lidar_scan_group(
+        scene: Scene,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        column: int,
+        distance_out: wp.array3d(dtype=scalar),
+        kind_out: wp.array3d(dtype=wp.int32),
+        index_out: wp.array3d(dtype=wp.int32),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        n_rays = scene.n_rays
+        groups = (n_rays + wp.static(group - 1)) // wp.static(group)
+        agent = slot // groups
+        first = (slot - agent * groups) * wp.static(group)
+        o = pos[env, agent]
+        th = theta[env, agent]
+        dx = ray_vec()
+        dy = ray_vec()
+        best = ray_vec()
+        index = ray_ints()
+        for r in range(wp.static(group)):
+            d = k.ray_direction(th, first + r, n_rays)  # past n_rays in a partial group: never stored
+            dx[r] = d[0]
+            dy[r] = d[1]
+            best[r] = scene.max_range
+            index[r] = -1
+        if scene.see_agents != 0:
+            pe = env * scene.per_env_params
+            for j in range(pos.shape[1]):
+                if j != agent:
+                    center = pos[env, j]
+                    radius = scene.params[pe, j, _RADIUS]
+                    offset = center - o
+                    reach = scene.max_range + radius
+                    if wp.dot(offset, offset) <= reach * reach:  # the per-ray scan's range test
+                        oc = o - center
+                        c = wp.dot(oc, oc) - radius * radius
+                        for r in range(wp.static(group)):
+                            t = f.ray_disc_select(oc, c, vec2(dx[r], dy[r]))
+                            if t < best[r]:
+                                best[r] = t
+                                index[r] = j
+        for r in range(wp.static(group)):
+            ray = first + r
+            if ray < n_rays:
+                hit = wp.vec2i(wp.where(index[r] >= 0, _HIT_AGENT, _HIT_NONE), index[r])
+                d = vec2(dx[r], dy[r])
+                k.finish_ray(scene, pos, env, agent, ray, column, o, d, best[r], hit, distance_out, kind_out, index_out)
+
+    return lidar_scan_group
+
+
+def ray_group(device) -> int:
+    """Rays per thread of the scan on ``device``: ``RAY_GROUP`` on CUDA (``SWARP_LIDAR_GROUP``
+    overrides it: 1, 2, 4, 8 or 16; 1 is the per-ray kernel), 1 elsewhere (the CPU's default scan is
+    the per-env ``env_kernel``)."""
+    if not str(device).startswith("cuda"):
+        return 1
+    others = tuple(str(n) for n in (1, 2, 4, 8, 16) if n != RAY_GROUP)
+    return int(env_choice(RAY_GROUP_ENV, (str(RAY_GROUP), *others)))
 
 
 @functools.cache
@@ -519,6 +658,7 @@ def launch_scan(
     launcher: Launcher = EAGER,
     rays_per_thread: int | None = None,
     bodies: "SceneBodies | None" = None,
+    group: int | None = None,
 ) -> None:
     """Launch the scan of every agent's rays.
 
@@ -533,9 +673,12 @@ def launch_scan(
         hits_out: Optional ``(kind, index)`` int32 arrays [E, A, n_rays] (see ``LidarScan``).
         env_mask: Optional [E] bool: only these envs are scanned.
         launcher: Eager, recording, or under the caller's graph capture.
-        rays_per_thread: Override the thread layout of ``lidar_scan`` (default: 1 on CUDA; on the CPU
-            a whole env, by ``env_kernel`` for fleets of at most ``ENV_KERNEL_MAX_FLEET``).
+        rays_per_thread: Scan with ``lidar_scan`` (the kernel with an adjoint), this many rays per
+            thread. Default: ``group`` rays per thread on CUDA (``group_kernel``); on the CPU a whole
+            env per thread, by ``env_kernel`` for fleets of at most ``ENV_KERNEL_MAX_FLEET``.
         bodies: The movable bodies to see (``SceneBodies``), or ``None``.
+        group: Rays per thread of ``group_kernel`` when ``rays_per_thread`` is not given (>= 1; 1 is
+            ``lidar_scan`` in its default layout). Default: ``ray_group(device)``.
     """
     n_envs, n_agents = pos.shape
     _check_rows(model, n_envs)
@@ -546,9 +689,14 @@ def launch_scan(
     s = model.scalar
     vec2 = vec2_type(s)
     n_items = n_agents * config.n_rays
+    if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1):
+        raise ValueError(f"group must be an int >= 1 (rays per thread), got {group!r}")
     # The CPU's default: one thread per env, its rays sharing each agent's disc terms.
-    per_env = rays_per_thread is None and not str(model.device).startswith("cuda")
-    per_env = per_env and n_agents <= ENV_KERNEL_MAX_FLEET
+    cuda = str(model.device).startswith("cuda")
+    per_env = rays_per_thread is None and group is None and not cuda and n_agents <= ENV_KERNEL_MAX_FLEET
+    if rays_per_thread is None and group is None:
+        group = ray_group(model.device)
+    grouped = rays_per_thread is None and group > 1
     if rays_per_thread is None:
         rays_per_thread, threads = agents_per_thread(model.device, n_items)
     else:
@@ -594,6 +742,15 @@ def launch_scan(
         launcher.launch(
             env_kernel(*flags, n_agents),
             dim=n_envs,
+            inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
+            outputs=[distance_out, *hits_out],
+            device=model.device,
+        )
+        return
+    if grouped:
+        launcher.launch(
+            group_kernel(*flags, group),
+            dim=(n_envs, n_agents * -(-config.n_rays // group)),
             inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
             outputs=[distance_out, *hits_out],
             device=model.device,

@@ -15,6 +15,7 @@ import warp as wp
 import swarp
 from swarp.core.launch import LAUNCH_DEBUG_ENV, LAUNCH_MODE_ENV
 from swarp.core.rng import INV_2_24, uniform_u24_torch
+from swarp.env.selection import RESET_LIST_ENV
 from swarp.scenarios import base as scenario_base
 
 N_ENVS = 4
@@ -294,9 +295,18 @@ def test_step_and_reset_at_make_no_host_transfers(device, fused, generator):
 
 @DEVICES
 @PATHS
-def test_auto_reset_matches_manual_reset_in_lockstep(device, fused, generator):
-    """An auto-resetting env against a plain one that calls ``reset_at(done)`` after every step."""
+@pytest.mark.parametrize(
+    "reset_list, list_rows", [("off", None), ("on", None), ("on", 3)], ids=["mask", "list", "list3"]
+)
+def test_auto_reset_matches_manual_reset_in_lockstep(device, fused, reset_list, list_rows, monkeypatch, generator):
+    """An auto-resetting env against a plain one that calls ``reset_at(done)`` after every step.
+    The auto-reset's kernels launch over the done mask, or walk a device-side list of the finished
+    envs (``list3``: three rows, so a row takes every third entry); ``reset_at`` launches over its
+    mask: the same bits."""
+    monkeypatch.setenv(RESET_LIST_ENV, reset_list)
     auto = make_env(device, fused=fused, auto_reset=True)
+    assert auto._list_resets == (reset_list == "on")
+    auto._done_list.rows = list_rows
     manual = make_env(device, fused=fused, auto_reset=False)
     assert "final_obs" in auto.info and "final_obs" not in manual.info
     obs = auto.obs.clone()

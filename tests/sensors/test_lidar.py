@@ -180,44 +180,68 @@ def test_thread_layouts_give_identical_readings(generator):
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
 
 
-def per_env_and_per_ray(world: World, config: LidarConfig, bodies=None, mask=None, column=0):
-    """[(distance, kind, index) of the per-ray scan (``rays_per_thread=1``), the same of the CPU's
-    default per-env scan (``env_kernel``)], into buffers pre-filled with -7."""
+def scans_by_layout(world: World, config: LidarConfig, layouts, bodies=None, mask=None, column=0):
+    """[(distance, kind, index)] of one scan per ``launch_scan`` layout keywords in ``layouts``,
+    into buffers pre-filled with -7."""
     scans = []
-    for per_thread in (1, None):
+    for layout in layouts:
         shape = (world.n_envs, world.n_agents, column + config.n_rays)
         out = [wp.full(shape, -7.0, dtype=world.stepper.scalar, device="cpu")]
         out += [wp.zeros(shape[:2] + (config.n_rays,), dtype=wp.int32, device="cpu") for _ in range(2)]
         launch_scan(
             world.model, config, world.state.pos, world.state.theta, out[0], column, tuple(out[1:]), mask,
-            rays_per_thread=per_thread, bodies=bodies,
+            bodies=bodies, **layout,
         )  # fmt: skip
         scans.append([wp.to_torch(a).clone() for a in out])
     return scans
 
 
+#: (launch_scan layout keywords, n_agents, n_rays): the CPU's default per-env scan, and the grouped
+#: scan (CUDA's default) with ``group`` rays per thread, partial last groups included.
+SCAN_LAYOUTS = [({}, 6, 32), ({}, 40, 7), ({}, 1, 45), ({}, 64, 3)] + [
+    ({"group": group}, n_agents, n_rays) for group, n_agents, n_rays in [(2, 6, 32), (8, 5, 7), (16, 40, 45), (4, 1, 9)]
+]
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("n_agents, n_rays", [(6, 32), (40, 7), (1, 45), (64, 3)])
-def test_cpu_per_env_scan_gives_the_per_ray_bits(generator, dtype, n_agents, n_rays):
-    """The CPU's per-env scan (each agent's disc terms computed once for all its rays) reads exactly
-    what the per-ray scan reads: distances, kinds and indices bit for bit, with obstacles of every
-    shape, walls, a mask and a column offset, and with movable bodies."""
+@pytest.mark.parametrize("layout, n_agents, n_rays", SCAN_LAYOUTS)
+def test_scan_layouts_give_the_per_ray_bits(generator, dtype, layout, n_agents, n_rays):
+    """The CPU's per-env scan and the grouped scan (each disc's terms computed once for several rays
+    of an agent) read exactly what the per-ray scan reads: distances, kinds and indices bit for bit,
+    with obstacles of every shape, walls, a mask and a column offset, and with movable bodies."""
+    layouts = ({"rays_per_thread": 1}, layout)
     world = random_world(generator, dtype, n_envs=4, n_agents=n_agents)
     config = LidarConfig(n_rays, max_range=1.5)
     mask = wp.array([True, False, True, True], dtype=wp.bool, device="cpu")
-    rays, per_env = per_env_and_per_ray(world, config, mask=mask, column=3)
-    for a, b in zip(rays, per_env, strict=True):
+    rays, other = scans_by_layout(world, config, layouts, mask=mask, column=3)
+    for a, b in zip(rays, other, strict=True):
         assert torch.equal(a, b)
-    assert (rays[0][1] == -7.0).all() and (rays[0][:, :, :3] == -7.0).all()
+    assert (other[0][1] == -7.0).all() and (other[0][:, :, :3] == -7.0).all()
     expected = {HIT_OBSTACLE, HIT_WALL} | ({HIT_AGENT} if n_agents > 1 else set())
-    assert expected <= set(rays[1].unique().tolist())
+    assert expected <= set(other[1].unique().tolist())
     bodies = body_world([Body((Obstacle.box((0.0, 0.0), (0.3, 0.1)),))] * 2, n_agents=n_agents, n_envs=4, dtype=dtype)
     body_pos = torch.tensor([[0.3, 0.2], [-0.4, 0.1]], dtype=world.state.torch.pos.dtype).expand(4, 2, 2)
     bodies.set_state(pos=world.state.torch.pos, body_pos=body_pos.contiguous())
-    rays, per_env = per_env_and_per_ray(bodies, config, bodies=world_bodies(bodies))
-    for a, b in zip(rays, per_env, strict=True):
+    rays, other = scans_by_layout(bodies, config, layouts, bodies=world_bodies(bodies))
+    for a, b in zip(rays, other, strict=True):
         assert torch.equal(a, b)
-    assert (rays[1] == HIT_BODY).any()
+    assert (other[1] == HIT_BODY).any()
+
+
+def test_grouped_scan_is_cudas_default_and_its_switch(monkeypatch):
+    """CUDA scans ``RAY_GROUP`` rays per thread unless ``SWARP_LIDAR_GROUP`` says otherwise; the CPU
+    never groups by default; a bad group is refused by name."""
+    assert lidar_module.ray_group("cuda:0") == lidar_module.RAY_GROUP and lidar_module.ray_group("cpu") == 1
+    monkeypatch.setenv(lidar_module.RAY_GROUP_ENV, "4")
+    assert lidar_module.ray_group("cuda:0") == 4
+    monkeypatch.setenv(lidar_module.RAY_GROUP_ENV, "3")
+    with pytest.raises(ValueError, match="SWARP_LIDAR_GROUP"):
+        lidar_module.ray_group("cuda:0")
+    world = make_world(n_agents=2, bounds=10.0)
+    out = wp.zeros((1, 2, 4), dtype=wp.float64, device="cpu")
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match="group must be an int >= 1"):
+            launch_scan(world.model, LidarConfig(4), world.state.pos, world.state.theta, out, group=bad)
 
 
 def test_cpu_scan_layout_follows_the_fleet_size():
