@@ -64,7 +64,7 @@ _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
 #: Rays per thread of the CUDA scan (``group_kernel``), and its A/B switch.
-RAY_GROUP = 4
+RAY_GROUP = 2
 RAY_GROUP_ENV = "SWARP_LIDAR_GROUP"
 #: Largest fleet the CPU's per-env scan (``env_kernel``, its loops over the fleet unrolled) serves;
 #: larger fleets scan with ``lidar_scan``.
@@ -537,13 +537,15 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
 
 
 @functools.cache
-def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int):
+def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int, fleet: int):
     """``lidar_scan_group``: ``lidar_scan``'s readings with one thread per ``group`` consecutive rays
     of an agent (``group`` compiled in; the last group of an agent may be partial), for CUDA. Each
     disc is loaded, range-tested and reduced to its origin-relative terms (origin - centre,
     |.|^2 - r^2) once for the thread's rays, which keep their nearest hit so far in registers; the
     per-ray arithmetic is the per-ray scan's on the same values, so the bits are the same. No
-    adjoint (the differentiable path keeps ``lidar_scan``)."""
+    adjoint (the differentiable path keeps ``lidar_scan``). The fleet size ``fleet`` is compiled in:
+    up to Warp's ``max_unroll`` agents the disc loop unrolls (its loads unconditional, so the
+    compiler interleaves the discs), measured 6% faster on an H200 at 4,096 x 16 x 32 rays."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
@@ -584,20 +586,19 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
             index[r] = -1
         if scene.see_agents != 0:
             pe = env * scene.per_env_params
-            for j in range(pos.shape[1]):
-                if j != agent:
-                    center = pos[env, j]
-                    radius = scene.params[pe, j, _RADIUS]
-                    offset = center - o
-                    reach = scene.max_range + radius
-                    if wp.dot(offset, offset) <= reach * reach:  # the per-ray scan's range test
-                        oc = o - center
-                        c = wp.dot(oc, oc) - radius * radius
-                        for r in range(wp.static(group)):
-                            t = f.ray_disc_select(oc, c, vec2(dx[r], dy[r]))
-                            if t < best[r]:
-                                best[r] = t
-                                index[r] = j
+            for j in range(wp.static(fleet)):
+                center = pos[env, j]
+                radius = scene.params[pe, j, _RADIUS]
+                offset = center - o
+                reach = scene.max_range + radius
+                if j != agent and wp.dot(offset, offset) <= reach * reach:  # the per-ray scan's range test
+                    oc = o - center
+                    c = wp.dot(oc, oc) - radius * radius
+                    for r in range(wp.static(group)):
+                        t = f.ray_disc_select(oc, c, vec2(dx[r], dy[r]))
+                        if t < best[r]:
+                            best[r] = t
+                            index[r] = j
         for r in range(wp.static(group)):
             ray = first + r
             if ray < n_rays:
@@ -749,7 +750,7 @@ def launch_scan(
         return
     if grouped:
         launcher.launch(
-            group_kernel(*flags, group),
+            group_kernel(*flags, group, n_agents),
             dim=(n_envs, n_agents * -(-config.n_rays // group)),
             inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
             outputs=[distance_out, *hits_out],

@@ -16,6 +16,7 @@ from env.test_environment import forbid_host_transfers
 
 import swarp
 from swarp.core.launch import LAUNCH_MODE_ENV, Launcher
+from swarp.env.selection import RESET_LIST_ENV
 from swarp.scenarios.base import get_scenario
 from swarp.scenarios.rows import tiled_rows
 
@@ -158,11 +159,14 @@ def test_reset_at_changes_only_masked_envs(name, fused, generator):
 
 
 @SCENARIOS
-@pytest.mark.parametrize("lidar_rays", [0, 3])
-def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, generator):
+@pytest.mark.parametrize("lidar_rays, reset_list", [(0, "off"), (3, "off"), (3, "on")])
+def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, reset_list, monkeypatch, generator):
     """With auto-reset, ``info["final_obs"]`` of a finished env is bit for bit the observation
     (lidar columns included) a twin without auto-reset returns on that step, whether the
-    environment saves the rows or the scenario's masked observation does (``saves_final_obs``)."""
+    environment saves the rows or the scenario's masked observation does (``saves_final_obs``),
+    and the restarted envs match the twin's ``reset_at``, whether the auto-reset's launches walk a
+    list of the finished envs (``SWARP_RESET_LIST=on``) or their mask."""
+    monkeypatch.setenv(RESET_LIST_ENV, reset_list)
     auto = make_env(name, lidar_rays=lidar_rays)
     plain = make_env(name, lidar_rays=lidar_rays, auto_reset=False)
     n_done = 0
@@ -173,6 +177,9 @@ def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, generator):
         assert torch.equal(done, p_terminated | p_truncated), f"step {t}"
         assert torch.equal(info["final_obs"][done], p_obs[done]), f"step {t}: final_obs"
         plain.reset_at(done)
+        assert torch.equal(auto.obs, plain.obs), f"step {t}: obs after the reset"
+        for key, value in plain.state._asdict().items():
+            assert torch.equal(getattr(auto.state, key), value), f"step {t}: state {key}"
         n_done += int(done.sum())
     assert n_done > 0, "no episode ended: the test saw no final_obs"
 
