@@ -19,7 +19,7 @@ from swarp.core.params import ParamRandomization
 from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.env import episode
 from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
-from swarp.env.selection import EnvList, EnvSelection, list_pays
+from swarp.env.selection import EnvList, EnvListArgs, list_pays
 from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
@@ -346,8 +346,8 @@ class Environment:
             # after that observation, so a saved row is whole.
             if not sc.saves_final_obs:
                 self._launch_save_final_obs(launcher)
-            # Kernels that take an ``EnvSelection`` (``select_envs``) walk a list of these envs
-            # instead of launching over all envs to skip most (see ``swarp.env.selection``).
+            # Kernels with a listed twin (``list_envs``) walk a list of these envs instead of
+            # launching over all envs to skip most (see ``swarp.env.selection``).
             if self._list_resets:
                 self._done_list.launch_compact(launcher, self._done)
             try:
@@ -359,11 +359,11 @@ class Environment:
             finally:
                 self._done_list.mask = None  # the next step rewrites the mask
 
-    def select_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvSelection, int]:
-        """How a kernel taking an ``EnvSelection`` is launched over the envs of ``env_mask`` [E] bool
-        (``None``: every env): ``(selection, rows)``, the launch being ``dim=(rows, threads_per_env)``.
-        During an auto-reset at large batches (``selection.list_pays``) the finished envs come as a
-        compact list over fewer rows."""
+    def list_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvListArgs, int] | None:
+        """How a kernel with a listed twin (``swarp.env.selection``) runs over the envs of
+        ``env_mask`` [E] bool: ``(EnvListArgs, rows)`` for the twin, launched ``dim=(rows,
+        threads_per_env)``, during an auto-reset at large batches (``selection.list_pays``);
+        ``None``: launch the masked kernel."""
         return self._done_list.select(env_mask, threads_per_env)
 
     def _setup_randomization(self, randomization: ParamRandomization) -> None:

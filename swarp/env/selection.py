@@ -1,65 +1,39 @@
-"""Which envs a masked launch works on: every env, the envs of a bool mask, or a compact list.
+"""A device-side list of the envs of a mask, for launches that would otherwise skip most envs.
 
 A masked kernel launched over every env pays for the envs it skips: at 262,144 x 16 the
 auto-reset's masked reset and observation launched ~21 M threads per step to do the work of the
 ~1/200 envs that finished, and their blocks alone took ~130 us on an H200. ``EnvList`` compacts a
-mask into a list of env indices on the device (``compact_envs``); a kernel reading an
-``EnvSelection`` in list mode is launched over a fixed number of list rows (enough threads to
-fill the GPU twice, ``list_rows``) and each row walks the list with that stride. The list's order
-depends on thread timing, but each env is handled by one row with the same arithmetic, so the
-results are the same bits as the masked launch. The list has a fixed cost of its own, so the
-environment lists only at large batches (``list_pays``).
+mask into a list of env indices on the device (``compact_envs``); a kernel's listed twin takes an
+``EnvListArgs`` and is launched over a fixed number of list rows (enough threads to fill the GPU
+twice, ``list_rows``), each row walking the list with that stride. The list's order depends on
+thread timing, but each env is handled by one row with the same arithmetic as the masked kernel,
+so the results are the same bits. The list has a fixed cost of its own, so the environment lists
+only at large batches (``list_pays``); elsewhere the masked kernels run unchanged.
 
-Kernel pattern (``row`` = the launch's first index)::
+A listed kernel (``row`` = the launch's first index)::
 
     row, slot = wp.tid()
-    for i in range(row, selection_stop(sel, row), sel.stride):
-        env = selection_env(sel, i)
-        if env >= 0:
-            ...  # the env's work
+    for i in range(row, envs.count[0], envs.stride):
+        env = envs.envs[i]
+        ...  # the env's work, the masked kernel's body (a shared ``wp.func``)
 """
 
 import warp as wp
 
 from swarp.core.launch import env_choice
 
-#: ``EnvSelection.mode``: every env, the envs of ``mask``, the first ``count[0]`` of ``envs``.
-SELECT_ALL = 0
-SELECT_MASK = 1
-SELECT_LIST = 2
-_SELECT_MASK = wp.constant(SELECT_MASK)
-_SELECT_LIST = wp.constant(SELECT_LIST)
-
 #: Resident threads per SM of the GPUs swarp targets; a list launch asks for twice the GPU's worth.
 THREADS_PER_SM = 2048
+#: ``SWARP_RESET_LIST=auto|on|off``: whether the auto-reset's launches walk a list of the finished
+#: envs (``auto``: where ``list_pays``).
+RESET_LIST_ENV = "SWARP_RESET_LIST"
 
 
 @wp.struct
-class EnvSelection:
-    mode: int  # SELECT_ALL, SELECT_MASK or SELECT_LIST
-    mask: wp.array(dtype=wp.bool)  # [E] (SELECT_MASK)
-    envs: wp.array(dtype=wp.int32)  # [E] env indices, the first count[0] valid (SELECT_LIST)
+class EnvListArgs:
+    envs: wp.array(dtype=wp.int32)  # [E] env indices, the first count[0] valid
     count: wp.array(dtype=wp.int32)  # [1]
-    stride: int  # rows launched: list entries row, row + stride, ... belong to one row (1 otherwise)
-
-
-@wp.func
-def selection_stop(sel: EnvSelection, row: int) -> int:
-    """End of the list positions of launch row ``row`` (``range(row, stop, sel.stride)``)."""
-    if sel.mode == _SELECT_LIST:
-        return sel.count[0]
-    return row + 1
-
-
-@wp.func
-def selection_env(sel: EnvSelection, i: int) -> int:
-    """The env at list position ``i``, or -1 when the mask leaves it out."""
-    if sel.mode == _SELECT_LIST:
-        return sel.envs[i]
-    if sel.mode == _SELECT_MASK:  # noqa: SIM102 (nested: the mask may be a 1-element stand-in)
-        if not sel.mask[i]:
-            return -1
-    return i
+    stride: int  # rows launched: list entries row, row + stride, ... belong to launch row ``row``
 
 
 @wp.kernel(enable_backward=False)
@@ -77,11 +51,6 @@ def list_rows(device, n_envs: int, threads_per_env: int) -> int:
     if not dev.is_cuda:
         return 1
     return max(1, min(n_envs, -(-2 * dev.sm_count * THREADS_PER_SM // max(1, threads_per_env))))
-
-
-#: ``SWARP_RESET_LIST=auto|on|off``: whether the auto-reset's launches walk a list of the finished
-#: envs (``auto``: where ``list_pays``).
-RESET_LIST_ENV = "SWARP_RESET_LIST"
 
 
 def list_pays(device, n_envs: int, n_agents: int) -> bool:
@@ -114,7 +83,6 @@ class EnvList:
         self.device = device
         self.envs = wp.zeros(n_envs, dtype=wp.int32, device=device)
         self.count = wp.zeros(1, dtype=wp.int32, device=device)
-        self._no_mask = wp.zeros(1, dtype=wp.bool, device=device)
         #: The mask the list holds, while the caller says it is current (``launch_compact`` sets
         #: it, the caller clears it once the mask may change); ``select`` lists only that mask.
         self.mask: wp.array | None = None
@@ -129,19 +97,12 @@ class EnvList:
         )
         self.mask = mask
 
-    def select(self, mask: wp.array | None, threads_per_env: int) -> tuple[EnvSelection, int]:
-        """``(EnvSelection, rows to launch)`` for a kernel with ``threads_per_env`` threads per row
-        over the envs of ``mask`` [E] bool (``None``: every env): the list when it holds ``mask``
-        (``rows`` from ``list_rows``), else the mask itself (one row per env)."""
-        sel = EnvSelection()
-        sel.mask, sel.envs, sel.count, sel.stride = self._no_mask, self.envs, self.count, 1
-        if mask is None:
-            sel.mode = SELECT_ALL
-            return sel, self.n_envs
-        sel.mask = mask
-        if mask is not self.mask:
-            sel.mode = SELECT_MASK
-            return sel, self.n_envs
-        sel.mode = SELECT_LIST
-        sel.stride = self.rows if self.rows is not None else list_rows(self.device, self.n_envs, threads_per_env)
-        return sel, sel.stride
+    def select(self, mask: wp.array | None, threads_per_env: int) -> tuple[EnvListArgs, int] | None:
+        """``(EnvListArgs, rows to launch)`` for a listed kernel with ``threads_per_env`` threads per
+        row when the list holds ``mask`` [E] bool; ``None`` otherwise (launch the masked kernel)."""
+        if mask is None or mask is not self.mask:
+            return None
+        args = EnvListArgs()
+        args.envs, args.count = self.envs, self.count
+        args.stride = self.rows if self.rows is not None else list_rows(self.device, self.n_envs, threads_per_env)
+        return args, args.stride

@@ -27,7 +27,6 @@ from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConf
 from swarp.core.launch import agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
-from swarp.env.selection import EnvSelection
 from swarp.physics import neighbors
 from swarp.scenarios import spawn
 from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
@@ -367,7 +366,7 @@ def spawn_struct(scalar: type):
 
     @wp.struct
     class Spawn:
-        envs: EnvSelection  # the envs to reset (``Environment.select_envs``)
+        env_mask: wp.array(dtype=wp.bool)
         streams: ResetStreams
         side: int
         world_size: scalar
@@ -590,16 +589,14 @@ def kernel_key(sc) -> tuple:
     return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, neighbors.list_layout(sc.env.device, k)
 
 
-def spawn_args(sc, env_mask, threads: int, slots_per_thread: int = 0, grid: bool = True) -> tuple:
-    """``(spawn, rows)``: a filled ``spawn_struct`` for a reset of the envs of ``env_mask`` [E] bool
-    of the bound scenario ``sc`` by a kernel launched ``dim=(rows, threads)`` (its envs an
-    ``EnvSelection``, ``Environment.select_envs``), with the envs' random streams and agent state,
-    ``slots_per_thread`` and, with ``grid``, the spawn grid that ``arena_world`` set (``sc.side``,
-    ``sc.cfg.world_size``, ``sc.jitter``); without it the grid fields stay zero (a reset that places
-    its agents itself, through ``spawn_agent``)."""
+def spawn_args(sc, env_mask, slots_per_thread: int = 0, grid: bool = True):
+    """A filled ``spawn_struct`` for a masked reset of the bound scenario ``sc``: ``env_mask`` [E]
+    bool, the envs' random streams and agent state, ``slots_per_thread`` and, with ``grid``, the
+    spawn grid that ``arena_world`` set (``sc.side``, ``sc.cfg.world_size``, ``sc.jitter``); without
+    it the grid fields stay zero (a reset that places its agents itself, through ``spawn_agent``)."""
     env, state, scalar = sc.env, sc.world.state, sc.env.stepper.scalar
     args = spawn_struct(scalar)()
-    args.envs, rows = env.select_envs(env_mask, threads)
+    args.env_mask = env_mask
     args.streams = env.reset_streams
     if grid:
         args.side = sc.side
@@ -608,16 +605,16 @@ def spawn_args(sc, env_mask, threads: int, slots_per_thread: int = 0, grid: bool
     args.slots_per_thread = slots_per_thread
     args.pos, args.theta, args.vel = state.pos, state.theta, state.vel
     args.speed, args.ang_vel = state.speed, state.ang_vel
-    return args, rows
+    return args
 
 
 def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list, slots: int | None = None) -> None:
-    """Launch a scenario's ranked-spawn reset ``kernel(spawn, *inputs, *outputs)`` (``spawn``
+    """Launch a scenario's masked ranked-spawn reset ``kernel(spawn, *inputs, *outputs)`` (``spawn``
     a ``spawn_struct``, ``spawn_args``) over ``slots`` work items per env (default: the spawn cells):
     one thread per (env, slot) on the GPU, one env per thread on the CPU (a thread's slots:
     ``spawn_slots``, ``spawn_cells``)."""
     env = sc.env
     n_slots = sc.side * sc.side if slots is None else slots
     per_thread, threads = agents_per_thread(env.device, n_slots)
-    spawn, rows = spawn_args(sc, env_mask, threads, per_thread)
-    launcher.launch(kernel, dim=(rows, threads), inputs=[spawn, *inputs], outputs=outputs, device=env.device)
+    spawn = spawn_args(sc, env_mask, per_thread)
+    launcher.launch(kernel, dim=(sc.n_envs, threads), inputs=[spawn, *inputs], outputs=outputs, device=env.device)

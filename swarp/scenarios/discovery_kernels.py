@@ -16,7 +16,6 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.env import episode
-from swarp.env.selection import selection_env, selection_stop
 from swarp.scenarios import base, common, rows
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
@@ -154,24 +153,22 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
     ):
         # Agent i takes the cell of i-th smallest key, target t the cell of (A + t)-th smallest;
         # one thread per (env, cell) on the GPU, one env per thread on the CPU.
-        row, slot = wp.tid()
-        for i in range(row, selection_stop(spawn.envs, row), spawn.envs.stride):
-            env = selection_env(spawn.envs, i)
-            if env < 0:
-                continue
-            key = f.spawn_key(spawn, env)
-            n_cells = spawn.side * spawn.side
-            n_agents = spawn.pos.shape[1]
-            cells = f.spawn_cells(spawn, slot)
-            for cell in range(cells[0], cells[1]):
-                rank = f.cell_rank(key, n_cells, cell)
-                if rank < n_agents + wp.static(n_targets):
-                    point = f.spawn_point(spawn, key, cell, rank)
-                    if rank < n_agents:
-                        f.spawn_agent(spawn, key, env, rank, point)
-                    else:
-                        targets_out[env, rank - n_agents] = point
-                        found_out[env, rank - n_agents] = False
+        env, slot = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        n_cells = spawn.side * spawn.side
+        n_agents = spawn.pos.shape[1]
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            rank = f.cell_rank(key, n_cells, cell)
+            if rank < n_agents + wp.static(n_targets):
+                point = f.spawn_point(spawn, key, cell, rank)
+                if rank < n_agents:
+                    f.spawn_agent(spawn, key, env, rank, point)
+                else:
+                    targets_out[env, rank - n_agents] = point
+                    found_out[env, rank - n_agents] = False
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,

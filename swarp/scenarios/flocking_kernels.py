@@ -21,7 +21,6 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.env import episode
-from swarp.env.selection import selection_env, selection_stop
 from swarp.scenarios import base, common, rows
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
@@ -210,20 +209,18 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         target_vel_out: wp.array(dtype=vec2),
     ):
         # Agent i spawns in the cell of i-th smallest key; the first thread of an env draws the target.
-        row, slot = wp.tid()
-        for i in range(row, selection_stop(spawn.envs, row), spawn.envs.stride):
-            env = selection_env(spawn.envs, i)
-            if env < 0:
-                continue
-            key = f.spawn_key(spawn, env)
-            if slot == 0:
-                target_out[env] = vec2(
-                    (f.env_draw(key, 0) * two - one) * target_limit, (f.env_draw(key, 1) * two - one) * target_limit
-                )
-                target_vel_out[env] = f.cos_sin((f.env_draw(key, 2) * two - one) * pi) * target_speed
-            cells = f.spawn_cells(spawn, slot)
-            for cell in range(cells[0], cells[1]):
-                f.spawn_cell(spawn, key, env, cell)
+        env, slot = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        if slot == 0:
+            target_out[env] = vec2(
+                (f.env_draw(key, 0) * two - one) * target_limit, (f.env_draw(key, 1) * two - one) * target_limit
+            )
+            target_vel_out[env] = f.cos_sin((f.env_draw(key, 2) * two - one) * pi) * target_speed
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            f.spawn_cell(spawn, key, env, cell)
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,

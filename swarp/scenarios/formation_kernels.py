@@ -16,7 +16,6 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.env import episode
-from swarp.env.selection import selection_env, selection_stop
 from swarp.scenarios import base, common, rows
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
@@ -145,25 +144,23 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         # Agent i spawns in the cell of i-th smallest key; one thread per (env, cell) on the GPU,
         # one env per thread on the CPU. Every thread derives the env's center and rotation (a few
         # hashes), the one that spawns agent i also writes its slot.
-        row, slot = wp.tid()
-        for i in range(row, selection_stop(spawn.envs, row), spawn.envs.stride):
-            env = selection_env(spawn.envs, i)
-            if env < 0:
-                continue
-            key = f.spawn_key(spawn, env)
-            c = vec2((f.env_draw(key, 0) * two - one) * center_limit, (f.env_draw(key, 1) * two - one) * center_limit)
-            rotation = f.cos_sin((f.env_draw(key, 2) * two - one) * pi)
-            if slot == 0:
-                center_out[env] = c
-            cells = f.spawn_cells(spawn, slot)
-            for cell in range(cells[0], cells[1]):
-                a = f.spawn_cell(spawn, key, env, cell)
-                if a < spawn.pos.shape[1]:
-                    u = corners[a]
-                    slots_out[env, a] = vec2(
-                        c[0] + formation_radius * (rotation[0] * u[0] - rotation[1] * u[1]),
-                        c[1] + formation_radius * (rotation[1] * u[0] + rotation[0] * u[1]),
-                    )
+        env, slot = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        c = vec2((f.env_draw(key, 0) * two - one) * center_limit, (f.env_draw(key, 1) * two - one) * center_limit)
+        rotation = f.cos_sin((f.env_draw(key, 2) * two - one) * pi)
+        if slot == 0:
+            center_out[env] = c
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            a = f.spawn_cell(spawn, key, env, cell)
+            if a < spawn.pos.shape[1]:
+                u = corners[a]
+                slots_out[env, a] = vec2(
+                    c[0] + formation_radius * (rotation[0] * u[0] - rotation[1] * u[1]),
+                    c[1] + formation_radius * (rotation[1] * u[0] + rotation[0] * u[1]),
+                )
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,

@@ -13,7 +13,6 @@ import warp as wp
 
 from swarp.core.launch import Launcher
 from swarp.core.precision import vec2_type
-from swarp.env.selection import selection_env, selection_stop
 from swarp.scenarios import common
 
 
@@ -36,32 +35,29 @@ def reset_kernel(scalar: type):
         goal_x: scalar,
         goals_out: wp.array2d(dtype=vec2),
     ):
-        row, agent = wp.tid()
-        for i in range(row, selection_stop(spawn.envs, row), spawn.envs.stride):
-            env = selection_env(spawn.envs, i)
-            if env < 0:
-                continue
-            key = f.spawn_key(spawn, env)
-            side = scalar(2 * agent - 1)  # agent 0 starts on the left, agent 1 on the right
-            x = side * (spawn_inner + f.env_draw(key, 2 * agent) * jitter_x)
-            y = (f.env_draw(key, 2 * agent + 1) * two - one) * jitter_y
-            f.spawn_agent(spawn, key, env, agent, vec2(x, y))
-            goals_out[env, agent] = vec2(-side * goal_x, zero)
+        env, agent = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        side = scalar(2 * agent - 1)  # agent 0 starts on the left, agent 1 on the right
+        x = side * (spawn_inner + f.env_draw(key, 2 * agent) * jitter_x)
+        y = (f.env_draw(key, 2 * agent + 1) * two - one) * jitter_y
+        f.spawn_agent(spawn, key, env, agent, vec2(x, y))
+        goals_out[env, agent] = vec2(-side * goal_x, zero)
 
     return give_way_reset
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch ``give_way_reset`` over the envs of ``env_mask`` for the scenario ``sc`` (no spawn grid:
-    one thread per env and agent)."""
+    """Launch the masked ``give_way_reset`` for the scenario ``sc`` (no spawn grid: one thread per
+    env and agent)."""
     env = sc.env
     s = env.stepper.scalar
-    spawn, rows = common.spawn_args(sc, env_mask, sc.n_agents, grid=False)
     launcher.launch(
         reset_kernel(s),
-        dim=(rows, sc.n_agents),
+        dim=(sc.n_envs, sc.n_agents),
         inputs=[
-            spawn,
+            common.spawn_args(sc, env_mask, grid=False),
             s(sc.spawn_inner),
             s(sc.spawn_jitter[0]),
             s(sc.spawn_jitter[1]),

@@ -23,7 +23,7 @@ from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
 from swarp.env import episode
-from swarp.env.selection import EnvSelection, selection_env, selection_stop
+from swarp.env.selection import EnvListArgs
 from swarp.physics import neighbors
 from swarp.scenarios import base, rows, spawn
 
@@ -227,122 +227,143 @@ def kernels(
                 reward_out[env, a] = reward_out[env, a] + bonus
         end_step(ep, env, all_on_goal)
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def nav_reset(
-        envs: EnvSelection,
-        streams: ResetStreams,
-        side: int,
-        world_size: scalar,
-        jitter: scalar,
-        obstacle_extent: scalar,
-        box_extent: scalar,
-        first_obstacle: int,
-        n_obstacles: int,
-        cells_per_thread: int,
-        altitude: scalar,
-        obstacle_hashes: wp.array(dtype=wp.uint32),
-        spawn_hashes: wp.array(dtype=wp.uint32),
-        goal_hashes: wp.array(dtype=wp.uint32),
-        pos_out: wp.array2d(dtype=vec2),
-        theta_out: wp.array2d(dtype=scalar),
-        vel_out: wp.array2d(dtype=vec2),
-        speed_out: wp.array2d(dtype=scalar),
-        ang_vel_out: wp.array2d(dtype=scalar),
-        pos_z_out: wp.array2d(dtype=scalar),
-        vel_z_out: wp.array2d(dtype=scalar),
-        quat_out: wp.array2d(dtype=quat),
-        omega_out: wp.array2d(dtype=vec3),
-        goals_out: wp.array2d(dtype=vec2),
-        obstacle_shape_out: wp.array2d(dtype=wp.int32),
-        obstacle_center_out: wp.array2d(dtype=vec2),
-        obstacle_angle_out: wp.array2d(dtype=scalar),
-        obstacle_size_out: wp.array2d(dtype=vec2),
-    ):
+    @wp.struct
+    class NavReset:
+        """What ``nav_reset`` reads and writes besides its envs (``launch_reset`` fills it)."""
+
+        streams: ResetStreams
+        side: int
+        world_size: scalar
+        jitter: scalar
+        obstacle_extent: scalar
+        box_extent: scalar
+        first_obstacle: int
+        n_obstacles: int
+        cells_per_thread: int
+        altitude: scalar
+        obstacle_hashes: wp.array(dtype=wp.uint32)
+        spawn_hashes: wp.array(dtype=wp.uint32)
+        goal_hashes: wp.array(dtype=wp.uint32)
+        pos_out: wp.array2d(dtype=vec2)
+        theta_out: wp.array2d(dtype=scalar)
+        vel_out: wp.array2d(dtype=vec2)
+        speed_out: wp.array2d(dtype=scalar)
+        ang_vel_out: wp.array2d(dtype=scalar)
+        pos_z_out: wp.array2d(dtype=scalar)
+        vel_z_out: wp.array2d(dtype=scalar)
+        quat_out: wp.array2d(dtype=quat)
+        omega_out: wp.array2d(dtype=vec3)
+        goals_out: wp.array2d(dtype=vec2)
+        obstacle_shape_out: wp.array2d(dtype=wp.int32)
+        obstacle_center_out: wp.array2d(dtype=vec2)
+        obstacle_angle_out: wp.array2d(dtype=scalar)
+        obstacle_size_out: wp.array2d(dtype=vec2)
+
+    @wp.func
+    def reset_env(rs: NavReset, env: int, slot: int):
+        """Reset env ``env``'s cells of launch slot ``slot`` (``nav_reset``'s work for one env)."""
         # Obstacles take the n_obstacles cells of smallest obstacle key; among the other cells,
         # agent i spawns in the cell of i-th smallest spawn key and has its goal in the cell of
         # i-th smallest goal key (prev_dist is set by the observe pass). One thread per (env, cell)
         # on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        row, slot = wp.tid()
-        n_agents = pos_out.shape[1]
-        n_cells = side * side
-        first = slot * cells_per_thread
-        for i in range(row, selection_stop(envs, row), envs.stride):
-            env = selection_env(envs, i)
-            if env < 0:
-                continue
-            key = episode_key(streams, env)
-            threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, n_obstacles - 1)
-            for cell in range(first, wp.min(first + cells_per_thread, n_cells)):
-                my_obstacle_key = int(0)
-                if n_obstacles > 0:
-                    my_obstacle_key = uniform_u24_hashed(key, obstacle_hashes[cell])
-                if n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
-                    # An obstacle cell: its slot is its rank among all obstacle keys.
-                    o = int(0)
-                    for c in range(n_cells):
-                        if sp.before(uniform_u24_hashed(key, obstacle_hashes[c]), c, my_obstacle_key, cell):
-                            o += 1
-                    draw = DRAW_OBSTACLE + 4 * o
-                    u_shape = sp.uniform(key, draw)
-                    u_a = sp.uniform(key, draw + 1)
-                    u_b = sp.uniform(key, draw + 2)
-                    u_angle = sp.uniform(key, draw + 3)
-                    is_circle = bool(False)
-                    if wp.static(obstacle_mode == 0):
-                        is_circle = True
-                    elif wp.static(obstacle_mode == 2):
-                        is_circle = u_shape < scalar(0.5)
-                    o_slot = first_obstacle + o
-                    obstacle_center_out[env, o_slot] = sp.cell_point(cell, side, world_size, zero, key, draw)
-                    if is_circle:
-                        obstacle_shape_out[env, o_slot] = circle
-                        obstacle_size_out[env, o_slot] = vec2(obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero)
-                        obstacle_angle_out[env, o_slot] = zero
-                    else:
-                        obstacle_shape_out[env, o_slot] = box
-                        obstacle_size_out[env, o_slot] = vec2(
-                            box_extent * (scalar(0.5) + scalar(0.5) * u_a),
-                            box_extent * (scalar(0.5) + scalar(0.5) * u_b),
-                        )
-                        obstacle_angle_out[env, o_slot] = (u_angle * two - one) * pi
-                    continue
-                my_spawn_key = uniform_u24_hashed(key, spawn_hashes[cell])
-                my_goal_key = uniform_u24_hashed(key, goal_hashes[cell])
-                spawn_rank = int(0)
-                goal_rank = int(0)
+        n_agents = rs.pos_out.shape[1]
+        n_cells = rs.side * rs.side
+        first = slot * rs.cells_per_thread
+        key = episode_key(rs.streams, env)
+        threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, rs.n_obstacles - 1)
+        for cell in range(first, wp.min(first + rs.cells_per_thread, n_cells)):
+            my_obstacle_key = int(0)
+            if rs.n_obstacles > 0:
+                my_obstacle_key = uniform_u24_hashed(key, rs.obstacle_hashes[cell])
+            if rs.n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
+                # An obstacle cell: its slot is its rank among all obstacle keys.
+                o = int(0)
                 for c in range(n_cells):
-                    # Without obstacles every cell is free: skip hashing the obstacle keys.
-                    free = n_obstacles == 0
-                    if not free:
-                        free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, obstacle_hashes[c]), c)
-                    if free:
-                        if sp.before(uniform_u24_hashed(key, spawn_hashes[c]), c, my_spawn_key, cell):
-                            spawn_rank += 1
-                        if sp.before(uniform_u24_hashed(key, goal_hashes[c]), c, my_goal_key, cell):
-                            goal_rank += 1
-                if spawn_rank < n_agents:
-                    a = spawn_rank
-                    pos_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_SPAWN_JITTER + 2 * a)
-                    heading = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
-                    theta_out[env, a] = heading
-                    vel_out[env, a] = vec2(zero, zero)
-                    speed_out[env, a] = zero
-                    ang_vel_out[env, a] = zero
-                    if wp.static(drones):
-                        yaw = heading * half
-                        pos_z_out[env, a] = altitude
-                        vel_z_out[env, a] = zero
-                        quat_out[env, a] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
-                        omega_out[env, a] = vec3(zero, zero, zero)
-                if goal_rank < n_agents:
-                    a = goal_rank
-                    goals_out[env, a] = sp.cell_point(cell, side, world_size, jitter, key, DRAW_GOAL_JITTER + 2 * a)
+                    if sp.before(uniform_u24_hashed(key, rs.obstacle_hashes[c]), c, my_obstacle_key, cell):
+                        o += 1
+                draw = DRAW_OBSTACLE + 4 * o
+                u_shape = sp.uniform(key, draw)
+                u_a = sp.uniform(key, draw + 1)
+                u_b = sp.uniform(key, draw + 2)
+                u_angle = sp.uniform(key, draw + 3)
+                is_circle = bool(False)
+                if wp.static(obstacle_mode == 0):
+                    is_circle = True
+                elif wp.static(obstacle_mode == 2):
+                    is_circle = u_shape < scalar(0.5)
+                o_slot = rs.first_obstacle + o
+                rs.obstacle_center_out[env, o_slot] = sp.cell_point(cell, rs.side, rs.world_size, zero, key, draw)
+                if is_circle:
+                    rs.obstacle_shape_out[env, o_slot] = circle
+                    rs.obstacle_size_out[env, o_slot] = vec2(
+                        rs.obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero
+                    )
+                    rs.obstacle_angle_out[env, o_slot] = zero
+                else:
+                    rs.obstacle_shape_out[env, o_slot] = box
+                    rs.obstacle_size_out[env, o_slot] = vec2(
+                        rs.box_extent * (scalar(0.5) + scalar(0.5) * u_a),
+                        rs.box_extent * (scalar(0.5) + scalar(0.5) * u_b),
+                    )
+                    rs.obstacle_angle_out[env, o_slot] = (u_angle * two - one) * pi
+                continue
+            my_spawn_key = uniform_u24_hashed(key, rs.spawn_hashes[cell])
+            my_goal_key = uniform_u24_hashed(key, rs.goal_hashes[cell])
+            spawn_rank = int(0)
+            goal_rank = int(0)
+            for c in range(n_cells):
+                # Without obstacles every cell is free: skip hashing the obstacle keys.
+                free = rs.n_obstacles == 0
+                if not free:
+                    free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, rs.obstacle_hashes[c]), c)
+                if free:
+                    if sp.before(uniform_u24_hashed(key, rs.spawn_hashes[c]), c, my_spawn_key, cell):
+                        spawn_rank += 1
+                    if sp.before(uniform_u24_hashed(key, rs.goal_hashes[c]), c, my_goal_key, cell):
+                        goal_rank += 1
+            if spawn_rank < n_agents:
+                a = spawn_rank
+                rs.pos_out[env, a] = sp.cell_point(
+                    cell, rs.side, rs.world_size, rs.jitter, key, DRAW_SPAWN_JITTER + 2 * a
+                )
+                heading = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
+                rs.theta_out[env, a] = heading
+                rs.vel_out[env, a] = vec2(zero, zero)
+                rs.speed_out[env, a] = zero
+                rs.ang_vel_out[env, a] = zero
+                if wp.static(drones):
+                    yaw = heading * half
+                    rs.pos_z_out[env, a] = rs.altitude
+                    rs.vel_z_out[env, a] = zero
+                    rs.quat_out[env, a] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
+                    rs.omega_out[env, a] = vec3(zero, zero, zero)
+            if goal_rank < n_agents:
+                a = goal_rank
+                rs.goals_out[env, a] = sp.cell_point(
+                    cell, rs.side, rs.world_size, rs.jitter, key, DRAW_GOAL_JITTER + 2 * a
+                )
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_reset(env_mask: wp.array(dtype=wp.bool), args: NavReset):
+        env, slot = wp.tid()
+        if not env_mask[env]:
+            return
+        reset_env(args, env, slot)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_reset_listed(envs: EnvListArgs, args: NavReset):
+        """``nav_reset`` over the entries of an env list (``swarp.env.selection``)."""
+        row, slot = wp.tid()
+        for i in range(row, envs.count[0], envs.stride):
+            reset_env(args, envs.envs[i], slot)
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
         observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, obs_dim),
         nav_finish=nav_finish,
+        NavReset=NavReset,
         nav_reset=nav_reset,
+        nav_reset_listed=nav_reset_listed,
     )
 
 
@@ -426,39 +447,30 @@ def cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool (``Environment.select_envs``) for
-    the scenario ``sc`` (drones: their 6-DOF fields too, in
+    """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool (its listed twin where
+    ``Environment.list_envs`` says so) for the scenario ``sc`` (drones: their 6-DOF fields too, in
     the same launch; the world's state always holds those arrays)."""
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state, ob = world.state, world.model.obstacles
     per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
-    envs, rows = env.select_envs(env_mask, threads)
-    launcher.launch(
-        k.nav_reset,
-        dim=(rows, threads),
-        inputs=[
-            envs,
-            env.reset_streams,
-            sc.side,
-            s(c.world_size),
-            s(sc.jitter),
-            s(sc.obstacle_extent),
-            s(sc.obstacle_extent / math.sqrt(2.0)),  # as the reference rounds it: once, from double
-            world.model.first_free_obstacle,
-            c.n_obstacles,
-            per_thread,
-            s(c.altitude if env.stepper.model.has_drones else 0.0),  # drones fly drone_navigation only
-            *sc._cell_hashes,
-        ],
-        outputs=[
-            *state.agent_arrays(),
-            sc._goals,
-            ob.shape,
-            ob.center,
-            ob.angle,
-            ob.size,
-        ],
-        device=env.device,
-    )
+    args = k.NavReset()
+    args.streams, args.side, args.cells_per_thread = env.reset_streams, sc.side, per_thread
+    args.world_size, args.jitter, args.obstacle_extent = s(c.world_size), s(sc.jitter), s(sc.obstacle_extent)
+    args.box_extent = s(sc.obstacle_extent / math.sqrt(2.0))  # as the reference rounds it: once, from double
+    args.first_obstacle, args.n_obstacles = world.model.first_free_obstacle, c.n_obstacles
+    args.altitude = s(c.altitude if env.stepper.model.has_drones else 0.0)  # drones fly drone_navigation only
+    args.obstacle_hashes, args.spawn_hashes, args.goal_hashes = sc._cell_hashes
+    (
+        args.pos_out, args.theta_out, args.vel_out, args.speed_out, args.ang_vel_out,
+        args.pos_z_out, args.vel_z_out, args.quat_out, args.omega_out,
+    ) = state.agent_arrays()  # fmt: skip
+    args.goals_out = sc._goals
+    args.obstacle_shape_out, args.obstacle_center_out = ob.shape, ob.center
+    args.obstacle_angle_out, args.obstacle_size_out = ob.angle, ob.size
+    listed = env.list_envs(env_mask, threads)
+    if listed is None:
+        launcher.launch(k.nav_reset, dim=(sc.n_envs, threads), inputs=[env_mask, args], device=env.device)
+    else:
+        launcher.launch(k.nav_reset_listed, dim=(listed[1], threads), inputs=[listed[0], args], device=env.device)

@@ -6,8 +6,8 @@ per-agent outputs through ``args`` (a Warp struct holding at least ``pos`` [E, A
 observation row, a ``vector(obs_dim)`` indexed only by compile-time constants (so it stays in
 registers). ``observe_kernels`` wraps it in:
 
-* ``observe``: one agent per thread (one env per thread on the CPU), over an ``EnvSelection`` (the
-  envs of a reset mask, or the list of an auto-reset's, see ``swarp.env.selection``), each thread
+* ``observe``: one agent per thread (one env per thread on the CPU), masked (resets; its twin
+  ``observe_listed`` walks the auto-reset's env list at large batches, ``swarp.env.selection``), each thread
   storing its row with scalar stores; after an auto-reset (``OBSERVE_ONLY``) it first copies the
   row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``);
 * ``observe_rows``: every env, for the CUDA step: blocks of ``OBS_BLOCK`` consecutive agents
@@ -26,7 +26,7 @@ import warp as wp
 
 from swarp.core.launch import Launcher, agents_per_thread, env_choice
 from swarp.env import episode
-from swarp.env.selection import EnvSelection, selection_env, selection_stop
+from swarp.env.selection import EnvListArgs
 from swarp.scenarios.base import OBSERVE_ONLY
 
 #: Agents (observation rows) per block of the tiled observation kernel.
@@ -49,32 +49,57 @@ def tiled_rows(device: str) -> bool:
 
 @functools.cache
 def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
-    """``observe(args, envs, mode, agents_per_thread, obs_out, final_obs_out)`` (``envs`` an
-    ``EnvSelection``) and
+    """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out, final_obs_out)``, its
+    listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``) and
     ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
 
+    @wp.func
+    def observe_env(
+        args: Args,
+        mode: int,
+        env: int,
+        first: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        final_obs_out: wp.array3d(dtype=scalar),
+    ):
+        """Observe agents ``[first, first + agents_per_thread)`` of ``env`` and store their rows."""
+        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            if mode == _OBSERVE_ONLY:
+                save_row(obs_out, final_obs_out, env, agent)  # an auto-reset: keep the last row
+            row = observe_agent(args, mode, env, agent)
+            for c in range(wp.static(obs_dim)):
+                obs_out[env, agent, c] = row[c]
+
     @wp.kernel(enable_backward=False, module="unique")
     def observe(
         args: Args,
-        envs: EnvSelection,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        final_obs_out: wp.array3d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        observe_env(args, mode, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_listed(
+        args: Args,
+        envs: EnvListArgs,
         mode: int,
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
     ):
         row, slot = wp.tid()
-        first = slot * agents_per_thread
-        for i in range(row, selection_stop(envs, row), envs.stride):
-            env = selection_env(envs, i)
-            if env >= 0:
-                for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
-                    if mode == _OBSERVE_ONLY:
-                        save_row(obs_out, final_obs_out, env, agent)  # an auto-reset: keep the last row
-                    obs = observe_agent(args, mode, env, agent)
-                    for c in range(wp.static(obs_dim)):
-                        obs_out[env, agent, c] = obs[c]
+        for i in range(row, envs.count[0], envs.stride):
+            observe_env(args, mode, envs.envs[i], slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
@@ -94,7 +119,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
                 wp.tile_scatter_masked(rows, lane, c, row[c], True)
             wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
-    return SimpleNamespace(observe=observe, observe_rows=observe_rows)
+    return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
 
 
 def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, env_mask, mode: int) -> None:
@@ -114,11 +139,21 @@ def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, 
         )
         return
     per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    envs, rows = env.select_envs(env_mask, threads)
+    listed = env.list_envs(env_mask, threads)
+    if listed is not None:
+        launcher.launch(
+            kernels.observe_listed,
+            dim=(listed[1], threads),
+            inputs=[args, listed[0], int(mode), per_thread],
+            outputs=[env._obs, env._final_obs],
+            device=env.device,
+        )
+        return
+    mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
     launcher.launch(
         kernels.observe,
-        dim=(rows, threads),
-        inputs=[args, envs, int(mode), per_thread],
+        dim=(sc.n_envs, threads),
+        inputs=[args, mask, int(env_mask is not None), int(mode), per_thread],
         outputs=[env._obs, env._final_obs],
         device=env.device,
     )

@@ -20,7 +20,6 @@ import warp as wp
 from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.env import episode
-from swarp.env.selection import selection_env, selection_stop
 from swarp.physics import neighbors
 from swarp.scenarios import base, common
 
@@ -171,45 +170,43 @@ def kernels(
         collected_out: wp.array(dtype=scalar),
     ):
         # The spawn cells get consumed by the observe pass that follows every reset.
-        row, thread = wp.tid()
-        for i in range(row, selection_stop(spawn.envs, row), spawn.envs.stride):
-            env = selection_env(spawn.envs, i)
-            if env < 0:
-                continue
-            G = row_mass_out.shape[1]
-            key = f.spawn_key(spawn, env)
-            slots = f.spawn_slots(spawn, thread, n_slots)
-            for s in range(slots[0], slots[1]):
-                if s == 0:
-                    collected_out[env] = zero
-                if s < G:
-                    # Row s. Float64 throughout, rounded once per cell, so that the torch reference
-                    # (also float64) gets the same float32 bits whatever its exp and summation order.
-                    mu_x = gaussians()
-                    mu_y = gaussians()
-                    inv_two_var = gaussians()
-                    amplitude = gaussians()
+        env, thread = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        G = row_mass_out.shape[1]
+        key = f.spawn_key(spawn, env)
+        slots = f.spawn_slots(spawn, thread, n_slots)
+        for s in range(slots[0], slots[1]):
+            if s == 0:
+                collected_out[env] = zero
+            if s < G:
+                # Row s. Float64 throughout, rounded once per cell, so that the torch reference
+                # (also float64) gets the same float32 bits whatever its exp and summation order.
+                mu_x = gaussians()
+                mu_y = gaussians()
+                inv_two_var = gaussians()
+                amplitude = gaussians()
+                for g in range(n_gaussians):
+                    mu_x[g] = (env_draw64(key, 4 * g) * two64 - one64) * world_size64
+                    mu_y[g] = (env_draw64(key, 4 * g + 1) * two64 - one64) * world_size64
+                    sigma = sigma_min64 + env_draw64(key, 4 * g + 2) * sigma_range64
+                    inv_two_var[g] = half64 / (sigma * sigma)
+                    amplitude[g] = half64 + half64 * env_draw64(key, 4 * g + 3)
+                y = (wp.float64(s) + half64) * cell_width64 - world_size64
+                row_total = wp.float64(0.0)
+                for ix in range(G):
+                    x = (wp.float64(ix) + half64) * cell_width64 - world_size64
+                    value = wp.float64(0.0)
                     for g in range(n_gaussians):
-                        mu_x[g] = (env_draw64(key, 4 * g) * two64 - one64) * world_size64
-                        mu_y[g] = (env_draw64(key, 4 * g + 1) * two64 - one64) * world_size64
-                        sigma = sigma_min64 + env_draw64(key, 4 * g + 2) * sigma_range64
-                        inv_two_var[g] = half64 / (sigma * sigma)
-                        amplitude[g] = half64 + half64 * env_draw64(key, 4 * g + 3)
-                    y = (wp.float64(s) + half64) * cell_width64 - world_size64
-                    row_total = wp.float64(0.0)
-                    for ix in range(G):
-                        x = (wp.float64(ix) + half64) * cell_width64 - world_size64
-                        value = wp.float64(0.0)
-                        for g in range(n_gaussians):
-                            dx = x - mu_x[g]
-                            dy = y - mu_y[g]
-                            value += amplitude[g] * wp.exp(-(dx * dx + dy * dy) * inv_two_var[g])
-                        cell_value = scalar(value)
-                        field_out[env, s * G + ix] = cell_value
-                        row_total += wp.float64(cell_value)
-                    row_mass_out[env, s] = scalar(row_total)
-                if s < spawn.side * spawn.side:
-                    f.spawn_cell(spawn, key, env, s)
+                        dx = x - mu_x[g]
+                        dy = y - mu_y[g]
+                        value += amplitude[g] * wp.exp(-(dx * dx + dy * dy) * inv_two_var[g])
+                    cell_value = scalar(value)
+                    field_out[env, s * G + ix] = cell_value
+                    row_total += wp.float64(cell_value)
+                row_mass_out[env, s] = scalar(row_total)
+            if s < spawn.side * spawn.side:
+                f.spawn_cell(spawn, key, env, s)
 
     return SimpleNamespace(
         sampling_observe=sampling_observe, sampling_finish=sampling_finish, sampling_reset=sampling_reset

@@ -21,7 +21,6 @@ import warp as wp
 from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.env import episode
-from swarp.env.selection import selection_env, selection_stop
 from swarp.physics import neighbors
 from swarp.scenarios import base, common, rows
 
@@ -204,20 +203,18 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, layou
     def spread_reset(spawn: f.Spawn, landmark_extent: scalar, landmarks_out: wp.array2d(dtype=vec2)):
         # Agent i spawns in the cell of i-th smallest spawn key; the thread of cell m also draws
         # landmark m (per-env draws 2 m, 2 m + 1; there are at least as many cells as landmarks).
-        row, slot = wp.tid()
-        for i in range(row, selection_stop(spawn.envs, row), spawn.envs.stride):
-            env = selection_env(spawn.envs, i)
-            if env < 0:
-                continue
-            key = f.spawn_key(spawn, env)
-            cells = f.spawn_cells(spawn, slot)
-            for cell in range(cells[0], cells[1]):
-                if cell < landmarks_out.shape[1]:
-                    landmarks_out[env, cell] = vec2(
-                        (f.env_draw(key, 2 * cell) * two - one) * landmark_extent,
-                        (f.env_draw(key, 2 * cell + 1) * two - one) * landmark_extent,
-                    )
-                f.spawn_cell(spawn, key, env, cell)
+        env, slot = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        cells = f.spawn_cells(spawn, slot)
+        for cell in range(cells[0], cells[1]):
+            if cell < landmarks_out.shape[1]:
+                landmarks_out[env, cell] = vec2(
+                    (f.env_draw(key, 2 * cell) * two - one) * landmark_extent,
+                    (f.env_draw(key, 2 * cell + 1) * two - one) * landmark_extent,
+                )
+            f.spawn_cell(spawn, key, env, cell)
 
     observe = None
     if fleet_size <= ROWS_MAX_AGENTS:
