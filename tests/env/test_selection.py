@@ -4,7 +4,8 @@ import pytest
 import torch
 import warp as wp
 
-from swarp.core.launch import EAGER
+import swarp
+from swarp.core.launch import EAGER, Launcher
 from swarp.env.selection import RESET_LIST_ENV, EnvList, EnvListArgs, list_pays, list_rows
 
 
@@ -65,3 +66,30 @@ def test_list_rows_fill_the_gpu_twice_and_stay_within_the_envs():
     assert list_rows("cuda:0", 10, 64) == 10
     threads = 2 * sm * 2048
     assert list_pays("cuda:0", threads // 16, 16) and not list_pays("cuda:0", threads // 16 - 1, 16)
+
+
+@pytest.mark.parametrize("reset_list", ["on", "off"])
+def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(reset_list, monkeypatch):
+    """With the list on, the auto-reset compacts the done mask and launches the listed twins of the
+    reset and the masked observation; off, the masked kernels; ``reset_at`` always the masked ones."""
+    monkeypatch.setenv(RESET_LIST_ENV, reset_list)
+    env = swarp.make("navigation", n_envs=4, device="cpu", seed=0, n_agents=3, auto_reset=True)
+    launched = []
+
+    class Spy(Launcher):
+        def launch(self, kernel, *args, **kwargs):
+            launched.append(kernel.key)
+            super().launch(kernel, *args, **kwargs)
+
+    env._fused_step(Spy())
+    listed = [key for key in launched if "listed" in key or "compact_envs" in key]
+    if reset_list == "on":
+        assert any("compact_envs" in k for k in listed)
+        assert any("nav_reset_listed" in k for k in listed) and any("observe_listed" in k for k in listed)
+        assert not any("nav_reset_" in k and "listed" not in k for k in launched)
+    else:
+        assert listed == []
+    launched.clear()
+    env._fused_reset(Spy())
+    assert not any("listed" in k or "compact_envs" in k for k in launched)
+    assert env._done_list.mask is None  # disarmed after the step
