@@ -134,12 +134,6 @@ def search_sqrt_f32(x: wp.float32) -> wp.float32:
     ...
 
 
-@wp.func
-def search_sqrt_f64(x: wp.float64) -> wp.float64:
-    """``search_sqrt_f32``'s float64 form: IEEE everywhere."""
-    return wp.sqrt(x)
-
-
 #: ``SWARP_LIDAR_SQRT=approx|ieee``: the A/B switch of the search's square root on CUDA.
 SEARCH_SQRT_ENV = "SWARP_LIDAR_SQRT"
 
@@ -169,7 +163,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         return -b - wp.sqrt(disc)
 
     approx = scalar is wp.float32 and env_choice(SEARCH_SQRT_ENV, ("approx", "ieee")) == "approx"
-    search_sqrt = search_sqrt_f32 if approx else search_sqrt_f64 if scalar is wp.float64 else wp.sqrt
+    search_sqrt = search_sqrt_f32 if approx else wp.sqrt  # float64 and the A/B switch: IEEE
 
     @wp.func
     def ray_disc_select(oc: vec2, c: scalar, d: vec2) -> scalar:
