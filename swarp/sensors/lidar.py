@@ -292,13 +292,24 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
     @wp.func
     def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
         """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
-        phi = theta + two_pi * scalar(ray) / scalar(n_rays)
+        phi = theta
+        if ray != 0:
+            # Ray 0's offset is exactly 0: skipping its division keeps the bits and keeps CUDA's
+            # IEEE division off its slow path (a zero numerator takes it: measured ~4% of a scan).
+            phi = theta + two_pi * scalar(ray) / scalar(n_rays)
         return vec2(wp.cos(phi), wp.sin(phi))
 
     @wp.func
     def nearer_static(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i) -> wp.vec2i:
         """``hit`` at distance ``best`` [m], or the first obstacle, body shape or wall (in that
         order) strictly nearer along the ray ``o + t d``."""
+        nearer, t = nearer_static_at(sc, env, o, d, best, hit)
+        return nearer
+
+    @wp.func
+    def nearer_static_at(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i):
+        """``nearer_static`` and the distance [m] at which its hit lies: ``best`` when it is still
+        ``hit``, else the static surface's exact distance (what ``hit_distance`` computes for it)."""
         oe = env * sc.per_env_obstacles
         kind = hit[0]
         index = hit[1]
@@ -325,9 +336,10 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         if sc.see_walls != 0:
             t = f.ray_walls(o, d, sc.lower, sc.upper)
             if t < best:
+                best = t
                 kind = _HIT_WALL
                 index = -1
-        return wp.vec2i(kind, index)
+        return wp.vec2i(kind, index), best
 
     @wp.func
     def closest_hit(sc: Scene, pos: wp.array2d(dtype=vec2), env: int, agent: int, o: vec2, d: vec2) -> wp.vec2i:
@@ -417,9 +429,15 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         index_out: wp.array3d(dtype=wp.int32),
     ):
         """The rest of a ray after the agent discs (nearest so far ``hit`` at ``best`` [m]): the
-        static surfaces, then the reading (and what was hit) written; for the no-adjoint scans."""
-        hit = nearer_static(sc, env, o, d, best, hit)
-        distance_out[env, agent, column + ray] = hit_distance(sc, pos, env, o, d, hit)
+        static surfaces, then the reading (and what was hit) written; for the no-adjoint scans.
+        A static surface's reading is the distance its test computed (``hit_distance`` would
+        compute it again, to the same bits); an agent's is its exact ``ray_circle``."""
+        hit, reading = nearer_static_at(sc, env, o, d, best, hit)
+        if hit[0] == _HIT_AGENT:
+            reading = hit_distance(sc, pos, env, o, d, hit)
+        elif hit[0] == _HIT_NONE:
+            reading = sc.max_range
+        distance_out[env, agent, column + ray] = reading
         if wp.static(with_hits):
             store_hit(sc, env, agent, ray, hit, kind_out, index_out)
 
@@ -531,7 +549,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
 
 
 @functools.cache
-def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int, fleet: int):
+def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int, fleet: int, n_rays: int):
     """``lidar_scan_group``: ``lidar_scan``'s readings with one thread per ``group`` consecutive rays
     of an agent (``group`` compiled in; the last group of an agent may be partial), for CUDA. Each
     disc is loaded, range-tested and reduced to its origin-relative terms (origin - centre,
@@ -539,13 +557,17 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
     per-ray arithmetic is the per-ray scan's on the same values, so the bits are the same. No
     adjoint (the differentiable path keeps ``lidar_scan``). The fleet size ``fleet`` is compiled in:
     up to Warp's ``max_unroll`` agents the disc loop unrolls (its loads unconditional, so the
-    compiler interleaves the discs), measured 6% faster on an H200 at 4,096 x 16 x 32 rays."""
+    compiler interleaves the discs), measured 6% faster on an H200 at 4,096 x 16 x 32 rays. So is
+    ``n_rays``: the launch is one-dimensional (``dim = n_envs * fleet * groups``) and the thread's
+    env, agent and rays come from divisions by constants (a 2-D launch and runtime divisors cost
+    ~200 instructions per thread in the prologue, ncu on an H200)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
     ray_vec = wp.types.vector(group, scalar)
     ray_ints = wp.types.vector(group, wp.int32)
+    groups = -(-n_rays // group)  # per agent
 
     @wp.kernel(enable_backward=False, module="unique")
     def lidar_scan_group(
@@ -559,13 +581,13 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
         kind_out: wp.array3d(dtype=wp.int32),
         index_out: wp.array3d(dtype=wp.int32),
     ):
-        env, slot = wp.tid()
+        tid = wp.tid()
+        env = tid // wp.static(fleet * groups)
         if use_mask != 0 and not env_mask[env]:
             return
-        n_rays = scene.n_rays
-        groups = (n_rays + wp.static(group - 1)) // wp.static(group)
-        agent = slot // groups
-        first = (slot - agent * groups) * wp.static(group)
+        slot = tid - env * wp.static(fleet * groups)
+        agent = slot // wp.static(groups)
+        first = (slot - agent * wp.static(groups)) * wp.static(group)
         o = pos[env, agent]
         th = theta[env, agent]
         dx = ray_vec()
@@ -573,7 +595,7 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
         best = ray_vec()
         index = ray_ints()
         for r in range(wp.static(group)):
-            d = k.ray_direction(th, first + r, n_rays)  # past n_rays in a partial group: never stored
+            d = k.ray_direction(th, first + r, wp.static(n_rays))  # past n_rays in a partial group: never stored
             dx[r] = d[0]
             dy[r] = d[1]
             best[r] = scene.max_range
@@ -595,7 +617,7 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
                             index[r] = j
         for r in range(wp.static(group)):
             ray = first + r
-            if ray < n_rays:
+            if ray < wp.static(n_rays):
                 hit = wp.vec2i(wp.where(index[r] >= 0, _HIT_AGENT, _HIT_NONE), index[r])
                 d = vec2(dx[r], dy[r])
                 k.finish_ray(scene, pos, env, agent, ray, column, o, d, best[r], hit, distance_out, kind_out, index_out)
@@ -744,8 +766,8 @@ def launch_scan(
         return
     if grouped:
         launcher.launch(
-            group_kernel(*flags, group, n_agents),
-            dim=(n_envs, n_agents * -(-config.n_rays // group)),
+            group_kernel(*flags, group, n_agents, config.n_rays),
+            dim=n_envs * n_agents * -(-config.n_rays // group),
             inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
             outputs=[distance_out, *hits_out],
             device=model.device,
