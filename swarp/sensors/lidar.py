@@ -64,7 +64,7 @@ _BOX = wp.constant(int(ObstacleShape.BOX))
 _SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
 _RADIUS = wp.constant(PARAM_RADIUS)
 #: Rays per thread of the CUDA scan (``group_kernel``), and its A/B switch.
-RAY_GROUP = 2
+RAY_GROUP = 4
 RAY_GROUP_ENV = "SWARP_LIDAR_GROUP"
 #: Largest fleet the CPU's per-env scan (``env_kernel``, its loops over the fleet unrolled) serves;
 #: larger fleets scan with ``lidar_scan``.
@@ -225,19 +225,22 @@ def funcs(scalar: type) -> SimpleNamespace:
 
     @wp.func
     def ray_walls(o: vec2, d: vec2, lower: vec2, upper: vec2) -> scalar:
-        """Distance to the bounds box ``[lower, upper]`` from inside it (0 from outside)."""
+        """Distance to the bounds box ``[lower, upper]`` from inside it (0 from outside). One
+        division per axis and no branches (rays of a warp point every way: branches on the sign of
+        ``d`` ran both divisions), dividing by 1 where ``d`` is 0 so no adjoint sees 0 / 0."""
         t = far
         for axis in range(2):
-            if d[axis] > zero:
-                t = wp.min(t, (upper[axis] - o[axis]) / d[axis])
-            elif d[axis] < zero:
-                t = wp.min(t, (lower[axis] - o[axis]) / d[axis])
+            step = d[axis]
+            bound = wp.where(step > zero, upper[axis], lower[axis])
+            exit = (bound - o[axis]) / wp.where(step == zero, one, step)
+            t = wp.min(t, wp.where(step == zero, far, exit))
         return wp.max(t, zero)
 
     return SimpleNamespace(
         ray_circle=ray_circle,
         ray_circle_select=ray_circle_select,
         ray_disc_select=ray_disc_select,
+        search_sqrt=search_sqrt,
         slab=slab,
         ray_box_local=ray_box_local,
         ray_obstacle=ray_obstacle,
@@ -565,6 +568,7 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
     f = funcs(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
+    zero = scalar(0.0)
     ray_vec = wp.types.vector(group, scalar)
     ray_ints = wp.types.vector(group, wp.int32)
     groups = -(-n_rays // group)  # per agent
@@ -592,35 +596,49 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
         th = theta[env, agent]
         dx = ray_vec()
         dy = ray_vec()
-        best = ray_vec()
+        # Minus each ray's nearest agent hit so far [m]: the test below then forms -t with one add
+        # (b + root) instead of two (Warp negates as 0 - x), and compares the other way round.
+        near = ray_vec()
         index = ray_ints()
         for r in range(wp.static(group)):
             d = k.ray_direction(th, first + r, wp.static(n_rays))  # past n_rays in a partial group: never stored
             dx[r] = d[0]
             dy[r] = d[1]
-            best[r] = scene.max_range
+            near[r] = -scene.max_range
             index[r] = -1
         if scene.see_agents != 0:
             pe = env * scene.per_env_params
             for j in range(wp.static(fleet)):
-                center = pos[env, j]
                 radius = scene.params[pe, j, _RADIUS]
-                offset = center - o
+                oc = o - pos[env, j]
+                dist2 = wp.dot(oc, oc)  # the per-ray scan's |centre - o|^2, to the bit
                 reach = scene.max_range + radius
-                if j != agent and wp.dot(offset, offset) <= reach * reach:  # the per-ray scan's range test
-                    oc = o - center
-                    c = wp.dot(oc, oc) - radius * radius
-                    for r in range(wp.static(group)):
-                        t = f.ray_disc_select(oc, c, vec2(dx[r], dy[r]))
-                        if t < best[r]:
-                            best[r] = t
-                            index[r] = j
+                if j != agent and dist2 <= reach * reach:  # the per-ray scan's range test
+                    c = dist2 - radius * radius
+                    # ``ray_disc_select``'s choice, with its selects folded into the comparison:
+                    # inside the disc (the same for all of the agent's rays) every ray meets it at
+                    # 0; outside, a ray meets it ahead (b < 0) at t = -(b + root) where the root
+                    # exists (a negative argument gives NaN, which loses every comparison).
+                    # t < nearest is -t > near. Same values (up to the sign of a zero), same choice.
+                    if c <= zero:
+                        for r in range(wp.static(group)):
+                            if near[r] < zero:
+                                near[r] = zero
+                                index[r] = j
+                    else:
+                        for r in range(wp.static(group)):
+                            b = wp.dot(oc, vec2(dx[r], dy[r]))
+                            minus_t = b + f.search_sqrt(b * b - c)
+                            if b < zero and minus_t > near[r]:
+                                near[r] = minus_t
+                                index[r] = j
         for r in range(wp.static(group)):
             ray = first + r
             if ray < wp.static(n_rays):
                 hit = wp.vec2i(wp.where(index[r] >= 0, _HIT_AGENT, _HIT_NONE), index[r])
                 d = vec2(dx[r], dy[r])
-                k.finish_ray(scene, pos, env, agent, ray, column, o, d, best[r], hit, distance_out, kind_out, index_out)
+                best = -near[r]
+                k.finish_ray(scene, pos, env, agent, ray, column, o, d, best, hit, distance_out, kind_out, index_out)
 
     return lidar_scan_group
 

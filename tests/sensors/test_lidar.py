@@ -196,6 +196,19 @@ def scans_by_layout(world: World, config: LidarConfig, layouts, bodies=None, mas
     return scans
 
 
+def crowd(world: World) -> None:
+    """Hard cases for the scans' disc tests in a random world: in every env agent 1 inside agent 0's
+    disc (every ray of each meets the other at 0), agent 2 just clear of agent 0 and agent 3 a few
+    radii off it; env 1's headings near 5,000 rad."""
+    pos = world.state.torch.pos.clone()
+    theta = world.state.torch.theta.clone()
+    for agent, offset in ((1, (0.03, 0.01)), (2, (0.0, 0.165)), (3, (-0.3, 0.05))):
+        if agent < world.n_agents:
+            pos[:, agent] = pos[:, 0] + torch.tensor(offset, dtype=pos.dtype)
+    theta[1] += 5000.0
+    world.set_state(pos=pos, theta=theta)
+
+
 #: (launch_scan layout keywords, n_agents, n_rays): the CPU's default per-env scan, and the grouped
 #: scan (CUDA's default) with ``group`` rays per thread, partial last groups included.
 SCAN_LAYOUTS = [({}, 6, 32), ({}, 40, 7), ({}, 1, 45), ({}, 64, 3)] + [
@@ -208,9 +221,11 @@ SCAN_LAYOUTS = [({}, 6, 32), ({}, 40, 7), ({}, 1, 45), ({}, 64, 3)] + [
 def test_scan_layouts_give_the_per_ray_bits(generator, dtype, layout, n_agents, n_rays):
     """The CPU's per-env scan and the grouped scan (each disc's terms computed once for several rays
     of an agent) read exactly what the per-ray scan reads: distances, kinds and indices bit for bit,
-    with obstacles of every shape, walls, a mask and a column offset, and with movable bodies."""
+    with obstacles of every shape, walls, a mask and a column offset, agents inside and beside
+    others, and with movable bodies."""
     layouts = ({"rays_per_thread": 1}, layout)
     world = random_world(generator, dtype, n_envs=4, n_agents=n_agents)
+    crowd(world)
     config = LidarConfig(n_rays, max_range=1.5)
     mask = wp.array([True, False, True, True], dtype=wp.bool, device="cpu")
     rays, other = scans_by_layout(world, config, layouts, mask=mask, column=3)
@@ -219,6 +234,9 @@ def test_scan_layouts_give_the_per_ray_bits(generator, dtype, layout, n_agents, 
     assert (other[0][1] == -7.0).all() and (other[0][:, :, :3] == -7.0).all()
     expected = {HIT_OBSTACLE, HIT_WALL} | ({HIT_AGENT} if n_agents > 1 else set())
     assert expected <= set(other[1].unique().tolist())
+    if n_agents > 1:  # agent 0 reads 0 on every ray (it is inside agent 1's disc)
+        keep = wp.to_torch(mask)
+        assert (other[0][keep, 0, 3:] == 0).all() and (other[1][keep, 0] == HIT_AGENT).all()
     bodies = body_world([Body((Obstacle.box((0.0, 0.0), (0.3, 0.1)),))] * 2, n_agents=n_agents, n_envs=4, dtype=dtype)
     body_pos = torch.tensor([[0.3, 0.2], [-0.4, 0.1]], dtype=world.state.torch.pos.dtype).expand(4, 2, 2)
     bodies.set_state(pos=world.state.torch.pos, body_pos=body_pos.contiguous())
