@@ -134,6 +134,23 @@ def search_sqrt_f32(x: wp.float32) -> wp.float32:
     ...
 
 
+@wp.func_native(
+    """
+#if defined(__CUDA_ARCH__)
+    float s, c;
+    sincosf(phi, &s, &c);
+    return wp::vec2f(c, s);
+#else
+    return wp::vec2f(cosf(phi), sinf(phi));
+#endif
+"""
+)
+def cos_sin_f32(phi: wp.float32) -> wp.vec2f:
+    """``(cos phi, sin phi)``, one argument reduction for both on CUDA (``sincosf``: the same bits
+    as ``cosf`` and ``sinf``, pinned by a GPU test against the per-ray scan). No adjoint."""
+    ...
+
+
 #: ``SWARP_LIDAR_SQRT=approx|ieee``: the A/B switch of the search's square root on CUDA.
 SEARCH_SQRT_ENV = "SWARP_LIDAR_SQRT"
 
@@ -293,13 +310,19 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
     two_pi = scalar(2.0 * math.pi)
 
     @wp.func
-    def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
-        """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
+    def ray_angle(theta: scalar, ray: int, n_rays: int) -> scalar:
+        """Angle [rad] of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
         phi = theta
         if ray != 0:
             # Ray 0's offset is exactly 0: skipping its division keeps the bits and keeps CUDA's
             # IEEE division off its slow path (a zero numerator takes it: measured ~4% of a scan).
             phi = theta + two_pi * scalar(ray) / scalar(n_rays)
+        return phi
+
+    @wp.func
+    def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
+        """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
+        phi = ray_angle(theta, ray, n_rays)
         return vec2(wp.cos(phi), wp.sin(phi))
 
     @wp.func
@@ -475,6 +498,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
 
     return SimpleNamespace(
         lidar_scan=lidar_scan,
+        ray_angle=ray_angle,
         ray_direction=ray_direction,
         nearer_static=nearer_static,
         hit_distance=hit_distance,
@@ -601,7 +625,12 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
         near = ray_vec()
         index = ray_ints()
         for r in range(wp.static(group)):
-            d = k.ray_direction(th, first + r, wp.static(n_rays))  # past n_rays in a partial group: never stored
+            # past n_rays in a partial group: never stored
+            phi = k.ray_angle(th, first + r, wp.static(n_rays))
+            if wp.static(scalar is wp.float32):
+                d = cos_sin_f32(phi)
+            else:
+                d = vec2(wp.cos(phi), wp.sin(phi))
             dx[r] = d[0]
             dy[r] = d[1]
             near[r] = -scene.max_range

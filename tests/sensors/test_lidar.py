@@ -33,16 +33,17 @@ FLOAT32_TOL = 2e-5
 OBS_TOL = 1e-5
 
 
-def make_world(obstacles=(), bounds=None, n_agents=1, n_envs=1, radius=0.1, dtype="float64") -> World:
+def make_world(obstacles=(), bounds=None, n_agents=1, n_envs=1, radius=0.1, dtype="float64", device="cpu") -> World:
     world = WorldConfig(bounds=bounds, obstacles=tuple(obstacles), collisions=False)
-    stepper = Stepper([AgentConfig(radius=radius)] * n_agents, device="cpu", world=world, dtype=dtype)
+    stepper = Stepper([AgentConfig(radius=radius)] * n_agents, device=device, world=world, dtype=dtype)
     return World(stepper, n_envs)
 
 
 def place(world: World, pos, theta=None) -> None:
-    pos = torch.as_tensor(pos, dtype=world.stepper.torch_dtype).reshape(world.n_envs, world.n_agents, 2)
+    device = str(world.stepper.device)
+    pos = torch.as_tensor(pos, dtype=world.stepper.torch_dtype).reshape(world.n_envs, world.n_agents, 2).to(device)
     theta = torch.zeros(world.n_envs, world.n_agents, dtype=pos.dtype) if theta is None else theta
-    world.set_state(pos=pos, theta=torch.as_tensor(theta, dtype=pos.dtype).reshape(pos.shape[:2]))
+    world.set_state(pos=pos, theta=torch.as_tensor(theta, dtype=pos.dtype).reshape(pos.shape[:2]).to(device))
 
 
 def both_scans(world: World, config: LidarConfig):
@@ -130,21 +131,23 @@ def test_origin_inside_a_shape_reads_zero():
 # --- kernel against reference ---------------------------------------------------------------------
 
 
-def random_world(generator, dtype, n_envs=5, n_agents=6) -> World:
+def random_world(generator, dtype, n_envs=5, n_agents=6, device="cpu") -> World:
     shared = [
         Obstacle.circle((1.0, 0.3), 0.2),
         Obstacle.box((-0.5, 1.0), (0.1, 0.3), 0.7),
         Obstacle.segment((-1.0, -1.0), (-0.2, -1.4), 0.05),
         Obstacle.segment((0.5, -0.5), (1.0, -1.2)),
     ]
-    world = make_world(shared, bounds=2.0, n_agents=n_agents, n_envs=n_envs, radius=0.08, dtype=dtype)
+    world = make_world(shared, bounds=2.0, n_agents=n_agents, n_envs=n_envs, radius=0.08, dtype=dtype, device=device)
     world.model.set_obstacle_slots(n_envs, 2)
     obstacles = world.model.obstacle_tensors()
-    per_env = torch.rand(n_envs, 2, 2, generator=generator, dtype=torch.float64) * 3 - 1.5
+    per_env = (torch.rand(n_envs, 2, 2, generator=generator, dtype=torch.float64) * 3 - 1.5).to(device)
     obstacles["shape"][:, 4] = 2  # a box per env
     obstacles["center"][:, 4] = per_env[:, 0].to(obstacles["center"].dtype)
     obstacles["size"][:, 4] = 0.15
-    obstacles["angle"][:, 4] = torch.linspace(-3, 3, n_envs, dtype=torch.float64).to(obstacles["angle"].dtype)
+    obstacles["angle"][:, 4] = torch.linspace(-3, 3, n_envs, dtype=torch.float64, device=device).to(
+        obstacles["angle"].dtype
+    )
     obstacles["shape"][:, 5] = 3  # and a capsule
     obstacles["center"][:, 5] = per_env[:, 1].to(obstacles["center"].dtype)
     obstacles["size"][:, 5, 0] = 0.3
@@ -186,8 +189,9 @@ def scans_by_layout(world: World, config: LidarConfig, layouts, bodies=None, mas
     scans = []
     for layout in layouts:
         shape = (world.n_envs, world.n_agents, column + config.n_rays)
-        out = [wp.full(shape, -7.0, dtype=world.stepper.scalar, device="cpu")]
-        out += [wp.zeros(shape[:2] + (config.n_rays,), dtype=wp.int32, device="cpu") for _ in range(2)]
+        device = str(world.stepper.device)
+        out = [wp.full(shape, -7.0, dtype=world.stepper.scalar, device=device)]
+        out += [wp.zeros(shape[:2] + (config.n_rays,), dtype=wp.int32, device=device) for _ in range(2)]
         launch_scan(
             world.model, config, world.state.pos, world.state.theta, out[0], column, tuple(out[1:]), mask,
             bodies=bodies, **layout,
@@ -204,7 +208,7 @@ def crowd(world: World) -> None:
     theta = world.state.torch.theta.clone()
     for agent, offset in ((1, (0.03, 0.01)), (2, (0.0, 0.165)), (3, (-0.3, 0.05))):
         if agent < world.n_agents:
-            pos[:, agent] = pos[:, 0] + torch.tensor(offset, dtype=pos.dtype)
+            pos[:, agent] = pos[:, 0] + torch.tensor(offset, dtype=pos.dtype, device=pos.device)
     theta[1] += 5000.0
     world.set_state(pos=pos, theta=theta)
 
@@ -244,6 +248,34 @@ def test_scan_layouts_give_the_per_ray_bits(generator, dtype, layout, n_agents, 
     for a, b in zip(rays, other, strict=True):
         assert torch.equal(a, b)
     assert (other[1] == HIT_BODY).any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n_agents, n_rays", [(6, 32), (16, 32), (5, 7), (40, 45), (1, 9)])
+def test_cuda_grouped_scan_gives_the_per_ray_bits(generator, dtype, n_agents, n_rays):
+    """On the GPU, CUDA's default scan (grouped rays, the disc test folded into the comparison,
+    ``sincosf``, walls once) reads exactly what the per-ray scan (the differentiable one) reads:
+    distances, kinds and indices bit for bit, with obstacles, walls, agents inside and beside
+    others, huge headings, a mask, a column offset, and movable bodies."""
+    world = random_world(generator, dtype, n_envs=4, n_agents=n_agents, device="cuda:0")
+    crowd(world)
+    config = LidarConfig(n_rays, max_range=1.5)
+    mask = wp.array([True, False, True, True], dtype=wp.bool, device="cuda:0")
+    rays, grouped = scans_by_layout(world, config, ({"rays_per_thread": 1}, {}), mask=mask, column=3)
+    for a, b in zip(rays, grouped, strict=True):
+        assert torch.equal(a, b)
+    if n_agents > 1:
+        assert (grouped[1] == HIT_AGENT).any() and (grouped[0][0, 0, 3:] == 0).all()
+    bodies = body_world(
+        [Body((Obstacle.box((0.0, 0.0), (0.3, 0.1)),))] * 2, n_agents=n_agents, n_envs=4, dtype=dtype, device="cuda:0"
+    )
+    body_pos = torch.tensor([[0.3, 0.2], [-0.4, 0.1]], device="cuda:0").to(world.state.torch.pos.dtype)
+    bodies.set_state(pos=world.state.torch.pos, body_pos=body_pos.expand(4, 2, 2).contiguous())
+    rays, grouped = scans_by_layout(bodies, config, ({"rays_per_thread": 1}, {}), bodies=world_bodies(bodies))
+    for a, b in zip(rays, grouped, strict=True):
+        assert torch.equal(a, b)
+    assert (grouped[1] == HIT_BODY).any()
 
 
 def test_grouped_scan_is_cudas_default_and_its_switch(monkeypatch):
@@ -392,9 +424,9 @@ def test_discs_across_the_ray_seam_at_large_ray_counts():
 # --- movable bodies ------------------------------------------------------------------------------
 
 
-def body_world(bodies, n_agents=1, n_envs=1, dtype="float64", obstacles=()) -> World:
+def body_world(bodies, n_agents=1, n_envs=1, dtype="float64", obstacles=(), device="cpu") -> World:
     world = WorldConfig(bodies=tuple(bodies), obstacles=tuple(obstacles), collisions=False)
-    stepper = Stepper([AgentConfig(radius=0.1)] * n_agents, device="cpu", world=world, dtype=dtype)
+    stepper = Stepper([AgentConfig(radius=0.1)] * n_agents, device=device, world=world, dtype=dtype)
     return World(stepper, n_envs)
 
 
