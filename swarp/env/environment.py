@@ -24,7 +24,7 @@ from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
-from swarp.sensors.lidar import Lidar, LidarConfig
+from swarp.sensors.lidar import Lidar, LidarConfig, scan_stream
 
 if TYPE_CHECKING:
     from swarp.env.pool import EnvPool
@@ -152,6 +152,8 @@ class Environment:
         scenario.bind(self)
         self.scenario_obs_dim = scenario.obs_dim
         self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
+        # SWARP_LIDAR_STREAM=side: the step's scan forks onto this stream beside the observation.
+        self._lidar_stream = scan_stream(self.device) if self.lidar is not None else None
         self.obs_dim = self.scenario_obs_dim + lidar_rays
         self._allocate_outputs()
         self.info = dict(scenario.info_buffers())
@@ -336,8 +338,20 @@ class Environment:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
         # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
-        self._launch_lidar(launcher)
+        # With a scan stream (CUDA, live or under graph capture; never for recorded launches, whose
+        # replay knows no streams) the scan forks after the physics and joins before the
+        # bookkeeping: it writes only its own columns, so the observation may run beside it.
+        side = self._lidar_stream if launcher is EAGER else None
+        if side is None:
+            self._launch_lidar(launcher)
+        else:
+            main = wp.get_stream(self.device)
+            side.wait_stream(main)
+            with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
+                self._launch_lidar(launcher)
         sc.launch_observe(launcher, mode=OBSERVE_STEP)
+        if side is not None:
+            main.wait_stream(side)
         if not sc.ends_steps:
             self._launch_advance(launcher)
         if self.auto_reset:

@@ -672,6 +672,18 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
     return lidar_scan_group
 
 
+#: ``SWARP_LIDAR_STREAM=main|side``: whether an environment step's scan runs on a side stream, beside
+#: the scenario's observation kernel (CUDA only; opt-in until measured on a GPU).
+STREAM_ENV = "SWARP_LIDAR_STREAM"
+
+
+def scan_stream(device) -> "wp.Stream | None":
+    """A side stream for the step's scan on ``device`` when ``SWARP_LIDAR_STREAM=side`` and the
+    device is CUDA; ``None`` (the scan stays on the step's stream) otherwise. A bad value raises."""
+    side = env_choice(STREAM_ENV, ("main", "side")) == "side"
+    return wp.Stream(device) if side and str(device).startswith("cuda") else None
+
+
 def ray_group(device) -> int:
     """Rays per thread of the scan on ``device``: ``RAY_GROUP`` on CUDA (``SWARP_LIDAR_GROUP``
     overrides it: 1, 2, 4, 8 or 16; 1 is the per-ray kernel), 1 elsewhere (the CPU's default scan is

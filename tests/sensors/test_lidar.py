@@ -1,6 +1,7 @@
 """Lidar (``swarp/sensors/lidar.py``): analytic hits per shape, Warp kernel against the torch
 reference, env isolation, gradients, and ``lidar_rays=`` observations inside the step."""
 
+import contextlib
 import math
 
 import pytest
@@ -649,3 +650,48 @@ def test_graph_and_recorded_replay_agree_bit_for_bit(name, generator, monkeypatc
     for _ in range(6):
         actions = torch.rand(4, 3, graph.act_dim, generator=generator) * 2.0
         assert torch.equal(graph.step(actions)[0], replay.step(actions)[0])
+
+
+def test_scan_stream_switch_is_cuda_only_and_checked(monkeypatch):
+    """``SWARP_LIDAR_STREAM=side`` gives CUDA environments a side stream for the scan and nothing
+    elsewhere (the CPU steps exactly as before); a bad value is refused by name."""
+    common = dict(n_envs=3, device="cpu", n_agents=3, auto_reset=True, max_steps=3, lidar_rays=6)
+    plain = swarp.make("navigation", **common)
+    monkeypatch.setenv(lidar_module.STREAM_ENV, "side")
+    assert lidar_module.scan_stream("cpu") is None
+    side = swarp.make("navigation", **common)
+    assert side._lidar_stream is None
+    for _ in range(4):
+        actions = torch.rand(3, 3, 2) * 2 - 1
+        assert torch.equal(plain.step(actions)[0], side.step(actions)[0])
+    monkeypatch.setenv(lidar_module.STREAM_ENV, "sideways")
+    with pytest.raises(ValueError, match=lidar_module.STREAM_ENV):
+        swarp.make("navigation", **common)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("launch_mode", ["graph", "eager"])
+def test_cuda_scan_on_a_side_stream_gives_the_same_steps(generator, monkeypatch, launch_mode):
+    """The step's scan forked onto a side stream beside the observation (``SWARP_LIDAR_STREAM=side``)
+    steps bit for bit like the single-stream step: observations, rewards, flags and final_obs over
+    resets, in a captured graph and live (eager launches), and under a user torch stream."""
+    common = dict(n_envs=256, device="cuda:0", n_agents=8, auto_reset=True, max_steps=5, n_obstacles=3)
+    common["lidar_rays"] = 32
+    if launch_mode == "eager":
+        monkeypatch.setenv("SWARP_LAUNCH_MODE", "eager")
+        common["use_graph"] = False
+    main = swarp.make("navigation", **common)
+    monkeypatch.setenv(lidar_module.STREAM_ENV, "side")
+    side = swarp.make("navigation", **common)
+    assert side._lidar_stream is not None and main._lidar_stream is None
+    assert side.execution_mode == ("graph" if launch_mode == "graph" else "eager")
+    user = torch.cuda.Stream()
+    for step in range(12):
+        actions = (torch.rand(256, 8, 2, generator=generator) * 2 - 1).cuda()
+        with torch.cuda.stream(user) if step % 2 else contextlib.nullcontext():
+            want = [t.clone() for t in main.step(actions)[:4]] + [main.final_obs.clone()]
+            got = [t.clone() for t in side.step(actions)[:4]] + [side.final_obs.clone()]
+        torch.cuda.synchronize()
+        for a, b in zip(want, got, strict=True):
+            assert torch.equal(a, b)
+    assert main.episode.sum() > 0  # envs did reset
