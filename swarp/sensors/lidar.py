@@ -457,12 +457,11 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         """The rest of a ray after the agent discs (nearest so far ``hit`` at ``best`` [m]): the
         static surfaces, then the reading (and what was hit) written; for the no-adjoint scans.
         A static surface's reading is the distance its test computed (``hit_distance`` would
-        compute it again, to the same bits); an agent's is its exact ``ray_circle``."""
+        compute it again, to the same bits), no hit's is ``best`` (callers pass ``max_range``
+        then), an agent's is its exact ``ray_circle``."""
         hit, reading = nearer_static_at(sc, env, o, d, best, hit)
         if hit[0] == _HIT_AGENT:
             reading = hit_distance(sc, pos, env, o, d, hit)
-        elif hit[0] == _HIT_NONE:
-            reading = sc.max_range
         distance_out[env, agent, column + ray] = reading
         if wp.static(with_hits):
             store_hit(sc, env, agent, ray, hit, kind_out, index_out)
