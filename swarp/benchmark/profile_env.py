@@ -24,7 +24,7 @@ import swarp
 from swarp.benchmark.common import parse_option, print_table, synchronize, time_graph, time_wall
 from swarp.benchmark.throughput import make_env, random_actions
 from swarp.core.launch import EAGER
-from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP
+from swarp.scenarios.base import OBSERVE_STEP
 
 
 def warm_env(n_envs: int, n_agents: int, scenario: str = "navigation", **options):
@@ -59,11 +59,7 @@ def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation"
             ),
             "list build alone": lambda: world.build_neighbors(),
             "observe+lists+finish": lambda: sc.launch_observe(EAGER, mode=OBSERVE_STEP),
-            "reset path": lambda: (
-                sc.launch_reset(EAGER, env._done),
-                env._refresh_neighbors(EAGER, env._done),
-                sc.launch_observe(EAGER, env_mask=env._done, mode=OBSERVE_ONLY),
-            ),
+            "reset path": lambda: env._launch_restart(EAGER),
         }
         snapshot = env.get_state()
         gpu = {name: time_graph(fn, env.device, iters) for name, fn in stages.items()}

@@ -152,7 +152,7 @@ class Environment:
         scenario.bind(self)
         self.scenario_obs_dim = scenario.obs_dim
         self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
-        # SWARP_LIDAR_STREAM=side: the step's scan forks onto this stream beside the observation.
+        # The auto-reset's scan forks onto this stream, beside the neighbor refresh and observation.
         self._lidar_stream = scan_stream(self.device) if self.lidar is not None else None
         self.obs_dim = self.scenario_obs_dim + lidar_rays
         self._allocate_outputs()
@@ -206,6 +206,10 @@ class Environment:
         self._final_obs = wp.zeros(shape, dtype=self.stepper.scalar, device=self.device)
         self.obs = wp.to_torch(self._obs)
         self.final_obs = wp.to_torch(self._final_obs)
+        # The columns a scenario's masked observation saves to final_obs on an auto-reset
+        # (``saves_final_obs``): all, or the scenario's own where a lidar's scan keeps its columns.
+        lidar_view = (slice(None), slice(None), slice(0, self.scenario_obs_dim))
+        self._final_obs_saved = self._final_obs if self.lidar is None else self._final_obs[lidar_view]
         # Everything the per-env end-of-step bookkeeping touches, as one struct for kernels.
         ep = episode.episode_struct(self.stepper.scalar)()
         ep.max_steps = self.max_steps or 0
@@ -338,26 +342,14 @@ class Environment:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
         # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
-        # With a scan stream (CUDA, live or under graph capture; never for recorded launches, whose
-        # replay knows no streams) the scan forks after the physics and joins before the
-        # bookkeeping: it writes only its own columns, so the observation may run beside it.
-        side = self._lidar_stream if launcher is EAGER else None
-        if side is None:
-            self._launch_lidar(launcher)
-        else:
-            main = wp.get_stream(self.device)
-            side.wait_stream(main)
-            with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
-                self._launch_lidar(launcher)
+        self._launch_lidar(launcher)
         sc.launch_observe(launcher, mode=OBSERVE_STEP)
-        if side is not None:
-            main.wait_stream(side)
         if not sc.ends_steps:
             self._launch_advance(launcher)
         if self.auto_reset:
             # Finished envs keep their last rows in final_obs: saved here, or by the scenario's
-            # masked observation (OBSERVE_ONLY) just before it overwrites them. Lidar columns come
-            # after that observation, so a saved row is whole.
+            # masked observation (OBSERVE_ONLY) and the lidar's masked scan, each just before it
+            # overwrites its columns.
             if not sc.saves_final_obs:
                 self._launch_save_final_obs(launcher)
             # Kernels with a listed twin (``list_envs``) walk a list of these envs instead of
@@ -365,13 +357,34 @@ class Environment:
             if self._list_resets:
                 self._done_list.launch_compact(launcher, self._done)
             try:
-                self._launch_randomize(launcher, self._done)
-                sc.launch_reset(launcher, self._done)
-                self._refresh_neighbors(launcher, self._done)
-                sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
-                self._launch_lidar(launcher, self._done)
+                self._launch_restart(launcher)
             finally:
                 self._done_list.mask = None  # the next step rewrites the mask
+
+    def _launch_restart(self, launcher: Launcher) -> None:
+        """The auto-reset's launches after the step: new episodes for the envs in ``_done`` (their
+        parameters, state, neighbor lists, observation rows and lidar columns)."""
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        self._launch_randomize(launcher, self._done)
+        sc.launch_reset(launcher, self._done)
+        # The new episodes' scan needs only their poses, and keeps the lidar columns of their final
+        # observation itself where the scenario's masked observation saves the rest (its own
+        # columns, ``_final_obs_saved``): so with a scan stream (CUDA, live or under graph capture;
+        # recorded launches replay on one stream) it runs beside the neighbor refresh and the
+        # observation, all three latency-bound launches over a few envs.
+        keep = self._final_obs if sc.saves_final_obs else None
+        side = self._lidar_stream if launcher is EAGER else None
+        if side is None:
+            self._launch_lidar(launcher, self._done, keep)
+        else:
+            main = wp.get_stream(self.device)
+            side.wait_stream(main)
+            with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
+                self._launch_lidar(launcher, self._done, keep)
+        self._refresh_neighbors(launcher, self._done)
+        sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
+        if side is not None:
+            main.wait_stream(side)
 
     def list_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvListArgs, int] | None:
         """How a kernel with a listed twin (``swarp.env.selection``) runs over the envs of
@@ -414,10 +427,13 @@ class Environment:
             device=self.device,
         )
 
-    def _launch_lidar(self, launcher: Launcher, env_mask: wp.array | None = None) -> None:
-        """The lidar scan into the observation columns after the scenario's (no-op without lidar)."""
+    def _launch_lidar(
+        self, launcher: Launcher, env_mask: wp.array | None = None, final_out: wp.array | None = None
+    ) -> None:
+        """The lidar scan into the observation columns after the scenario's (no-op without lidar),
+        copying the readings it replaces to ``final_out`` if given."""
         if self.lidar is not None:
-            self.lidar.launch(launcher, self._obs, self.scenario_obs_dim, env_mask)
+            self.lidar.launch(launcher, self._obs, self.scenario_obs_dim, env_mask, final_out)
 
     def _launch_begin_episodes(self, launcher: Launcher) -> None:
         """Advance the episode counter and zero the step counter of every env in ``reset_mask``."""

@@ -57,29 +57,45 @@ def funcs(scalar: type):
     return SimpleNamespace(end_step=end_step, advance_episodes=advance_episodes)
 
 
-#: Columns ``save_row`` copies per chunk: a chunk's loads are unrolled, so all are in flight at once.
+#: Columns ``copy_columns`` copies per chunk: a chunk's loads are unrolled, so all are in flight at once.
 FINAL_OBS_CHUNK = 32
 
 
 @functools.cache
-def save_row_func(scalar: type):
-    """``save_row(obs, final_obs, env, agent)``: copy one observation row [W] of ``obs`` [E, A, W]
-    to ``final_obs``, ``FINAL_OBS_CHUNK`` columns at a time with every load of a chunk issued before
-    its stores (the compiler cannot rule out that the arrays alias, so interleaved copies would
-    chain one memory round trip per column)."""
+def copy_columns_func(scalar: type):
+    """``copy_columns(src, dst, env, agent, start, stop)``: copy columns ``[start, stop)`` of one row
+    of ``src`` [E, A, W] to the same place in ``dst``, ``FINAL_OBS_CHUNK`` columns at a time with
+    every load of a chunk issued before its stores (the compiler cannot rule out that the arrays
+    alias, so interleaved copies would chain one memory round trip per column)."""
     chunk = wp.types.vector(FINAL_OBS_CHUNK, scalar)
 
     @wp.func
-    def save_row(obs: wp.array3d(dtype=scalar), final_obs: wp.array3d(dtype=scalar), env: int, agent: int):
-        width = obs.shape[2]
-        for start in range(0, width, wp.static(FINAL_OBS_CHUNK)):
+    def copy_columns(
+        src: wp.array3d(dtype=scalar), dst: wp.array3d(dtype=scalar), env: int, agent: int, start: int, stop: int
+    ):
+        for first in range(start, stop, wp.static(FINAL_OBS_CHUNK)):
             values = chunk()
             for i in range(wp.static(FINAL_OBS_CHUNK)):
-                if start + i < width:
-                    values[i] = obs[env, agent, start + i]
+                if first + i < stop:
+                    values[i] = src[env, agent, first + i]
             for i in range(wp.static(FINAL_OBS_CHUNK)):
-                if start + i < width:
-                    final_obs[env, agent, start + i] = values[i]
+                if first + i < stop:
+                    dst[env, agent, first + i] = values[i]
+
+    return copy_columns
+
+
+@functools.cache
+def save_row_func(scalar: type):
+    """``save_row(obs, final_obs, env, agent)``: copy the first ``final_obs.shape[2]`` columns of
+    one observation row of ``obs`` [E, A, W] to ``final_obs`` (the whole row, or only the
+    scenario's columns where ``final_obs`` is a view of them: the lidar keeps its own columns,
+    ``swarp.sensors.lidar``)."""
+    copy_columns = copy_columns_func(scalar)
+
+    @wp.func
+    def save_row(obs: wp.array3d(dtype=scalar), final_obs: wp.array3d(dtype=scalar), env: int, agent: int):
+        copy_columns(obs, final_obs, env, agent, 0, final_obs.shape[2])
 
     return save_row
 

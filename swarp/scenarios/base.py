@@ -200,9 +200,9 @@ class FusedScenario(Scenario):
       itself (through ``world.neighbor_query()``, after ``world.prepare_neighbors``), so the
       environment launches no separate rebuild.
     * ``saves_final_obs``: with ``mode=OBSERVE_ONLY`` (the auto-reset of finished envs) the masked
-      observation kernel copies each row it is about to overwrite, whole (lidar columns
-      included), to ``env.final_obs`` (``rows.observe_kernels`` does), so the environment launches
-      no separate copy.
+      observation kernel copies each row it is about to overwrite to ``env._final_obs_saved``
+      (``rows.observe_kernels`` does; the whole row, or its scenario columns when a lidar's masked
+      scan keeps its own), so the environment launches no separate copy.
     * ``ends_steps``: a per-env kernel of ``launch_observe(mode=OBSERVE_STEP)`` finishes the step
       by calling ``swarp.env.episode.funcs(scalar).end_step(env.episode_args, env, terminated)``, so
       the environment launches no separate bookkeeping kernel. Otherwise it must write

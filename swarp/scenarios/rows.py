@@ -145,7 +145,7 @@ def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, 
             kernels.observe_listed,
             dim=(listed[1], threads),
             inputs=[args, listed[0], int(mode), per_thread],
-            outputs=[env._obs, env._final_obs],
+            outputs=[env._obs, env._final_obs_saved],
             device=env.device,
         )
         return
@@ -154,6 +154,6 @@ def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, 
         kernels.observe,
         dim=(sc.n_envs, threads),
         inputs=[args, mask, int(env_mask is not None), int(mode), per_thread],
-        outputs=[env._obs, env._final_obs],
+        outputs=[env._obs, env._final_obs_saved],
         device=env.device,
     )

@@ -43,6 +43,7 @@ from swarp.core.config import ObstacleShape
 from swarp.core.launch import EAGER, Launcher, agents_per_thread, env_choice
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS, Model
+from swarp.env import episode
 from swarp.env.runtime import TorchStreamScope
 from swarp.physics import bodies as body_physics
 from swarp.physics import contacts
@@ -137,6 +138,26 @@ def search_sqrt_f32(x: wp.float32) -> wp.float32:
 @wp.func_native(
     """
 #if defined(__CUDA_ARCH__)
+    // -b|b| - c: b^2 - c where b < 0 (the same fused multiply-add as b * b - c), negative (so a
+    // NaN root) where b >= 0, since c > 0; the sign test costs nothing (operand modifiers).
+    float root;
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(root) : "f"(-b * fabsf(b) - c));
+    return root;
+#else
+    return sqrtf(b < 0.f ? wp::sub(wp::mul(b, b), c) : -1.f);
+#endif
+"""
+)
+def ahead_root_f32(b: wp.float32, c: wp.float32) -> wp.float32:
+    """``search_sqrt(b^2 - c)`` where ``b < 0`` (a disc ahead of the ray), NaN where ``b >= 0``, for
+    ``c > 0`` (outside the disc): the disc test's square root and its sign test in one, with no
+    comparison on CUDA. Search only, like ``search_sqrt_f32``."""
+    ...
+
+
+@wp.func_native(
+    """
+#if defined(__CUDA_ARCH__)
     float s, c;
     sincosf(phi, &s, &c);
     return wp::vec2f(c, s);
@@ -181,6 +202,13 @@ def funcs(scalar: type) -> SimpleNamespace:
 
     approx = scalar is wp.float32 and env_choice(SEARCH_SQRT_ENV, ("approx", "ieee")) == "approx"
     search_sqrt = search_sqrt_f32 if approx else wp.sqrt  # float64 and the A/B switch: IEEE
+
+    @wp.func
+    def ahead_root_generic(b: scalar, c: scalar) -> scalar:
+        """``ahead_root_f32`` for float64 and the IEEE A/B switch."""
+        return search_sqrt(wp.where(b < zero, b * b - c, -one))
+
+    ahead_root = ahead_root_f32 if approx else ahead_root_generic
 
     @wp.func
     def ray_disc_select(oc: vec2, c: scalar, d: vec2) -> scalar:
@@ -258,6 +286,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         ray_circle_select=ray_circle_select,
         ray_disc_select=ray_disc_select,
         search_sqrt=search_sqrt,
+        ahead_root=ahead_root,
         slab=slab,
         ray_box_local=ray_box_local,
         ray_obstacle=ray_obstacle,
@@ -478,6 +507,7 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         distance_out: wp.array3d(dtype=scalar),
         kind_out: wp.array3d(dtype=wp.int32),
         index_out: wp.array3d(dtype=wp.int32),
+        final_out: wp.array3d(dtype=scalar),
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
@@ -488,6 +518,8 @@ def kernels(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool 
         for item in range(first, wp.min(first + rays_per_thread, pos.shape[1] * n_rays)):
             agent = item // n_rays
             ray = item - agent * n_rays
+            if final_out.shape[0] != 0:  # keep the reading this scan replaces (see launch_scan)
+                final_out[env, agent, column + ray] = distance_out[env, agent, column + ray]
             o = pos[env, agent]
             d = ray_direction(theta[env, agent], ray, n_rays)
             hit = closest_hit(scene, pos, env, agent, o, d)
@@ -520,6 +552,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
     Scene = scene_struct(scalar)
     fleet_vec = wp.types.vector(fleet, scalar)
     fleet_flags = wp.types.vector(fleet, wp.int32)
+    copy_columns = episode.copy_columns_func(scalar)
 
     @wp.kernel(enable_backward=False, module="unique")
     def lidar_scan_env(
@@ -532,6 +565,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
         distance_out: wp.array3d(dtype=scalar),
         kind_out: wp.array3d(dtype=wp.int32),
         index_out: wp.array3d(dtype=wp.int32),
+        final_out: wp.array3d(dtype=scalar),
     ):
         env = wp.tid()
         if use_mask != 0 and not env_mask[env]:
@@ -539,6 +573,8 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
         n_rays = scene.n_rays
         pe = env * scene.per_env_params
         for agent in range(wp.static(fleet)):
+            if final_out.shape[0] != 0:  # keep the readings this scan replaces (see launch_scan)
+                copy_columns(distance_out, final_out, env, agent, column, column + n_rays)
             o = pos[env, agent]
             th = theta[env, agent]
             oc_x = fleet_vec()
@@ -575,7 +611,9 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
 
 
 @functools.cache
-def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int, fleet: int, n_rays: int):
+def group_kernel(
+    scalar: type, with_hits: bool, obstacles: bool, bodies: bool, group: int, fleet: int, n_rays: int, keeps: bool
+):
     """``lidar_scan_group``: ``lidar_scan``'s readings with one thread per ``group`` consecutive rays
     of an agent (``group`` compiled in; the last group of an agent may be partial), for CUDA. Each
     disc is loaded, range-tested and reduced to its origin-relative terms (origin - centre,
@@ -586,7 +624,8 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
     compiler interleaves the discs), measured 6% faster on an H200 at 4,096 x 16 x 32 rays. So is
     ``n_rays``: the launch is one-dimensional (``dim = n_envs * fleet * groups``) and the thread's
     env, agent and rays come from divisions by constants (a 2-D launch and runtime divisors cost
-    ~200 instructions per thread in the prologue, ncu on an H200)."""
+    ~200 instructions per thread in the prologue, ncu on an H200). With ``keeps`` each thread first
+    copies the readings it replaces to ``final_out`` (``launch_scan``'s ``final_out``)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
@@ -607,6 +646,7 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
         distance_out: wp.array3d(dtype=scalar),
         kind_out: wp.array3d(dtype=wp.int32),
         index_out: wp.array3d(dtype=wp.int32),
+        final_out: wp.array3d(dtype=scalar),
     ):
         tid = wp.tid()
         env = tid // wp.static(fleet * groups)
@@ -615,6 +655,16 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
         slot = tid - env * wp.static(fleet * groups)
         agent = slot // wp.static(groups)
         first = (slot - agent * wp.static(groups)) * wp.static(group)
+        if wp.static(keeps):
+            # Copy the readings this scan replaces to final_out (see launch_scan): compiled in only
+            # where asked, since even a branch never taken costs the step's scan its registers.
+            kept = ray_vec()
+            for r in range(wp.static(group)):
+                if first + r < wp.static(n_rays):
+                    kept[r] = distance_out[env, agent, column + first + r]
+            for r in range(wp.static(group)):
+                if first + r < wp.static(n_rays):
+                    final_out[env, agent, column + first + r] = kept[r]
         o = pos[env, agent]
         th = theta[env, agent]
         dx = ray_vec()
@@ -656,8 +706,8 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
                     else:
                         for r in range(wp.static(group)):
                             b = wp.dot(oc, vec2(dx[r], dy[r]))
-                            minus_t = b + f.search_sqrt(b * b - c)
-                            if b < zero and minus_t > near[r]:
+                            minus_t = b + f.ahead_root(b, c)  # NaN unless ahead and met
+                            if minus_t > near[r]:
                                 near[r] = minus_t
                                 index[r] = j
         for r in range(wp.static(group)):
@@ -671,15 +721,16 @@ def group_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, g
     return lidar_scan_group
 
 
-#: ``SWARP_LIDAR_STREAM=main|side``: whether an environment step's scan runs on a side stream, beside
-#: the scenario's observation kernel (CUDA only; opt-in until measured on a GPU).
+#: ``SWARP_LIDAR_STREAM=side|main``: whether an environment's auto-reset scan (the finished envs'
+#: new episodes) runs on a side stream, beside the neighbor refresh and masked observation (CUDA).
 STREAM_ENV = "SWARP_LIDAR_STREAM"
 
 
 def scan_stream(device) -> "wp.Stream | None":
-    """A side stream for the step's scan on ``device`` when ``SWARP_LIDAR_STREAM=side`` and the
-    device is CUDA; ``None`` (the scan stays on the step's stream) otherwise. A bad value raises."""
-    side = env_choice(STREAM_ENV, ("main", "side")) == "side"
+    """The side stream for an environment's auto-reset scan on ``device``: a new stream on CUDA
+    unless ``SWARP_LIDAR_STREAM=main``; ``None`` (the scan stays on the step's stream) elsewhere. A
+    bad value raises."""
+    side = env_choice(STREAM_ENV, ("side", "main")) == "side"
     return wp.Stream(device) if side and str(device).startswith("cuda") else None
 
 
@@ -698,6 +749,12 @@ def _placeholders(device: str) -> tuple[wp.array, wp.array]:
     """Arrays passed for unused outputs and masks (allocated once per device, so never inside a
     capture: the pre-capture pass of a graph allocates them)."""
     return wp.empty((1, 1, 1), dtype=wp.int32, device=device), wp.empty(1, dtype=wp.bool, device=device)
+
+
+@functools.cache
+def _no_readings(device: str, scalar: type) -> wp.array:
+    """An empty ``final_out`` (no readings kept), allocated once per device and precision."""
+    return wp.empty((0, 0, 0), dtype=scalar, device=device)
 
 
 @functools.cache
@@ -734,6 +791,7 @@ def launch_scan(
     rays_per_thread: int | None = None,
     bodies: "SceneBodies | None" = None,
     group: int | None = None,
+    final_out: wp.array | None = None,
 ) -> None:
     """Launch the scan of every agent's rays.
 
@@ -754,6 +812,10 @@ def launch_scan(
         bodies: The movable bodies to see (``SceneBodies``), or ``None``.
         group: Rays per thread of ``group_kernel`` when ``rays_per_thread`` is not given (>= 1; 1 is
             ``lidar_scan`` in its default layout). Default: ``ray_group(device)``.
+        final_out: Optional array shaped like ``distance_out``: each scanned ray's previous reading
+            is copied here before it is overwritten (an auto-reset keeps a finished env's last
+            observation this way, so its scan need not wait for the observation that saves the
+            other columns).
     """
     n_envs, n_agents = pos.shape
     _check_rows(model, n_envs)
@@ -761,6 +823,10 @@ def launch_scan(
         raise ValueError(f"distance_out must be [{n_envs}, {n_agents}, ...], got {list(distance_out.shape)}")
     if distance_out.shape[2] < column + config.n_rays:
         raise ValueError(f"distance_out has {distance_out.shape[2]} columns; the scan needs {column + config.n_rays}")
+    if final_out is not None and tuple(final_out.shape) != tuple(distance_out.shape):
+        raise ValueError(
+            f"final_out must be shaped like distance_out {list(distance_out.shape)}, got {list(final_out.shape)}"
+        )
     s = model.scalar
     vec2 = vec2_type(s)
     n_items = n_agents * config.n_rays
@@ -783,6 +849,9 @@ def launch_scan(
     if hits_out is None:
         hits_out = (no_hits, no_hits)
     mask = env_mask if env_mask is not None else no_mask
+    keeps = final_out is not None
+    if final_out is None:
+        final_out = _no_readings(str(model.device), s)
     ob = model.obstacles
     scene = scene_struct(s)()
     scene.params = model.params
@@ -818,16 +887,16 @@ def launch_scan(
             env_kernel(*flags, n_agents),
             dim=n_envs,
             inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
-            outputs=[distance_out, *hits_out],
+            outputs=[distance_out, *hits_out, final_out],
             device=model.device,
         )
         return
     if grouped:
         launcher.launch(
-            group_kernel(*flags, group, n_agents, config.n_rays),
+            group_kernel(*flags, group, n_agents, config.n_rays, keeps),
             dim=n_envs * n_agents * -(-config.n_rays // group),
             inputs=[scene, pos, theta, mask, int(env_mask is not None), column],
-            outputs=[distance_out, *hits_out],
+            outputs=[distance_out, *hits_out, final_out],
             device=model.device,
         )
         return
@@ -835,7 +904,7 @@ def launch_scan(
         kernels(*flags).lidar_scan,
         dim=(n_envs, threads),
         inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
-        outputs=[distance_out, *hits_out],
+        outputs=[distance_out, *hits_out, final_out],
         device=model.device,
     )
 
@@ -887,9 +956,18 @@ class Lidar:
     def n_rays(self) -> int:
         return self.config.n_rays
 
-    def launch(self, launcher: Launcher, out: wp.array, column: int, env_mask: wp.array | None = None) -> None:
+    def launch(
+        self,
+        launcher: Launcher,
+        out: wp.array,
+        column: int,
+        env_mask: wp.array | None = None,
+        final_out: wp.array | None = None,
+    ) -> None:
         """Launch a scan writing distances into columns ``[column, column + n_rays)`` of ``out``
-        [E, A, obs_dim] (e.g. the environment's observation buffer, inside its step graph)."""
+        [E, A, obs_dim] (e.g. the environment's observation buffer, inside its step graph), only in
+        the envs of ``env_mask`` [E] bool if given, first copying the readings it replaces to the
+        same columns of ``final_out`` (shaped like ``out``) if given."""
         state = self.world.state
         launch_scan(
             self.world.model,
@@ -902,6 +980,7 @@ class Lidar:
             env_mask,
             launcher,
             bodies=world_bodies(self.world),
+            final_out=final_out,
         )
 
     def scan(self) -> LidarScan:

@@ -653,18 +653,42 @@ def test_graph_and_recorded_replay_agree_bit_for_bit(name, generator, monkeypatc
         assert torch.equal(graph.step(actions)[0], replay.step(actions)[0])
 
 
-def test_scan_stream_switch_is_cuda_only_and_checked(monkeypatch):
-    """``SWARP_LIDAR_STREAM=side`` gives CUDA environments a side stream for the scan and nothing
-    elsewhere (the CPU steps exactly as before); a bad value is refused by name."""
+@pytest.mark.parametrize("layout", [{"rays_per_thread": 1}, {"rays_per_thread": 3}, {}, {"group": 4}, {"group": 8}])
+def test_masked_scan_keeps_the_readings_it_replaces(generator, layout):
+    """With ``final_out`` (an auto-reset's final observation) every layout's masked scan first
+    copies the readings it overwrites there: masked envs' lidar columns hold the old readings, all
+    else of ``final_out`` is untouched, and the new readings are the plain scan's bits."""
+    world = random_world(generator, "float32", n_envs=4, n_agents=6)
+    config = LidarConfig(7, max_range=1.5)
+    mask_t = torch.tensor([True, False, True, False])
+    mask = wp.array(mask_t.numpy(), dtype=wp.bool, device="cpu")
+    ((fresh, _, _),) = scans_by_layout(world, config, [layout], mask=mask, column=3)
+    old = torch.rand(4, 6, 10, generator=generator)
+    out = wp.from_torch(old.clone())
+    final = wp.from_torch(torch.full((4, 6, 10), -5.0))
+    launch_scan(world.model, config, world.state.pos, world.state.theta, out, 3, None, mask, final_out=final, **layout)
+    out_t, final_t = wp.to_torch(out), wp.to_torch(final)
+    assert torch.equal(final_t[mask_t][:, :, 3:], old[mask_t][:, :, 3:])
+    assert (final_t[~mask_t] == -5.0).all() and (final_t[:, :, :3] == -5.0).all()
+    assert torch.equal(out_t[mask_t][:, :, 3:], fresh[mask_t][:, :, 3:])
+    assert torch.equal(out_t[~mask_t], old[~mask_t]) and torch.equal(out_t[:, :, :3], old[:, :, :3])
+    with pytest.raises(ValueError, match="final_out must be shaped like distance_out"):
+        bad = wp.zeros((4, 6, 9), dtype=wp.float32)
+        launch_scan(world.model, config, world.state.pos, world.state.theta, out, 3, None, mask, final_out=bad)
+
+
+def test_scan_stream_is_cuda_only_and_checked(monkeypatch):
+    """CUDA environments get a side stream for the auto-reset's scan unless
+    ``SWARP_LIDAR_STREAM=main``; the CPU none, stepping exactly as with the switch off; a bad value
+    is refused by name."""
     common = dict(n_envs=3, device="cpu", n_agents=3, auto_reset=True, max_steps=3, lidar_rays=6)
-    plain = swarp.make("navigation", **common)
-    monkeypatch.setenv(lidar_module.STREAM_ENV, "side")
-    assert lidar_module.scan_stream("cpu") is None
-    side = swarp.make("navigation", **common)
-    assert side._lidar_stream is None
+    default = swarp.make("navigation", **common)
+    assert lidar_module.scan_stream("cpu") is None and default._lidar_stream is None
+    monkeypatch.setenv(lidar_module.STREAM_ENV, "main")
+    main = swarp.make("navigation", **common)
     for _ in range(4):
         actions = torch.rand(3, 3, 2) * 2 - 1
-        assert torch.equal(plain.step(actions)[0], side.step(actions)[0])
+        assert torch.equal(default.step(actions)[0], main.step(actions)[0])
     monkeypatch.setenv(lidar_module.STREAM_ENV, "sideways")
     with pytest.raises(ValueError, match=lidar_module.STREAM_ENV):
         swarp.make("navigation", **common)
@@ -672,18 +696,20 @@ def test_scan_stream_switch_is_cuda_only_and_checked(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("launch_mode", ["graph", "eager"])
-def test_cuda_scan_on_a_side_stream_gives_the_same_steps(generator, monkeypatch, launch_mode):
-    """The step's scan forked onto a side stream beside the observation (``SWARP_LIDAR_STREAM=side``)
-    steps bit for bit like the single-stream step: observations, rewards, flags and final_obs over
-    resets, in a captured graph and live (eager launches), and under a user torch stream."""
+def test_cuda_reset_scan_on_a_side_stream_gives_the_same_steps(generator, monkeypatch, launch_mode):
+    """The auto-reset's scan forked onto a side stream beside the neighbor refresh and the masked
+    observation (the default) steps bit for bit like the single-stream step
+    (``SWARP_LIDAR_STREAM=main``): observations, rewards, flags and final_obs over resets, in a
+    captured graph and live (eager launches), and under a user torch stream."""
     common = dict(n_envs=256, device="cuda:0", n_agents=8, auto_reset=True, max_steps=5, n_obstacles=3)
     common["lidar_rays"] = 32
     if launch_mode == "eager":
         monkeypatch.setenv("SWARP_LAUNCH_MODE", "eager")
         common["use_graph"] = False
-    main = swarp.make("navigation", **common)
-    monkeypatch.setenv(lidar_module.STREAM_ENV, "side")
     side = swarp.make("navigation", **common)
+    plain = swarp.make("navigation", **{**common, "auto_reset": False})
+    monkeypatch.setenv(lidar_module.STREAM_ENV, "main")
+    main = swarp.make("navigation", **common)
     assert side._lidar_stream is not None and main._lidar_stream is None
     assert side.execution_mode == ("graph" if launch_mode == "graph" else "eager")
     user = torch.cuda.Stream()
@@ -692,7 +718,12 @@ def test_cuda_scan_on_a_side_stream_gives_the_same_steps(generator, monkeypatch,
         with torch.cuda.stream(user) if step % 2 else contextlib.nullcontext():
             want = [t.clone() for t in main.step(actions)[:4]] + [main.final_obs.clone()]
             got = [t.clone() for t in side.step(actions)[:4]] + [side.final_obs.clone()]
+            last = plain.step(actions)[0].clone()
+            done = got[2] | got[3]
+            plain.reset_at(done)
         torch.cuda.synchronize()
         for a, b in zip(want, got, strict=True):
             assert torch.equal(a, b)
+        assert torch.equal(got[4][done], last[done])  # final_obs: the rows the reset overwrote
+        assert torch.equal(got[0], plain.obs)
     assert main.episode.sum() > 0  # envs did reset
