@@ -1,8 +1,11 @@
-"""Throughput of every registered scenario: env-steps/s over devices, batch shapes and step modes.
+"""Throughput of every registered scenario: env-steps/s over devices, batch shapes, step modes,
+dynamics models and lidar rays.
 
-    python -m swarp.benchmark.scenarios                                 # defaults: every scenario,
-                                                                        # CPU (and cuda:0 when present)
+    python -m swarp.benchmark.scenarios                                 # defaults: every scenario x
+                                                                        # model x lidar rays, CPU
+                                                                        # (and cuda:0 when present)
     python -m swarp.benchmark.scenarios --devices cuda:0 --shapes 4096x16 --modes graph
+    python -m swarp.benchmark.scenarios --scenarios navigation --models diff_drive --lidar-rays 0 16 32
     python -m swarp.benchmark.scenarios --scenarios flocking discovery --option obs_neighbors=2
     python -m swarp.benchmark.scenarios --json rows.json                # also write the rows
 
@@ -17,10 +20,18 @@ so a realistic share of envs resets every step; fixed random actions; the time i
 
 Default shapes: 1,024 x 8, 4,096 x 16 and 16,384 x 16 on CUDA; 64 x 8 and 256 x 16 on the CPU.
 Shapes a scenario rejects (say, more agents than its polygon fits) are reported and skipped. The
-last lines compare each scenario's graph mode at 4,096 x 16 on CUDA with issue 6's target.
+last lines compare each scenario's graph mode at 4,096 x 16 on CUDA (its own model, no lidar) with
+issue 6's target.
 
-Each measured cell is a ``Case``: new axes (a dynamics model, a sensor) become scenario options
-(``--option key=value``, repeatable, applied to every case) or new ``Case`` fields.
+Models (``--models``, default every one): ``default`` is each scenario's own dynamics; a model name
+(``holonomic``, ``diff_drive``, ``kinematic_bicycle``, ``drone``) becomes the ``model`` option of
+the scenarios that have one and accept that model (navigation: the three planar ones;
+drone_navigation: ``drone``, its default), once per distinct model. Scenarios with fixed dynamics
+run with ``default`` only. Lidar rays (``--lidar-rays``, default 0 and 32) append a scan of that
+many rays to every agent's observation (``make(..., lidar_rays=N)``; 0: none).
+
+Each measured cell is a ``Case``: further axes become scenario options (``--option key=value``,
+repeatable, applied to every case) or new ``Case`` fields.
 """
 
 from __future__ import annotations
@@ -37,9 +48,13 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import parse_option, print_table
 from swarp.benchmark.throughput import bench, make_env
+from swarp.core.config import DynamicsModel
 from swarp.scenarios.base import get_scenario
 
 MODES = ("eager", "fused", "graph")
+#: ``--models`` choices: each scenario's own dynamics, or a ``DynamicsModel`` by name.
+MODELS = ("default", *(m.name.lower() for m in DynamicsModel))
+DEFAULT_LIDAR_RAYS = (0, 32)
 #: (fused, use_graph) of ``make`` for each mode.
 MODE_FLAGS = {"eager": (False, False), "fused": (True, False), "graph": (True, "auto")}
 DEFAULT_SHAPES = {"cuda": ["1024x8", "4096x16", "16384x16"], "cpu": ["64x8", "256x16"]}
@@ -64,6 +79,8 @@ class Case:
     n_agents: int
     mode: str
     options: dict = field(default_factory=dict)
+    model: str = "default"  # the scenario's own dynamics, or the ``model`` option passed
+    lidar_rays: int = 0
 
     @property
     def kind(self) -> str:
@@ -79,15 +96,12 @@ class Result:
 
     def row(self) -> list:
         c = self.case
+        head = [c.scenario, c.model, c.lidar_rays, c.device, c.n_envs, c.n_agents, c.mode]
         if self.seconds is None:
-            return [c.scenario, c.device, c.n_envs, c.n_agents, c.mode, "-", "-", "-", self.error]
+            return [*head, "-", "-", "-", self.error]
         env_steps = c.n_envs / self.seconds
         return [
-            c.scenario,
-            c.device,
-            c.n_envs,
-            c.n_agents,
-            c.mode,
+            *head,
             self.seconds * 1e6,
             env_steps,
             env_steps * c.n_agents,
@@ -95,7 +109,10 @@ class Result:
         ]
 
 
-HEADERS = ["scenario", "device", "n_envs", "n_agents", "mode", "us/step", "env-steps/s", "agent-steps/s", "ran as"]
+HEADERS = [
+    "scenario", "model", "lidar", "device", "n_envs", "n_agents", "mode", "us/step", "env-steps/s", "agent-steps/s",
+    "ran as",
+]  # fmt: skip
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -109,19 +126,55 @@ def parse_shape(text: str) -> tuple[int, int]:
     return n_envs, n_agents
 
 
+def _rays(text: str) -> int:
+    """``--lidar-rays`` entries: ints >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"lidar rays must be an int >= 0, got {text!r}")
+    return value
+
+
+def scenario_models(name: str, models) -> list[str]:
+    """The entries of ``models`` (``MODELS`` names) that apply to scenario ``name``, once each:
+    ``default``, and each model its ``model`` option accepts other than its default one (which
+    ``default`` already runs, when asked for). A scenario without a ``model`` option: ``default``."""
+    cls = get_scenario(name)
+    if "model" not in cls.option_names():
+        return ["default"] if "default" in models else []
+    own = cls.Config().model
+    out = []
+    for model in dict.fromkeys(models):
+        if model != "default" and (model == own and "default" in models):
+            continue
+        if model != "default":
+            try:
+                cls.Config(model=model)
+            except (ValueError, TypeError):
+                continue  # a model the scenario does not fly (say, drones in planar navigation)
+        out.append(model)
+    return out
+
+
 def cases(args) -> list[Case]:
     """Every cell of the sweep the arguments ask for, in table order."""
     devices = args.devices or (["cpu", "cuda:0"] if wp.is_cuda_available() else ["cpu"])
     names = args.scenarios or swarp.scenario_names()
+    models = getattr(args, "models", None) or list(MODELS)
+    rays = getattr(args, "lidar_rays", None) or list(DEFAULT_LIDAR_RAYS)
     out = []
     for device in devices:
         kind = "cuda" if device.startswith("cuda") else "cpu"
         shapes = args.shapes or [parse_shape(s) for s in DEFAULT_SHAPES[kind]]
         for name in names:
             modes = [m for m in args.modes if m == "eager" or get_scenario(name).fused_available]
-            for n_envs, n_agents in shapes:
-                for mode in modes:
-                    out.append(Case(name, device, n_envs, n_agents, mode, dict(args.option)))
+            for model in scenario_models(name, models):
+                for n_rays in rays:
+                    for n_envs, n_agents in shapes:
+                        for mode in modes:
+                            out.append(Case(name, device, n_envs, n_agents, mode, dict(args.option), model, n_rays))
     return out
 
 
@@ -139,7 +192,9 @@ def run_case(case: Case, iters: int | None, repeats: int, max_steps: int) -> Res
             True,
             max_steps,
             scenario=case.scenario,
+            lidar_rays=case.lidar_rays,
             **case.options,
+            **({} if case.model == "default" else {"model": case.model}),
         )
     except (ValueError, TypeError) as error:
         return Result(case, error=f"skipped: {error}")
@@ -155,7 +210,8 @@ def target_lines(results: list[Result]) -> list[str]:
     lines = []
     for r in results:
         c = r.case
-        if c.kind == "cuda" and c.mode == "graph" and (c.n_envs, c.n_agents) == TARGET_SHAPE and r.seconds:
+        own = c.model == "default" and c.lidar_rays == 0
+        if own and c.kind == "cuda" and c.mode == "graph" and (c.n_envs, c.n_agents) == TARGET_SHAPE and r.seconds:
             rate = c.n_envs / r.seconds
             if c.scenario in BODY_SCENARIOS:
                 verdict = "a body scenario: issue 7's target is 30 M at 4,096 x 4"
@@ -171,6 +227,16 @@ def main(argv=None) -> list[Result]:
     parser.add_argument("--devices", nargs="+", default=None, help="default: cpu, and cuda:0 when present")
     parser.add_argument("--shapes", nargs="+", type=parse_shape, default=None, help="N_ENVSxN_AGENTS, e.g. 4096x16")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--models", nargs="+", choices=MODELS, default=list(MODELS), help="dynamics models (default: every one)"
+    )
+    parser.add_argument(
+        "--lidar-rays",
+        nargs="+",
+        type=_rays,
+        default=list(DEFAULT_LIDAR_RAYS),
+        help="lidar rays per agent (0: none; default: 0 32)",
+    )
     parser.add_argument("--option", action="append", type=parse_option, default=[], help="scenario option key=value")
     parser.add_argument("--max-steps", type=int, default=200, help="episode length (sets the reset share)")
     parser.add_argument("--iters", type=int, default=None, help="timed steps per repetition (default per mode)")
@@ -189,7 +255,8 @@ def main(argv=None) -> list[Result]:
         result = run_case(case, args.iters, args.repeats, args.max_steps)
         results.append(result)
         shown = f"{case.n_envs / result.seconds / 1e6:.2f} M env-steps/s" if result.seconds else result.error
-        print(f"  {case.scenario} {case.device} {case.n_envs}x{case.n_agents} {case.mode}: {shown}", flush=True)
+        axes = f"{case.model} lidar={case.lidar_rays}"
+        print(f"  {case.scenario} {axes} {case.device} {case.n_envs}x{case.n_agents} {case.mode}: {shown}", flush=True)
     print()
     print_table(HEADERS, [r.row() for r in results])
     lines = target_lines(results)

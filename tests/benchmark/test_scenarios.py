@@ -10,12 +10,36 @@ import swarp
 from swarp.benchmark import scenarios as sweep
 
 
-def test_default_sweep_covers_every_registered_scenario_and_mode():
+def test_default_sweep_covers_every_registered_scenario_mode_model_and_lidar():
+    """Every scenario x (its own dynamics, and each other model its ``model`` option accepts) x
+    lidar rays 0 and 32 x shape x mode."""
     args = sweep.argparse.Namespace(scenarios=None, devices=["cpu"], shapes=None, modes=list(sweep.MODES), option=[])
     cases = sweep.cases(args)
     assert {c.scenario for c in cases} == set(swarp.scenario_names())
     assert {(c.n_envs, c.n_agents) for c in cases} == {(64, 8), (256, 16)}
     assert {c.mode for c in cases} == {"eager", "fused", "graph"}
+    assert {c.lidar_rays for c in cases} == {0, 32}
+    models = {(c.scenario, c.model) for c in cases}
+    assert {m for name, m in models if name == "navigation"} == {"default", "diff_drive", "kinematic_bicycle"}
+    assert {m for name, m in models if name != "navigation"} == {"default"}  # fixed dynamics, or only drones
+    per_cell = len(cases) // len(set(models)) // 2  # cells per (scenario, model, rays)
+    assert per_cell == len(sweep.DEFAULT_SHAPES["cpu"]) * len(sweep.MODES)
+
+
+@pytest.mark.parametrize(
+    ("name", "models", "expected"),
+    [
+        ("navigation", ["diff_drive"], ["diff_drive"]),
+        ("navigation", ["default", "holonomic", "drone"], ["default"]),  # holonomic is its own; no drones
+        ("navigation", ["holonomic"], ["holonomic"]),
+        ("drone_navigation", ["default", "drone", "diff_drive"], ["default"]),
+        ("drone_navigation", ["drone"], ["drone"]),
+        ("flocking", ["diff_drive"], []),
+        ("flocking", ["default", "diff_drive"], ["default"]),
+    ],
+)
+def test_model_axis_keeps_the_models_each_scenario_accepts(name, models, expected):
+    assert sweep.scenario_models(name, models) == expected
 
 
 def test_small_sweep_prints_a_table_and_writes_json(tmp_path, capsys):
@@ -24,7 +48,7 @@ def test_small_sweep_prints_a_table_and_writes_json(tmp_path, capsys):
         [
             "--scenarios", "formation", "flocking", "--devices", "cpu", "--shapes", "4x3", "2x64",
             "--modes", "eager", "graph", "--iters", "1", "--repeats", "1", "--option", "obs_neighbors=2",
-            "--json", str(path),
+            "--models", "default", "--lidar-rays", "0", "--json", str(path),
         ]
     )  # fmt: skip
     out = capsys.readouterr().out
@@ -38,6 +62,48 @@ def test_small_sweep_prints_a_table_and_writes_json(tmp_path, capsys):
     assert {r.execution for r in measured if r.case.mode == "graph"} == {"graph"}
     rows = json.loads(path.read_text())
     assert len(rows) == 8 and rows[0]["options"] == {"obs_neighbors": 2}
+
+
+def test_model_and_lidar_axes_reach_the_environment(capsys):
+    """``--models`` and ``--lidar-rays`` build what they name: navigation's diff-drive agents, with
+    and without a lidar scan in the observation; the table shows both axes."""
+    built = []
+    make = sweep.make_env
+
+    def spy(*args, **kwargs):
+        env = make(*args, **kwargs)
+        built.append((env.stepper.model.agents[0].model.name, env.obs_dim - env.scenario_obs_dim))
+        return env
+
+    sweep.make_env = spy
+    try:
+        results = sweep.main(
+            [
+                "--scenarios", "navigation", "--devices", "cpu", "--shapes", "3x2", "--modes", "graph",
+                "--iters", "1", "--repeats", "1", "--models", "diff_drive", "--lidar-rays", "0", "5",
+            ]
+        )  # fmt: skip
+    finally:
+        sweep.make_env = make
+    assert built == [("DIFF_DRIVE", 0), ("DIFF_DRIVE", 5)]
+    assert [(r.case.model, r.case.lidar_rays) for r in results] == [("diff_drive", 0), ("diff_drive", 5)]
+    assert all(r.seconds for r in results)
+    table = capsys.readouterr().out
+    assert "lidar" in table and "diff_drive" in table
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (["--lidar-rays", "-1"], "lidar rays must be an int >= 0, got '-1'"),
+        (["--lidar-rays", "x"], "lidar rays must be an int >= 0, got 'x'"),
+        (["--models", "tank"], "invalid choice: 'tank'"),
+    ],
+)
+def test_bad_axis_values_are_rejected(bad, message, capsys):
+    with pytest.raises(SystemExit):
+        sweep.main(["--scenarios", "navigation", "--devices", "cpu", *bad])
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("text", "shape"), [("4096x16", (4096, 16)), ("1X2", (1, 2))])
