@@ -389,7 +389,8 @@ class Environment:
     def list_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvListArgs, int] | None:
         """How a kernel with a listed twin (``swarp.env.selection``) runs over the envs of
         ``env_mask`` [E] bool: ``(EnvListArgs, rows)`` for the twin, launched ``dim=(rows,
-        threads_per_env)``, during an auto-reset at large batches (``selection.list_pays``);
+        threads_per_env)``, during an auto-reset where listing pays (``selection.list_pays``: large
+        CUDA batches, the CPU);
         ``None``: launch the masked kernel."""
         return self._done_list.select(env_mask, threads_per_env)
 

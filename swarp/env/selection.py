@@ -8,7 +8,8 @@ mask into a list of env indices on the device (``compact_envs``); a kernel's lis
 twice, ``list_rows``), each row walking the list with that stride. The list's order depends on
 thread timing, but each env is handled by one row with the same arithmetic as the masked kernel,
 so the results are the same bits. The list has a fixed cost of its own, so the environment lists
-only at large batches (``list_pays``); elsewhere the masked kernels run unchanged.
+only where it pays (``list_pays``: large CUDA batches, and the CPU); elsewhere the masked kernels
+run unchanged.
 
 A listed kernel (``row`` = the launch's first index)::
 
@@ -60,13 +61,19 @@ def list_pays(device, n_envs: int, n_agents: int) -> bool:
     the walk), measured at 16,384 x 16: 92 -> 104 us/step, and at 4,096 x 16: 44 -> 58. It saves
     the blocks of the envs the masks skip: 951 -> 864 us/step at 262,144 x 16, 193 -> 181 at
     262,144 x 3 (session 7). So on CUDA from two GPU-fulls of agent threads (E x A >= 2 x SMs x
-    ``THREADS_PER_SM``; 262,144 x 3 is above, 16,384 x 16 below); never on the CPU, where a skipped
-    env costs little and each launch a fixed overhead."""
+    ``THREADS_PER_SM``; 262,144 x 3 is above, 16,384 x 16 below).
+
+    Always on the CPU, where a skipped env is not free: each thread of a Warp CPU kernel copies the
+    kernel's struct arguments before it can test its mask, so navigation's masked reset and
+    observation cost 11.5 and 15.3 us at 1,024 x 4 with no env selected (a bare masked kernel: 1.9),
+    while a one-row list walk copies them once. Measured on the 2-core EPYC (session 9, three
+    rounds each): 1,024 x 4 322-326 -> 295-303 us/step, 1,024 x 16 2,720-2,768 -> 2,693-2,705,
+    64 x 4 19.1-20.2 -> 18.1-18.7, 4,096 x 4 1,418-1,434 -> 1,331-1,368; 1 and 16 envs within noise."""
     choice = env_choice(RESET_LIST_ENV, ("auto", "on", "off"))
     if choice != "auto":
         return choice == "on"
     dev = wp.get_device(device)
-    return dev.is_cuda and n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
+    return not dev.is_cuda or n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
 
 
 class EnvList:

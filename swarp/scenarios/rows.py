@@ -7,7 +7,7 @@ observation row, a ``vector(obs_dim)`` indexed only by compile-time constants (s
 registers). ``observe_kernels`` wraps it in:
 
 * ``observe``: one agent per thread (one env per thread on the CPU), masked (resets; its twin
-  ``observe_listed`` walks the auto-reset's env list at large batches, ``swarp.env.selection``), each thread
+  ``observe_listed`` walks the auto-reset's env list where it pays, ``swarp.env.selection``), each thread
   storing its row with scalar stores; after an auto-reset (``OBSERVE_ONLY``) it first copies the
   row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``);
 * ``observe_rows``: every env, for the CUDA step: blocks of ``OBS_BLOCK`` consecutive agents
