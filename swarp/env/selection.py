@@ -63,10 +63,10 @@ def list_pays(device, n_envs: int, n_agents: int) -> bool:
     262,144 x 3 (session 7). So on CUDA from two GPU-fulls of agent threads (E x A >= 2 x SMs x
     ``THREADS_PER_SM``; 262,144 x 3 is above, 16,384 x 16 below).
 
-    Always on the CPU, where a skipped env is not free: each thread of a Warp CPU kernel copies the
-    kernel's struct arguments before it can test its mask, so navigation's masked reset and
-    observation cost 11.5 and 15.3 us at 1,024 x 4 with no env selected (a bare masked kernel: 1.9),
-    while a one-row list walk copies them once. Measured on the 2-core EPYC (session 9, three
+    Always on the CPU, where a skipped env is not free: navigation's masked reset and observation
+    cost 11.5 and 15.3 us at 1,024 x 4 with no env selected (a bare masked kernel: 1.9; each Warp
+    CPU thread's prologue copies the kernel's arguments, 1.1-1.4 KB of structs here, before it can
+    test its mask), while a one-row list walk pays the prologue once. Measured on the 2-core EPYC (session 9, three
     rounds each): 1,024 x 4 322-326 -> 295-303 us/step, 1,024 x 16 2,720-2,768 -> 2,693-2,705,
     64 x 4 19.1-20.2 -> 18.1-18.7, 4,096 x 4 1,418-1,434 -> 1,331-1,368; 1 and 16 envs within noise."""
     choice = env_choice(RESET_LIST_ENV, ("auto", "on", "off"))

@@ -51,7 +51,7 @@ def test_only_the_listed_mask_while_current_gets_the_list(generator):
 
 def test_list_rows_on_the_cpu_are_one_row_and_lists_unless_switched_off(monkeypatch):
     """On the CPU one row walks the whole list, and the auto-reset lists at every batch size (a
-    masked CPU thread copies its struct arguments before it can skip; docs in ``list_pays``)."""
+    masked CPU thread is not free to skip: measurements in ``list_pays``)."""
     assert list_rows("cpu", 1000, 16) == 1
     assert list_pays("cpu", 10**6, 64) and list_pays("cpu", 1, 1)
     monkeypatch.setenv(RESET_LIST_ENV, "off")
