@@ -147,9 +147,9 @@ def scenario_models(name: str, models) -> list[str]:
     own = cls.Config().model
     out = []
     for model in dict.fromkeys(models):
-        if model != "default" and (model == own and "default" in models):
-            continue
         if model != "default":
+            if model == own and "default" in models:
+                continue  # the ``default`` row runs it
             try:
                 cls.Config(model=model)
             except (ValueError, TypeError):

@@ -153,7 +153,7 @@ class Environment:
         self.scenario_obs_dim = scenario.obs_dim
         self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
         # The auto-reset's scan forks onto this stream, beside the neighbor refresh and observation.
-        self._lidar_stream = scan_stream(self.device) if self.lidar is not None else None
+        self._lidar_stream = scan_stream(self.device) if self.lidar is not None and self.auto_reset else None
         self.obs_dim = self.scenario_obs_dim + lidar_rays
         self._allocate_outputs()
         self.info = dict(scenario.info_buffers())
