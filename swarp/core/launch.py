@@ -111,6 +111,52 @@ def _launch_check(kernel, dim, args: Sequence[Any], block_dim: int | None = None
     return ("launch", getattr(kernel, "key", repr(kernel)), repr(dim), block_dim, [_fingerprint(a) for a in args])
 
 
+#: ``SWARP_REPLAY_DIRECT=0`` replays CUDA launches through ``wp.Launch.launch`` (the A/B switch).
+REPLAY_DIRECT_ENV = "SWARP_REPLAY_DIRECT"
+
+
+def _replay_command(cmd: wp.Launch) -> Callable[[], None]:
+    """The replay of one recorded launch: on CUDA a direct call of Warp's native launch with the
+    recorded arguments (its handles and packed parameters bound once here), on the current stream.
+
+    ``wp.Launch.launch`` looks up capture state, the device's stream and the launch's fields on
+    every call; bound once, a replayed launch costs ~0.6 us less host time (5.66 vs 6.30 us per
+    launch measured on an H200 at 1,024 x 4, where a replayed step is host-bound). It reaches into
+    Warp's runtime (``warp._src.context.runtime``): where that is not as expected, or
+    under any capture (a CUDA graph, or Warp's own command capture), or with
+    ``SWARP_REPLAY_DIRECT=0``, it is ``cmd.launch``.
+    """
+    if cmd.device.is_cpu or cmd.adjoint or os.environ.get(REPLAY_DIRECT_ENV, "1") == "0":
+        return cmd.launch
+    try:
+        from warp._src.context import runtime
+
+        native = runtime.core.wp_cuda_launch_kernel
+        device = cmd.device
+        bound = (
+            device.context,
+            cmd.hooks.forward,
+            cmd.bounds.size,
+            cmd.max_blocks,
+            cmd.block_dim,
+            int(cmd.grid_stride),
+            cmd.cluster_dim,
+            cmd.hooks.forward_smem_bytes,
+            cmd.params_addr,
+        )
+        runtime.captures, runtime._apic_capture  # noqa: B018  (present, or fall back)
+    except (ImportError, AttributeError):
+        return cmd.launch
+
+    def launch() -> None:
+        if runtime.captures or runtime._apic_capture is not None:
+            cmd.launch()  # a capture records more than the launch
+        elif native(*bound, device.stream.cuda_stream, None):
+            raise RuntimeError(f"CUDA launch of kernel {cmd.kernel.key!r} failed on {device}")
+
+    return launch
+
+
 class Program:
     """A recorded sequence of launches and memory operations, replayed in order.
 
@@ -198,7 +244,7 @@ class Recorder(Launcher):
             **_block(block_dim),
         )
         cmd.launch()
-        self._commands.append(cmd.launch)
+        self._commands.append(_replay_command(cmd))
         self._checks.append(_launch_check(kernel, dim, list(inputs) + list(outputs), block_dim))
 
     def zero(self, array: wp.array) -> None:

@@ -14,7 +14,7 @@ import torch
 import warp as wp
 
 from swarp.core import params as param_table
-from swarp.core.launch import EAGER, Launcher, agents_per_thread, per_env_block
+from swarp.core.launch import EAGER, Launcher, agents_per_thread, env_choice, per_env_block
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import ResetStreams, stream_key_torch
 from swarp.env import episode
@@ -23,11 +23,17 @@ from swarp.env.selection import EnvList, EnvListArgs, list_pays
 from swarp.interop.autograd import warp_step
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
+from swarp.scenarios import rows
 from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
 from swarp.sensors.lidar import Lidar, LidarConfig, scan_stream
 
 if TYPE_CHECKING:
     from swarp.env.pool import EnvPool
+
+#: ``SWARP_RESET_AHEAD=auto|on|off``: whether the auto-reset swaps in starts prepared ahead
+#: (``FusedScenario.supports_reset_ahead``). ``auto``: CUDA graphs where the reset is not listed
+#: (``selection.list_pays``); ``on`` wherever the scenario supports it (the CPU tests use it).
+RESET_AHEAD_ENV = "SWARP_RESET_AHEAD"
 
 
 class Environment:
@@ -152,18 +158,20 @@ class Environment:
         scenario.bind(self)
         self.scenario_obs_dim = scenario.obs_dim
         self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
-        # The auto-reset's scan forks onto this stream, beside the neighbor refresh and observation.
-        self._lidar_stream = scan_stream(self.device) if self.lidar is not None and self.auto_reset else None
+        capturable = self.fused and scenario.supports_graph_reset()
+        self._mode, warning = choose_mode(self.device, use_graph, capturable)
+        if warning:
+            warnings.warn(warning, stacklevel=2)
+        self._setup_reset_ahead()
+        # Without starts prepared ahead, the auto-reset's scan forks onto this stream, beside the
+        # neighbor refresh and observation.
+        lidar_side = self.lidar is not None and self.auto_reset and not self.reset_ahead
+        self._lidar_stream = scan_stream(self.device) if lidar_side else None
         self.obs_dim = self.scenario_obs_dim + lidar_rays
         self._allocate_outputs()
         self.info = dict(scenario.info_buffers())
         if self.auto_reset:
             self.info["final_obs"] = self.final_obs
-
-        capturable = self.fused and scenario.supports_graph_reset()
-        self._mode, warning = choose_mode(self.device, use_graph, capturable)
-        if warning:
-            warnings.warn(warning, stacklevel=2)
         self.streams = TorchStreamScope(self.device)
         if self.fused:
             self._step_seq = CompiledSequence(self._fused_step, self._mode, self.device, self.streams)
@@ -297,6 +305,7 @@ class Environment:
         """
         self._check_no_pending_send("set_agent_params")
         param_table.write_params(self.world.model, values, env_mask, **columns)
+        self._mark_all_ahead()  # a lidar's prepared scans saw the old radii
 
     def randomize_agent_params(
         self,
@@ -330,6 +339,105 @@ class Environment:
             self._base_params = torch.tensor([rows], dtype=self.dtype, device=self.torch_device)
         return self._base_params
 
+    def _setup_reset_ahead(self) -> None:
+        """Decide whether the auto-reset swaps in starts prepared ahead (``reset_ahead``) and, if so,
+        allocate their marks and the scenario's buffers.
+
+        Where it pays: the auto-reset's reset and masked observation are a chain of latency-bound
+        launches over a few envs at the end of every step; prepared ahead, they run beside the
+        next step's physics on a side stream and the step ends with one short swap. A masked
+        launch over all envs is not free, so not where the reset walks a list of its envs
+        (``selection.list_pays``), nor without a graph (each launch is host time there)."""
+        sc = self.scenario
+        choice = env_choice(RESET_AHEAD_ENV, ("auto", "on", "off"))
+        possible = self.fused and self.auto_reset and sc.supports_reset_ahead()
+        if choice == "auto":
+            cuda = self.device.startswith("cuda")
+            possible = possible and cuda and self._mode == "graph" and not self._list_resets
+        #: Whether the auto-reset swaps in starts prepared ahead (``FusedScenario.supports_reset_ahead``).
+        self.reset_ahead = possible and choice != "off"
+        self._ahead_stream = None
+        self._lidar_ahead = None
+        self._ahead_forked = None
+        if not self.reset_ahead:
+            return
+        E, dev = self.n_envs, self.device
+        self._ahead_mask = wp.zeros(E, dtype=wp.bool, device=dev)
+        self._ahead_episode = wp.zeros(E, dtype=wp.int32, device=dev)
+        marks = episode.AheadMarks()
+        marks.mask, marks.episode_ahead, marks.episode = self._ahead_mask, self._ahead_episode, self._episode
+        self._ahead_marks = marks
+        self.ahead_streams = ResetStreams()
+        self.ahead_streams.seed = self._seed
+        self.ahead_streams.episode = self._ahead_episode
+        self.ahead_streams.env_offset = self.env_offset
+        if self.device.startswith("cuda"):
+            self._ahead_stream = wp.Stream(self.device)
+        sc.bind_reset_ahead()
+        # A lidar scans the prepared starts too, unless their radii are re-drawn at the reset.
+        self._lidar_ahead = None
+        if self.lidar is not None and self.randomization is None:
+            shape = (E, self.n_agents, self.lidar.n_rays)
+            self._lidar_ahead = wp.zeros(shape, dtype=self.stepper.scalar, device=dev)
+
+    def _launch_prepare_ahead(self, launcher: Launcher) -> None:
+        """Prepare the next starts of the envs marked by the last reset or swap: on the side stream
+        where there is one (CUDA, live or under capture), joined by ``_launch_restart``."""
+        side = self._ahead_stream if launcher is EAGER else None
+        if side is None:
+            self._launch_prepare(launcher)
+            return
+        side.wait_stream(wp.get_stream(self.device))
+        with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
+            self._launch_prepare(launcher)
+        self._ahead_forked = side
+
+    def _launch_prepare(self, launcher: Launcher) -> None:
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        sc.launch_prepare_ahead(launcher, self._ahead_mask, self.ahead_streams)
+        if self._lidar_ahead is not None:
+            self.lidar.launch(launcher, self._lidar_ahead, 0, self._ahead_mask, poses=sc.prepared_poses())
+
+    def _launch_swap_ahead(self, launcher: Launcher) -> None:
+        """The auto-reset from prepared starts (after joining their preparation): the scenario's
+        swap and, beside it on the side stream, the lidar columns' (or, when the lidar could not
+        scan ahead, the scan after the swap)."""
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        side, self._ahead_forked = self._ahead_forked, None
+        main = wp.get_stream(self.device) if side is not None else None
+        if side is not None:
+            main.wait_stream(side)
+        if self._lidar_ahead is None:
+            sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
+            self._launch_lidar(launcher, self._done, self._final_obs if sc.saves_final_obs else None)
+            return
+        rays, first = self.lidar.n_rays, self.scenario_obs_dim
+        columns = (
+            rows.row_vectors(self._lidar_ahead, rays),
+            rows.row_vectors(self._obs, rays, first),
+            rows.row_vectors(self._final_obs, rays, first),
+        )
+        swap = episode.swap_rows_kernel(self.stepper.scalar, rays)
+        if side is not None:
+            side.wait_stream(main)
+            with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
+                launcher.launch(
+                    swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device
+                )
+        else:
+            launcher.launch(swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device)
+        sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
+        if side is not None:
+            main.wait_stream(side)
+
+    def _mark_all_ahead(self) -> None:
+        """Prepare every env's next start again at the next step (after anything they depend on
+        changed outside the step: a restored snapshot, new agent parameters)."""
+        if self.reset_ahead:
+            with self.streams.scope():
+                wp.to_torch(self._ahead_mask).fill_(True)
+                wp.to_torch(self._ahead_episode).copy_(self.episode + 1)
+
     def rng_keys(self) -> torch.Tensor:
         """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
         keyed by global env index ``env_offset + i``."""
@@ -340,6 +448,8 @@ class Environment:
 
     def _fused_step(self, launcher: Launcher) -> None:
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        if self.reset_ahead:
+            self._launch_prepare_ahead(launcher)
         self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
         # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
         self._launch_lidar(launcher)
@@ -366,13 +476,16 @@ class Environment:
         parameters, state, neighbor lists, observation rows and lidar columns)."""
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self._launch_randomize(launcher, self._done)
+        keep = self._final_obs if sc.saves_final_obs else None
+        if self.reset_ahead:
+            self._launch_swap_ahead(launcher)
+            return
         sc.launch_reset(launcher, self._done)
         # The new episodes' scan needs only their poses, and keeps the lidar columns of their final
         # observation itself where the scenario's masked observation saves the rest (its own
         # columns, ``_final_obs_saved``): so with a scan stream (CUDA, live or under graph capture;
         # recorded launches replay on one stream) it runs beside the neighbor refresh and the
         # observation, all three latency-bound launches over a few envs.
-        keep = self._final_obs if sc.saves_final_obs else None
         side = self._lidar_stream if launcher is EAGER else None
         if side is None:
             self._launch_lidar(launcher, self._done, keep)
@@ -455,6 +568,10 @@ class Environment:
         self._refresh_neighbors(launcher, self._reset_mask)
         self._launch_lidar(launcher, self._reset_mask)
         sc.launch_observe(launcher, env_mask=self._reset_mask, mode=OBSERVE_RESET)
+        if self.reset_ahead:
+            launcher.launch(
+                episode.mark_started, dim=self.n_envs, inputs=[self._reset_mask, self._ahead_marks], device=self.device
+            )
 
     def _refresh_neighbors(self, launcher: Launcher, mask: wp.array) -> None:
         """Neighbor lists of the envs in ``mask`` after their reset: rebuilt here, or only binned
@@ -770,6 +887,7 @@ class Environment:
         self.seed_value = None
         with self.streams.scope():
             self.world.build_neighbors()
+        self._mark_all_ahead()  # prepared starts follow the episode counters
 
     # --- rendering ----------------------------------------------------------------------------
 

@@ -138,3 +138,62 @@ def begin_episodes(
     if env_mask[env]:
         episode[env] = episode[env] + 1
         step_count[env] = 0
+
+
+@wp.struct
+class AheadMarks:
+    """Which envs' next episode a scenario must prepare ahead (``FusedScenario.supports_reset_ahead``).
+
+    ``mask[env]`` is set for the step after env ``env`` starts an episode (a reset, or an
+    auto-reset's swap); the next step's ``launch_prepare_ahead`` then prepares episode
+    ``episode_ahead[env]`` (the current one plus one) for it, off the step's critical path.
+    """
+
+    mask: wp.array(dtype=wp.bool)  # [E]
+    episode_ahead: wp.array(dtype=wp.int32)  # [E] the episode to prepare
+    episode: wp.array(dtype=wp.int32)  # [E] the environment's episode counters
+
+
+@wp.func
+def mark_ahead(marks: AheadMarks, env: int, started: bool, episode: int):
+    """After an auto-reset's swap (every env; ``started``: env ``env`` just began episode
+    ``episode``): ask the next step to prepare the episode after it, or nothing."""
+    marks.mask[env] = started
+    if started:
+        marks.episode_ahead[env] = episode + 1
+
+
+@wp.kernel(enable_backward=False)
+def mark_started(env_mask: wp.array(dtype=wp.bool), marks: AheadMarks):
+    """After a reset of the envs in ``env_mask``: ask the next step to prepare their next episode
+    (marks of other envs stay as they are)."""
+    env = wp.tid()
+    if env_mask[env]:
+        marks.mask[env] = True
+        marks.episode_ahead[env] = marks.episode[env] + 1
+
+
+@functools.cache
+def swap_rows_kernel(scalar: type, width: int):
+    """``swap_rows(done [E] bool, fresh, obs, final_obs)`` over ``dim=(E, A)``, all three [E, A]
+    arrays of ``vector(width, scalar)`` (``rows.row_vectors`` views of columns): in every env of
+    ``done`` each agent's row of ``obs`` goes to ``final_obs`` and its row of ``fresh`` takes its
+    place (an auto-reset of prepared columns, e.g. a lidar's)."""
+    vec = wp.types.vector(width, scalar)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def swap_rows(
+        done: wp.array(dtype=wp.bool),
+        fresh: wp.array2d(dtype=vec),
+        obs: wp.array2d(dtype=vec),
+        final_obs: wp.array2d(dtype=vec),
+    ):
+        env, agent = wp.tid()
+        if not done[env]:
+            return
+        old = obs[env, agent]
+        new = fresh[env, agent]
+        final_obs[env, agent] = old
+        obs[env, agent] = new
+
+    return swap_rows

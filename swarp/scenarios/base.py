@@ -237,6 +237,45 @@ class FusedScenario(Scenario):
         """Whether ``launch_reset`` is capture-safe (no host RNG, no allocation, no host branching)."""
         return True
 
+    # --- reset ahead (optional) -------------------------------------------------------------
+    #
+    # Counter-based draws make an env's next episode a function of (seed, env, episode), known
+    # long before the env finishes. A scenario that supports it prepares each env's next start
+    # (its state and first observation rows) into buffers of its own, during the step after the
+    # env's episode begins and beside that step's physics (a side stream); the auto-reset then only
+    # swaps the prepared start in: one short launch instead of a reset and a masked observation in
+    # a chain (the environment decides where it pays, ``Environment``'s ``SWARP_RESET_AHEAD``).
+    # Same bits as ``launch_reset`` followed by ``launch_observe(mode=OBSERVE_ONLY)``.
+
+    def supports_reset_ahead(self) -> bool:
+        """Whether this scenario implements ``bind_reset_ahead``, ``launch_prepare_ahead`` and
+        ``launch_swap_ahead`` for its current configuration (default: no)."""
+        return False
+
+    def bind_reset_ahead(self) -> None:
+        """Allocate the buffers of the prepared starts (called once, at construction, when used)."""
+        raise NotImplementedError
+
+    def launch_prepare_ahead(self, launcher: Launcher, env_mask, streams) -> None:
+        """Prepare the next start of every env of ``env_mask`` [E] bool Warp array: what
+        ``launch_reset`` and a masked ``OBSERVE_ONLY`` observation would make, keyed by ``streams``
+        (a ``swarp.core.rng.ResetStreams`` whose ``episode`` holds the episode to prepare), into the
+        scenario's own buffers. It must not write anything the step reads or writes."""
+        raise NotImplementedError
+
+    def prepared_poses(self) -> tuple:
+        """``(pos, theta)``: the [E, A] Warp arrays of the prepared starts' positions [m] and
+        headings [rad], valid for the envs ``launch_prepare_ahead`` prepared (a lidar scans them
+        ahead too)."""
+        raise NotImplementedError
+
+    def launch_swap_ahead(self, launcher: Launcher, env_mask, marks) -> None:
+        """The auto-reset of the envs of ``env_mask`` (the step's ``done``) from their prepared starts:
+        save each row it replaces to ``env._final_obs_saved``, write state, observation rows and
+        whatever else the reset and observation would, and call
+        ``swarp.env.episode.mark_ahead(marks, env, done)`` once for every env (done or not)."""
+        raise NotImplementedError
+
 
 _REGISTRY: dict[str, type[Scenario]] = {}
 

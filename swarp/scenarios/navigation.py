@@ -395,5 +395,25 @@ class NavigationScenario(FusedScenario):
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         nk.launch_reset(self, launcher, env_mask)
 
+    def supports_reset_ahead(self) -> bool:
+        # The prepared starts are this class's reset and observation: a variant that replaces
+        # either (give_way's reset, drone_navigation's columns) does not prepare ahead.
+        cls = type(self)
+        own = cls.launch_reset is NavigationScenario.launch_reset
+        own = own and cls.launch_observe is NavigationScenario.launch_observe
+        return own and nk.supports_reset_ahead(self)
+
+    def bind_reset_ahead(self) -> None:
+        self._ahead = nk.AheadStarts(self)
+
+    def launch_prepare_ahead(self, launcher: Launcher, env_mask, streams) -> None:
+        nk.launch_prepare_ahead(self, launcher, env_mask, streams)
+
+    def prepared_poses(self) -> tuple:
+        return self._ahead.pos, self._ahead.theta
+
+    def launch_swap_ahead(self, launcher: Launcher, env_mask, marks) -> None:
+        nk.launch_swap_ahead(self, launcher, env_mask, marks)
+
 
 register_scenario("navigation", NavigationScenario)

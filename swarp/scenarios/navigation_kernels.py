@@ -1,6 +1,8 @@
 """Navigation, fused: the Warp twin of ``navigation.py`` (observations, rewards, termination, reset).
 
-Three kernels, all writing into persistent buffers so a step can be captured:
+Three kernels, all writing into persistent buffers so a step can be captured (and, for the
+auto-reset from starts prepared ahead, ``FusedScenario.supports_reset_ahead``, ``AheadStarts``
+buffers and the ``nav_swap`` kernel that starts them):
 
 * ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
   the observation row, the distance to goal, collisions, progress and the reward but its per-env
@@ -357,6 +359,81 @@ def kernels(
         for i in range(row, envs.count[0], envs.stride):
             reset_env(args, envs.envs[i], slot)
 
+    list_k = wp.types.vector(max_neighbors, wp.int32)
+
+    @wp.struct
+    class NavAhead:
+        """Prepared next starts (``launch_prepare_ahead`` writes them, ``nav_swap`` starts them)."""
+
+        pos: wp.array2d(dtype=vec2)
+        theta: wp.array2d(dtype=scalar)
+        goals: wp.array2d(dtype=vec2)
+        prev_dist: wp.array2d(dtype=scalar)
+        nbr: wp.array3d(dtype=wp.int32)
+        count: wp.array2d(dtype=wp.int32)
+        near: wp.array2d(dtype=wp.int32)
+        total: wp.array2d(dtype=wp.int32)
+        rows: wp.array2d(dtype=obs_vec)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_swap(
+        done: wp.array(dtype=wp.bool),
+        marks: episode.AheadMarks,
+        ahead: NavAhead,
+        live: NavReset,
+        nq: Query,
+        prev_dist: wp.array2d(dtype=scalar),
+        agents_per_thread: int,
+        obs: wp.array2d(dtype=obs_vec),
+        final_obs: wp.array2d(dtype=obs_vec),
+    ):
+        """The auto-reset from prepared starts: for each agent of a finished env, its final row
+        (the scenario's columns of ``obs``, ``rows.row_vectors`` views) to ``final_obs`` and
+        everything ``nav_reset`` and the ``OBSERVE_ONLY`` observation would write, copied from
+        ``ahead``; every env's ahead mark (``episode.mark_ahead``)."""
+        env, slot = wp.tid()
+        started = done[env]
+        if not started:
+            if slot == 0:
+                episode.mark_ahead(marks, env, False, 0)
+            return
+        # Every load before any store (the compiler cannot tell the arrays apart, so a load after
+        # a store would wait for it): one memory round trip after the mask's.
+        current = marks.episode[env]
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, obs.shape[1])):
+            p = ahead.pos[env, agent]
+            th = ahead.theta[env, agent]
+            g = ahead.goals[env, agent]
+            d = ahead.prev_dist[env, agent]
+            n_kept = ahead.count[env, agent]
+            n_near = ahead.near[env, agent]
+            n_total = ahead.total[env, agent]
+            entries = list_k()
+            for k in range(wp.static(max_neighbors)):
+                entries[k] = ahead.nbr[env, k, agent]
+            # Whole rows as vectors: one address each, the columns at constant offsets from it.
+            old = obs[env, agent]
+            new = ahead.rows[env, agent]
+            final_obs[env, agent] = old
+            obs[env, agent] = new
+            live.pos_out[env, agent] = p
+            live.theta_out[env, agent] = th
+            live.vel_out[env, agent] = vec2(zero, zero)
+            live.speed_out[env, agent] = zero
+            live.ang_vel_out[env, agent] = zero
+            live.goals_out[env, agent] = g
+            prev_dist[env, agent] = d
+            for k in range(wp.static(max_neighbors)):
+                nq.nbr[env, k, agent] = entries[k]
+            nq.count[env, agent] = n_kept
+            nq.near[env, agent] = n_near
+            nq.total[env, agent] = n_total
+            if n_total > n_kept:
+                nq.overflow[0] = 1
+        if slot == 0:
+            episode.mark_ahead(marks, env, True, current)
+
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
         observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, obs_dim),
@@ -364,6 +441,8 @@ def kernels(
         NavReset=NavReset,
         nav_reset=nav_reset,
         nav_reset_listed=nav_reset_listed,
+        NavAhead=NavAhead,
+        nav_swap=nav_swap,
     )
 
 
@@ -398,19 +477,9 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
-    state, nb = world.state, world.neighbors
-    mask = env_mask if env_mask is not None else nb.no_mask
-    args = k.ObserveArgs()
-    args.pos, args.vel, args.theta = state.pos, state.vel, state.theta
-    args.params = world.model.params
-    args.per_env_params = int(world.model.params.shape[0] > 1)
-    args.goals = sc._goals
-    args.nq = world.neighbor_query()
-    args.obs_range, args.goal_radius, args.collision_penalty = s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty)
-    args.shared_reward, args.shaping_factor = int(c.shared_reward), s(c.shaping_factor)
-    args.prev_dist, args.progress_out, args.reward_out = sc._prev_dist, sc._progress, env._reward
-    args.dist_out, args.on_goal_out, args.collisions_out = sc._dist, sc._on_goal, sc._collisions
-    args.goal_tally, args.overflow_tally = sc._goal_tally, sc._overflow_tally
+    state = world.state
+    mask = env_mask if env_mask is not None else world.neighbors.no_mask
+    args = _observe_args(sc, k, state.pos, state.vel, state.theta, sc._goals, world.neighbor_query(), sc._prev_dist)
     rows.launch_observe_rows(sc, launcher, k.observe, args, env_mask, mode)
     if before_finish is not None:
         before_finish(launcher)
@@ -436,6 +505,25 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
         )
 
 
+def _observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
+    """``ObserveArgs`` of the scenario ``sc`` over these agent arrays ([E, A]), neighbor query and
+    reward memory (the live ones, or a prepared start's)."""
+    env, world, c = sc.env, sc.world, sc.cfg
+    s = env.stepper.scalar
+    args = k.ObserveArgs()
+    args.pos, args.vel, args.theta = pos, vel, theta
+    args.params = world.model.params
+    args.per_env_params = int(world.model.params.shape[0] > 1)
+    args.goals = goals
+    args.nq = nq
+    args.obs_range, args.goal_radius, args.collision_penalty = s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty)
+    args.shared_reward, args.shaping_factor = int(c.shared_reward), s(c.shaping_factor)
+    args.prev_dist, args.progress_out, args.reward_out = prev_dist, sc._progress, env._reward
+    args.dist_out, args.on_goal_out, args.collisions_out = sc._dist, sc._on_goal, sc._collisions
+    args.goal_tally, args.overflow_tally = sc._goal_tally, sc._overflow_tally
+    return args
+
+
 def cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
     """The index halves of the obstacle, spawn and goal cell-key draws (``rng.index_hashes``) of
     the scenario ``sc``'s grid: every thread of ``nav_reset`` ranks its cell against all cells, so
@@ -446,17 +534,15 @@ def cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
     return tuple(index_hashes(int(first), n_cells, device) for first in blocks)
 
 
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool (its listed twin where
-    ``Environment.list_envs`` says so) for the scenario ``sc`` (drones: their 6-DOF fields too, in
-    the same launch; the world's state always holds those arrays)."""
-    k = _kernels_for(sc)
+def _reset_args(sc, k, streams, agent_arrays, goals):
+    """``NavReset`` of the scenario ``sc`` keyed by ``streams``, writing ``agent_arrays`` (the
+    nine arrays of ``WorldState.agent_arrays()``: the live state, or a prepared start's) and ``goals``."""
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
-    state, ob = world.state, world.model.obstacles
-    per_thread, threads = agents_per_thread(env.device, sc.side * sc.side)
+    ob = world.model.obstacles
+    per_thread, _ = agents_per_thread(env.device, sc.side * sc.side)
     args = k.NavReset()
-    args.streams, args.side, args.cells_per_thread = env.reset_streams, sc.side, per_thread
+    args.streams, args.side, args.cells_per_thread = streams, sc.side, per_thread
     args.world_size, args.jitter, args.obstacle_extent = s(c.world_size), s(sc.jitter), s(sc.obstacle_extent)
     args.box_extent = s(sc.obstacle_extent / math.sqrt(2.0))  # as the reference rounds it: once, from double
     args.first_obstacle, args.n_obstacles = world.model.first_free_obstacle, c.n_obstacles
@@ -465,12 +551,95 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     (
         args.pos_out, args.theta_out, args.vel_out, args.speed_out, args.ang_vel_out,
         args.pos_z_out, args.vel_z_out, args.quat_out, args.omega_out,
-    ) = state.agent_arrays()  # fmt: skip
-    args.goals_out = sc._goals
+    ) = agent_arrays  # fmt: skip
+    args.goals_out = goals
     args.obstacle_shape_out, args.obstacle_center_out = ob.shape, ob.center
     args.obstacle_angle_out, args.obstacle_size_out = ob.angle, ob.size
+    return args
+
+
+def launch_reset(sc, launcher: Launcher, env_mask) -> None:
+    """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool (its listed twin where
+    ``Environment.list_envs`` says so) for the scenario ``sc`` (drones: their 6-DOF fields too, in
+    the same launch; the world's state always holds those arrays)."""
+    k = _kernels_for(sc)
+    env = sc.env
+    args = _reset_args(sc, k, env.reset_streams, sc.world.state.agent_arrays(), sc._goals)
+    _, threads = agents_per_thread(env.device, sc.side * sc.side)
     listed = env.list_envs(env_mask, threads)
     if listed is None:
         launcher.launch(k.nav_reset, dim=(sc.n_envs, threads), inputs=[env_mask, args], device=env.device)
     else:
         launcher.launch(k.nav_reset_listed, dim=(listed[1], threads), inputs=[listed[0], args], device=env.device)
+
+
+class AheadStarts:
+    """The prepared next starts of a navigation scenario ``sc`` (reset ahead,
+    ``FusedScenario.supports_reset_ahead``): per env, the state ``nav_reset`` would draw for the
+    next episode, its neighbor lists and first observation rows ([E, A] arrays, [E, A, obs_dim]
+    rows)."""
+
+    def __init__(self, sc):
+        E, A, dev = sc.n_envs, sc.n_agents, sc.env.device
+        stepper = sc.env.stepper
+        scalar = stepper.scalar
+        vec2 = vec2_type(scalar)
+        live = sc.world.state.agent_arrays()
+        self.pos = wp.zeros((E, A), dtype=vec2, device=dev)
+        self.theta = wp.zeros((E, A), dtype=scalar, device=dev)
+        self.vel = wp.zeros((E, A), dtype=vec2, device=dev)  # a start is at rest: stays zero
+        self._zeros = wp.zeros((E, A), dtype=scalar, device=dev)  # speed and angular velocity (zero)
+        self.goals = wp.zeros((E, A), dtype=vec2, device=dev)
+        self.prev_dist = wp.zeros((E, A), dtype=scalar, device=dev)
+        self.rows = wp.zeros((E, A, sc.obs_dim), dtype=scalar, device=dev)
+        self.lists = neighbors.NeighborBuffers(E, A, stepper.world.max_neighbors, scalar, dev, grid=False)
+        # Planar starts: the 6-DOF fields of ``agent_arrays`` are never written (drones opt out).
+        self.agent_arrays = (self.pos, self.theta, self.vel, self._zeros, self._zeros, *live[5:])
+        model = sc.world.model
+        self.query = self.lists.query(self.pos, model.neighbor_radius, model.near_radius)
+
+
+def supports_reset_ahead(sc) -> bool:
+    """Whether navigation ``sc`` can prepare its starts ahead: planar agents, no obstacles (their
+    layout is drawn with the spawns and the step reads it), brute-force neighbor lists (the grid
+    would need its own binning of the prepared positions)."""
+    return sc.cfg.n_obstacles == 0 and not sc.env.stepper.model.has_drones and sc.env.stepper.neighbor_method == "brute"
+
+
+def launch_prepare_ahead(sc, launcher: Launcher, env_mask, streams) -> None:
+    """Prepare the next starts of the envs of ``env_mask`` [E] bool into ``sc._ahead`` (an
+    ``AheadStarts``): ``nav_reset`` keyed by ``streams``, then the ``observe_ahead`` rows."""
+    k = _kernels_for(sc)
+    env, ahead = sc.env, sc._ahead
+    args = _reset_args(sc, k, streams, ahead.agent_arrays, ahead.goals)
+    _, threads = agents_per_thread(env.device, sc.side * sc.side)
+    launcher.launch(k.nav_reset, dim=(sc.n_envs, threads), inputs=[env_mask, args], device=env.device)
+    obs_args = _observe_args(sc, k, ahead.pos, ahead.vel, ahead.theta, ahead.goals, ahead.query, ahead.prev_dist)
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    launcher.launch(
+        k.observe.observe_ahead,
+        dim=(sc.n_envs, threads),
+        inputs=[obs_args, env_mask, per_thread],
+        outputs=[ahead.rows],
+        device=env.device,
+    )
+
+
+def launch_swap_ahead(sc, launcher: Launcher, env_mask, marks) -> None:
+    """Start the prepared next episodes of the envs of ``env_mask`` [E] bool (``nav_swap``)."""
+    k = _kernels_for(sc)
+    env, world, ahead = sc.env, sc.world, sc._ahead
+    src = k.NavAhead()
+    src.pos, src.theta, src.goals, src.prev_dist = ahead.pos, ahead.theta, ahead.goals, ahead.prev_dist
+    lists = ahead.lists
+    src.nbr, src.count, src.near, src.total = lists.nbr, lists.count, lists.near, lists.total
+    src.rows = rows.row_vectors(ahead.rows, sc.obs_dim)
+    live = _reset_args(sc, k, env.reset_streams, world.state.agent_arrays(), sc._goals)
+    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    launcher.launch(
+        k.nav_swap,
+        dim=(sc.n_envs, threads),
+        inputs=[env_mask, marks, src, live, world.neighbor_query(), sc._prev_dist, per_thread],
+        outputs=[rows.row_vectors(env._obs, sc.obs_dim), rows.row_vectors(env._final_obs_saved, sc.obs_dim)],
+        device=env.device,
+    )

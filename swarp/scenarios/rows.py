@@ -15,6 +15,9 @@ registers). ``observe_kernels`` wraps it in:
   coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of ``obs_dim`` scalar stores per thread
   ``4 * obs_dim`` bytes apart. Only the scenario's columns are written (lidar columns follow).
 
+* ``observe_ahead``: masked like ``observe``, for a start prepared ahead (its own buffers, no
+  final row kept; ``FusedScenario.supports_reset_ahead``).
+
 ``SWARP_OBS_STORE=scalar`` turns the tiled store off and ``SWARP_OBS_STORE=tile`` stages rows by a
 tile transpose instead of per-column scatters (A/B measurements, docs/benchmarks.md).
 """
@@ -50,8 +53,9 @@ def tiled_rows(device: str) -> bool:
 @functools.cache
 def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
     """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out, final_obs_out)``, its
-    listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``) and
-    ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
+    listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``),
+    ``observe_rows(args, mode, obs_rows)`` and ``observe_ahead(args, env_mask, agents_per_thread,
+    rows_out)`` around ``observe_agent`` (see the module docstring)."""
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
 
@@ -59,15 +63,17 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
     def observe_env(
         args: Args,
         mode: int,
+        save: int,
         env: int,
         first: int,
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
     ):
-        """Observe agents ``[first, first + agents_per_thread)`` of ``env`` and store their rows."""
+        """Observe agents ``[first, first + agents_per_thread)`` of ``env`` and store their rows (with
+        ``save``, first copying each row it replaces to ``final_obs_out``)."""
         for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
-            if mode == _OBSERVE_ONLY:
+            if save != 0:
                 save_row(obs_out, final_obs_out, env, agent)  # an auto-reset: keep the last row
             row = observe_agent(args, mode, env, agent)
             for c in range(wp.static(obs_dim)):
@@ -86,7 +92,23 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        observe_env(args, mode, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+        save = int(mode == _OBSERVE_ONLY)
+        observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_ahead(
+        args: Args,
+        env_mask: wp.array(dtype=wp.bool),
+        agents_per_thread: int,
+        rows_out: wp.array3d(dtype=scalar),
+    ):
+        """The first rows of prepared next episodes (``FusedScenario.launch_prepare_ahead``): an
+        ``OBSERVE_ONLY`` observation of the envs of ``env_mask`` that keeps no final rows."""
+        env, slot = wp.tid()
+        if not env_mask[env]:
+            return
+        first = slot * agents_per_thread
+        observe_env(args, _OBSERVE_ONLY, 0, env, first, agents_per_thread, rows_out, rows_out)
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe_listed(
@@ -98,8 +120,10 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         final_obs_out: wp.array3d(dtype=scalar),
     ):
         row, slot = wp.tid()
+        save = int(mode == _OBSERVE_ONLY)
         for i in range(row, envs.count[0], envs.stride):
-            observe_env(args, mode, envs.envs[i], slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+            env = envs.envs[i]
+            observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
@@ -119,7 +143,24 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
                 wp.tile_scatter_masked(rows, lane, c, row[c], True)
             wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
-    return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
+    return SimpleNamespace(
+        observe=observe, observe_listed=observe_listed, observe_rows=observe_rows, observe_ahead=observe_ahead
+    )
+
+
+def row_vectors(array: wp.array, width: int, start: int = 0) -> wp.array:
+    """A view of columns ``[start, start + width)`` of ``array`` [E, A, W] (unit column stride) as
+    [E, A] vectors of ``width``: a kernel then moves a whole row through one address, the columns
+    at constant offsets from it (indexed ``[E, A, c]`` each column is an address of its own, held
+    in registers). Shares the memory: no copy, nothing allocated on the device."""
+    item = wp.types.type_size_in_bytes(array.dtype)
+    if array.ndim != 3 or array.shape[2] < start + width or array.strides[2] != item:
+        raise ValueError(
+            f"row_vectors needs [E, A, >= {start + width}] rows with unit column stride, got {array.shape}"
+        )
+    vec = wp.types.vector(width, array.dtype)
+    ptr = array.ptr + start * item
+    return wp.array(ptr=ptr, dtype=vec, shape=array.shape[:2], strides=array.strides[:2], device=array.device)
 
 
 def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, env_mask, mode: int) -> None:

@@ -968,17 +968,21 @@ class Lidar:
         column: int,
         env_mask: wp.array | None = None,
         final_out: wp.array | None = None,
+        poses: tuple[wp.array, wp.array] | None = None,
     ) -> None:
         """Launch a scan writing distances into columns ``[column, column + n_rays)`` of ``out``
         [E, A, obs_dim] (e.g. the environment's observation buffer, inside its step graph), only in
         the envs of ``env_mask`` [E] bool if given, first copying the readings it replaces to the
-        same columns of ``final_out`` (shaped like ``out``) if given."""
+        same columns of ``final_out`` (shaped like ``out``) if given. ``poses``: ``(pos, theta)``
+        [E, A] arrays to scan from instead of the world's (e.g. starts prepared ahead); the rest of
+        the scene (radii, obstacles, bodies, bounds) is the world's."""
         state = self.world.state
+        pos, theta = poses if poses is not None else (state.pos, state.theta)
         launch_scan(
             self.world.model,
             self.config,
-            state.pos,
-            state.theta,
+            pos,
+            theta,
             out,
             column,
             None,
