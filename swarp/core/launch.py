@@ -144,8 +144,9 @@ def _replay_command(cmd: wp.Launch) -> Callable[[], None]:
             cmd.hooks.forward_smem_bytes,
             cmd.params_addr,
         )
-        runtime.captures, runtime._apic_capture  # noqa: B018  (present, or fall back)
     except (ImportError, AttributeError):
+        return cmd.launch
+    if not (hasattr(runtime, "captures") and hasattr(runtime, "_apic_capture")):
         return cmd.launch
 
     def launch() -> None:

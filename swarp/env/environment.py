@@ -6,6 +6,7 @@ Everything it returns is a persistent device tensor (or a clone of one with
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -201,10 +202,7 @@ class Environment:
         self.done = wp.to_torch(self._done)
         self.reset_mask = wp.to_torch(self._reset_mask)
         # What a scenario's reset kernel needs to key its draws (``swarp.core.rng.episode_key``).
-        self.reset_streams = ResetStreams()
-        self.reset_streams.seed = self._seed
-        self.reset_streams.episode = self._episode
-        self.reset_streams.env_offset = self.env_offset
+        self.reset_streams = self._reset_streams(self._episode)
         self._reward = wp.zeros((E, self.n_agents), dtype=self.stepper.scalar, device=dev)
         self.reward = wp.to_torch(self._reward)
 
@@ -367,10 +365,7 @@ class Environment:
         marks = episode.AheadMarks()
         marks.mask, marks.episode_ahead, marks.episode = self._ahead_mask, self._ahead_episode, self._episode
         self._ahead_marks = marks
-        self.ahead_streams = ResetStreams()
-        self.ahead_streams.seed = self._seed
-        self.ahead_streams.episode = self._ahead_episode
-        self.ahead_streams.env_offset = self.env_offset
+        self.ahead_streams = self._reset_streams(self._ahead_episode)
         if self.device.startswith("cuda"):
             self._ahead_stream = wp.Stream(self.device)
         sc.bind_reset_ahead()
@@ -380,15 +375,33 @@ class Environment:
             shape = (E, self.n_agents, self.lidar.n_rays)
             self._lidar_ahead = wp.zeros(shape, dtype=self.stepper.scalar, device=dev)
 
+    def _reset_streams(self, episode_counters: wp.array) -> ResetStreams:
+        """The ``ResetStreams`` of this env's seed and ``env_offset`` over ``episode_counters`` [E]
+        int32 (the episodes a reset kernel draws: the current ones, or those prepared ahead)."""
+        streams = ResetStreams()
+        streams.seed = self._seed
+        streams.episode = episode_counters
+        streams.env_offset = self.env_offset
+        return streams
+
+    def _beside(self, side: wp.Stream | None):
+        """Context for launches forked onto ``side`` after the work queued so far on the current
+        stream (CUDA, live or under capture; the caller joins it back). ``None``: inline."""
+        if side is None:
+            return contextlib.nullcontext()
+        side.wait_stream(wp.get_stream(self.device))
+        return wp.ScopedStream(side, sync_enter=False, sync_exit=False)
+
+    def _join(self, side: wp.Stream | None) -> None:
+        """Make the current stream wait for the work forked onto ``side`` (``_beside``; ``None``: nothing)."""
+        if side is not None:
+            wp.get_stream(self.device).wait_stream(side)
+
     def _launch_prepare_ahead(self, launcher: Launcher) -> None:
         """Prepare the next starts of the envs marked by the last reset or swap: on the side stream
         where there is one (CUDA, live or under capture), joined by ``_launch_restart``."""
         side = self._ahead_stream if launcher is EAGER else None
-        if side is None:
-            self._launch_prepare(launcher)
-            return
-        side.wait_stream(wp.get_stream(self.device))
-        with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
+        with self._beside(side):
             self._launch_prepare(launcher)
         self._ahead_forked = side
 
@@ -404,9 +417,7 @@ class Environment:
         scan ahead, the scan after the swap)."""
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         side, self._ahead_forked = self._ahead_forked, None
-        main = wp.get_stream(self.device) if side is not None else None
-        if side is not None:
-            main.wait_stream(side)
+        self._join(side)
         if self._lidar_ahead is None:
             sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
             self._launch_lidar(launcher, self._done, self._final_obs if sc.saves_final_obs else None)
@@ -418,17 +429,10 @@ class Environment:
             rows.row_vectors(self._final_obs, rays, first),
         )
         swap = episode.swap_rows_kernel(self.stepper.scalar, rays)
-        if side is not None:
-            side.wait_stream(main)
-            with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
-                launcher.launch(
-                    swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device
-                )
-        else:
+        with self._beside(side):
             launcher.launch(swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device)
         sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
-        if side is not None:
-            main.wait_stream(side)
+        self._join(side)
 
     def _mark_all_ahead(self) -> None:
         """Prepare every env's next start again at the next step (after anything they depend on
@@ -473,10 +477,10 @@ class Environment:
 
     def _launch_restart(self, launcher: Launcher) -> None:
         """The auto-reset's launches after the step: new episodes for the envs in ``_done`` (their
-        parameters, state, neighbor lists, observation rows and lidar columns)."""
+        parameters, state, neighbor lists, observation rows and lidar columns), swapped in from
+        starts prepared ahead where ``reset_ahead``."""
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
         self._launch_randomize(launcher, self._done)
-        keep = self._final_obs if sc.saves_final_obs else None
         if self.reset_ahead:
             self._launch_swap_ahead(launcher)
             return
@@ -486,18 +490,13 @@ class Environment:
         # columns, ``_final_obs_saved``): so with a scan stream (CUDA, live or under graph capture;
         # recorded launches replay on one stream) it runs beside the neighbor refresh and the
         # observation, all three latency-bound launches over a few envs.
+        keep = self._final_obs if sc.saves_final_obs else None
         side = self._lidar_stream if launcher is EAGER else None
-        if side is None:
+        with self._beside(side):
             self._launch_lidar(launcher, self._done, keep)
-        else:
-            main = wp.get_stream(self.device)
-            side.wait_stream(main)
-            with wp.ScopedStream(side, sync_enter=False, sync_exit=False):
-                self._launch_lidar(launcher, self._done, keep)
         self._refresh_neighbors(launcher, self._done)
         sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
-        if side is not None:
-            main.wait_stream(side)
+        self._join(side)
 
     def list_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvListArgs, int] | None:
         """How a kernel with a listed twin (``swarp.env.selection``) runs over the envs of

@@ -608,21 +608,15 @@ def supports_reset_ahead(sc) -> bool:
 
 def launch_prepare_ahead(sc, launcher: Launcher, env_mask, streams) -> None:
     """Prepare the next starts of the envs of ``env_mask`` [E] bool into ``sc._ahead`` (an
-    ``AheadStarts``): ``nav_reset`` keyed by ``streams``, then the ``observe_ahead`` rows."""
+    ``AheadStarts``): ``nav_reset`` keyed by ``streams``, then the masked observation into its
+    ``rows`` (``rows.launch_observe_rows(rows_out=)``)."""
     k = _kernels_for(sc)
     env, ahead = sc.env, sc._ahead
     args = _reset_args(sc, k, streams, ahead.agent_arrays, ahead.goals)
     _, threads = agents_per_thread(env.device, sc.side * sc.side)
     launcher.launch(k.nav_reset, dim=(sc.n_envs, threads), inputs=[env_mask, args], device=env.device)
     obs_args = _observe_args(sc, k, ahead.pos, ahead.vel, ahead.theta, ahead.goals, ahead.query, ahead.prev_dist)
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-    launcher.launch(
-        k.observe.observe_ahead,
-        dim=(sc.n_envs, threads),
-        inputs=[obs_args, env_mask, per_thread],
-        outputs=[ahead.rows],
-        device=env.device,
-    )
+    rows.launch_observe_rows(sc, launcher, k.observe, obs_args, env_mask, base.OBSERVE_ONLY, rows_out=ahead.rows)
 
 
 def launch_swap_ahead(sc, launcher: Launcher, env_mask, marks) -> None:

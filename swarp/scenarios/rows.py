@@ -8,15 +8,13 @@ registers). ``observe_kernels`` wraps it in:
 
 * ``observe``: one agent per thread (one env per thread on the CPU), masked (resets; its twin
   ``observe_listed`` walks the auto-reset's env list where it pays, ``swarp.env.selection``), each thread
-  storing its row with scalar stores; after an auto-reset (``OBSERVE_ONLY``) it first copies the
-  row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``);
+  storing its row with scalar stores; with ``save`` (an auto-reset, ``OBSERVE_ONLY``) it first copies
+  the row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``); a start prepared ahead
+  (``FusedScenario.supports_reset_ahead``) is observed by it into its own rows, saving none;
 * ``observe_rows``: every env, for the CUDA step: blocks of ``OBS_BLOCK`` consecutive agents
   (flat row = env * A + agent) whose rows go through shared memory (a Warp tile) and leave as one
   coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of ``obs_dim`` scalar stores per thread
   ``4 * obs_dim`` bytes apart. Only the scenario's columns are written (lidar columns follow).
-
-* ``observe_ahead``: masked like ``observe``, for a start prepared ahead (its own buffers, no
-  final row kept; ``FusedScenario.supports_reset_ahead``).
 
 ``SWARP_OBS_STORE=scalar`` turns the tiled store off and ``SWARP_OBS_STORE=tile`` stages rows by a
 tile transpose instead of per-column scatters (A/B measurements, docs/benchmarks.md).
@@ -41,7 +39,6 @@ OBS_BLOCK = 64
 #: ``scalar`` stores rows straight from each thread (no tile).
 _OBS_STORE = env_choice("SWARP_OBS_STORE", ("scatter", "tile", "scalar"))
 _TILED_ROWS = _OBS_STORE != "scalar"
-_OBSERVE_ONLY = wp.constant(OBSERVE_ONLY)
 
 
 def tiled_rows(device: str) -> bool:
@@ -52,10 +49,9 @@ def tiled_rows(device: str) -> bool:
 
 @functools.cache
 def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
-    """``observe(args, env_mask, use_mask, mode, agents_per_thread, obs_out, final_obs_out)``, its
-    listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``),
-    ``observe_rows(args, mode, obs_rows)`` and ``observe_ahead(args, env_mask, agents_per_thread,
-    rows_out)`` around ``observe_agent`` (see the module docstring)."""
+    """``observe(args, env_mask, use_mask, mode, save, agents_per_thread, obs_out, final_obs_out)``,
+    its listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``) and
+    ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
 
@@ -85,6 +81,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,
         mode: int,
+        save: int,
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
@@ -92,35 +89,19 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        save = int(mode == _OBSERVE_ONLY)
         observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
-
-    @wp.kernel(enable_backward=False, module="unique")
-    def observe_ahead(
-        args: Args,
-        env_mask: wp.array(dtype=wp.bool),
-        agents_per_thread: int,
-        rows_out: wp.array3d(dtype=scalar),
-    ):
-        """The first rows of prepared next episodes (``FusedScenario.launch_prepare_ahead``): an
-        ``OBSERVE_ONLY`` observation of the envs of ``env_mask`` that keeps no final rows."""
-        env, slot = wp.tid()
-        if not env_mask[env]:
-            return
-        first = slot * agents_per_thread
-        observe_env(args, _OBSERVE_ONLY, 0, env, first, agents_per_thread, rows_out, rows_out)
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe_listed(
         args: Args,
         envs: EnvListArgs,
         mode: int,
+        save: int,
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
     ):
         row, slot = wp.tid()
-        save = int(mode == _OBSERVE_ONLY)
         for i in range(row, envs.count[0], envs.stride):
             env = envs.envs[i]
             observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
@@ -143,9 +124,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
                 wp.tile_scatter_masked(rows, lane, c, row[c], True)
             wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
-    return SimpleNamespace(
-        observe=observe, observe_listed=observe_listed, observe_rows=observe_rows, observe_ahead=observe_ahead
-    )
+    return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
 
 
 def row_vectors(array: wp.array, width: int, start: int = 0) -> wp.array:
@@ -163,11 +142,26 @@ def row_vectors(array: wp.array, width: int, start: int = 0) -> wp.array:
     return wp.array(ptr=ptr, dtype=vec, shape=array.shape[:2], strides=array.strides[:2], device=array.device)
 
 
-def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, env_mask, mode: int) -> None:
+def launch_observe_rows(
+    sc, launcher: Launcher, kernels: SimpleNamespace, args, env_mask, mode: int, rows_out: wp.array | None = None
+) -> None:
     """Launch ``sc``'s observation (``kernels`` from ``observe_kernels``, ``args`` its filled
     struct) for the envs of ``env_mask`` [E] bool, or for every env (``None``: the tiled store
-    where ``tiled_rows``), writing ``sc.env._obs``."""
+    where ``tiled_rows``), writing ``sc.env._obs``; with ``mode=OBSERVE_ONLY`` (an auto-reset)
+    first saving the rows it replaces to ``sc.env._final_obs_saved``. ``rows_out``: write these
+    [E, A, >= obs_dim] rows instead, saving none (a start prepared ahead; ``env_mask`` required)."""
     env = sc.env
+    if rows_out is not None:
+        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+        launcher.launch(
+            kernels.observe,
+            dim=(sc.n_envs, threads),
+            inputs=[args, env_mask, 1, int(mode), 0, per_thread],
+            outputs=[rows_out, rows_out],
+            device=env.device,
+        )
+        return
+    save = int(mode == OBSERVE_ONLY)
     if env_mask is None and tiled_rows(env.device):
         rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
         launcher.launch(
@@ -185,7 +179,7 @@ def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, 
         launcher.launch(
             kernels.observe_listed,
             dim=(listed[1], threads),
-            inputs=[args, listed[0], int(mode), per_thread],
+            inputs=[args, listed[0], int(mode), save, per_thread],
             outputs=[env._obs, env._final_obs_saved],
             device=env.device,
         )
@@ -194,7 +188,7 @@ def launch_observe_rows(sc, launcher: Launcher, kernels: SimpleNamespace, args, 
     launcher.launch(
         kernels.observe,
         dim=(sc.n_envs, threads),
-        inputs=[args, mask, int(env_mask is not None), int(mode), per_thread],
+        inputs=[args, mask, int(env_mask is not None), int(mode), save, per_thread],
         outputs=[env._obs, env._final_obs_saved],
         device=env.device,
     )

@@ -7,12 +7,16 @@ default, and the CPU tests force it on.
 
 import pytest
 import torch
+import warp as wp
 
 import swarp
 from swarp.env.environment import RESET_AHEAD_ENV
 from tests.env.test_environment import (
+    DEVICES,
+    HostTransferError,
     assert_bit_identical,
     count_events,
+    forbid_host_transfers,
     noise_sequence,
     policy,
     record,
@@ -141,3 +145,51 @@ def test_cuda_graph_prepares_ahead_with_the_direct_bits(user_stream, monkeypatch
     torch.cuda.current_stream().wait_stream(stream)
     assert sum(count_events(direct)) > 0
     assert_bit_identical(direct, ahead)
+
+
+@DEVICES
+def test_prepared_resets_make_no_host_transfers(device, monkeypatch, generator):
+    """Steps with auto-resets from prepared starts, resets and their marks: no host read."""
+    monkeypatch.setenv(RESET_AHEAD_ENV, "on")
+    env = make(device, lidar_rays=4)
+    noise = noise_sequence(env, 30, generator)
+    mask = torch.zeros(env.n_envs, dtype=torch.bool, device=device)
+    mask[::2] = True
+    env.step(noise[0])  # records or captures (and may compile)
+    env.reset_at(mask)
+    episode_before = env.episode.clone()
+    with forbid_host_transfers():
+        with pytest.raises(HostTransferError):
+            bool(torch.ones(1))  # the patch has teeth
+        obs = env.obs
+        for step_noise in noise[1:]:
+            obs, *_ = env.step(policy(env, obs, step_noise))
+        env.reset_at(mask)
+        env.reset_at(~mask)
+    assert env.reset_ahead
+    assert bool((env.episode >= episode_before + 2).all())  # time limits passed: swaps happened
+
+
+@pytest.mark.gpu
+def test_prepared_resets_allocate_nothing_in_steady_state_on_cuda(monkeypatch):
+    monkeypatch.delenv(RESET_AHEAD_ENV, raising=False)
+    env = make("cuda:0", n_envs=256, lidar_rays=4)
+    assert env.graph_mode and env.reset_ahead
+    actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, device="cuda:0")
+    for _ in range(10):
+        env.step(actions)
+    env.reset_at(env.done)
+    episode_before = env.episode.clone()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    torch_before = torch.cuda.memory_allocated()
+    warp_before = wp.get_mempool_used_mem_current("cuda:0")
+    for _ in range(1000):
+        actions.uniform_(-1.0, 1.0)
+        env.step(actions)
+    env.reset_at(env.done)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == torch_before
+    assert torch.cuda.max_memory_allocated() == torch_before, "transient torch allocations in the step"
+    assert wp.get_mempool_used_mem_current("cuda:0") == warp_before
+    assert bool((env.episode > episode_before).all())  # every env went through auto-resets
