@@ -682,23 +682,28 @@ def test_graph_and_replay_are_bit_identical_on_cuda(generator):
 @pytest.mark.gpu
 @pytest.mark.parametrize("use_graph", ["auto", False])
 def test_no_steady_state_allocations_on_cuda(use_graph):
-    env = make_cuda_env(use_graph=use_graph)
-    actions = torch.zeros(CUDA_ENVS, CUDA_AGENTS, env.act_dim, device="cuda:0")
+    assert_no_steady_state_allocations(make_cuda_env(use_graph=use_graph))
+
+
+def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 1000) -> None:
+    """Step a CUDA ``env`` ``n_steps`` times on random actions (and ``reset_at`` its finished
+    envs): neither torch's allocator nor Warp's mempool may grow, even transiently."""
+    actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, device=env.torch_device)
     for _ in range(10):
         env.step(actions)
     env.reset_at(env.done)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     torch_before = torch.cuda.memory_allocated()
-    warp_before = wp.get_mempool_used_mem_current("cuda:0")
-    for _ in range(1000):
+    warp_before = wp.get_mempool_used_mem_current(env.device)
+    for _ in range(n_steps):
         actions.uniform_(-1.0, 1.0)
         env.step(actions)
     env.reset_at(env.done)
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == torch_before
     assert torch.cuda.max_memory_allocated() == torch_before, "transient torch allocations in the step"
-    assert wp.get_mempool_used_mem_current("cuda:0") == warp_before
+    assert wp.get_mempool_used_mem_current(env.device) == warp_before
 
 
 @pytest.mark.gpu

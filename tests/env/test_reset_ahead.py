@@ -7,7 +7,6 @@ default, and the CPU tests force it on.
 
 import pytest
 import torch
-import warp as wp
 
 import swarp
 from swarp.env.environment import RESET_AHEAD_ENV
@@ -15,6 +14,7 @@ from tests.env.test_environment import (
     DEVICES,
     HostTransferError,
     assert_bit_identical,
+    assert_no_steady_state_allocations,
     count_events,
     forbid_host_transfers,
     noise_sequence,
@@ -175,21 +175,6 @@ def test_prepared_resets_allocate_nothing_in_steady_state_on_cuda(monkeypatch):
     monkeypatch.delenv(RESET_AHEAD_ENV, raising=False)
     env = make("cuda:0", n_envs=256, lidar_rays=4)
     assert env.graph_mode and env.reset_ahead
-    actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, device="cuda:0")
-    for _ in range(10):
-        env.step(actions)
-    env.reset_at(env.done)
     episode_before = env.episode.clone()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    torch_before = torch.cuda.memory_allocated()
-    warp_before = wp.get_mempool_used_mem_current("cuda:0")
-    for _ in range(1000):
-        actions.uniform_(-1.0, 1.0)
-        env.step(actions)
-    env.reset_at(env.done)
-    torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == torch_before
-    assert torch.cuda.max_memory_allocated() == torch_before, "transient torch allocations in the step"
-    assert wp.get_mempool_used_mem_current("cuda:0") == warp_before
+    assert_no_steady_state_allocations(env)
     assert bool((env.episode > episode_before).all())  # every env went through auto-resets
