@@ -14,6 +14,23 @@ def generator() -> torch.Generator:
 
 
 @pytest.fixture
+def launched(monkeypatch) -> set[str]:
+    """The keys of the kernels launched through ``swarp.core.launch.Launcher`` while the test runs
+    (eager launches and the first, recording call of replayed ones)."""
+    from swarp.core.launch import Launcher
+
+    keys = set()
+    launch = Launcher.launch
+
+    def spy(self, kernel, *args, **kwargs):
+        keys.add(kernel.key)
+        return launch(self, kernel, *args, **kwargs)
+
+    monkeypatch.setattr(Launcher, "launch", spy)
+    return keys
+
+
+@pytest.fixture
 def rng() -> np.random.Generator:
     """A fresh, seeded numpy generator."""
     return np.random.default_rng(SEED)

@@ -368,7 +368,7 @@ class Environment:
         self.ahead_streams = self._reset_streams(self._ahead_episode)
         if self.device.startswith("cuda"):
             self._ahead_stream = wp.Stream(self.device)
-        sc.bind_reset_ahead()
+        sc.bind_reset_ahead(marks)
         # A lidar scans the prepared starts too, unless their radii are re-drawn at the reset.
         self._lidar_ahead = None
         if self.lidar is not None and self.randomization is None:
@@ -411,15 +411,22 @@ class Environment:
         if self._lidar_ahead is not None:
             self.lidar.launch(launcher, self._lidar_ahead, 0, self._ahead_mask, poses=sc.prepared_poses())
 
-    def _launch_swap_ahead(self, launcher: Launcher) -> None:
-        """The auto-reset from prepared starts (after joining their preparation): the scenario's
-        swap and, beside it on the side stream, the lidar columns' (or, when the lidar could not
-        scan ahead, the scan after the swap)."""
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+    def _join_prepared(self) -> None:
+        """Make the current stream wait for the preparation forked by ``_launch_prepare_ahead``."""
         side, self._ahead_forked = self._ahead_forked, None
         self._join(side)
+
+    def _launch_swap_ahead(self, launcher: Launcher) -> None:
+        """The auto-reset from prepared starts (after joining their preparation): the scenario's
+        swap (unless its step did it, ``swaps_in_step``) and, beside it on the side stream, the
+        lidar columns' (or, when the lidar could not scan ahead, the scan after the swap)."""
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        side = self._ahead_forked
+        self._join_prepared()
+        in_step = sc.swaps_in_step()
         if self._lidar_ahead is None:
-            sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
+            if not in_step:
+                sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
             self._launch_lidar(launcher, self._done, self._final_obs if sc.saves_final_obs else None)
             return
         rays, first = self.lidar.n_rays, self.scenario_obs_dim
@@ -429,9 +436,12 @@ class Environment:
             rows.row_vectors(self._final_obs, rays, first),
         )
         swap = episode.swap_rows_kernel(self.stepper.scalar, rays)
+        if in_step:
+            side = None  # nothing left to run beside it
         with self._beside(side):
             launcher.launch(swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device)
-        sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
+        if not in_step:
+            sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
         self._join(side)
 
     def _mark_all_ahead(self) -> None:
@@ -457,6 +467,8 @@ class Environment:
         self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
         # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
         self._launch_lidar(launcher)
+        if self.reset_ahead and sc.swaps_in_step():
+            self._join_prepared()  # the kernel that ends the step swaps prepared starts in
         sc.launch_observe(launcher, mode=OBSERVE_STEP)
         if not sc.ends_steps:
             self._launch_advance(launcher)

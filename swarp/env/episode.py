@@ -33,20 +33,23 @@ def funcs(scalar: type):
     Episode = episode_struct(scalar)
 
     @wp.func
-    def end_step(ep: Episode, env: int, terminated: bool):
+    def end_step(ep: Episode, env: int, terminated: bool) -> bool:
         """Record ``terminated``, count the step and flag the time limit; with auto-reset, start the
         next episode of a finished env (``done`` then doubles as the reset mask of the scenario's
-        reset, and ``save_final_obs`` keeps its last observation)."""
+        reset, and ``save_final_obs`` keeps its last observation). Returns ``done``."""
+        # Both loads before the stores (the compiler cannot tell the arrays apart).
         count = ep.step_count[env] + 1
+        current = ep.episode[env]
         truncated = ep.max_steps > 0 and count >= ep.max_steps
         done = terminated or truncated
         ep.terminated[env] = terminated
         ep.truncated[env] = truncated
         ep.done[env] = done
         if ep.auto_reset != 0 and done:
-            ep.episode[env] = ep.episode[env] + 1
+            ep.episode[env] = current + 1
             count = 0
         ep.step_count[env] = count
+        return done
 
     @wp.kernel(enable_backward=False, module="unique")
     def advance_episodes(ep: Episode):

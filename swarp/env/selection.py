@@ -72,8 +72,17 @@ def list_pays(device, n_envs: int, n_agents: int) -> bool:
     choice = env_choice(RESET_LIST_ENV, ("auto", "on", "off"))
     if choice != "auto":
         return choice == "on"
+    return not wp.get_device(device).is_cuda or throughput_bound(device, n_envs, n_agents)
+
+
+def throughput_bound(device, n_envs: int, n_agents: int) -> bool:
+    """Whether a step's per-agent launches over ``n_envs`` x ``n_agents`` threads on ``device`` are
+    bound by throughput rather than latency: on CUDA from two GPU-fulls of agent threads (E x A >=
+    2 x SMs x ``THREADS_PER_SM``: 540,672 on an H200; 262,144 x 3 is above, 16,384 x 16 below).
+    Below, a step is a chain of launches whose latency a fusion saves; above, the blocks' work
+    dominates. False on the CPU."""
     dev = wp.get_device(device)
-    return not dev.is_cuda or n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
+    return dev.is_cuda and n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
 
 
 class EnvList:

@@ -252,9 +252,17 @@ class FusedScenario(Scenario):
         ``launch_swap_ahead`` for its current configuration (default: no)."""
         return False
 
-    def bind_reset_ahead(self) -> None:
-        """Allocate the buffers of the prepared starts (called once, at construction, when used)."""
+    def bind_reset_ahead(self, marks) -> None:
+        """Allocate the buffers of the prepared starts (called once, at construction, when used).
+        ``marks``: the environment's ``swarp.env.episode.AheadMarks`` (for ``swaps_in_step``)."""
         raise NotImplementedError
+
+    def swaps_in_step(self) -> bool:
+        """After ``bind_reset_ahead``: whether ``launch_observe(mode=OBSERVE_STEP)`` itself starts the
+        prepared episodes of the envs its step ends, in the kernel that ends the step, and calls
+        ``mark_ahead`` for every env (default: no). The environment then joins the preparation
+        before that observation and launches no ``launch_swap_ahead``."""
+        return False
 
     def launch_prepare_ahead(self, launcher: Launcher, env_mask, streams) -> None:
         """Prepare the next start of every env of ``env_mask`` [E] bool Warp array: what

@@ -177,6 +177,8 @@ class NavigationScenario(FusedScenario):
     builds_neighbors = True
     ends_steps = True
     saves_final_obs = True
+    _ahead: nk.AheadStarts | None = None  # the prepared starts (``bind_reset_ahead``)
+    _ahead_marks = None
 
     def make_world(self) -> WorldSpec:
         c = self.cfg
@@ -230,6 +232,9 @@ class NavigationScenario(FusedScenario):
         # The reset's lookup tables, made here, outside any capture (variants with their own reset
         # and no spawn grid, like give_way, need none).
         self._cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
+        #: Whether the CUDA step ends in one kernel (``navigation_kernels.fused_step_end``, decided
+        #: here once: ``SWARP_STEP_END``, the device, the batch size).
+        self.step_end_fused = env.fused and nk.fused_step_end(self)
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
         return {
@@ -403,8 +408,12 @@ class NavigationScenario(FusedScenario):
         own = own and cls.launch_observe is NavigationScenario.launch_observe
         return own and nk.supports_reset_ahead(self)
 
-    def bind_reset_ahead(self) -> None:
+    def bind_reset_ahead(self, marks) -> None:
         self._ahead = nk.AheadStarts(self)
+        self._ahead_marks = marks
+
+    def swaps_in_step(self) -> bool:
+        return self._ahead is not None and self.step_end_fused
 
     def launch_prepare_ahead(self, launcher: Launcher, env_mask, streams) -> None:
         nk.launch_prepare_ahead(self, launcher, env_mask, streams)

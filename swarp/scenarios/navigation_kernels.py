@@ -11,6 +11,10 @@ buffers and the ``nav_swap`` kernel that starts them):
 * ``nav_finish`` (one thread per env): termination, the shared/bonus reward terms, overflow.
 * ``nav_reset`` (one thread per env and spawn cell, masked): spawns, goals, headings and obstacles from the
   counter-based RNG, exactly the draws of the torch reference.
+
+On small CUDA batches the step's observation, ``nav_finish`` and ``nav_swap`` are one kernel,
+``step_rows`` (``rows.step_rows_kernel`` around ``observe_agent``, ``end_env``, ``end_agent`` and
+``start_agent``; ``fused_step_end`` says where).
 """
 
 import functools
@@ -20,11 +24,11 @@ from types import SimpleNamespace
 import warp as wp
 
 from swarp.core.config import ObstacleShape
-from swarp.core.launch import Launcher, agents_per_thread, per_env_block
+from swarp.core.launch import Launcher, agents_per_thread, env_choice, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
-from swarp.env import episode
+from swarp.env import episode, selection
 from swarp.env.selection import EnvListArgs
 from swarp.physics import neighbors
 from swarp.scenarios import base, rows, spawn
@@ -44,6 +48,8 @@ DRAW_OBSTACLE_CELLS = wp.constant(8 * DRAW_BLOCK)
 
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
+#: Progress values the step's fused end loads at once when it averages an env's (shared reward).
+MEAN_CHUNK = 4
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
@@ -179,36 +185,38 @@ def kernels(
         a.prev_dist[env, agent] = dist
         return row
 
-    @wp.kernel(enable_backward=False, module="unique")
-    def nav_finish(
-        progress: wp.array2d(dtype=scalar),
-        shared_reward: int,
-        shaping_factor: scalar,
-        final_reward: scalar,
-        ep: Episode,
-        mode: int,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        goal_tally: wp.array(dtype=wp.int32),
-        overflow_tally: wp.array(dtype=wp.int32),
-        reward_out: wp.array2d(dtype=scalar),
-        overflow_out: wp.array(dtype=wp.bool),
-    ):
-        env = wp.tid()
-        if use_mask != 0 and not env_mask[env]:
-            return
-        # The observation counted this env's agents on goal and those that may have lost a contact;
-        # read and clear the tallies for the next observation.
-        all_on_goal = goal_tally[env] == wp.static(fleet_size)
-        overflow_out[env] = overflow_tally[env] > 0
-        goal_tally[env] = 0
-        overflow_tally[env] = 0
-        if mode != _OBSERVE_STEP:
-            return  # a reset only refreshes the info
+    @wp.struct
+    class NavFinish:
+        """What ending a step of an env reads and writes (``finish_env``; ``_finish_args`` fills it)."""
+
+        progress: wp.array2d(dtype=scalar)
+        shared_reward: int
+        shaping_factor: scalar
+        final_reward: scalar
+        ep: Episode
+        goal_tally: wp.array(dtype=wp.int32)
+        overflow_tally: wp.array(dtype=wp.int32)
+        reward_out: wp.array2d(dtype=scalar)
+        overflow_out: wp.array(dtype=wp.bool)
+
+    @wp.func
+    def clear_tallies(f: NavFinish, env: int, overflow: bool):
+        """Write env ``env``'s overflow flag (``overflow``: its overflow tally was nonzero) and clear
+        the tallies the observation counted (agents on goal, possibly lost contacts) for the next one."""
+        f.overflow_out[env] = overflow
+        f.goal_tally[env] = 0
+        f.overflow_tally[env] = 0
+
+    @wp.func
+    def finish_env(f: NavFinish, env: int) -> bool:
+        """End env ``env``'s step after its agents' observation: the shared and bonus reward terms,
+        termination (every agent on goal) and ``episode.end_step``. Returns ``done``."""
+        all_on_goal = f.goal_tally[env] == wp.static(fleet_size)
+        clear_tallies(f, env, f.overflow_tally[env] > 0)
         bonus = zero
         if all_on_goal:
-            bonus = final_reward
-        if shared_reward != 0:
+            bonus = f.final_reward
+        if f.shared_reward != 0:
             # A compile-time agent count: small fleets unroll, so the per-agent loads of this one
             # thread per env are all in flight at once instead of one latency after another
             # (measured on an H200 at 16,384 x 16: the rolled loop took 36 us at 6% warp occupancy).
@@ -218,16 +226,28 @@ def kernels(
             # before its store would chain fleet_size memory round trips.
             prior = fleet_vec()
             for a in range(wp.static(fleet_size)):
-                prior[a] = reward_out[env, a]
-                total += progress[env, a]
+                prior[a] = f.reward_out[env, a]
+                total += f.progress[env, a]
             mean = total / scalar(fleet_size)
             for a in range(wp.static(fleet_size)):
-                reward_out[env, a] = shaping_factor * mean + prior[a] + bonus
+                f.reward_out[env, a] = f.shaping_factor * mean + prior[a] + bonus
         elif all_on_goal:
             # The observation wrote each agent's reward but this bonus (rare: every agent on goal).
             for a in range(fleet_size):
-                reward_out[env, a] = reward_out[env, a] + bonus
-        end_step(ep, env, all_on_goal)
+                f.reward_out[env, a] = f.reward_out[env, a] + bonus
+        return end_step(f.ep, env, all_on_goal)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def nav_finish(f: NavFinish, mode: int, env_mask: wp.array(dtype=wp.bool), use_mask: int):
+        """``finish_env`` for every env after a step's observation; after a reset's (other modes),
+        only the tallies of the envs of ``env_mask`` (``use_mask``)."""
+        env = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        if mode != _OBSERVE_STEP:
+            clear_tallies(f, env, f.overflow_tally[env] > 0)  # a reset only refreshes the info
+            return
+        finish_env(f, env)
 
     @wp.struct
     class NavReset:
@@ -375,74 +395,184 @@ def kernels(
         total: wp.array2d(dtype=wp.int32)
         rows: wp.array2d(dtype=obs_vec)
 
+    @wp.struct
+    class NavSwap:
+        """What starting prepared episodes reads and writes (``start_agent``; ``_swap_args`` fills it)."""
+
+        marks: episode.AheadMarks
+        ahead: NavAhead
+        live: NavReset
+        nq: Query
+        prev_dist: wp.array2d(dtype=scalar)
+        final_obs: wp.array2d(dtype=obs_vec)
+
+    @wp.func
+    def start_agent(sw: NavSwap, env: int, agent: int, old: obs_vec) -> obs_vec:
+        """Start agent ``agent`` of env ``env`` from its prepared start: ``old`` (its last row) to
+        ``final_obs`` and everything ``nav_reset`` and the ``OBSERVE_ONLY`` observation would write,
+        copied from ``ahead``. Returns the start's first observation row (the caller stores it)."""
+        # In groups, each loaded then stored, so few values are live at once: the step's fused end
+        # (``step_rows``) compiles this into the observation's kernel, where every register this
+        # rare path holds would cost every block occupancy (one group at a time: 80 registers with
+        # the launch bounds, no spill; all loads first: 96). Each group waits for the stores before
+        # it (the compiler cannot tell the arrays apart): a few memory round trips, on the lanes of
+        # restarting envs only.
+        sw.final_obs[env, agent] = old
+        entries = list_k()
+        for k in range(wp.static(max_neighbors)):
+            entries[k] = sw.ahead.nbr[env, k, agent]
+        for k in range(wp.static(max_neighbors)):
+            sw.nq.nbr[env, k, agent] = entries[k]
+        p = sw.ahead.pos[env, agent]
+        th = sw.ahead.theta[env, agent]
+        g = sw.ahead.goals[env, agent]
+        d = sw.ahead.prev_dist[env, agent]
+        n_kept = sw.ahead.count[env, agent]
+        n_near = sw.ahead.near[env, agent]
+        n_total = sw.ahead.total[env, agent]
+        sw.live.pos_out[env, agent] = p
+        sw.live.theta_out[env, agent] = th
+        sw.live.vel_out[env, agent] = vec2(zero, zero)
+        sw.live.speed_out[env, agent] = zero
+        sw.live.ang_vel_out[env, agent] = zero
+        sw.live.goals_out[env, agent] = g
+        sw.prev_dist[env, agent] = d
+        sw.nq.count[env, agent] = n_kept
+        sw.nq.near[env, agent] = n_near
+        sw.nq.total[env, agent] = n_total
+        if n_total > n_kept:
+            sw.nq.overflow[0] = 1
+        # Whole rows as vectors: one address each, the columns at constant offsets from it.
+        return sw.ahead.rows[env, agent]
+
     @wp.kernel(enable_backward=False, module="unique")
     def nav_swap(
         done: wp.array(dtype=wp.bool),
-        marks: episode.AheadMarks,
-        ahead: NavAhead,
-        live: NavReset,
-        nq: Query,
-        prev_dist: wp.array2d(dtype=scalar),
+        sw: NavSwap,
         agents_per_thread: int,
         obs: wp.array2d(dtype=obs_vec),
-        final_obs: wp.array2d(dtype=obs_vec),
     ):
-        """The auto-reset from prepared starts: for each agent of a finished env, its final row
-        (the scenario's columns of ``obs``, ``rows.row_vectors`` views) to ``final_obs`` and
-        everything ``nav_reset`` and the ``OBSERVE_ONLY`` observation would write, copied from
-        ``ahead``; every env's ahead mark (``episode.mark_ahead``)."""
+        """The auto-reset from prepared starts: ``start_agent`` for each agent of a finished env (its
+        row of ``obs``, the scenario's columns as ``rows.row_vectors`` views); every env's ahead
+        mark (``episode.mark_ahead``)."""
         env, slot = wp.tid()
         started = done[env]
         if not started:
             if slot == 0:
-                episode.mark_ahead(marks, env, False, 0)
+                episode.mark_ahead(sw.marks, env, False, 0)
             return
-        # Every load before any store (the compiler cannot tell the arrays apart, so a load after
-        # a store would wait for it): one memory round trip after the mask's.
-        current = marks.episode[env]
+        current = sw.marks.episode[env]
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, obs.shape[1])):
-            p = ahead.pos[env, agent]
-            th = ahead.theta[env, agent]
-            g = ahead.goals[env, agent]
-            d = ahead.prev_dist[env, agent]
-            n_kept = ahead.count[env, agent]
-            n_near = ahead.near[env, agent]
-            n_total = ahead.total[env, agent]
-            entries = list_k()
-            for k in range(wp.static(max_neighbors)):
-                entries[k] = ahead.nbr[env, k, agent]
-            # Whole rows as vectors: one address each, the columns at constant offsets from it.
-            old = obs[env, agent]
-            new = ahead.rows[env, agent]
-            final_obs[env, agent] = old
-            obs[env, agent] = new
-            live.pos_out[env, agent] = p
-            live.theta_out[env, agent] = th
-            live.vel_out[env, agent] = vec2(zero, zero)
-            live.speed_out[env, agent] = zero
-            live.ang_vel_out[env, agent] = zero
-            live.goals_out[env, agent] = g
-            prev_dist[env, agent] = d
-            for k in range(wp.static(max_neighbors)):
-                nq.nbr[env, k, agent] = entries[k]
-            nq.count[env, agent] = n_kept
-            nq.near[env, agent] = n_near
-            nq.total[env, agent] = n_total
-            if n_total > n_kept:
-                nq.overflow[0] = 1
+            obs[env, agent] = start_agent(sw, env, agent, obs[env, agent])
         if slot == 0:
-            episode.mark_ahead(marks, env, True, current)
+            episode.mark_ahead(sw.marks, env, True, current)
+
+    @wp.struct
+    class NavEnd:
+        """What the step's fused end (``step_rows``, ``rows.step_rows_kernel``) reads and writes."""
+
+        finish: NavFinish
+        swap: NavSwap
+
+    # What the lane ending an env's step hands its agents (``rows.step_rows_kernel``): whether the
+    # env starts a prepared episode now, the mean progress (shared reward), the bonus, and whether
+    # every agent is on goal (1 or 0).
+    end_values = wp.types.vector(4, scalar)
+    chunk_vec = wp.types.vector(MEAN_CHUNK, scalar)
+
+    @wp.func
+    def mean_progress(f: NavFinish, env: int) -> scalar:
+        """The env's mean progress, summed in agent order (``nav_finish``'s bits) ``MEAN_CHUNK``
+        loads at a time: a loop over the agents at run time, so it holds few registers."""
+        n = f.progress.shape[1]
+        total = zero
+        for first in range(0, n, wp.static(MEAN_CHUNK)):
+            part = chunk_vec()
+            for i in range(wp.static(MEAN_CHUNK)):
+                if first + i < n:
+                    part[i] = f.progress[env, first + i]
+            for i in range(wp.static(MEAN_CHUNK)):
+                if first + i < n:
+                    total += part[i]
+        return total / scalar(fleet_size)
+
+    @wp.func
+    def end_env(e: NavEnd, env: int) -> end_values:
+        """``finish_env``'s per-env part, in the kernel that ends the step (one lane per env): the
+        tallies, ``episode.end_step``, and what ``end_agent`` needs."""
+        f = e.finish
+        # Clearing the tallies before ``end_step`` loads the episode counters costs a round trip;
+        # loading all first held more registers (stack 32 -> 56 bytes at 16 agents, spilled in the
+        # observation's kernel).
+        all_on_goal = f.goal_tally[env] == wp.static(fleet_size)
+        clear_tallies(f, env, f.overflow_tally[env] > 0)
+        mean = zero
+        if f.shared_reward != 0:
+            mean = mean_progress(f, env)
+        started = zero
+        if end_step(f.ep, env, all_on_goal) and f.ep.auto_reset != 0:
+            started = one
+        bonus = zero
+        on_goal = zero
+        if all_on_goal:
+            bonus = f.final_reward
+            on_goal = one
+        return end_values(started, mean, bonus, on_goal)
+
+    @wp.func
+    def end_agent(e: NavEnd, env: int, agent: int, values: end_values):
+        """``finish_env``'s per-agent part on the agent's own lane: its share of the shared reward,
+        or its bonus (``end_env``'s ``values``)."""
+        f = e.finish
+        if f.shared_reward != 0:
+            f.reward_out[env, agent] = f.shaping_factor * values[1] + f.reward_out[env, agent] + values[2]
+        elif values[3] != zero:
+            f.reward_out[env, agent] = f.reward_out[env, agent] + values[2]
+
+    @wp.func
+    def end_env_ahead(e: NavEnd, env: int) -> end_values:
+        """``end_env`` where restarts swap in prepared starts: also sets the env's ahead mark."""
+        values = end_env(e, env)
+        started = values[0] != zero
+        episode.mark_ahead(e.swap.marks, env, started, e.swap.marks.episode[env])
+        return values
+
+    @wp.func
+    def start_env_agent(e: NavEnd, env: int, agent: int, old: obs_vec) -> obs_vec:
+        return start_agent(e.swap, env, agent, old)
 
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
         observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, obs_dim),
+        NavFinish=NavFinish,
         nav_finish=nav_finish,
         NavReset=NavReset,
         nav_reset=nav_reset,
         nav_reset_listed=nav_reset_listed,
         NavAhead=NavAhead,
+        NavSwap=NavSwap,
         nav_swap=nav_swap,
+        NavEnd=NavEnd,
+        step_rows=rows.step_rows_kernel(
+            ObserveArgs, observe_agent, NavEnd, end_env, end_agent, None, scalar, obs_dim, fleet_size, 4
+        )
+        if rows.envs_per_block(fleet_size)
+        else None,
+        step_rows_ahead=rows.step_rows_kernel(
+            ObserveArgs,
+            observe_agent,
+            NavEnd,
+            end_env_ahead,
+            end_agent,
+            start_env_agent,
+            scalar,
+            obs_dim,
+            fleet_size,
+            4,
+        )
+        if rows.envs_per_block(fleet_size)
+        else None,
     )
 
 
@@ -463,9 +593,33 @@ def _kernels_for(sc):
     )
 
 
+#: How the CUDA step ends: ``fused`` (default) observes, finishes each env and starts the prepared
+#: episodes of those it ends in one kernel (``rows.step_rows_kernel``); ``split`` launches the
+#: observation, ``nav_finish`` and (reset ahead) ``nav_swap`` in a chain (the A/B switch).
+STEP_END_ENV = "SWARP_STEP_END"
+
+
+def fused_step_end(sc) -> bool:
+    """Whether the step of navigation ``sc`` ends in one ``step_rows`` kernel: where the step's rows
+    are tiled (``rows.tiled_rows``: CUDA), a block holds whole envs (at most ``rows.OBS_BLOCK``
+    agents) and the step is latency-bound (``selection.throughput_bound``), unless
+    ``SWARP_STEP_END=split``.
+
+    Above that size the fused kernel's blocks hold their registers through the per-env end (a
+    memory round trip between two barriers) and lose more than the two launches it saves: measured
+    on an H200, 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7, 16,384 x 64
+    357.8 vs 351.3 (docs/benchmarks.md)."""
+    fused = env_choice(STEP_END_ENV, ("fused", "split")) == "fused"
+    env = sc.env
+    small = not selection.throughput_bound(env.device, sc.n_envs, sc.n_agents)
+    return fused and small and rows.tiled_rows(env.device) and rows.envs_per_block(sc.n_agents) > 0
+
+
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=None) -> None:
     """Launch the observation (``rows.observe_kernels`` around ``observe_agent``) and, for a step,
-    ``nav_finish`` for the scenario ``sc``.
+    ``nav_finish`` for the scenario ``sc``; or, for a step of every env where ``fused_step_end``,
+    one ``step_rows`` kernel that does both (and, with starts prepared ahead, ``nav_swap``'s work:
+    ``NavigationScenario.swaps_in_step``).
 
     The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
     the neighbor list of every agent it observes. ``nav_finish`` ends the step's bookkeeping; it
@@ -475,34 +629,43 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     observation columns and per-agent reward terms, before rows are copied to ``final_obs``).
     """
     k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
+    env, world = sc.env, sc.world
     state = world.state
-    mask = env_mask if env_mask is not None else world.neighbors.no_mask
     args = _observe_args(sc, k, state.pos, state.vel, state.theta, sc._goals, world.neighbor_query(), sc._prev_dist)
+    if mode == base.OBSERVE_STEP and env_mask is None and before_finish is None and sc.step_end_fused:
+        end = k.NavEnd()
+        end.finish = _finish_args(sc, k)
+        kernel = k.step_rows
+        if sc.swaps_in_step():
+            end.swap = _swap_args(sc, k, sc._ahead_marks)
+            kernel = k.step_rows_ahead
+        rows.launch_step_rows(sc, launcher, kernel, args, end)
+        return
     rows.launch_observe_rows(sc, launcher, k.observe, args, env_mask, mode)
     if before_finish is not None:
         before_finish(launcher)
     if mode != base.OBSERVE_ONLY:
+        mask = env_mask if env_mask is not None else world.neighbors.no_mask
         launcher.launch(
             k.nav_finish,
             dim=sc.n_envs,
-            inputs=[
-                sc._progress,
-                int(c.shared_reward),
-                s(c.shaping_factor),
-                s(c.final_reward),
-                env.episode_args,
-                int(mode),
-                mask,
-                int(env_mask is not None),
-                sc._goal_tally,
-                sc._overflow_tally,
-            ],
-            outputs=[env._reward, sc._overflow],
+            inputs=[_finish_args(sc, k), int(mode), mask, int(env_mask is not None)],
             device=env.device,
             block_dim=per_env_block(env.device),
         )
+
+
+def _finish_args(sc, k):
+    """``NavFinish`` of the scenario ``sc``."""
+    env, c = sc.env, sc.cfg
+    s = env.stepper.scalar
+    f = k.NavFinish()
+    f.progress = sc._progress
+    f.shared_reward, f.shaping_factor, f.final_reward = int(c.shared_reward), s(c.shaping_factor), s(c.final_reward)
+    f.ep = env.episode_args
+    f.goal_tally, f.overflow_tally = sc._goal_tally, sc._overflow_tally
+    f.reward_out, f.overflow_out = env._reward, sc._overflow
+    return f
 
 
 def _observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
@@ -619,21 +782,30 @@ def launch_prepare_ahead(sc, launcher: Launcher, env_mask, streams) -> None:
     rows.launch_observe_rows(sc, launcher, k.observe, obs_args, env_mask, base.OBSERVE_ONLY, rows_out=ahead.rows)
 
 
-def launch_swap_ahead(sc, launcher: Launcher, env_mask, marks) -> None:
-    """Start the prepared next episodes of the envs of ``env_mask`` [E] bool (``nav_swap``)."""
-    k = _kernels_for(sc)
+def _swap_args(sc, k, marks):
+    """``NavSwap`` of the scenario ``sc`` (its prepared starts, ``sc._ahead``) with the ahead ``marks``."""
     env, world, ahead = sc.env, sc.world, sc._ahead
     src = k.NavAhead()
     src.pos, src.theta, src.goals, src.prev_dist = ahead.pos, ahead.theta, ahead.goals, ahead.prev_dist
     lists = ahead.lists
     src.nbr, src.count, src.near, src.total = lists.nbr, lists.count, lists.near, lists.total
     src.rows = rows.row_vectors(ahead.rows, sc.obs_dim)
-    live = _reset_args(sc, k, env.reset_streams, world.state.agent_arrays(), sc._goals)
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    sw = k.NavSwap()
+    sw.marks, sw.ahead = marks, src
+    sw.live = _reset_args(sc, k, env.reset_streams, world.state.agent_arrays(), sc._goals)
+    sw.nq, sw.prev_dist = world.neighbor_query(), sc._prev_dist
+    sw.final_obs = rows.row_vectors(env._final_obs_saved, sc.obs_dim)
+    return sw
+
+
+def launch_swap_ahead(sc, launcher: Launcher, env_mask, marks) -> None:
+    """Start the prepared next episodes of the envs of ``env_mask`` [E] bool (``nav_swap``)."""
+    k = _kernels_for(sc)
+    per_thread, threads = agents_per_thread(sc.env.device, sc.n_agents)
     launcher.launch(
         k.nav_swap,
         dim=(sc.n_envs, threads),
-        inputs=[env_mask, marks, src, live, world.neighbor_query(), sc._prev_dist, per_thread],
-        outputs=[rows.row_vectors(env._obs, sc.obs_dim), rows.row_vectors(env._final_obs_saved, sc.obs_dim)],
-        device=env.device,
+        inputs=[env_mask, _swap_args(sc, k, marks), per_thread],
+        outputs=[rows.row_vectors(sc.env._obs, sc.obs_dim)],
+        device=sc.env.device,
     )

@@ -16,6 +16,10 @@ registers). ``observe_kernels`` wraps it in:
   coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of ``obs_dim`` scalar stores per thread
   ``4 * obs_dim`` bytes apart. Only the scenario's columns are written (lidar columns follow).
 
+``step_rows_kernel`` makes a step's ``observe_rows`` that also ends the step of its envs (a
+scenario's per-env and per-agent end hooks, and the swap of starts prepared ahead), in blocks of
+whole envs: one launch instead of a chain of three on small CUDA batches (docs/architecture.md).
+
 ``SWARP_OBS_STORE=scalar`` turns the tiled store off and ``SWARP_OBS_STORE=tile`` stages rows by a
 tile transpose instead of per-column scatters (A/B measurements, docs/benchmarks.md).
 """
@@ -28,7 +32,7 @@ import warp as wp
 from swarp.core.launch import Launcher, agents_per_thread, env_choice
 from swarp.env import episode
 from swarp.env.selection import EnvListArgs
-from swarp.scenarios.base import OBSERVE_ONLY
+from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_STEP
 
 #: Agents (observation rows) per block of the tiled observation kernel.
 OBS_BLOCK = 64
@@ -125,6 +129,97 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
             wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
 
     return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
+
+
+#: ``step_rows``' launch bounds ask ptxas for this many resident blocks of ``OBS_BLOCK`` threads per
+#: SM: it then keeps the 80 registers of ``observe_rows`` (without: 90 and 96 registers, one block
+#: fewer per SM, and 16,384 x 16 slower; ``tools/sass_stats.py``, docs/benchmarks.md).
+STEP_ROWS_MIN_BLOCKS = 11
+
+
+def envs_per_block(n_agents: int) -> int:
+    """Envs in one block of ``step_rows_kernel`` (0: an env has more agents than ``OBS_BLOCK``)."""
+    return OBS_BLOCK // n_agents
+
+
+@functools.cache
+def step_rows_kernel(
+    Args, observe_agent, End, end_env, end_agent, start_agent, scalar: type, obs_dim: int, n_agents: int, n_values: int
+):
+    """``step_rows(args, end, obs_rows)``: the step's ``observe_rows`` (``OBSERVE_STEP``) that also
+    ends the step of its envs, for blocks of whole envs (``envs_per_block(n_agents)`` envs,
+    ``launch_step_rows``).
+
+    Every agent of the block is observed. Then (a block barrier makes what they wrote visible to
+    the block) one lane per env calls ``end_env(end, env) -> vector(n_values, scalar)``: the env's
+    per-env terms (termination, the episode counters: ``episode.end_step``) and the values its
+    agents need, the first nonzero where the env starts a prepared episode now. Then (another
+    barrier; the values pass through shared memory) every agent calls ``end_agent(end, env, agent,
+    values)`` and, with ``start_agent``, every agent of a restarting env calls ``start_agent(end,
+    env, agent, row) -> row``, which keeps the row just observed as its final one and returns the
+    prepared start's first row. The block's rows leave through shared memory as in ``observe_rows``.
+
+    One launch instead of three in a chain (observation, a per-env finish, the auto-reset's swap):
+    each a few microseconds of latency on the GPU, most of a small batch's step. Per-agent work
+    stays on the agents' lanes, so the kernel keeps the observation's registers."""
+    row_type = wp.types.vector(obs_dim, scalar)
+    values_type = wp.types.vector(n_values, scalar)
+    per_block = envs_per_block(n_agents)
+    block_rows = per_block * n_agents
+    if per_block < 1:
+        raise ValueError(f"step_rows_kernel needs at most {OBS_BLOCK} agents per env, got {n_agents}")
+
+    @wp.kernel(enable_backward=False, module="unique", launch_bounds=(OBS_BLOCK, STEP_ROWS_MIN_BLOCKS))
+    def step_rows(args: Args, end: End, obs_rows: wp.array2d(dtype=scalar)):
+        block, lane = wp.tid()
+        n_envs = obs_rows.shape[0] / wp.static(n_agents)
+        local = lane / wp.static(n_agents)
+        env = block * wp.static(per_block) + local
+        agent = lane - local * wp.static(n_agents)
+        row = row_type()
+        if env < n_envs:
+            row = observe_agent(args, wp.static(OBSERVE_STEP), env, agent)
+        # One value vector per env of the block, in shared memory. Each scatter is a block barrier
+        # (Warp's tile scatters synchronize the block when they return), which also makes the
+        # block's global writes visible to the whole block: the first orders the observation's
+        # per-agent outputs before the per-env ends, the second the ends before the agents read
+        # their env's values.
+        values = wp.tile_zeros(shape=wp.static(per_block), dtype=values_type, storage="shared")
+        wp.tile_scatter_masked(values, 0, values_type(), False)
+        end_lane = block * wp.static(per_block) + lane
+        mine = values_type()
+        if lane < wp.static(per_block) and end_lane < n_envs:  # noqa: SIM102 (Warp's ``and`` evaluates both)
+            mine = end_env(end, end_lane)
+        wp.tile_scatter_masked(values, lane, mine, lane < wp.static(per_block))
+        if env < n_envs:
+            env_values = wp.tile_extract(values, local)
+            end_agent(end, env, agent, env_values)
+            if wp.static(start_agent is not None):  # noqa: SIM102 (compiled in only with ``start_agent``)
+                if env_values[0] != scalar(0.0):
+                    row = start_agent(end, env, agent, row)
+        rows = wp.tile_zeros(shape=(wp.static(block_rows), wp.static(obs_dim)), dtype=scalar, storage="shared")
+        for c in range(wp.static(obs_dim)):
+            wp.tile_scatter_masked(rows, lane, c, row[c], True)
+        wp.tile_store(obs_rows, rows, offset=(block * wp.static(block_rows), 0))
+
+    return step_rows
+
+
+def launch_step_rows(sc, launcher: Launcher, kernel, args, end) -> None:
+    """Launch ``kernel`` (a ``step_rows_kernel``) over every env of the scenario ``sc``, writing the
+    scenario's columns of ``sc.env._obs``."""
+    env = sc.env
+    per_block = envs_per_block(sc.n_agents)
+    rows = env._obs.reshape((sc.n_envs * sc.n_agents, env._obs.shape[2]))
+    block_rows = per_block * sc.n_agents
+    launcher.launch(
+        kernel,
+        dim=(-(-sc.n_envs // per_block), block_rows),
+        inputs=[args, end],
+        outputs=[rows],
+        device=env.device,
+        block_dim=block_rows,
+    )
 
 
 def row_vectors(array: wp.array, width: int, start: int = 0) -> wp.array:

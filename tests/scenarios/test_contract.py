@@ -15,7 +15,7 @@ import warp as wp
 from env.test_environment import forbid_host_transfers
 
 import swarp
-from swarp.core.launch import LAUNCH_MODE_ENV, Launcher
+from swarp.core.launch import LAUNCH_MODE_ENV
 from swarp.env.selection import RESET_LIST_ENV
 from swarp.scenarios.base import get_scenario
 from swarp.scenarios.rows import tiled_rows
@@ -186,29 +186,23 @@ def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, reset_list, 
 
 @SCENARIOS
 @pytest.mark.parametrize("lidar_rays", [0, 4])
-def test_tiled_observation_rows_equal_the_per_thread_store(name, lidar_rays, monkeypatch, generator):
+def test_tiled_observation_rows_equal_the_per_thread_store(name, lidar_rays, monkeypatch, generator, launched):
     """The CUDA step stores observation rows through a tile (``swarp/scenarios/rows.py``: shared
-    memory, one coalesced store per block of rows); Warp runs that kernel on the CPU when CPU blocks
-    are enabled. Same bits as the per-thread store, with a partial last block (7 x 5 = 35 rows;
+    memory, one coalesced store per block of rows; navigation's kernel that ends the step,
+    ``step_rows``, stores them so too); Warp runs those kernels on the CPU when CPU blocks are
+    enabled. Same bits as the per-thread store, with a partial last block (7 x 5 = 35 rows;
     7 x 2 for the two-agent give_way), and with lidar columns after the scenario's (the tile writes
     only the scenario's columns)."""
-    launched = set()
-    eager_launch = Launcher.launch
-
-    def spy(self, kernel, *args, **kwargs):
-        launched.add(kernel.key)
-        return eager_launch(self, kernel, *args, **kwargs)
-
-    monkeypatch.setattr(Launcher, "launch", spy)
     options = dict(n_envs=7, lidar_rays=lidar_rays, **({} if name in FIXED_FLEETS else {"n_agents": 5}))
     actions = action_sequence(make_env(name, **options), 30, generator)
     per_thread = rollout(make_env(name, **options), actions)
     uses_rows = any(key.startswith("observe_kernels__locals__observe") for key in launched)
-    assert not any(key.endswith("observe_rows") for key in launched)
+    tiled = ("observe_rows", "step_rows")
+    assert not any(key.endswith(tiled) for key in launched)
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
     assert tiled_rows("cpu")
     assert_bit_identical(per_thread, rollout(make_env(name, **options), actions))
-    assert any(key.endswith("observe_rows") for key in launched) == uses_rows
+    assert any(key.endswith(tiled) for key in launched) == uses_rows
 
 
 @SCENARIOS
