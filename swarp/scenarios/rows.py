@@ -131,10 +131,15 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
     return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
 
 
-#: ``step_rows``' launch bounds ask ptxas for this many resident blocks of ``OBS_BLOCK`` threads per
-#: SM: it then keeps the 80 registers of ``observe_rows`` (without: 90 and 96 registers, one block
-#: fewer per SM, and 16,384 x 16 slower; ``tools/sass_stats.py``, docs/benchmarks.md).
-STEP_ROWS_MIN_BLOCKS = 11
+#: ``step_rows``' launch bounds by (row width, precision): the blocks of ``OBS_BLOCK`` threads ptxas
+#: must fit on an SM. Unbounded, ptxas gives it 90 registers for navigation's default rows (23 float32
+#: columns: k = 3 neighbors) where ``observe_rows`` takes 80, one block fewer per SM; asking for 11
+#: keeps 80 (24 bytes more stack) and measured faster (docs/benchmarks.md, session 11). Other widths
+#: compile unbounded to ``observe_rows``' registers (k = 1, 2, 5, 8, 16: 80, 72, 80, 128, 168, at 16
+#: agents), where bounds would only spill (k = 8: 168 bytes of stack, k = 16: 496); k = 4 (84-94
+#: unbounded against 80, spilling when bounded) is unmeasured and left unbounded.
+#: ``tools/sass_stats.py step_rows`` shows the counts.
+STEP_ROWS_MIN_BLOCKS = {(23, wp.float32): 11}
 
 
 def envs_per_block(n_agents: int) -> int:
@@ -169,7 +174,9 @@ def step_rows_kernel(
     if per_block < 1:
         raise ValueError(f"step_rows_kernel needs at most {OBS_BLOCK} agents per env, got {n_agents}")
 
-    @wp.kernel(enable_backward=False, module="unique", launch_bounds=(OBS_BLOCK, STEP_ROWS_MIN_BLOCKS))
+    min_blocks = STEP_ROWS_MIN_BLOCKS.get((obs_dim, scalar))
+
+    @wp.kernel(enable_backward=False, module="unique", launch_bounds=(OBS_BLOCK, min_blocks) if min_blocks else None)
     def step_rows(args: Args, end: End, obs_rows: wp.array2d(dtype=scalar)):
         block, lane = wp.tid()
         n_envs = obs_rows.shape[0] / wp.static(n_agents)
