@@ -421,9 +421,11 @@ class Environment:
         swap (unless its step did it, ``swaps_in_step``) and, beside it on the side stream, the
         lidar columns' (or, when the lidar could not scan ahead, the scan after the swap)."""
         sc: FusedScenario = self.scenario  # type: ignore[assignment]
-        side = self._ahead_forked
-        self._join_prepared()
         in_step = sc.swaps_in_step()
+        # Where the step's kernel swapped the scenario's rows, the lidar's swap has nothing to run
+        # beside: it goes on the current stream.
+        side = None if in_step else self._ahead_forked
+        self._join_prepared()
         if self._lidar_ahead is None:
             if not in_step:
                 sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
@@ -436,8 +438,6 @@ class Environment:
             rows.row_vectors(self._final_obs, rays, first),
         )
         swap = episode.swap_rows_kernel(self.stepper.scalar, rays)
-        if in_step:
-            side = None  # nothing left to run beside it
         with self._beside(side):
             launcher.launch(swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device)
         if not in_step:

@@ -208,9 +208,10 @@ def kernels(
         f.overflow_tally[env] = 0
 
     @wp.func
-    def finish_env(f: NavFinish, env: int) -> bool:
-        """End env ``env``'s step after its agents' observation: the shared and bonus reward terms,
-        termination (every agent on goal) and ``episode.end_step``. Returns ``done``."""
+    def finish_env(f: NavFinish, env: int):
+        """End env ``env``'s step after its agents' observation, on one thread: the shared and bonus
+        reward terms, termination (every agent on goal) and ``episode.end_step``. (``end_env`` and
+        ``end_agent`` split the same work between an env's lane and its agents' lanes.)"""
         all_on_goal = f.goal_tally[env] == wp.static(fleet_size)
         clear_tallies(f, env, f.overflow_tally[env] > 0)
         bonus = zero
@@ -235,7 +236,7 @@ def kernels(
             # The observation wrote each agent's reward but this bonus (rare: every agent on goal).
             for a in range(fleet_size):
                 f.reward_out[env, a] = f.reward_out[env, a] + bonus
-        return end_step(f.ep, env, all_on_goal)
+        end_step(f.ep, env, all_on_goal)
 
     @wp.kernel(enable_backward=False, module="unique")
     def nav_finish(f: NavFinish, mode: int, env_mask: wp.array(dtype=wp.bool), use_mask: int):

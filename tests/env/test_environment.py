@@ -272,8 +272,17 @@ def forbid_host_transfers():
 @PATHS
 def test_step_and_reset_at_make_no_host_transfers(device, fused, generator):
     env = make_env(device, fused=fused, auto_reset=True)
-    noise = noise_sequence(env, 30, generator)
     mask = torch.tensor([True, False, True, False], device=device)
+    episode_before = step_and_reset_without_host_transfers(env, noise_sequence(env, 30, generator), mask)
+    # The work was done: time limits passed and both halves of the batch were reset.
+    assert bool((env.step_count == 0).all())
+    assert bool((env.episode >= episode_before + 2).all())
+
+
+def step_and_reset_without_host_transfers(env, noise: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+    """Step ``env`` through ``noise`` (the first step outside, to record or capture), then reset the
+    envs of ``mask`` and of ``~mask``, with every host read patched to raise. Returns the episode
+    counters from before the checked part."""
     env.step(noise[0])  # the first call records the launches (and may compile)
     env.reset_at(mask)
     episode_before = env.episode.clone()
@@ -282,12 +291,10 @@ def test_step_and_reset_at_make_no_host_transfers(device, fused, generator):
             bool(torch.ones(1))  # the patch has teeth
         obs = env.obs
         for step_noise in noise[1:]:
-            obs, reward, terminated, truncated, info = env.step(policy(env, obs, step_noise))
+            obs, *_ = env.step(policy(env, obs, step_noise))
         env.reset_at(mask)
         env.reset_at(~mask)
-    # The work was done: time limits passed and both halves of the batch were reset.
-    assert bool((env.step_count == 0).all())
-    assert bool((env.episode >= episode_before + 2).all())
+    return episode_before
 
 
 # --- auto-reset and episode bookkeeping ----------------------------------------------------------

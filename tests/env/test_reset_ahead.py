@@ -12,14 +12,13 @@ import swarp
 from swarp.env.environment import RESET_AHEAD_ENV
 from tests.env.test_environment import (
     DEVICES,
-    HostTransferError,
     assert_bit_identical,
     assert_no_steady_state_allocations,
     count_events,
-    forbid_host_transfers,
     noise_sequence,
     policy,
     record,
+    step_and_reset_without_host_transfers,
 )
 
 
@@ -152,20 +151,9 @@ def test_prepared_resets_make_no_host_transfers(device, monkeypatch, generator):
     """Steps with auto-resets from prepared starts, resets and their marks: no host read."""
     monkeypatch.setenv(RESET_AHEAD_ENV, "on")
     env = make(device, lidar_rays=4)
-    noise = noise_sequence(env, 30, generator)
     mask = torch.zeros(env.n_envs, dtype=torch.bool, device=device)
     mask[::2] = True
-    env.step(noise[0])  # records or captures (and may compile)
-    env.reset_at(mask)
-    episode_before = env.episode.clone()
-    with forbid_host_transfers():
-        with pytest.raises(HostTransferError):
-            bool(torch.ones(1))  # the patch has teeth
-        obs = env.obs
-        for step_noise in noise[1:]:
-            obs, *_ = env.step(policy(env, obs, step_noise))
-        env.reset_at(mask)
-        env.reset_at(~mask)
+    episode_before = step_and_reset_without_host_transfers(env, noise_sequence(env, 30, generator), mask)
     assert env.reset_ahead
     assert bool((env.episode >= episode_before + 2).all())  # time limits passed: swaps happened
 
