@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from swarp import AgentConfig, Stepper, TorchState, WorldConfig, rollout
-from swarp.interop.autograd import GradRing
+from swarp.physics.autograd import GradRing
 
 
 @dataclass

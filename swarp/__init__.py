@@ -19,10 +19,12 @@ from swarp.core.config import (  # noqa: E402
 )
 from swarp.core.params import ParamRandomization  # noqa: E402
 from swarp.core.types import Model, State, TorchState, TorchStateWithBodies  # noqa: E402
-from swarp.env.environment import Environment, make  # noqa: E402
-from swarp.interop.autograd import rollout, warp_step  # noqa: E402
+from swarp.env.environment import Environment  # noqa: E402
+from swarp.env.make import make  # noqa: E402
+from swarp.physics.autograd import rollout, warp_step  # noqa: E402
 from swarp.physics.step import Stepper  # noqa: E402
 from swarp.physics.world import World  # noqa: E402
+from swarp.runtime.plan import ExecutionPlan  # noqa: E402
 from swarp.scenarios import balance as _balance  # noqa: E402,F401  (registers "balance")
 from swarp.scenarios import discovery as _discovery  # noqa: E402,F401  (registers "discovery")
 from swarp.scenarios import drone_navigation as _drone_navigation  # noqa: E402,F401  (registers it)
@@ -34,7 +36,7 @@ from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "pu
 from swarp.scenarios import sampling as _sampling  # noqa: E402,F401  (registers "sampling")
 from swarp.scenarios import spread as _spread  # noqa: E402,F401  (registers "spread")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
-from swarp.scenarios.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
+from swarp.scenarios.framework.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
 from swarp.sensors.lidar import LidarConfig  # noqa: E402
 
 __version__ = "0.1.0"
@@ -45,6 +47,7 @@ __all__ = [
     "Joint",
     "TorchStateWithBodies",
     "Environment",
+    "ExecutionPlan",
     "FusedScenario",
     "Scenario",
     "WorldSpec",

@@ -45,7 +45,8 @@ import torch
 import torch.distributed as dist
 
 from swarp.core.rng import stream_key_torch
-from swarp.env.environment import Environment, make
+from swarp.env.environment import Environment
+from swarp.env.make import make
 
 #: The environment variables ``torchrun`` sets for every process it starts.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")

@@ -15,9 +15,9 @@ def generator() -> torch.Generator:
 
 @pytest.fixture
 def launched(monkeypatch) -> set[str]:
-    """The keys of the kernels launched through ``swarp.core.launch.Launcher`` while the test runs
+    """The keys of the kernels launched through ``swarp.runtime.launch.Launcher`` while the test runs
     (eager launches and the first, recording call of replayed ones)."""
-    from swarp.core.launch import Launcher
+    from swarp.runtime.launch import Launcher
 
     keys = set()
     launch = Launcher.launch

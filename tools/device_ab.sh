@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B on the device: each benchmark command runs under every variant, in ROUNDS interleaved rounds.
-#   VARIANTS="base:SRC=.ab/base new:SWARP_X=1" bash tools/device_ab.sh "python -m ..." "python -m ..."
-# A variant is label:VAR=value[,VAR=value]. SRC=dir runs the command from dir, so `python -m swarp...`
+#   VARIANTS="base:SRC=.ab/base new:SRC=." bash tools/device_ab.sh "python -m ..." "python -m ..."
+# A variant is label:VAR=value[,VAR=value] (environment variables). SRC=dir runs the command from dir, so `python -m swarp...`
 # imports that copy of swarp (make one from another commit and carry it:
 # `mkdir -p .ab/base && git archive <commit> swarp | tar -x -C .ab/base`). Logs: ${OUT:-.}/ab.log.
 set -uo pipefail

@@ -16,11 +16,8 @@ tests)
 perf)
   $py -m swarp.benchmark.physics --device cuda:0 --envs 16384 --agents 16 64 2>&1 | tail -3 | tee "$out/perf_physics.log"
   $py -m swarp.benchmark.profile_env --kernels --envs 16384 --agents 16 --iters 30 2>&1 | tee "$out/perf_kernels.log"
-  for store in scatter tile scalar; do
-    echo "== obs_store=$store" | tee -a "$out/perf_throughput.log"
-    SWARP_OBS_STORE=$store $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 \
-      --iters 200 --repeats 3 2>&1 | grep -v "done" | tee -a "$out/perf_throughput.log"
-  done
+  $py -m swarp.benchmark.throughput --envs 4096 16384 262144 --agents 3 16 64 --iters 200 --repeats 3 2>&1 \
+    | grep -v "done" | tee "$out/perf_throughput.log"
   $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3 2>&1 | grep -v done | tee "$out/perf_reset.log"
   $py -m swarp.benchmark.throughput --envs 1024 --agents 4 --use-graph false --iters 200 2>&1 | grep -v done | tee "$out/perf_replay.log"
   $py -m swarp.benchmark.grad --device cuda:0 --envs 1024 4096 --repeats 5 2>&1 | grep -v done | tee "$out/perf_grad.log"
@@ -125,7 +122,7 @@ async)
   # Issue 4: the PPO loop, blocking step() vs send/recv vs partial batches, three device placements.
   $py -m pytest -q -p no:cacheprovider -rfE tests/env/test_async.py tests/env/test_pool.py tests/benchmark/test_ppo_async.py 2>&1 | tail -3
   { [ -n "${SKIP_GPU_SIM:-}" ] || echo "== GPU simulator, GPU policy"
-    [ -n "${SKIP_GPU_SIM:-}" ] || $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 5 --bench-steps 128 --warmup 32 --stream-ab \
+    [ -n "${SKIP_GPU_SIM:-}" ] || $py -m swarp.benchmark.ppo_async --envs 256 4096 16384 --reps 5 --bench-steps 128 --warmup 32 \
       --json "$out/async_gpu.json" --plot "$out/async_gpu.png"
     echo "== CPU simulator, GPU policy, 4 groups"
     $py -m swarp.benchmark.ppo_async --device cpu --policy-device cuda:0 --envs 4096 16384 65536 --groups 4 \

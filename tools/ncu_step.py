@@ -15,7 +15,7 @@ import torch
 
 from swarp.benchmark.common import parse_option
 from swarp.benchmark.profile_env import warm_env
-from swarp.core.launch import EAGER
+from swarp.runtime.launch import EAGER
 
 
 def main() -> None:

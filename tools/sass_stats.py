@@ -2,9 +2,9 @@
 
     python tools/sass_stats.py integrate contact_forces observe_rows [--arch 90] [--agents 16]
 
-Builds an environment of the scenario on the CPU with CUDA's choices forced on (the neighbor-list
-layout of ``neighbors.list_layout("cuda")``, the tiled row store, the grouped lidar kernel; this
-process only), so the step launches the kernels it launches on a GPU. Compiles their modules
+Builds an environment of the scenario on the CPU with the plan of a small CUDA batch
+(``CUDA_PLAN``: register lists, one agent per thread, the tiled row store and fused end, starts
+prepared ahead, the grouped lidar kernel), so the step launches the kernels it launches on a GPU. Compiles their modules
 ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and reads the cubins with
 ``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Use it to compare kernel variants before
 spending GPU time; speed itself is only measured on the GPU.
@@ -23,21 +23,33 @@ import tempfile
 import warp as wp
 
 import swarp
-from swarp.core.launch import Launcher
-from swarp.physics import neighbors
-from swarp.sensors import lidar
+from swarp.env.make import ENV_KWARGS
+from swarp.runtime.launch import Launcher
+from swarp.runtime.plan import ENV_BLOCK, LIDAR_RAYS_PER_THREAD
+from swarp.scenarios.framework.base import get_scenario
+
+#: What ``choose_plan`` gives a latency-bound CUDA batch (the fused end and reset ahead where the
+#: scenario has them).
+CUDA_PLAN = {
+    "one_thread_per_env": False,
+    "env_block": ENV_BLOCK,
+    "register_lists": True,
+    "tiled_rows": True,
+    "list_resets": False,
+    "lidar_rays_per_thread": LIDAR_RAYS_PER_THREAD,
+}
 
 
 def step_kernels(n_agents: int, scenario: str, **options) -> dict:
     """``{kernel key: kernel}`` of one fused step (auto-reset included) of ``scenario``."""
-    # CPU blocks on, and CUDA's list layout: the step then builds the kernels it builds on CUDA.
-    wp.config.enable_cpu_blocks = True
-    cpu_layout = neighbors.list_layout
-    neighbors.list_layout = lambda device, max_neighbors: cpu_layout("cuda:0", max_neighbors)
-    cpu_group = lidar.ray_group
-    lidar.ray_group = lambda device: cpu_group("cuda:0")  # CUDA's grouped scan,
-    lidar.ENV_KERNEL_MAX_FLEET = 0  # not the CPU's per-env one
-    env = swarp.make(scenario, n_envs=2, device="cpu", seed=0, n_agents=n_agents, auto_reset=True, **options)
+    wp.config.enable_cpu_blocks = True  # Warp honours CPU block widths (the tiled kernels)
+    kw = dict(n_envs=2, device="cpu", seed=0, n_agents=n_agents, auto_reset=True, **options)
+    sc = get_scenario(scenario)(**{k: v for k, v in kw.items() if k not in ENV_KWARGS})
+    hooks = sc.step_end_hooks(sc.make_world())
+    plan = dict(CUDA_PLAN)
+    if hooks is not None:  # the scenario's latency fusions, as on a small CUDA batch
+        plan.update(fused_step_end=hooks.fuses_end, reset_ahead=hooks.prepares_ahead)
+    env = swarp.make(scenario, **kw, plan=plan)
     found = {}
 
     class Spy(Launcher):

@@ -41,7 +41,7 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import environment_variable, print_table, time_wall
 from swarp.benchmark.throughput import make_env
-from swarp.core.launch import LAUNCH_MODE_ENV
+from swarp.runtime.launch import LAUNCH_MODE_ENV
 
 #: Tolerance of the torch-reference -> fused-kernels stage: float32 results computed in another
 #: order (observations in m and m/s, rewards in reward units).

@@ -37,7 +37,7 @@ import warp as wp
 import swarp
 from swarp import AgentConfig, Stepper, TorchState, WorldConfig, rollout
 from swarp.benchmark.common import print_table, synchronize
-from swarp.interop.autograd import GradRing, RolloutGraph
+from swarp.physics.autograd import GradRing, RolloutGraph
 
 N_AGENTS = 4
 #: Plan actions are drawn uniformly in +-this [m/s]: inside both simulators' action ranges.

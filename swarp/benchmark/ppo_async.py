@@ -43,8 +43,7 @@ import torch
 from torch import nn
 
 import swarp
-from swarp.benchmark.common import environment_variable, print_table, synchronize
-from swarp.env.asynchronous import ASYNC_STREAM_ENV
+from swarp.benchmark.common import print_table, synchronize
 
 
 class ActorCritic(nn.Module):
@@ -231,15 +230,13 @@ DRIVERS = {
     "send/recv": run_async,
     "pool": run_pool,
 }
-#: The CUDA A/B of ``send``'s stream (``--stream-ab``): the step on a side stream ordered by events.
-SIDE_STREAM = "send/recv, side stream"
 
 
 class Run:
     """One driver (a ``DRIVERS`` mode) on its own environment and loop, timed a repetition at a time.
 
     Args:
-        mode: A ``DRIVERS`` key, or ``SIDE_STREAM``.
+        mode: A ``DRIVERS`` key.
         n_envs: Envs of the environment (``pool``: of the whole pool).
         device: The simulator's device.
         groups: The pool's group count (``pool`` only).
@@ -252,10 +249,9 @@ class Run:
         self.mode, self.n_envs, self.cfg = mode, n_envs, cfg
         self.env = swarp.make("navigation", **options)
         self.loop = Loop(self.env, cfg)
-        self.driver = DRIVERS["send/recv" if mode == SIDE_STREAM else mode]
+        self.driver = DRIVERS[mode]
         self.devices = sorted({self.env.device, str(self.loop.device)})
-        with environment_variable(ASYNC_STREAM_ENV, "side" if mode == SIDE_STREAM else None):
-            self.driver(self.loop, cfg.warmup, 0)  # the first send picks its stream
+        self.driver(self.loop, cfg.warmup, 0)
         self.position = cfg.warmup
 
     def sync(self) -> None:
@@ -331,7 +327,6 @@ def main(argv=None) -> None:
     parser.add_argument("--hidden", type=int, default=128, help="width of the policy's two hidden layers")
     parser.add_argument("--compile", action="store_true", help="torch.compile the inference forward")
     parser.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (CPU policy)")
-    parser.add_argument("--stream-ab", action="store_true", help="CUDA: also time send() on a side stream")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default=None, help="write every repetition's env-steps/s to this file")
     parser.add_argument(
@@ -360,7 +355,7 @@ def main(argv=None) -> None:
     )
     rows, raw = [], {}
     for n_envs in envs:
-        modes = ["env", "env send/recv", "step", "send/recv"] + ([SIDE_STREAM] if args.stream_ab else [])
+        modes = ["env", "env send/recv", "step", "send/recv"]
         pool = n_envs % args.groups == 0 and n_envs >= args.groups
         rates = bench(modes + (["pool"] if pool else []), n_envs, device, cfg, args.agents, args.groups)
         env_mean, _ = summarise(rates["env"])
@@ -380,7 +375,7 @@ def main(argv=None) -> None:
         f"hidden={args.hidden} compile={args.compile} torch={torch.__version__} threads={torch.get_num_threads()}; "
         "frames/s = env-steps/s, +- 95% CI"
     )
-    columns = ["send/recv"] + (["side stream"] if args.stream_ab else []) + [f"{args.groups} groups"]
+    columns = ["send/recv", f"{args.groups} groups"]
     print_table(
         ["n_envs", "step()", "+-"]
         + [name for column in columns for name in (column, "+-", "speed-up")]

@@ -23,8 +23,8 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import parse_option, print_table, synchronize, time_graph, time_wall
 from swarp.benchmark.throughput import make_env, random_actions
-from swarp.core.launch import EAGER
-from swarp.scenarios.base import OBSERVE_STEP
+from swarp.runtime.launch import EAGER
+from swarp.scenarios.framework.base import OBSERVE_STEP
 
 
 def warm_env(n_envs: int, n_agents: int, scenario: str = "navigation", **options):

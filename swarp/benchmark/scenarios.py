@@ -49,7 +49,7 @@ import swarp
 from swarp.benchmark.common import parse_option, print_table
 from swarp.benchmark.throughput import bench, make_env
 from swarp.core.config import DynamicsModel
-from swarp.scenarios.base import get_scenario
+from swarp.scenarios.framework.base import get_scenario
 
 MODES = ("eager", "fused", "graph")
 #: ``--models`` choices: each scenario's own dynamics, or a ``DynamicsModel`` by name.

@@ -12,7 +12,8 @@ Each cell times ``env.step(actions)`` on a scenario (default navigation, with ne
 flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
 median over repetitions. With ``--auto-reset`` (default) episode clocks start desynchronised so a
 realistic share of envs (about 1/max_steps) resets each step; ``--reset-cost`` also runs the worst
-case where every env resets every step. Set ``SWARP_LAUNCH_MODE=eager`` for the no-replay A/B.
+case where every env resets every step. ``--plan field=value`` fixes fields of the environment's
+``ExecutionPlan`` (the A/B of a layout decision); ``SWARP_LAUNCH_MODE=eager`` gives plain launches.
 """
 
 from __future__ import annotations
@@ -119,10 +120,15 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--option", action="append", type=parse_option, default=[], help="scenario option key=value (repeatable)"
     )
+    parser.add_argument(
+        "--plan", action="append", type=parse_option, default=[], help="ExecutionPlan field=value (repeatable)"
+    )
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     options = dict(args.option)
+    if args.plan:
+        options["plan"] = dict(args.plan)
     device = args.device or ("cuda:0" if wp.is_cuda_available() else "cpu")
     cuda = device.startswith("cuda")
     envs = args.envs or ([1024, 4096, 16384, 65536, 262144] if cuda else [64, 256, 1024, 4096])

@@ -270,6 +270,12 @@ class WorldConfig:
     joints: tuple[Joint, ...] = field(default_factory=tuple)
     gravity: float = 9.81
 
+    def neighbor_method_for(self, n_agents: int) -> str:
+        """``"brute"`` or ``"grid"``: ``neighbor_method`` with ``"auto"`` decided for ``n_agents``."""
+        if self.neighbor_method != "auto":
+            return self.neighbor_method
+        return "grid" if n_agents >= self.grid_threshold else "brute"
+
     def __post_init__(self) -> None:
         if self.bounds is not None:
             bounds = self.bounds

@@ -6,9 +6,9 @@ own work between ``send`` and ``recv``:
 * CUDA, one ``Environment``: the step is queued on torch's current stream, exactly as ``step``
   queues it, and ``send`` returns before it has run. The host is then free to launch the policy
   while the GPU steps; the GPU itself runs them in order, since each needs the other's output.
-  A side stream (``SWARP_ASYNC_STREAM=side``) lets the step run concurrently with GPU work issued
-  between ``send`` and ``recv`` (stores, an update), but in a PPO loop the step is ~2% of the GPU
-  time, so it can save at most that, and measured it cost 3-9% at 16,384 envs (docs/async.md).
+  A side stream would let the step run concurrently with GPU work issued between ``send`` and
+  ``recv`` (stores, an update), but in a PPO loop the step is ~2% of the GPU time, so it can save
+  at most that, and measured it lost 4-15% (docs/async.md).
 * CUDA, ``EnvPool`` groups: each group's step goes to its own side stream that first waits for
   torch's current stream (so the actions are ready); ``recv`` makes the current stream wait for
   the step's completion event. No host synchronisation. This is where GPU work really overlaps:
@@ -24,7 +24,7 @@ own work between ``send`` and ``recv``:
   which spin on every core after each parallel op, compete with the worker; a rule from that gap
   alone measured 0.81-0.91x of ``step()`` in a PPO loop at 16,384 CPU envs (docs/async.md), so
   the loop itself is timed. Steps shorter than ``OVERLAP_MIN_S`` never go to the worker (the
-  hand-off alone costs about half that). ``SWARP_ASYNC_CPU=inline|thread`` forces a placement.
+  hand-off alone costs about half that). ``ExecutionPlan.async_cpu`` can force a placement.
 
 Results are the very same bits as ``step`` with the same actions, wherever the step runs. Between
 ``send`` and ``recv`` the environment's output buffers are being rewritten: copy what you keep
@@ -40,8 +40,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from swarp.core.launch import env_choice
-
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
 
@@ -56,16 +54,6 @@ HOLD_SENDS = 256
 THREAD_MARGIN = 0.02
 #: Weight of the newest step time in its running average.
 AVERAGE_WEIGHT = 0.2
-#: CPU placement switch, read when an ``AsyncStep`` is made: ``auto`` (measured), ``inline``, ``thread``.
-ASYNC_CPU_ENV = "SWARP_ASYNC_CPU"
-#: CUDA stream switch, read when an ``AsyncStep`` is made: ``auto`` (default: torch's current
-#: stream for one ``Environment``, side streams for ``EnvPool`` groups), ``side`` or ``current``.
-ASYNC_STREAM_ENV = "SWARP_ASYNC_STREAM"
-
-
-def _use_side_stream(default: bool) -> bool:
-    value = env_choice(ASYNC_STREAM_ENV, ("auto", "side", "current"))
-    return default if value == "auto" else value == "side"
 
 
 def _average(average: float | None, sample: float) -> float:
@@ -134,21 +122,16 @@ class CpuPlacement:
         return self.threaded
 
 
-def _cpu_placement(default: str | None) -> str | None:
-    value = env_choice(ASYNC_CPU_ENV, ("auto", "inline", "thread"))
-    return default if value == "auto" else value
-
-
 class AsyncStep:
     """The in-flight step of one ``Environment`` (created by its first ``send``, or by ``EnvPool``).
 
     Args:
         env: The environment whose steps it runs.
         side_stream: CUDA: run steps on a side stream ordered by events (``EnvPool`` groups) rather
-            than on torch's current stream; ``SWARP_ASYNC_STREAM=side|current`` overrides it.
+            than on torch's current stream.
         cpu_placement: CPU: ``None`` (measured), ``"inline"``, ``"thread"`` or ``"long"`` (see
-            ``CpuPlacement``; ``EnvPool`` groups use ``"long"``); ``SWARP_ASYNC_CPU=inline|thread``
-            overrides it.
+            ``CpuPlacement``; ``EnvPool`` groups use ``"long"``); the environment's
+            ``plan.async_cpu`` other than ``"measure"`` overrides it.
     """
 
     def __init__(self, env: Environment, side_stream: bool = False, cpu_placement: str | None = None):
@@ -156,7 +139,7 @@ class AsyncStep:
         self.cuda = env.device.startswith("cuda")
         self.pending = False
         #: CUDA: whether steps go to the side stream (else to torch's current stream, as ``step``).
-        self.side_stream = _use_side_stream(side_stream) and self.cuda
+        self.side_stream = side_stream and self.cuda
         if self.side_stream:
             self._stream = torch.cuda.Stream(device=env.torch_device)
             self._done = torch.cuda.Event()
@@ -166,7 +149,8 @@ class AsyncStep:
             #: Running average of the CPU step time [s] (None until a step was timed).
             self.step_time_s: float | None = None
             #: Chooses inline or worker for each CPU step.
-            self.placement = CpuPlacement(_cpu_placement(cpu_placement))
+            forced = env.plan.async_cpu
+            self.placement = CpuPlacement(cpu_placement if forced == "measure" else forced)
             #: Whether the latest CPU step went to the worker thread.
             self.last_threaded = False
 

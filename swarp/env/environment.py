@@ -2,39 +2,40 @@
 
 Everything it returns is a persistent device tensor (or a clone of one with
 ``clone_outputs=True``); nothing in ``step``, ``reset`` or ``reset_at`` moves data to the host.
+
+A step is one launch sequence (``_fused_step``) that the plan's ``launch`` mode runs as a graph, a
+recorded program or eager launches; the torch reference and the differentiable step are in
+``swarp.env.reference``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import warnings
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import warp as wp
 
 from swarp.core import params as param_table
-from swarp.core.launch import EAGER, Launcher, agents_per_thread, env_choice, per_env_block
 from swarp.core.params import ParamRandomization
-from swarp.core.rng import ResetStreams, stream_key_torch
-from swarp.env import episode
-from swarp.env.runtime import CompiledSequence, TorchStreamScope, choose_mode
-from swarp.env.selection import EnvList, EnvListArgs, list_pays
-from swarp.interop.autograd import warp_step
+from swarp.core.precision import resolve_device
+from swarp.core.rng import stream_key_torch
+from swarp.env import reference
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
-from swarp.scenarios import rows
-from swarp.scenarios.base import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP, FusedScenario, Scenario, get_scenario
-from swarp.sensors.lidar import Lidar, LidarConfig, scan_stream
+from swarp.runtime import episode
+from swarp.runtime.buffers import EnvBuffers
+from swarp.runtime.launch import EAGER, Launcher
+from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan
+from swarp.runtime.rows import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP
+from swarp.runtime.sequence import CompiledSequence, TorchStreamScope, fork, join
+from swarp.runtime.step_end import PreparedStarts
+from swarp.scenarios.framework.base import FusedScenario, Scenario
+from swarp.sensors.lidar import Lidar, LidarConfig
 
-if TYPE_CHECKING:
-    from swarp.env.pool import EnvPool
-
-#: ``SWARP_RESET_AHEAD=auto|on|off``: whether the auto-reset swaps in starts prepared ahead
-#: (``FusedScenario.supports_reset_ahead``). ``auto``: CUDA graphs where the reset is not listed
-#: (``selection.list_pays``); ``on`` wherever the scenario supports it (the CPU tests use it).
-RESET_AHEAD_ENV = "SWARP_RESET_AHEAD"
+#: Global env indices enter the reset RNG as int32.
+MAX_GLOBAL_ENVS = 2**31
 
 
 class Environment:
@@ -52,9 +53,9 @@ class Environment:
         fused: ``"auto"`` uses the scenario's Warp kernels when it has them; ``True`` requires them;
             ``False`` runs the torch reference.
         use_graph: ``"auto"`` captures the whole step (auto-reset included) in one graph (CUDA, or
-            Warp's CPU graph replayed in C++) when
-            possible; ``True`` demands persistent execution (warns once and replays recorded launches
-            where no graph is possible); ``False`` never captures (recorded-launch replay).
+            Warp's CPU graph replayed in C++) when possible; ``True`` demands it (warns once and
+            replays recorded launches where no graph is possible); ``False`` never captures
+            (recorded-launch replay).
         clone_outputs: Return clones instead of the persistent output buffers. By default the
             tensors returned by ``step``/``reset`` are overwritten in place by the next call.
         dtype: ``"float32"`` (default) or ``"float64"``.
@@ -75,8 +76,14 @@ class Environment:
             graph (auto-resets included): a ``swarp.core.params.ParamRandomization`` or a mapping
             ``{name: (low, high)}`` of SI ranges. Implies ``per_env_params``. Draws are keyed by
             (seed, env, episode) and equal ``randomize_agent_params`` at the same episode.
+        plan: How the step runs (``swarp.runtime.plan.ExecutionPlan``): ``None`` chooses it from
+            the device, the sizes and the scenario; a mapping fixes some fields (``{"reset_ahead":
+            False}``) and lets the rules choose the rest; an ``ExecutionPlan`` fixes all. A field
+            the device or the scenario cannot honour raises.
 
     Attributes:
+        plan: The ``ExecutionPlan`` in use.
+        buffers: The ``EnvBuffers``: the device arrays behind ``obs``, ``reward``, ``terminated``...
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
         env_offset: As given.
     """
@@ -98,6 +105,7 @@ class Environment:
         lidar_range: float = 1.0,
         per_env_params: bool = False,
         randomize_params: ParamRandomization | dict | None = None,
+        plan: ExecutionPlan | Mapping[str, Any] | None = None,
     ):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
@@ -106,7 +114,7 @@ class Environment:
         _check_seed(seed)
         if isinstance(env_offset, bool) or not isinstance(env_offset, int) or env_offset < 0:
             raise ValueError(f"env_offset must be an int >= 0, got {env_offset!r}")
-        if env_offset + n_envs > _MAX_GLOBAL_ENVS:
+        if env_offset + n_envs > MAX_GLOBAL_ENVS:
             raise ValueError(
                 f"env_offset + n_envs must be <= 2^31 (global env indices are int32), got "
                 f"{env_offset} + {n_envs} = {env_offset + n_envs}"
@@ -115,6 +123,10 @@ class Environment:
             raise ValueError(f"lidar_rays must be an int >= 0, got {lidar_rays!r}")
         if not isinstance(per_env_params, bool):
             raise TypeError(f"per_env_params must be a bool, got {per_env_params!r}")
+        if plan is not None and not isinstance(plan, (ExecutionPlan, Mapping)):
+            raise TypeError(
+                f"plan must be an ExecutionPlan, a mapping of its fields or None, got {type(plan).__name__}"
+            )
         lidar_config = LidarConfig(lidar_rays, lidar_range) if lidar_rays else None
         if randomize_params is not None and not isinstance(randomize_params, ParamRandomization):
             randomize_params = ParamRandomization(randomize_params)
@@ -134,14 +146,34 @@ class Environment:
         self.auto_reset = bool(auto_reset)
         self.max_steps = max_steps
         self.clone_outputs = bool(clone_outputs)
-        # The differentiable state the scenario reads during a grad-mode step (see ``state``).
-        self._grad_state: tuple | None = None  # a TorchState (or TorchStateWithBodies)
+        self.fused = scenario.fused_available if fused == "auto" else bool(fused)
+        self._grad_state: tuple | None = None  # the differentiable state of a grad-mode step (``state``)
         self._async = None  # AsyncStep, created by the first send()
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self._per_env_params = per_env_params
         self._base_params: torch.Tensor | None = None
         self.randomization = randomize_params
-        self.stepper = Stepper(spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype)
+
+        # The plan first: it decides the layout of everything allocated below.
+        hooks = scenario.step_end_hooks(spec) if self.fused and isinstance(scenario, FusedScenario) else None
+        can = Capabilities(
+            capturable=self.fused and scenario.supports_graph_reset(),
+            fused=self.fused,
+            auto_reset=self.auto_reset,
+            lidar=lidar_config is not None,
+            fuses_end=hooks is not None and hooks.fuses_end,
+            prepares_ahead=hooks is not None and hooks.prepares_ahead,
+        )
+        device = resolve_device(device)
+        self.plan = choose_plan(device, n_envs, len(spec.agents), spec.world.max_neighbors, use_graph, can, plan)
+        if use_graph is True and self.plan.launch != "graph":
+            warnings.warn(
+                f"use_graph=True but the step is not capturable: running it without a graph ({self.plan.launch})",
+                stacklevel=2,
+            )
+        self.stepper = Stepper(
+            spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype, plan=self.plan
+        )
         self.world = World(self.stepper, n_envs)
         if per_env_params:
             param_table.enable_per_env_params(self.world.model, n_envs)
@@ -154,78 +186,41 @@ class Environment:
         self.dtype = self.stepper.torch_dtype
         if randomize_params is not None:
             self._setup_randomization(randomize_params)
-        self.fused = scenario.fused_available if fused == "auto" else bool(fused)
-        self._allocate_buffers()
+
+        b = self.buffers = EnvBuffers(
+            self.plan, n_envs, self.n_agents, self.stepper.scalar, self.device, max_steps, self.auto_reset, env_offset
+        )
+        self.seed_tensor = wp.to_torch(b.seed)
+        self.episode = wp.to_torch(b.episode)
+        self.step_count = wp.to_torch(b.step_count)
+        self.terminated = wp.to_torch(b.terminated)
+        self.truncated = wp.to_torch(b.truncated)
+        self.done = wp.to_torch(b.done)
+        self.reset_mask = wp.to_torch(b.reset_mask)
+        self.reward = wp.to_torch(b.reward)
         scenario.bind(self)
         self.scenario_obs_dim = scenario.obs_dim
         self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
-        capturable = self.fused and scenario.supports_graph_reset()
-        self._mode, warning = choose_mode(self.device, use_graph, capturable)
-        if warning:
-            warnings.warn(warning, stacklevel=2)
-        self._setup_reset_ahead()
-        # Without starts prepared ahead, the auto-reset's scan forks onto this stream, beside the
-        # neighbor refresh and observation.
-        lidar_side = self.lidar is not None and self.auto_reset and not self.reset_ahead
-        self._lidar_stream = scan_stream(self.device) if lidar_side else None
         self.obs_dim = self.scenario_obs_dim + lidar_rays
-        self._allocate_outputs()
+        b.allocate_rows(self.obs_dim, self.scenario_obs_dim)
+        self.obs = wp.to_torch(b.obs)
+        self.final_obs = wp.to_torch(b.final_obs)
+        #: Starts prepared ahead (``plan.reset_ahead``), or ``None``.
+        self.prepared = None
+        if self.plan.reset_ahead:
+            scan_ahead = randomize_params is None  # re-drawn radii: scan after the swap instead
+            self.prepared = PreparedStarts(b, hooks, self.lidar, scan_ahead, scenario.saves_final_obs)
+        # The auto-reset's lidar scan forks onto this stream, beside the neighbor refresh and observation.
+        self._lidar_stream = wp.Stream(self.device) if self.plan.lidar_side_stream else None
         self.info = dict(scenario.info_buffers())
         if self.auto_reset:
             self.info["final_obs"] = self.final_obs
         self.streams = TorchStreamScope(self.device)
         if self.fused:
-            self._step_seq = CompiledSequence(self._fused_step, self._mode, self.device, self.streams)
-            self._reset_seq = CompiledSequence(self._fused_reset, self._mode, self.device, self.streams)
+            self._step_seq = CompiledSequence(self._fused_step, self.plan.launch, self.device, self.streams)
+            self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
         self.seed_value = int(seed)
         self.reset(seed=seed)
-
-    # --- buffers ----------------------------------------------------------------------------
-
-    def _allocate_buffers(self) -> None:
-        E, dev = self.n_envs, self.device
-        self._seed = wp.zeros(1, dtype=wp.int32, device=dev)
-        self._episode = wp.zeros(E, dtype=wp.int32, device=dev)
-        self._step_count = wp.zeros(E, dtype=wp.int32, device=dev)
-        self._terminated = wp.zeros(E, dtype=wp.bool, device=dev)
-        self._truncated = wp.zeros(E, dtype=wp.bool, device=dev)
-        self._done = wp.zeros(E, dtype=wp.bool, device=dev)
-        self._reset_mask = wp.zeros(E, dtype=wp.bool, device=dev)
-        # The envs an auto-reset restarts, listed on the device for the reset's launches.
-        self._done_list = EnvList(E, dev)
-        self._list_resets = list_pays(dev, E, self.n_agents)
-        self.seed_tensor = wp.to_torch(self._seed)
-        self.episode = wp.to_torch(self._episode)
-        self.step_count = wp.to_torch(self._step_count)
-        self.terminated = wp.to_torch(self._terminated)
-        self.truncated = wp.to_torch(self._truncated)
-        self.done = wp.to_torch(self._done)
-        self.reset_mask = wp.to_torch(self._reset_mask)
-        # What a scenario's reset kernel needs to key its draws (``swarp.core.rng.episode_key``).
-        self.reset_streams = self._reset_streams(self._episode)
-        self._reward = wp.zeros((E, self.n_agents), dtype=self.stepper.scalar, device=dev)
-        self.reward = wp.to_torch(self._reward)
-
-    def _allocate_outputs(self) -> None:
-        shape = (self.n_envs, self.n_agents, self.obs_dim)
-        self._obs = wp.zeros(shape, dtype=self.stepper.scalar, device=self.device)
-        self._final_obs = wp.zeros(shape, dtype=self.stepper.scalar, device=self.device)
-        self.obs = wp.to_torch(self._obs)
-        self.final_obs = wp.to_torch(self._final_obs)
-        # The columns a scenario's masked observation saves to final_obs on an auto-reset
-        # (``saves_final_obs``): all, or the scenario's own where a lidar's scan keeps its columns.
-        lidar_view = (slice(None), slice(None), slice(0, self.scenario_obs_dim))
-        self._final_obs_saved = self._final_obs if self.lidar is None else self._final_obs[lidar_view]
-        # Everything the per-env end-of-step bookkeeping touches, as one struct for kernels.
-        ep = episode.episode_struct(self.stepper.scalar)()
-        ep.max_steps = self.max_steps or 0
-        ep.auto_reset = int(self.auto_reset)
-        ep.step_count = self._step_count
-        ep.episode = self._episode
-        ep.terminated = self._terminated
-        ep.truncated = self._truncated
-        ep.done = self._done
-        self.episode_args = ep
 
     # --- properties -------------------------------------------------------------------------
 
@@ -242,13 +237,13 @@ class Environment:
     @property
     def graph_mode(self) -> bool:
         """Whether the step runs as a captured graph (a CUDA graph, or Warp's C++-replayed CPU graph)."""
-        return self._mode == "graph"
+        return self.fused and self.plan.launch == "graph"
 
     @property
     def execution_mode(self) -> str:
         """``"graph"``, ``"replay"`` (recorded launches) or ``"eager"``; the torch path reports how
         its physics launches run."""
-        return self._mode
+        return self.plan.launch
 
     @property
     def state(self):
@@ -289,6 +284,8 @@ class Environment:
         """
         return wp.to_torch(self.world.model.params)
 
+    # --- agent parameters ---------------------------------------------------------------------
+
     def set_agent_params(
         self, values: torch.Tensor | None = None, env_mask: torch.Tensor | None = None, **columns: Any
     ) -> None:
@@ -303,7 +300,7 @@ class Environment:
         """
         self._check_no_pending_send("set_agent_params")
         param_table.write_params(self.world.model, values, env_mask, **columns)
-        self._mark_all_ahead()  # a lidar's prepared scans saw the old radii
+        self._prepare_all_again()  # a lidar's prepared scans saw the old radii
 
     def randomize_agent_params(
         self,
@@ -325,11 +322,11 @@ class Environment:
         """
         if not self.per_env_params:
             raise RuntimeError("randomize_agent_params needs an environment built with per_env_params=True")
-        base = self._configured_params()
+        base = self.configured_params()
         table = param_table.sample_agent_params(base, ranges, self.rng_keys(), relative=relative, per_agent=per_agent)
         self.set_agent_params(table, env_mask=env_mask)
 
-    def _configured_params(self) -> torch.Tensor:
+    def configured_params(self) -> torch.Tensor:
         """[1, A, P] the parameters the ``AgentConfig``s give (the shared table's values)."""
         if self._base_params is None:
             agents = self.stepper.model.agents
@@ -337,190 +334,9 @@ class Environment:
             self._base_params = torch.tensor([rows], dtype=self.dtype, device=self.torch_device)
         return self._base_params
 
-    def _setup_reset_ahead(self) -> None:
-        """Decide whether the auto-reset swaps in starts prepared ahead (``reset_ahead``) and, if so,
-        allocate their marks and the scenario's buffers.
-
-        Where it pays: the auto-reset's reset and masked observation are a chain of latency-bound
-        launches over a few envs at the end of every step; prepared ahead, they run beside the
-        next step's physics on a side stream and the step ends with one short swap. A masked
-        launch over all envs is not free, so not where the reset walks a list of its envs
-        (``selection.list_pays``), nor without a graph (each launch is host time there)."""
-        sc = self.scenario
-        choice = env_choice(RESET_AHEAD_ENV, ("auto", "on", "off"))
-        possible = self.fused and self.auto_reset and sc.supports_reset_ahead()
-        if choice == "auto":
-            cuda = self.device.startswith("cuda")
-            possible = possible and cuda and self._mode == "graph" and not self._list_resets
-        #: Whether the auto-reset swaps in starts prepared ahead (``FusedScenario.supports_reset_ahead``).
-        self.reset_ahead = possible and choice != "off"
-        self._ahead_stream = None
-        self._lidar_ahead = None
-        self._ahead_forked = None
-        if not self.reset_ahead:
-            return
-        E, dev = self.n_envs, self.device
-        self._ahead_mask = wp.zeros(E, dtype=wp.bool, device=dev)
-        self._ahead_episode = wp.zeros(E, dtype=wp.int32, device=dev)
-        marks = episode.AheadMarks()
-        marks.mask, marks.episode_ahead, marks.episode = self._ahead_mask, self._ahead_episode, self._episode
-        self._ahead_marks = marks
-        self.ahead_streams = self._reset_streams(self._ahead_episode)
-        if self.device.startswith("cuda"):
-            self._ahead_stream = wp.Stream(self.device)
-        sc.bind_reset_ahead(marks)
-        # A lidar scans the prepared starts too, unless their radii are re-drawn at the reset.
-        self._lidar_ahead = None
-        if self.lidar is not None and self.randomization is None:
-            shape = (E, self.n_agents, self.lidar.n_rays)
-            self._lidar_ahead = wp.zeros(shape, dtype=self.stepper.scalar, device=dev)
-
-    def _reset_streams(self, episode_counters: wp.array) -> ResetStreams:
-        """The ``ResetStreams`` of this env's seed and ``env_offset`` over ``episode_counters`` [E]
-        int32 (the episodes a reset kernel draws: the current ones, or those prepared ahead)."""
-        streams = ResetStreams()
-        streams.seed = self._seed
-        streams.episode = episode_counters
-        streams.env_offset = self.env_offset
-        return streams
-
-    def _beside(self, side: wp.Stream | None):
-        """Context for launches forked onto ``side`` after the work queued so far on the current
-        stream (CUDA, live or under capture; the caller joins it back). ``None``: inline."""
-        if side is None:
-            return contextlib.nullcontext()
-        side.wait_stream(wp.get_stream(self.device))
-        return wp.ScopedStream(side, sync_enter=False, sync_exit=False)
-
-    def _join(self, side: wp.Stream | None) -> None:
-        """Make the current stream wait for the work forked onto ``side`` (``_beside``; ``None``: nothing)."""
-        if side is not None:
-            wp.get_stream(self.device).wait_stream(side)
-
-    def _launch_prepare_ahead(self, launcher: Launcher) -> None:
-        """Prepare the next starts of the envs marked by the last reset or swap: on the side stream
-        where there is one (CUDA, live or under capture), joined by ``_launch_restart``."""
-        side = self._ahead_stream if launcher is EAGER else None
-        with self._beside(side):
-            self._launch_prepare(launcher)
-        self._ahead_forked = side
-
-    def _launch_prepare(self, launcher: Launcher) -> None:
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
-        sc.launch_prepare_ahead(launcher, self._ahead_mask, self.ahead_streams)
-        if self._lidar_ahead is not None:
-            self.lidar.launch(launcher, self._lidar_ahead, 0, self._ahead_mask, poses=sc.prepared_poses())
-
-    def _join_prepared(self) -> None:
-        """Make the current stream wait for the preparation forked by ``_launch_prepare_ahead``."""
-        side, self._ahead_forked = self._ahead_forked, None
-        self._join(side)
-
-    def _launch_swap_ahead(self, launcher: Launcher) -> None:
-        """The auto-reset from prepared starts (after joining their preparation): the scenario's
-        swap (unless its step did it, ``swaps_in_step``) and, beside it on the side stream, the
-        lidar columns' (or, when the lidar could not scan ahead, the scan after the swap)."""
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
-        in_step = sc.swaps_in_step()
-        # Where the step's kernel swapped the scenario's rows, the lidar's swap has nothing to run
-        # beside: it goes on the current stream.
-        side = None if in_step else self._ahead_forked
-        self._join_prepared()
-        if self._lidar_ahead is None:
-            if not in_step:
-                sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
-            self._launch_lidar(launcher, self._done, self._final_obs if sc.saves_final_obs else None)
-            return
-        rays, first = self.lidar.n_rays, self.scenario_obs_dim
-        columns = (
-            rows.row_vectors(self._lidar_ahead, rays),
-            rows.row_vectors(self._obs, rays, first),
-            rows.row_vectors(self._final_obs, rays, first),
-        )
-        swap = episode.swap_rows_kernel(self.stepper.scalar, rays)
-        with self._beside(side):
-            launcher.launch(swap, dim=(self.n_envs, self.n_agents), inputs=[self._done, *columns], device=self.device)
-        if not in_step:
-            sc.launch_swap_ahead(launcher, self._done, self._ahead_marks)
-        self._join(side)
-
-    def _mark_all_ahead(self) -> None:
-        """Prepare every env's next start again at the next step (after anything they depend on
-        changed outside the step: a restored snapshot, new agent parameters)."""
-        if self.reset_ahead:
-            with self.streams.scope():
-                wp.to_torch(self._ahead_mask).fill_(True)
-                wp.to_torch(self._ahead_episode).copy_(self.episode + 1)
-
-    def rng_keys(self) -> torch.Tensor:
-        """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
-        keyed by global env index ``env_offset + i``."""
-        envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
-        return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
-
-    # --- the launch sequences ---------------------------------------------------------------
-
-    def _fused_step(self, launcher: Launcher) -> None:
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
-        if self.reset_ahead:
-            self._launch_prepare_ahead(launcher)
-        self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
-        # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
-        self._launch_lidar(launcher)
-        if self.reset_ahead and sc.swaps_in_step():
-            self._join_prepared()  # the kernel that ends the step swaps prepared starts in
-        sc.launch_observe(launcher, mode=OBSERVE_STEP)
-        if not sc.ends_steps:
-            self._launch_advance(launcher)
-        if self.auto_reset:
-            # Finished envs keep their last rows in final_obs: saved here, or by the scenario's
-            # masked observation (OBSERVE_ONLY) and the lidar's masked scan, each just before it
-            # overwrites its columns.
-            if not sc.saves_final_obs:
-                self._launch_save_final_obs(launcher)
-            # Kernels with a listed twin (``list_envs``) walk a list of these envs instead of
-            # launching over all envs to skip most (see ``swarp.env.selection``).
-            if self._list_resets:
-                self._done_list.launch_compact(launcher, self._done)
-            try:
-                self._launch_restart(launcher)
-            finally:
-                self._done_list.mask = None  # the next step rewrites the mask
-
-    def _launch_restart(self, launcher: Launcher) -> None:
-        """The auto-reset's launches after the step: new episodes for the envs in ``_done`` (their
-        parameters, state, neighbor lists, observation rows and lidar columns), swapped in from
-        starts prepared ahead where ``reset_ahead``."""
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
-        self._launch_randomize(launcher, self._done)
-        if self.reset_ahead:
-            self._launch_swap_ahead(launcher)
-            return
-        sc.launch_reset(launcher, self._done)
-        # The new episodes' scan needs only their poses, and keeps the lidar columns of their final
-        # observation itself where the scenario's masked observation saves the rest (its own
-        # columns, ``_final_obs_saved``): so with a scan stream (CUDA, live or under graph capture;
-        # recorded launches replay on one stream) it runs beside the neighbor refresh and the
-        # observation, all three latency-bound launches over a few envs.
-        keep = self._final_obs if sc.saves_final_obs else None
-        side = self._lidar_stream if launcher is EAGER else None
-        with self._beside(side):
-            self._launch_lidar(launcher, self._done, keep)
-        self._refresh_neighbors(launcher, self._done)
-        sc.launch_observe(launcher, env_mask=self._done, mode=OBSERVE_ONLY)
-        self._join(side)
-
-    def list_envs(self, env_mask: wp.array | None, threads_per_env: int) -> tuple[EnvListArgs, int] | None:
-        """How a kernel with a listed twin (``swarp.env.selection``) runs over the envs of
-        ``env_mask`` [E] bool: ``(EnvListArgs, rows)`` for the twin, launched ``dim=(rows,
-        threads_per_env)``, during an auto-reset where listing pays (``selection.list_pays``: large
-        CUDA batches, the CPU);
-        ``None``: launch the masked kernel."""
-        return self._done_list.select(env_mask, threads_per_env)
-
     def _setup_randomization(self, randomization: ParamRandomization) -> None:
         """Validate every value the ranges can produce (once, here) and stage the kernel's arrays."""
-        base = self._configured_params()
+        base = self.configured_params()
         for table in randomization.extreme_tables(base):
             param_table.check_param_table(self.world.model, table, name="randomize_params")
         ranges = list(randomization.ranges.items())
@@ -529,6 +345,85 @@ class Environment:
         self._random_low = wp.array([float(b[0]) for _, b in ranges], dtype=scalar, device=dev)
         self._random_high = wp.array([float(b[1]) for _, b in ranges], dtype=scalar, device=dev)
         self._random_base = wp.from_torch(base.contiguous(), dtype=scalar)
+
+    def rng_keys(self) -> torch.Tensor:
+        """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
+        keyed by global env index ``env_offset + i``."""
+        envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
+        return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
+
+    def _prepare_all_again(self) -> None:
+        """Prepare every env's next start again (after anything it depends on changed outside the
+        step: a restored snapshot, new agent parameters)."""
+        if self.prepared is not None:
+            self.prepared.mark_all()
+
+    # --- the launch sequences ---------------------------------------------------------------
+
+    def _fused_step(self, launcher: Launcher) -> None:
+        """The launches of one step: physics, lidar, the scenario's observation (which ends the
+        step) and, with ``auto_reset``, the restart of the envs that finished."""
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        b, plan = self.buffers, self.plan
+        if self.prepared is not None:
+            self.prepared.launch_prepare(launcher)
+        self.world.simulate(launcher, rebuild_neighbors=not sc.builds_neighbors)
+        # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
+        self._launch_lidar(launcher)
+        swapped_in_step = self.prepared is not None and plan.fused_step_end
+        if swapped_in_step:
+            self.prepared.join()  # the kernel that ends the step swaps prepared starts in
+        sc.launch_observe(launcher, mode=OBSERVE_STEP)
+        if not sc.ends_steps:
+            self._launch_advance(launcher)
+        if not self.auto_reset:
+            return
+        # Finished envs keep their last rows in final_obs: saved here, or by the scenario's masked
+        # observation (OBSERVE_ONLY) and the lidar's masked scan, each just before it overwrites them.
+        if not sc.saves_final_obs:
+            self._launch_save_final_obs(launcher)
+        if plan.list_resets:
+            b.done_list.launch_compact(launcher, b.done)
+        try:
+            self._launch_restart(launcher, swapped_in_step)
+        finally:
+            b.done_list.mask = None  # the next step rewrites the mask
+
+    def _launch_restart(self, launcher: Launcher, swapped_in_step: bool = False) -> None:
+        """The auto-reset's launches after the step: new episodes for the envs in ``done`` (their
+        parameters, state, neighbor lists, observation rows and lidar columns), swapped in from
+        starts prepared ahead where ``plan.reset_ahead``."""
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        done = self.buffers.done
+        self._launch_randomize(launcher, done)
+        if self.prepared is not None:
+            self.prepared.launch_swap(launcher, swapped_in_step)
+            return
+        sc.launch_reset(launcher, done)
+        # The new episodes' scan needs only their poses, and keeps the lidar columns of their final
+        # observation itself where the scenario's masked observation saves the rest: so with a
+        # side stream (CUDA, live or under graph capture; recorded launches replay on one stream)
+        # it runs beside the neighbor refresh and the observation, three latency-bound launches.
+        keep = self.buffers.final_obs if sc.saves_final_obs else None
+        side = self._lidar_stream if launcher is EAGER else None
+        with fork(side, self.device):
+            self._launch_lidar(launcher, done, keep)
+        self._refresh_neighbors(launcher, done)
+        sc.launch_observe(launcher, env_mask=done, mode=OBSERVE_ONLY)
+        join(side, self.device)
+
+    def _fused_reset(self, launcher: Launcher) -> None:
+        """The launches of a reset of the envs in ``reset_mask``."""
+        sc: FusedScenario = self.scenario  # type: ignore[assignment]
+        mask = self.buffers.reset_mask
+        self._launch_begin_episodes(launcher)
+        self._launch_randomize(launcher, mask)
+        sc.launch_reset(launcher, mask)
+        self._refresh_neighbors(launcher, mask)
+        self._launch_lidar(launcher, mask)
+        sc.launch_observe(launcher, env_mask=mask, mode=OBSERVE_RESET)
+        if self.prepared is not None:
+            self.prepared.launch_mark_started(launcher, mask)
 
     def _launch_randomize(self, launcher: Launcher, env_mask: wp.array) -> None:
         """Re-draw the parameters of the envs in ``env_mask`` (no-op without ``randomize_params``)."""
@@ -540,7 +435,7 @@ class Environment:
             dim=(self.n_envs, self.n_agents),
             inputs=[
                 env_mask,
-                self.reset_streams,
+                self.buffers.reset_streams,
                 self._random_columns,
                 self._random_low,
                 self._random_high,
@@ -558,31 +453,19 @@ class Environment:
         """The lidar scan into the observation columns after the scenario's (no-op without lidar),
         copying the readings it replaces to ``final_out`` if given."""
         if self.lidar is not None:
-            self.lidar.launch(launcher, self._obs, self.scenario_obs_dim, env_mask, final_out)
+            self.lidar.launch(launcher, self.buffers.obs, self.scenario_obs_dim, env_mask, final_out)
 
     def _launch_begin_episodes(self, launcher: Launcher) -> None:
         """Advance the episode counter and zero the step counter of every env in ``reset_mask``."""
+        b = self.buffers
         launcher.launch(
             episode.begin_episodes,
             dim=self.n_envs,
-            inputs=[self._reset_mask],
-            outputs=[self._step_count, self._episode],
+            inputs=[b.reset_mask],
+            outputs=[b.step_count, b.episode],
             device=self.device,
-            block_dim=per_env_block(self.device),
+            block_dim=self.plan.env_block,
         )
-
-    def _fused_reset(self, launcher: Launcher) -> None:
-        sc: FusedScenario = self.scenario  # type: ignore[assignment]
-        self._launch_begin_episodes(launcher)
-        self._launch_randomize(launcher, self._reset_mask)
-        sc.launch_reset(launcher, self._reset_mask)
-        self._refresh_neighbors(launcher, self._reset_mask)
-        self._launch_lidar(launcher, self._reset_mask)
-        sc.launch_observe(launcher, env_mask=self._reset_mask, mode=OBSERVE_RESET)
-        if self.reset_ahead:
-            launcher.launch(
-                episode.mark_started, dim=self.n_envs, inputs=[self._reset_mask, self._ahead_marks], device=self.device
-            )
 
     def _refresh_neighbors(self, launcher: Launcher, mask: wp.array) -> None:
         """Neighbor lists of the envs in ``mask`` after their reset: rebuilt here, or only binned
@@ -597,12 +480,13 @@ class Environment:
         (``done``) to ``final_obs``, before their reset overwrites them."""
         if not self.auto_reset:
             return
-        per_thread, threads = agents_per_thread(self.device, self.n_agents)
+        b = self.buffers
+        per_thread, threads = self.plan.split(self.n_agents)
         launcher.launch(
             episode.save_final_obs_kernel(self.stepper.scalar),
             dim=(self.n_envs, threads),
-            inputs=[self._done, self._obs, per_thread],
-            outputs=[self._final_obs],
+            inputs=[b.done, b.obs, per_thread],
+            outputs=[b.final_obs],
             device=self.device,
         )
 
@@ -612,111 +496,10 @@ class Environment:
         launcher.launch(
             episode.funcs(self.stepper.scalar).advance_episodes,
             dim=self.n_envs,
-            inputs=[self.episode_args],
+            inputs=[self.buffers.episode_args],
             device=self.device,
-            block_dim=per_env_block(self.device),
+            block_dim=self.plan.env_block,
         )
-
-    def _torch_step(self) -> None:
-        sc = self.scenario
-        self.world.run_step()
-        sc.post_step()
-        self.obs.copy_(self._observations())
-        self.reward.copy_(sc.rewards())
-        self.terminated.copy_(sc.done())
-        for key, value in sc.info().items():
-            self.info[key].copy_(value)
-        with self.streams.scope():
-            self._launch_advance(EAGER)
-            self._launch_save_final_obs(EAGER)
-        if self.auto_reset:
-            self._torch_reset_envs(self.done, self._done)
-
-    def _torch_reset(self) -> None:
-        with self.streams.scope():
-            self._launch_begin_episodes(EAGER)
-        self._torch_reset_envs(self.reset_mask, self._reset_mask)
-        # An explicit reset refreshes the info of the reset envs (an auto-reset keeps the step's).
-        for key, value in self.scenario.info().items():
-            mask = self.reset_mask.view(-1, *([1] * (value.dim() - 1)))
-            self.info[key].copy_(torch.where(mask, value, self.info[key]))
-
-    def _torch_reset_envs(self, mask: torch.Tensor, mask_wp: wp.array) -> None:
-        r = self.randomization
-        if r is not None:
-            base = self._configured_params()
-            table = param_table.sample_agent_params(base, r.ranges, self.rng_keys(), r.relative, r.per_agent)
-            self.agent_params.copy_(torch.where(mask.view(-1, 1, 1), table, self.agent_params))
-        self.scenario.reset_world(mask)
-        with self.streams.scope():
-            self.world.build_neighbors(mask_wp)
-        self.obs.copy_(torch.where(mask.view(-1, 1, 1), self._observations(), self.obs))
-
-    def _observations(self) -> torch.Tensor:
-        """Torch reference observation [E, A, obs_dim] of ``state``: the scenario's, then the lidar's."""
-        obs = self.scenario.observations()
-        if self.lidar is None:
-            return obs
-        return torch.cat([obs, self.lidar.reference(self.state.pos, self.state.theta).distance], dim=-1)
-
-    def _grad_step(self, actions: torch.Tensor):
-        """The differentiable step: physics through ``warp_step``, then the scenario's torch
-        reference on the new state, so ``loss.backward()`` reaches ``actions`` (the fused kernels
-        are no-grad only).
-
-        The physics starts from a copy of the persistent state, a constant: gradients reach this
-        step's actions, not earlier ones through the state (``swarp.rollout`` does backpropagation
-        through time). The new state is written back, detached, into the persistent buffers, and
-        every persistent output buffer is updated as on the no-grad path, so the env stays
-        consistent; the returned ``obs`` and ``reward`` are fresh tensors with grad history.
-
-        With auto-reset, an env that finished this step is reset as usual: its ``obs`` rows start
-        the new episode (constants, zero gradient), its ``reward`` is the finishing transition's
-        (with gradient), and ``info["final_obs"]`` is a fresh tensor with grad history holding
-        every env's observation before the resets (the last observation of finished envs).
-        """
-        sc = self.scenario
-        current = self.world.state.torch
-        state_in = type(current)(*(t.clone() for t in current))
-        state = warp_step(self.stepper, state_in, actions, invalid_flag=self.world.invalid_action_flag)
-        with torch.no_grad():
-            for dst, src in zip(self.world.state.torch, state, strict=True):
-                dst.copy_(src)
-        with self.streams.scope():
-            self.world.build_neighbors()
-        self._grad_state = state
-        try:
-            sc.post_step()
-            obs = self._observations()
-            reward = sc.rewards()
-            terminated = sc.done()
-            step_info = sc.info()
-        finally:
-            self._grad_state = None
-        for name, tensor in sc.state_tensors().items():
-            if tensor.requires_grad:
-                raise RuntimeError(
-                    f"scenario {sc.name!r} stored a tensor with autograd history in its persistent memory "
-                    f"{name!r} during a grad-mode step; store a detached value (tensor.copy_(value.detach()))"
-                )
-        with torch.no_grad():
-            self.obs.copy_(obs)
-            self.reward.copy_(reward)
-            self.terminated.copy_(terminated)
-            for key, value in step_info.items():
-                self.info[key].copy_(value)
-        with self.streams.scope():
-            self._launch_advance(EAGER)
-            self._launch_save_final_obs(EAGER)
-        info = dict(self.info)
-        if self.auto_reset:
-            self._torch_reset_envs(self.done, self._done)
-            info["final_obs"] = obs
-            obs = torch.where(self.done.view(-1, 1, 1), self.obs, obs)
-        if self.clone_outputs:
-            info = {k: v if k == "final_obs" else v.clone() for k, v in info.items()}
-            return obs, reward, self.terminated.clone(), self.truncated.clone(), info
-        return obs, reward, self.terminated, self.truncated, info
 
     # --- public API -------------------------------------------------------------------------
 
@@ -734,12 +517,12 @@ class Environment:
             and ``info["final_obs"]`` holds their last observation (rows of other envs are stale).
 
         With grads (``actions.requires_grad`` under grad mode) ``obs`` and ``reward`` are fresh
-        tensors whose autograd history reaches ``actions``; see ``_grad_step``.
+        tensors whose autograd history reaches ``actions`` (``swarp.env.reference.grad_step``).
         """
         self._check_no_pending_send("step")
         self.stepper.check_actions(actions, self.n_envs)
         if actions.requires_grad and torch.is_grad_enabled():
-            return self._grad_step(actions)
+            return reference.grad_step(self, actions)
         self.world.actions.copy_(actions)
         self._run_step()
         return self._outputs(self.obs, self.reward, self.terminated, self.truncated)
@@ -749,15 +532,16 @@ class Environment:
         if self.fused:
             self._step_seq()
         else:
-            self._torch_step()
+            reference.torch_step(self)
 
     def send(self, actions: torch.Tensor) -> None:
         """Start a step with ``actions`` [E, A, act_dim] and return at once; ``recv()`` returns it.
 
         Physics then overlaps whatever the caller does next (policy forward, update): on CUDA the
-        step runs on a side stream ordered by events, on the CPU in a worker thread. Same bits as
-        ``step``. Until ``recv`` the output buffers (``obs``, ``reward``, ``info``...) are being
-        rewritten: copy what you keep before sending. See ``swarp.env.asynchronous``.
+        step is queued on torch's current stream, on the CPU it runs inline or in a worker thread
+        (``plan.async_cpu``). Same bits as ``step``. Until ``recv`` the output buffers (``obs``,
+        ``reward``, ``info``...) are being rewritten: copy what you keep before sending. See
+        ``swarp.env.asynchronous``.
 
         Raises:
             RuntimeError: a step is already pending (``send`` twice without ``recv``).
@@ -828,7 +612,7 @@ class Environment:
         if self.fused:
             self._reset_seq()
         else:
-            self._torch_reset()
+            reference.torch_reset(self)
 
     def _outputs(self, *tensors):
         if self.clone_outputs:
@@ -898,7 +682,7 @@ class Environment:
         self.seed_value = None
         with self.streams.scope():
             self.world.build_neighbors()
-        self._mark_all_ahead()  # prepared starts follow the episode counters
+        self._prepare_all_again()  # prepared starts follow the episode counters
 
     # --- rendering ----------------------------------------------------------------------------
 
@@ -929,71 +713,6 @@ class Environment:
         return frame
 
 
-#: Global env indices enter the reset RNG as int32.
-_MAX_GLOBAL_ENVS = 2**31
-
-
 def _check_seed(seed: Any) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
         raise ValueError(f"seed must be an int in [0, 2^31), got {seed!r}")
-
-
-_ENV_KWARGS = [p for p in inspect.signature(Environment.__init__).parameters if p not in ("self", "scenario")]
-
-
-def make(
-    name: str,
-    n_envs: int = 1,
-    device: str | torch.device | None = None,
-    seed: int = 0,
-    batch_size: int | None = None,
-    **kwargs: Any,
-) -> Environment | EnvPool:
-    """Build an ``Environment`` for a registered scenario.
-
-    Keywords that ``Environment`` takes (``auto_reset``, ``max_steps``, ``fused``, ``use_graph``,
-    ``clone_outputs``, ``dtype``, ``env_offset``) configure the environment; every other keyword is
-    a scenario option. An unknown keyword is an error that lists the valid ones.
-
-    With ``batch_size`` (an int that divides ``n_envs``), the result is an ``EnvPool``
-    (``swarp.env.pool``): ``n_envs // batch_size`` groups of ``batch_size`` envs stepped
-    asynchronously with EnvPool-style ``send`` / ``recv`` (partial batches), together drawing
-    exactly what one ``Environment`` of ``n_envs`` envs draws.
-    """
-    cls = get_scenario(name)
-    env_kwargs = {k: v for k, v in kwargs.items() if k in _ENV_KWARGS}
-    scenario_kwargs = {k: v for k, v in kwargs.items() if k not in _ENV_KWARGS}
-    unknown = sorted(set(scenario_kwargs) - set(cls.option_names()))
-    if unknown:
-        raise TypeError(
-            f"unknown keyword(s) {unknown} for swarp.make({name!r}); environment keywords: "
-            f"{sorted([*_ENV_KWARGS, 'batch_size'])}; scenario options: {cls.option_names()}"
-        )
-    if batch_size is None:
-        return Environment(cls(**scenario_kwargs), n_envs=n_envs, device=device, seed=seed, **env_kwargs)
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, int)
-        or isinstance(n_envs, bool)
-        or not isinstance(n_envs, int)
-        or not 1 <= batch_size <= n_envs
-        or n_envs % batch_size
-    ):
-        raise ValueError(f"batch_size must be an int that divides n_envs ({n_envs!r}), got {batch_size!r}")
-    if "env_offset" in env_kwargs:
-        raise ValueError("a pool sets each group's env_offset itself: pass batch_size or env_offset, not both")
-    from swarp.env.pool import EnvPool
-
-    return EnvPool(
-        [
-            Environment(
-                cls(**scenario_kwargs),
-                n_envs=batch_size,
-                device=device,
-                seed=seed,
-                env_offset=group * batch_size,
-                **env_kwargs,
-            )
-            for group in range(n_envs // batch_size)
-        ]
-    )

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from pettingzoo import ParallelEnv
 
-import swarp
 from swarp.env.environment import Environment
+from swarp.env.make import make
 
 
 class SwarpParallelEnv(ParallelEnv):
@@ -158,4 +158,4 @@ def parallel_env(
     ``kwargs`` go to ``swarp.make`` (environment keywords such as ``max_steps`` and scenario
     options such as ``n_agents``). The device defaults to the CPU: one env gains nothing from a GPU.
     """
-    return SwarpParallelEnv(swarp.make(scenario, n_envs=1, device=device, seed=seed, **kwargs), render_mode=render_mode)
+    return SwarpParallelEnv(make(scenario, n_envs=1, device=device, seed=seed, **kwargs), render_mode=render_mode)

@@ -33,7 +33,6 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
-from swarp.core.launch import agents_per_thread
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.physics import contacts, dynamics
@@ -745,7 +744,7 @@ def launch_substep(
     lower, upper, _, _ = stepper._world_args()
     ob = m.obstacles
     n_envs, n_agents = state_in.pos.shape
-    per_thread, threads = agents_per_thread(stepper.device, n_agents + bm.n_bodies)
+    per_thread, threads = stepper.plan.split(n_agents + bm.n_bodies)
     h = s(stepper.dt / stepper.substeps)
     fused = fuse and bodies_in.pos.ptr != bodies_out.pos.ptr
     launcher.launch(

@@ -16,56 +16,13 @@ Backends:
 
 import functools
 from types import SimpleNamespace
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import warp as wp
 
-from swarp.core.launch import EAGER, Launcher, agents_per_thread, env_choice
 from swarp.core.precision import vec2_type
-
-#: Widest list K kept by the register sweep on CUDA (``list_layout``); wider lists shift entries in
-#: local memory. Measured on an H200 (docs/benchmarks.md, session 6), the all-entries-at-once sweep
-#: with the two-pass scan against shifting insertion at K = 16: the physics step at 16,384 x 16 /
-#: 64 agents 48.0 -> 36.0 / 235.1 -> 184.4 us, the library's K = 16 scenarios at 4,096 x 16 1.17-1.30x.
-#: (The earlier sweep, a compare-and-swap carried through the list, lost at K = 16: 47 -> 70 us.)
-SWEEP_MAX_K = 16
-#: ``SWARP_LIST_SCAN=two_pass|one_pass``: the A/B switch of the brute scan's layout on CUDA.
-LIST_SCAN_ENV = "SWARP_LIST_SCAN"
-
-
-class ListLayout(NamedTuple):
-    """How the list kernels keep and fill a top-K list (compile-time; results are identical).
-
-    Attributes:
-        sweep: Keep the list in registers, inserting into every entry at once with compile-time
-            indices; else shift entries after the insertion point (run-time indices, local memory).
-        two_pass: Brute force with the sweep only: first mark the in-range candidates in a
-            64-bit mask per 64 agents, then insert the marked ones, each thread walking its own
-            mask. On a GPU the one-pass scan runs the insertion for a candidate whenever any thread
-            of the warp keeps it, so nearly every candidate pays it; here a warp pays only for its
-            longest list.
-    """
-
-    sweep: bool = False
-    two_pass: bool = False
-
-
-#: The CPU's layout: shifting insertion, one-pass scan.
-CPU_LAYOUT = ListLayout()
-
-
-def list_layout(device, max_neighbors: int) -> ListLayout:
-    """The list layout on ``device`` for lists of width ``max_neighbors``.
-
-    The register sweep on CUDA up to ``SWEEP_MAX_K``; never on the CPU (navigation at 1,024 x 4 on
-    a 2-core EPYC: 315 -> 361 us/step with it, 1,024 x 16: 2.75 -> 3.05 ms). The two-pass brute
-    scan with it (``SWARP_LIST_SCAN=one_pass`` turns it off); a CPU thread runs alone, with no warp
-    to wait for, so it scans once.
-    """
-    sweep = str(device).startswith("cuda") and max_neighbors <= SWEEP_MAX_K
-    two_pass = sweep and env_choice(LIST_SCAN_ENV, ("two_pass", "one_pass")) == "two_pass"
-    return ListLayout(sweep=sweep, two_pass=two_pass)
-
+from swarp.runtime.launch import EAGER, Launcher
+from swarp.runtime.plan import ExecutionPlan, choose_plan
 
 #: Cell coordinates are clamped to this magnitude before hashing so NaN or far-away agents
 #: cannot overflow int32.
@@ -115,9 +72,17 @@ def query_struct(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, layout: ListLayout = CPU_LAYOUT) -> SimpleNamespace:
-    """Neighbor-list kernels specialised for one float precision, list width K and ``layout``
-    (``list_layout``: how the list is kept and the brute scan filled)."""
+def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> SimpleNamespace:
+    """Neighbor-list kernels specialised for one float precision, list width K and how a thread
+    keeps its list (``ExecutionPlan.register_lists``).
+
+    With ``register_lists`` (CUDA) the list lives in registers and a candidate is inserted into
+    every entry at once (independent compares, no chain through the list), and the brute scan runs
+    in two passes: mark the in-range candidates in a 64-bit mask, then walk the mask. A one-pass
+    scan inserts a candidate whenever any thread of the warp keeps it, so with ~12 of 63 candidates
+    in range every thread paid nearly every insertion; with the mask a warp pays for its longest
+    list only. Without (the CPU: no warps, one thread walks an env), one pass with shifting
+    insertion. Every layout gives the same lists."""
     vec2 = vec2_type(scalar)
     cell_limit = scalar(_CELL_LIMIT)
     max_k = max_neighbors
@@ -126,9 +91,7 @@ def kernels(scalar: type, max_neighbors: int, layout: ListLayout = CPU_LAYOUT) -
     index_k = wp.types.vector(max_k, wp.int32)
     far = scalar(3.0e38)  # above any in-range squared distance (float32 max is 3.4e38)
     no_agent = wp.constant(2**31 - 1)
-    sweep, two_pass = layout.sweep, layout.two_pass
-    if two_pass and not sweep:
-        raise ValueError(f"the two-pass scan inserts by the register sweep: {layout} is not a layout")
+    sweep = register_lists
     mask_bits = 64  # candidates per mask word of the two-pass scan
     one_bit = wp.uint64(1)
     no_bits = wp.uint64(0)
@@ -196,8 +159,7 @@ def kernels(scalar: type, max_neighbors: int, layout: ListLayout = CPU_LAYOUT) -
             best_d2 = dist_k(far)
             best_j = index_k(no_agent)
             n_total = int(0)
-            if wp.static(two_pass and not grid):
-                # (two_pass implies the register sweep: ``ListLayout``)
+            if wp.static(sweep and not grid):
                 n_agents = q.pos.shape[1]
                 for first in range(0, n_agents, mask_bits):
                     # Pass 1: mark this word's in-range candidates (a loop every thread of a warp
@@ -422,6 +384,7 @@ def build_neighbors(
     out: NeighborBuffers,
     env_mask: Optional[wp.array] = None,
     launcher: Launcher = EAGER,
+    plan: ExecutionPlan | None = None,
 ) -> None:
     """Launch the neighbor build for every env (or only those where ``env_mask`` [E] bool is set).
 
@@ -434,14 +397,18 @@ def build_neighbors(
         env_mask: Optional [E] bool device array; unmasked envs keep their previous lists. The grid
             backend still bins every env (binning is cheap) but only queries masked ones.
         launcher: Where the launches go (eager, recorded, or captured by the caller).
+        plan: The thread layout and list layout (``ExecutionPlan.split``, ``register_lists``);
+            default: ``choose_plan`` for the device and the list width.
     """
     if method not in ("brute", "grid"):
         raise ValueError(f"neighbor method must be 'brute' or 'grid', got {method!r}")
     query = out.query(pos, radius, near_radius, env_mask)
     if method == "grid":
         bin_agents(pos, radius, out, launcher)
-    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, list_layout(pos.device, out.max_neighbors))
-    per_thread, threads = agents_per_thread(pos.device, pos.shape[1])
+    if plan is None:
+        plan = choose_plan(pos.device, max_neighbors=out.max_neighbors)
+    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, plan.register_lists)
+    per_thread, threads = plan.split(pos.shape[1])
     launcher.launch(
         k.grid_neighbors if method == "grid" else k.brute_neighbors,
         dim=(pos.shape[0], threads),

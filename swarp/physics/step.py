@@ -22,11 +22,12 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, DynamicsModel, Integrator, WorldConfig, _coerce_enum
-from swarp.core.launch import EAGER, Launcher, agents_per_thread
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
 from swarp.physics import bodies, contacts, drone, dynamics
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
+from swarp.runtime.launch import EAGER, Launcher
+from swarp.runtime.plan import ExecutionPlan, choose_plan
 
 
 @dataclass
@@ -69,6 +70,9 @@ class Stepper:
         substeps: Substeps per step (>= 1); each substep is ``dt / substeps`` long.
         integrator: ``Integrator.EULER`` (semi-implicit) or ``Integrator.RK4`` (or their names).
         dtype: ``"float32"`` (default) or ``"float64"`` (for strict gradient checks).
+        plan: The ``ExecutionPlan`` whose thread and list layout the launches follow
+            (``one_thread_per_env``, ``register_lists``, ``launch`` for ``World``'s replay); default:
+            ``choose_plan`` for the device and the list width. An ``Environment`` passes its own.
     """
 
     def __init__(
@@ -80,6 +84,7 @@ class Stepper:
         substeps: int = 1,
         integrator: Integrator | str = Integrator.EULER,
         dtype: str | torch.dtype = "float32",
+        plan: ExecutionPlan | None = None,
     ):
         agents = list(agents)
         if not agents:
@@ -106,10 +111,10 @@ class Stepper:
             frozenset(cfg.ctrl_mode for cfg in self.model.agents),
         )
         self.world = world
-        method = world.neighbor_method
-        if method == "auto":
-            method = "grid" if len(agents) >= world.grid_threshold else "brute"
-        self.neighbor_method = method
+        if plan is not None and not isinstance(plan, ExecutionPlan):
+            raise TypeError(f"plan must be an ExecutionPlan, got {type(plan).__name__}")
+        self.plan = plan if plan is not None else choose_plan(self.device, max_neighbors=world.max_neighbors)
+        self.neighbor_method = world.neighbor_method_for(len(agents))
         # Movable bodies are a structural flag: without them no body launch or argument exists.
         self.bodies = None
         if world.bodies:
@@ -216,7 +221,14 @@ class Stepper:
     ) -> None:
         """Rebuild neighbor lists from ``pos`` [E, A] (see ``physics.neighbors.build_neighbors``)."""
         build_neighbors(
-            pos, self.model.neighbor_radius, self.model.near_radius, self.neighbor_method, out, env_mask, launcher
+            pos,
+            self.model.neighbor_radius,
+            self.model.near_radius,
+            self.neighbor_method,
+            out,
+            env_mask,
+            launcher,
+            self.plan,
         )
 
     def substep(
@@ -250,7 +262,7 @@ class Stepper:
         for what, rows in (("parameter", m.params.shape[0]), ("obstacle", ob.shape.shape[0])):
             if rows not in (1, n_envs):
                 raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
-        per_thread, threads = agents_per_thread(self.device, n_agents)
+        per_thread, threads = self.plan.split(n_agents)
         body_forces = forces if self.bodies is not None else None
         if body_forces is not None:
             forces = body_forces.contact

@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 import warp as wp
 
-from swarp.core.launch import EAGER, Launcher, Program, Recorder, replay_enabled
 from swarp.core.types import State
 from swarp.physics.neighbors import bin_agents
 from swarp.physics.step import Stepper
+from swarp.runtime.launch import EAGER, Launcher, Program, Recorder
 
 
 class World:
@@ -99,8 +99,9 @@ class World:
         self.run_step()
 
     def run_step(self) -> None:
-        """One step from whatever is in ``actions``: replay the recorded program (or launch eagerly)."""
-        if not replay_enabled():
+        """One step from whatever is in ``actions``: replay the recorded program (eager launches
+        where ``stepper.plan.launch`` is ``"eager"``)."""
+        if self.stepper.plan.launch == "eager":
             self.simulate(EAGER)
         elif self._program is None:
             recorder = Recorder()

@@ -10,9 +10,9 @@ Nothing here runs on the step path: a frame indexes the state on the device and 
 host once.
 """
 
-from swarp.render.drawables import AGENT_COLOR, Boxes, Circles, Crosses, Segments
 from swarp.render.frame import PALETTE, Layout, Overlays, Renderer, Style, render_frame, render_mosaic, renderer_for
 from swarp.render.video import animate, random_action_fn, save_video
+from swarp.scenarios.framework.drawables import AGENT_COLOR, Boxes, Circles, Crosses, Segments
 
 __all__ = [
     "AGENT_COLOR",

@@ -22,8 +22,8 @@ import warp as wp
 
 from swarp.core.config import ObstacleShape
 from swarp.core.types import PARAM_RADIUS
-from swarp.render.drawables import AGENT_COLOR, DRAWABLE_TYPES, Boxes, Circles, Color, Crosses, Segments
 from swarp.render.raster import Canvas
+from swarp.scenarios.framework.drawables import AGENT_COLOR, DRAWABLE_TYPES, Boxes, Circles, Color, Crosses, Segments
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -403,7 +403,7 @@ class Renderer:
             if not isinstance(drawable, DRAWABLE_TYPES):
                 raise TypeError(
                     f"{type(env.scenario).__name__}.drawables() returned a {type(drawable).__name__}; expected "
-                    f"one of {[t.__name__ for t in DRAWABLE_TYPES]} (swarp.render.drawables)"
+                    f"one of {[t.__name__ for t in DRAWABLE_TYPES]} (swarp.scenarios.framework.drawables)"
                 )
             for field in dataclasses.fields(drawable):
                 value = getattr(drawable, field.name)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import torch
 
 from swarp.core.config import Body, Obstacle
-from swarp.render.drawables import Boxes, Circles, Crosses
-from swarp.scenarios.base import WorldSpec, register_scenario
 from swarp.scenarios.body_goal import BALANCE, BodyGoalConfig, BodyGoalScenario, Layout
+from swarp.scenarios.framework.base import WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Boxes, Circles, Crosses
 from swarp.scenarios.transport import BODY_COLOR, GOAL_COLOR
 
 #: Gap [m] between the agents and the floor at reset.

@@ -41,10 +41,10 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, WorldConfig
-from swarp.core.launch import Launcher
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import body_goal_kernels as bk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec
-from swarp.scenarios.spawn import uniform_torch
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec
+from swarp.scenarios.framework.spawn import uniform_torch
 
 RING = bk.RING
 BALANCE = bk.BALANCE

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, per_env_block
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
-from swarp.env import episode
 from swarp.physics import bodies, dynamics
-from swarp.scenarios import base, spawn
+from swarp.runtime import episode
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import base, spawn
 
 RING = 0
 BALANCE = 1
@@ -252,7 +252,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     """Launch ``body_goal_observe`` for the scenario ``sc`` (ends the step for ``OBSERVE_STEP``)."""
     k = _kernels_for(sc)
     env, state = sc.env, sc.world.state
-    mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
+    mask = env_mask if env_mask is not None else sc.buffers.no_mask
     launcher.launch(
         k.body_goal_observe,
         dim=sc.n_envs,
@@ -263,14 +263,14 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             state.body_theta,
             state.body_vel,
             _task(sc, k),
-            env.episode_args,
+            sc.buffers.episode_args,
             mask,
             int(env_mask is not None),
             int(mode),
         ],
-        outputs=[env._obs, env._reward],
+        outputs=[sc.buffers.obs, sc.buffers.reward],
         device=env.device,
-        block_dim=per_env_block(env.device),
+        block_dim=sc.plan.env_block,
     )
 
 
@@ -289,8 +289,8 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     launcher.launch(
         k.body_goal_reset,
         dim=sc.n_envs,
-        inputs=[env_mask, env.reset_streams, args],
+        inputs=[env_mask, sc.buffers.reset_streams, args],
         outputs=[*state.planar_arrays(), *bodies.of_state(state), sc._goal, sc._goal_angle],
         device=env.device,
-        block_dim=per_env_block(env.device),
+        block_dim=sc.plan.env_block,
     )

@@ -37,11 +37,11 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.render.drawables import Circles, Crosses
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import discovery_kernels as dk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles, Crosses
 
 #: Most targets per env (the fused kernels keep each agent's covered targets in a 32-bit mask).
 MAX_TARGETS = 32

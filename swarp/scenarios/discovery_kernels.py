@@ -14,9 +14,10 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.env import episode
-from swarp.scenarios import base, common, rows
+from swarp.runtime import episode, rows
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -193,10 +194,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         pos=state.pos, vel=state.vel, targets=sc._targets, found=sc._found, nq=sc.world.neighbor_query(),
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), covering_range=s(c.covering_range),
         time_penalty=s(c.time_penalty), collision_penalty=s(c.collision_penalty), cover_bits_out=sc._cover_bits,
-        reward_out=env._reward, collisions_out=sc._collisions,
+        reward_out=sc.buffers.reward, collisions_out=sc._collisions,
     )  # fmt: skip
     finish_inputs = [sc._cover_bits, c.agents_per_target, s(c.covering_reward)]
-    finish_outputs = [sc._found, env._obs, env._reward, sc._newly_found, sc._covered_fraction]
+    finish_outputs = [sc._found, sc.buffers.obs, sc.buffers.reward, sc._newly_found, sc._covered_fraction]
     common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.disc_finish, (finish_inputs, finish_outputs))
 
 

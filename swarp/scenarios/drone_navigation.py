@@ -28,10 +28,10 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread
-from swarp.scenarios import base
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.base import OBSERVE_STEP, register_scenario
+from swarp.scenarios.framework import base
+from swarp.scenarios.framework.base import OBSERVE_STEP, register_scenario
 from swarp.scenarios.navigation import NavigationConfig, NavigationScenario
 
 #: Observation columns the drone variant appends to navigation's.
@@ -146,8 +146,8 @@ class DroneNavigationScenario(NavigationScenario):
         def drone_columns(launcher: Launcher) -> None:
             env, state = self.env, self.world.state
             s = env.stepper.scalar
-            per_thread, threads = agents_per_thread(env.device, self.n_agents)
-            mask = env_mask if env_mask is not None else self.world.neighbors.no_mask
+            per_thread, threads = self.plan.split(self.n_agents)
+            mask = env_mask if env_mask is not None else self.buffers.no_mask
             launcher.launch(
                 kernels(s).drone_observe,
                 dim=(self.n_envs, threads),
@@ -164,7 +164,7 @@ class DroneNavigationScenario(NavigationScenario):
                     int(mode),
                     per_thread,
                 ],
-                outputs=[env._obs, env._reward],
+                outputs=[self.buffers.obs, self.buffers.reward],
                 device=env.device,
             )
 

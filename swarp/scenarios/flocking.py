@@ -45,11 +45,11 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.render.drawables import Circles, Crosses
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import flocking_kernels as fk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles, Crosses
 
 #: Added to the mean speed in the alignment info so a fleet at rest reads 0, not NaN [m/s].
 ALIGNMENT_EPS = 1e-6

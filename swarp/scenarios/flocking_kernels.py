@@ -19,9 +19,10 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.env import episode
-from swarp.scenarios import base, common, rows
+from swarp.runtime import episode, rows
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -247,11 +248,11 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), sep_distance=s(c.separation_distance),
         target_limit=limit, target_radius=s(c.target_radius), dt=dt, target_weight=s(c.target_weight),
         separation_weight=s(c.separation_weight), collision_penalty=s(c.collision_penalty),
-        prev_dist=sc._prev_dist, reward_out=env._reward, dist_out=sc._dist, in_flock_out=sc._in_flock,
+        prev_dist=sc._prev_dist, reward_out=sc.buffers.reward, dist_out=sc._dist, in_flock_out=sc._in_flock,
         collisions_out=sc._collisions,
     )  # fmt: skip
     finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, s(c.cohesion_weight), s(c.alignment_weight)]
-    finish_outputs = [sc._target, sc._target_vel, env._reward, sc._cohesion, sc._alignment, sc._overflow]
+    finish_outputs = [sc._target, sc._target_vel, sc.buffers.reward, sc._cohesion, sc._alignment, sc._overflow]
     common.launch_observe(
         sc, launcher, env_mask, mode, k.observe, args, k.flock_finish, (finish_inputs, finish_outputs)
     )

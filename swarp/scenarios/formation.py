@@ -38,11 +38,11 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.render.drawables import Circles, Crosses
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import formation_kernels as fk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles, Crosses
 
 #: Width of the slot rings drawn by the renderer [px].
 SLOT_RING_PX = 2.0

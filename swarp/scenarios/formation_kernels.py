@@ -14,9 +14,10 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.env import episode
-from swarp.scenarios import base, common, rows
+from swarp.runtime import episode, rows
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -185,11 +186,11 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         pos=state.pos, vel=state.vel, slots=sc._slots, center=sc._center, nq=sc.world.neighbor_query(),
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
         collision_penalty=s(c.collision_penalty), prev_dist=sc._prev_dist, progress_out=sc._progress,
-        reward_out=env._reward, dist_out=sc._dist, on_slot_out=sc._on_slot, collisions_out=sc._collisions,
+        reward_out=sc.buffers.reward, dist_out=sc._dist, on_slot_out=sc._on_slot, collisions_out=sc._collisions,
     )  # fmt: skip
     finish_inputs = [sc._progress, sc._dist, sc._on_slot, int(c.shared_reward), s(c.shaping_factor)]
     finish_inputs += [s(c.final_reward)]
-    finish_args = (finish_inputs, [env._reward, sc._error])
+    finish_args = (finish_inputs, [sc.buffers.reward, sc._error])
     common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.form_finish, finish_args)
 
 

@@ -48,11 +48,11 @@ from dataclasses import dataclass
 import torch
 
 from swarp.core.config import AgentConfig, Obstacle, WorldConfig
-from swarp.core.launch import Launcher
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import give_way_kernels as gk
-from swarp.scenarios.base import WorldSpec, register_scenario
-from swarp.scenarios.common import OptionChecker
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import WorldSpec, register_scenario
+from swarp.scenarios.framework.options import OptionChecker
 from swarp.scenarios.navigation import NavigationScenario
 
 #: Lane half-width at difficulty 0 and 1, bay half-width at difficulty 0 and 1, bay depth and

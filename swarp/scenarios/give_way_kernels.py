@@ -11,9 +11,9 @@ import functools
 
 import warp as wp
 
-from swarp.core.launch import Launcher
 from swarp.core.precision import vec2_type
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import arena as common
 
 
 @functools.cache

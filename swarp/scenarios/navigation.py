@@ -40,21 +40,21 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig, _coerce_enum
-from swarp.core.launch import Launcher
+from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, _coerce_enum
 from swarp.core.types import PARAM_RADIUS
-from swarp.render.drawables import Circles, Crosses
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.common import OptionChecker
-from swarp.scenarios.spawn import (
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles, Crosses
+from swarp.scenarios.framework.options import OptionChecker
+from swarp.scenarios.framework.spawn import (
     cell_keys_torch,
     cell_point_torch,
-    cells_per_side,
     smallest_cells_torch,
     uniform_torch,
 )
+from swarp.scenarios.navigation_step_end import NavigationStepEnd
 
 DRAW_SPAWN_CELLS = int(nk.DRAW_SPAWN_CELLS)
 DRAW_GOAL_CELLS = int(nk.DRAW_GOAL_CELLS)
@@ -63,8 +63,6 @@ DRAW_GOAL_JITTER = int(nk.DRAW_GOAL_JITTER)
 DRAW_HEADING = int(nk.DRAW_HEADING)
 DRAW_OBSTACLE = int(nk.DRAW_OBSTACLE)
 DRAW_OBSTACLE_CELLS = int(nk.DRAW_OBSTACLE_CELLS)
-#: Spawn clearance from a cell edge, as a multiple of the agent radius.
-CLEARANCE_FACTOR = 1.25
 #: Width of the goal ring drawn by the renderer [px].
 GOAL_RING_PX = 2.0
 #: Default neighbor-list width: enough for every possible contact partner of a disc (at most 6
@@ -177,32 +175,19 @@ class NavigationScenario(FusedScenario):
     builds_neighbors = True
     ends_steps = True
     saves_final_obs = True
-    _ahead: nk.AheadStarts | None = None  # the prepared starts (``bind_reset_ahead``)
-    _ahead_marks = None
+    #: The ``navigation_step_end.NavigationStepEnd`` hooks (``step_end_hooks``), or ``None``.
+    step_end = None
 
     def make_world(self) -> WorldSpec:
         c = self.cfg
-        agent = AgentConfig(model=c.model, ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
-        self.clearance = CLEARANCE_FACTOR * c.agent_radius
-        self.side = cells_per_side(c.world_size, self.clearance, c.n_agents + c.n_obstacles, c.spawn_cells)
-        self.cell_width = 2.0 * c.world_size / self.side
-        self.jitter = 0.5 * self.cell_width - self.clearance
-        self.obstacle_extent = 0.5 * self.cell_width - (self.clearance - c.agent_radius)
-        world = WorldConfig(
-            bounds=c.world_size,
-            bounds_mode="soft",
-            max_neighbors=c.list_width,
-            neighbor_radius=max(c.obs_range, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt),
-            neighbor_method=c.neighbor_method,
-        )
-        return WorldSpec(
-            agents=(agent,) * c.n_agents,
-            world=world,
-            dt=c.dt,
-            substeps=c.substeps,
-            max_steps=c.max_steps,
+        n_cells = c.n_agents + c.n_obstacles
+        spec = common.arena_world(
+            self, n_cells, model=c.model, max_neighbors=c.list_width, neighbor_method=c.neighbor_method,
             n_obstacle_slots=c.n_obstacles,
-        )
+        )  # fmt: skip
+        # An obstacle fills its cell but a clearance of one agent radius less than a spawn keeps.
+        self.obstacle_extent = c.world_size / self.side - (self.clearance - c.agent_radius)
+        return spec
 
     @property
     def obs_dim(self) -> int:
@@ -232,9 +217,6 @@ class NavigationScenario(FusedScenario):
         # The reset's lookup tables, made here, outside any capture (variants with their own reset
         # and no spawn grid, like give_way, need none).
         self._cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
-        #: Whether the CUDA step ends in one kernel (``navigation_kernels.fused_step_end``, decided
-        #: here once: ``SWARP_STEP_END``, the device, the batch size).
-        self.step_end_fused = env.fused and nk.fused_step_end(self)
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
         return {
@@ -273,20 +255,13 @@ class NavigationScenario(FusedScenario):
         spawn = cell_point_torch(
             spawn_cells, self.side, c.world_size, self.jitter, key, DRAW_SPAWN_JITTER + 2 * agents, dtype
         )
-        heading = (uniform_torch(key, DRAW_HEADING + agents, dtype) * 2.0 - 1.0) * math.pi
         if n_obs:
             self._reset_obstacles_torch(env_mask, obstacle_cells, key)
         goals = cell_point_torch(
             goal_cells, self.side, c.world_size, self.jitter, key, DRAW_GOAL_JITTER + 2 * agents, dtype
         )
-        m2 = env_mask.view(E, 1)
-        m3 = env_mask.view(E, 1, 1)
-        state = self.env.state
-        state.pos.copy_(torch.where(m3, spawn, state.pos))
-        state.theta.copy_(torch.where(m2, heading, state.theta))
-        state.vel.masked_fill_(m3, 0.0)
-        state.speed.masked_fill_(m2, 0.0)
-        state.ang_vel.masked_fill_(m2, 0.0)
+        common.spawn_agents_torch(self, env_mask, spawn, heading_draw=DRAW_HEADING)
+        m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
         self.goals.copy_(torch.where(m3, goals, self.goals))
         dist = (goals - spawn).square().sum(-1).sqrt()
         self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
@@ -322,46 +297,20 @@ class NavigationScenario(FusedScenario):
         obstacles["angle"][:, view] = torch.where(m2, angle, obstacles["angle"][:, view])
         obstacles["size"][:, view] = torch.where(m3, size, obstacles["size"][:, view])
 
-    def _pairwise(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(delta [E, A, A, 2] = p_j - p_i, d2 [E, A, A])``."""
-        pos = self.env.state.pos
-        delta = pos.unsqueeze(1) - pos.unsqueeze(2)
-        return delta, delta.square().sum(-1)
-
     def observations(self) -> torch.Tensor:
-        c, E, A = self.cfg, self.n_envs, self.n_agents
-        state = self.env.state
-        parts = [
-            state.pos,
-            state.vel,
-            torch.cos(state.theta).unsqueeze(-1),
-            torch.sin(state.theta).unsqueeze(-1),
-            self.goals - state.pos,
-        ]
-        k = c.obs_neighbors
-        if k:
-            delta, d2 = self._pairwise()
-            eye = torch.eye(A, dtype=torch.bool, device=d2.device)
-            in_range = (d2 <= c.obs_range**2) & ~eye
-            # Nearest first, ties by index (a stable sort of the squared distances).
-            key = torch.where(in_range, d2, torch.full_like(d2, math.inf))
-            order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
-            valid = torch.gather(in_range, 2, order)
-            rel_pos = torch.gather(delta, 2, order.unsqueeze(-1).expand(-1, -1, -1, 2))
-            rel_vel = torch.gather(
-                state.vel.unsqueeze(1).expand(E, A, A, 2), 2, order.unsqueeze(-1).expand(-1, -1, -1, 2)
-            ) - state.vel.unsqueeze(2)
-            feats = torch.cat([rel_pos, rel_vel, torch.ones_like(rel_pos[..., :1])], -1) * valid.unsqueeze(-1)
-            if feats.shape[2] < k:
-                feats = torch.nn.functional.pad(feats, (0, 0, 0, k - feats.shape[2]))
-            parts.append(feats.reshape(E, A, 5 * k))
+        c, state = self.cfg, self.env.state
+        heading = [torch.cos(state.theta).unsqueeze(-1), torch.sin(state.theta).unsqueeze(-1)]
+        parts = [state.pos, state.vel, *heading, self.goals - state.pos]
+        if c.obs_neighbors:
+            delta, d2 = common.pairwise(state.pos)
+            parts.append(common.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
         return (self.goals - self.env.state.pos).square().sum(-1).sqrt()
 
     def _collisions_torch(self) -> torch.Tensor:
-        _, d2 = self._pairwise()
+        _, d2 = common.pairwise(self.env.state.pos)
         radius = self.env.agent_params[..., PARAM_RADIUS]  # [E_p, A]: per-env radii when randomized
         eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
         reach = radius.unsqueeze(-1) + radius.unsqueeze(-2)
@@ -400,29 +349,17 @@ class NavigationScenario(FusedScenario):
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         nk.launch_reset(self, launcher, env_mask)
 
-    def supports_reset_ahead(self) -> bool:
-        # The prepared starts are this class's reset and observation: a variant that replaces
-        # either (give_way's reset, drone_navigation's columns) does not prepare ahead.
+    def step_end_hooks(self, spec: WorldSpec) -> NavigationStepEnd:
+        # A variant that replaces the observation (drone_navigation's columns) ends its steps
+        # split; one that replaces the reset (give_way) does not prepare starts ahead.
         cls = type(self)
-        own = cls.launch_reset is NavigationScenario.launch_reset
-        own = own and cls.launch_observe is NavigationScenario.launch_observe
-        return own and nk.supports_reset_ahead(self)
-
-    def bind_reset_ahead(self, marks) -> None:
-        self._ahead = nk.AheadStarts(self)
-        self._ahead_marks = marks
-
-    def swaps_in_step(self) -> bool:
-        return self._ahead is not None and self.step_end_fused
-
-    def launch_prepare_ahead(self, launcher: Launcher, env_mask, streams) -> None:
-        nk.launch_prepare_ahead(self, launcher, env_mask, streams)
-
-    def prepared_poses(self) -> tuple:
-        return self._ahead.pos, self._ahead.theta
-
-    def launch_swap_ahead(self, launcher: Launcher, env_mask, marks) -> None:
-        nk.launch_swap_ahead(self, launcher, env_mask, marks)
+        fuses = cls.launch_observe is NavigationScenario.launch_observe
+        own_reset = cls.launch_reset is NavigationScenario.launch_reset
+        planar = all(a.model != DynamicsModel.DRONE for a in spec.agents)
+        brute = spec.world.neighbor_method_for(len(spec.agents)) == "brute"
+        prepares = fuses and own_reset and planar and brute and self.cfg.n_obstacles == 0
+        self.step_end = NavigationStepEnd(self, fuses, prepares)
+        return self.step_end
 
 
 register_scenario("navigation", NavigationScenario)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from swarp.core.config import Body, Obstacle
-from swarp.render.drawables import Boxes, Crosses
-from swarp.scenarios.base import WorldSpec, register_scenario
 from swarp.scenarios.body_goal import RING, BodyGoalConfig, BodyGoalScenario, Layout, wrap_angle_torch
+from swarp.scenarios.framework.base import WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Boxes, Crosses
 from swarp.scenarios.transport import BODY_COLOR, GOAL_COLOR, RING_GAP_FACTOR
 
 #: Outline width of the goal pose [px].

@@ -42,12 +42,12 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.render.drawables import Circles
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import sampling_kernels as smk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.common import OptionChecker
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles
+from swarp.scenarios.framework.options import OptionChecker
 
 #: Largest patch radius: the patch's occupancy bits live in one int32.
 MAX_PATCH_RADIUS = 2

@@ -17,11 +17,12 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
-from swarp.env import episode
 from swarp.physics import neighbors
-from swarp.scenarios import base, common
+from swarp.runtime import episode
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import base
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -34,12 +35,12 @@ def kernels(
     fleet_size: int,
     patch_radius: int,
     n_gaussians: int,
-    layout: neighbors.ListLayout,
+    register_lists: bool,
 ):
-    """Kernels for one precision, neighbor-list width, backend and list ``layout``
-    (``neighbors.list_layout``), agent count, patch radius and Gaussian count."""
+    """Kernels for one precision, neighbor-list width, backend and layout
+    (``ExecutionPlan.register_lists``), agent count, patch radius and Gaussian count."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, layout)
+    nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -222,7 +223,7 @@ def _kernels_for(sc):
         sc.n_agents,
         sc.cfg.patch_radius,
         sc.cfg.n_gaussians,
-        neighbors.list_layout(sc.env.device, stepper.world.max_neighbors),
+        sc.plan.register_lists,
     )
 
 
@@ -236,8 +237,8 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     k = _kernels_for(sc)
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
-    mask = env_mask if env_mask is not None else world.neighbors.no_mask
-    per_thread, threads = agents_per_thread(env.device, sc.n_agents)
+    mask = env_mask if env_mask is not None else sc.buffers.no_mask
+    per_thread, threads = sc.plan.split(sc.n_agents)
     launcher.launch(
         k.sampling_observe,
         dim=(sc.n_envs, threads),
@@ -253,7 +254,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             int(mode),
             per_thread,
         ],
-        outputs=[env._obs, sc._field, sc._samples],
+        outputs=[sc.buffers.obs, sc._field, sc._samples],
         device=env.device,
     )
     if mode != base.OBSERVE_ONLY:
@@ -265,14 +266,14 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
                 sc._row_mass,
                 int(c.shared_reward),
                 s(c.success_fraction),
-                env.episode_args,
+                sc.buffers.episode_args,
                 int(mode),
                 mask,
                 int(env_mask is not None),
             ],
-            outputs=[sc._collected, env._reward, sc._fraction, sc._success],
+            outputs=[sc._collected, sc.buffers.reward, sc._fraction, sc._success],
             device=env.device,
-            block_dim=per_env_block(env.device),
+            block_dim=sc.plan.env_block,
         )
 
 

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.launch import Launcher
-from swarp.render.drawables import Circles, Crosses
-from swarp.scenarios import common
+from swarp.runtime.launch import Launcher
 from swarp.scenarios import spread_kernels as sk
-from swarp.scenarios.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
-from swarp.scenarios.common import OptionChecker
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles, Crosses
+from swarp.scenarios.framework.options import OptionChecker
 
 #: Landmark marker color (RGB) and cover-ring width [px] for the renderer.
 LANDMARK_COLOR = (90, 90, 90)

@@ -18,11 +18,12 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.core.launch import Launcher, agents_per_thread, per_env_block
 from swarp.core.precision import vec2_type
-from swarp.env import episode
 from swarp.physics import neighbors
-from swarp.scenarios import base, common, rows
+from swarp.runtime import episode, rows
+from swarp.runtime.launch import Launcher
+from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import base
 
 #: Fleets up to this size observe through the row kernels (``rows.observe_kernels``: one thread per
 #: agent builds its 4 A + 2 row in registers, stored through a [64, 4 A + 2] shared tile, 25 KB at
@@ -34,11 +35,11 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, layout: neighbors.ListLayout):
-    """Kernels for one precision, neighbor-list width, backend and list ``layout``
-    (``neighbors.list_layout``), and agent count."""
+def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, register_lists: bool):
+    """Kernels for one precision, neighbor-list width, backend and layout
+    (``ExecutionPlan.register_lists``), and agent count."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, layout)
+    nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
@@ -233,7 +234,7 @@ def _kernels_for(sc):
     stepper = sc.env.stepper
     k = stepper.world.max_neighbors
     grid = stepper.neighbor_method == "grid"
-    return kernels(stepper.scalar, k, grid, sc.n_agents, neighbors.list_layout(sc.env.device, k))
+    return kernels(stepper.scalar, k, grid, sc.n_agents, sc.plan.register_lists)
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
@@ -252,21 +253,21 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         k.AgentArgs(),
         pos=state.pos, vel=state.vel, landmarks=sc._landmarks, nq=world.neighbor_query(),
         reach=s(2.0 * c.agent_radius), cover_radius=s(sc.cover_radius), collision_penalty=s(c.collision_penalty),
-        reward_out=env._reward, landmark_dist_out=sc._landmark_dist, covered_out=sc._covered,
+        reward_out=sc.buffers.reward, landmark_dist_out=sc._landmark_dist, covered_out=sc._covered,
         collisions_out=sc._collisions,
     )  # fmt: skip
     if k.observe is not None:
-        rows.launch_observe_rows(sc, launcher, k.observe, args, env_mask, mode)
+        rows.launch_observe_rows(sc.buffers, launcher, k.observe, args, env_mask, mode)
     else:
-        per_thread, threads = agents_per_thread(env.device, sc.n_agents)
-        pairs_per_thread, pair_threads = agents_per_thread(env.device, sc.obs_dim // 2)
-        mask = env_mask if env_mask is not None else world.neighbors.no_mask
+        per_thread, threads = sc.plan.split(sc.n_agents)
+        pairs_per_thread, pair_threads = sc.plan.split(sc.obs_dim // 2)
+        mask = env_mask if env_mask is not None else sc.buffers.no_mask
         use_mask = int(env_mask is not None)
         launcher.launch(
             k.spread_observe,
             dim=(sc.n_envs, threads, pair_threads),
             inputs=[state.pos, state.vel, sc._landmarks, mask, use_mask, per_thread, pairs_per_thread],
-            outputs=[env._obs],
+            outputs=[sc.buffers.obs],
             device=env.device,
         )
         launcher.launch(
@@ -279,10 +280,10 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         launcher.launch(
             k.spread_finish,
             dim=sc.n_envs,
-            inputs=[sc._landmark_dist, env.episode_args],
-            outputs=[env._reward],
+            inputs=[sc._landmark_dist, sc.buffers.episode_args],
+            outputs=[sc.buffers.reward],
             device=env.device,
-            block_dim=per_env_block(env.device),
+            block_dim=sc.plan.env_block,
         )
 
 

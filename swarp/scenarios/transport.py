@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 
 from swarp.core.config import Body, Joint, Obstacle
-from swarp.render.drawables import Circles, Crosses
-from swarp.scenarios.base import WorldSpec, register_scenario
 from swarp.scenarios.body_goal import RING, BodyGoalConfig, BodyGoalScenario, Layout
+from swarp.scenarios.framework.base import WorldSpec, register_scenario
+from swarp.scenarios.framework.drawables import Circles, Crosses
 
 #: Colour of movable bodies in renders (RGB).
 BODY_COLOR = (150, 110, 70)

@@ -12,6 +12,7 @@ from swarp.benchmark.peers import CAMAR_CELL_M, camar_grid_cells
 TINY = ["--device", "cpu", "--envs", "4", "--agents", "2", "--steps", "2", "--repeats", "1", "--min-block-s", "0"]
 
 
+@pytest.mark.slow
 def test_compare_vmas_runs_three_isolated_simulators(tmp_path, capsys):
     pytest.importorskip("vmas", reason="vmas is not installed: pip install vmas==1.5.2")
     raw, plot = tmp_path / "raw.json", tmp_path / "plot.png"
@@ -28,6 +29,7 @@ def test_compare_vmas_runs_three_isolated_simulators(tmp_path, capsys):
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_compare_sims_pairs_each_peer_with_a_matched_swarp_run(tmp_path, capsys):
     pytest.importorskip("vmas", reason="vmas is not installed: pip install vmas==1.5.2")
     raw = tmp_path / "raw.json"
@@ -58,6 +60,7 @@ def test_matched_tasks_follow_the_peers():
         matched_options("brax", 4)
 
 
+@pytest.mark.slow
 def test_a_peer_that_fails_keeps_its_row_and_the_table_prints(tmp_path, capsys):
     """A worker that dies (here: an interpreter that exits at once) is reported as an error with
     its config, and the comparison still prints every table instead of stopping."""

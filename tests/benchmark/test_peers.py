@@ -36,6 +36,7 @@ def peer_importable(module: str) -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.slow
 def test_swarp_adapter_runs_the_matched_task():
     options = matched_options("camar", 3)
     result = run_isolated(BenchConfig("swarp", n_agents=3, options=options, **TINY))
@@ -82,6 +83,7 @@ def test_missing_interpreter_is_skipped():
     assert result["status"] == "skipped" and "no interpreter" in result["reason"]
 
 
+@pytest.mark.slow
 def test_failing_worker_is_reported_as_an_error():
     result = run_isolated(BenchConfig("swarp", n_agents=3, options={"agent_radius": -1.0}, **TINY))
     assert result["status"] == "error"
@@ -133,6 +135,7 @@ def test_plot_writes_a_png(tmp_path):
         plot_env_steps(results[-1:], str(tmp_path / "empty.png"), "test")
 
 
+@pytest.mark.slow
 def test_worker_pinned_to_one_core_reports_it():
     result = run_isolated(BenchConfig("swarp", n_agents=2, cpu_threads=1, min_block_s=0.05, **TINY))
     check_ok(result, "swarp", 2)

@@ -120,7 +120,7 @@ def test_randomize_is_reproducible_within_ranges_and_per_episode():
     speeds = first[..., MAX_SPEED]
     assert (speeds >= 0.2).all() and (speeds < 0.9).all() and speeds.unique().numel() == 15
     untouched = [c for c in range(len(PARAM_NAMES)) if c not in (param_column("mass"), MAX_SPEED)]
-    assert torch.equal(first[..., untouched], env._configured_params()[..., untouched].expand(5, -1, -1))
+    assert torch.equal(first[..., untouched], env.configured_params()[..., untouched].expand(5, -1, -1))
     env.randomize_agent_params(ranges)
     assert torch.equal(env.agent_params, first)  # same (seed, env, episode): same draws
     env.reset()

@@ -34,10 +34,10 @@ def snapshot(outputs) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("placement", ["thread", "inline"])
 @pytest.mark.parametrize("fused", [True, False])
-def test_send_recv_matches_step_bit_for_bit(fused, placement, generator, monkeypatch):
-    """Both CPU placements of the step, forced: the worker thread, and inline in send()."""
-    monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, placement)
-    sync_env, async_env = make_env(fused=fused), make_env(fused=fused)
+def test_send_recv_matches_step_bit_for_bit(fused, placement, generator):
+    """Both CPU placements of the step, forced (``plan.async_cpu``): the worker thread, and inline
+    in send()."""
+    sync_env, async_env = make_env(fused=fused), make_env(fused=fused, plan={"async_cpu": placement})
     actions = action_sequence(sync_env, generator)
     busy = torch.randn(256, 256)
     for a in actions:
@@ -136,7 +136,7 @@ def test_short_steps_stay_inline_unmeasured(clock):
     assert not any(chosen) and placement.period_s == {"inline": None, "thread": None}
 
 
-def test_forced_placement_and_bad_values(monkeypatch):
+def test_forced_placements():
     assert all(asynchronous.CpuPlacement("thread").next(1.0) for _ in range(50))
     assert not any(asynchronous.CpuPlacement("inline").next(1.0) for _ in range(50))
     # "long" (EnvPool groups): the worker for every step but those too short to pay the hand-off.
@@ -144,10 +144,6 @@ def test_forced_placement_and_bad_values(monkeypatch):
     assert long.next(None), "an untimed step goes to the worker"
     assert long.next(asynchronous.OVERLAP_MIN_S) and long.threaded
     assert not long.next(asynchronous.OVERLAP_MIN_S / 2) and not long.threaded
-    monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, "sometimes")
-    env = make_env()
-    with pytest.raises(ValueError, match="SWARP_ASYNC_CPU must be 'auto', 'inline' or 'thread'"):
-        env.send(torch.zeros(N_ENVS, N_AGENTS, env.act_dim))
 
 
 def test_a_real_slow_step_goes_to_the_worker_when_the_caller_works(monkeypatch):
@@ -200,17 +196,9 @@ def test_misuse_raises_clear_errors():
     env.step(zeros)  # usable again; a failed send left nothing pending
 
 
-def test_async_stream_switch_rejects_unknown_values(monkeypatch):
-    monkeypatch.setenv(asynchronous.ASYNC_STREAM_ENV, "sideways")
-    env = make_env()
-    with pytest.raises(ValueError, match="SWARP_ASYNC_STREAM must be 'auto', 'side' or 'current'"):
-        env.send(torch.zeros(N_ENVS, N_AGENTS, env.act_dim))
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("stream", ["auto", "side", "current"])
-def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(stream, generator, monkeypatch):
-    monkeypatch.setenv(asynchronous.ASYNC_STREAM_ENV, stream)
+def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(generator):
+    """One environment's ``send`` queues the step on torch's current stream, a user stream or not."""
     sync_env, async_env = make_env("cuda:0"), make_env("cuda:0")
     actions = action_sequence(sync_env, generator)
     user = torch.cuda.Stream()
@@ -224,4 +212,4 @@ def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(stream, generat
         torch.cuda.synchronize()
         for x, y in zip(expected, got, strict=True):
             assert torch.equal(x, y)
-    assert async_env._async.side_stream == (stream == "side")  # auto: the current stream
+    assert not async_env._async.side_stream

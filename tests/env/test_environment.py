@@ -2,7 +2,6 @@
 execution modes and seeds, snapshots, auto-reset semantics, host-sync freedom, input validation,
 the scenario registry, and the CUDA graph path."""
 
-import contextlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -10,111 +9,42 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-import warp as wp
 
 import swarp
-from swarp.core.launch import LAUNCH_DEBUG_ENV, LAUNCH_MODE_ENV
 from swarp.core.rng import INV_2_24, uniform_u24_torch
-from swarp.env.selection import RESET_LIST_ENV
-from swarp.scenarios import base as scenario_base
-
-N_ENVS = 4
-N_AGENTS = 4
-#: Episode length [steps]: short, so a rollout crosses several auto-resets.
-MAX_STEPS = 20
-N_STEPS = 200
-#: A small arena: agents driving at their goals reach them well within ``MAX_STEPS``.
-OPTIONS = dict(n_agents=N_AGENTS, world_size=0.5, n_obstacles=2, max_steps=MAX_STEPS)
-
-PATHS = pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
-#: The CPU everywhere; CUDA (where the fused path runs as one captured graph) on GPU machines.
-DEVICES = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
-
-
-def make_env(device: str = "cpu", **kwargs) -> swarp.Environment:
-    options = dict(n_envs=N_ENVS, device=device, seed=0, **OPTIONS)
-    options.update(kwargs)
-    return swarp.make("navigation", **options)
-
-
-def noise_sequence(env: swarp.Environment, n_steps: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """Uniform random actions, 20% beyond the action bounds (so clamping acts), on the env's device."""
-    low, high = (b.cpu() for b in env.action_bounds)
-    sequence = []
-    for _ in range(n_steps):
-        u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator)
-        sequence.append((low + (high - low) * (1.4 * u - 0.2)).to(env.torch_device))
-    return sequence
-
-
-def policy(env: swarp.Environment, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """Even envs drive at their goals (so episodes terminate), odd envs act on ``noise``."""
-    seek = obs[..., 6:8] / env.stepper.dt
-    even = (torch.arange(env.n_envs, device=obs.device) % 2 == 0).view(-1, 1, 1)
-    return torch.where(even, seek, noise)
-
-
-def record(env: swarp.Environment, outputs: tuple) -> dict[str, torch.Tensor]:
-    """Clones of everything a step returns plus the whole env state."""
-    obs, reward, terminated, truncated, info = outputs
-    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
-    row.update({f"info.{k}": v for k, v in info.items()})
-    row.update(env.get_state())
-    return {k: v.clone() for k, v in row.items()}
-
-
-def rollout(env: swarp.Environment, noise: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
-    """Step ``env`` from its current state with the goal-seeking/noise policy; record every step."""
-    obs = env.obs.clone()
-    trajectory = []
-    for step_noise in noise:
-        row = record(env, env.step(policy(env, obs, step_noise)))
-        obs = row["obs"]
-        trajectory.append(row)
-    return trajectory
-
-
-def assert_bit_identical(first: list[dict], second: list[dict]) -> None:
-    assert len(first) == len(second)
-    for t, (a, b) in enumerate(zip(first, second, strict=True)):
-        assert a.keys() == b.keys()
-        for key in a:
-            assert torch.equal(a[key], b[key]), f"step {t}: {key} differs"
-
-
-def without_stale_rows(trajectory: list[dict]) -> list[dict]:
-    """Drop what a step leaves stale by design: ``final_obs`` rows of envs that did not finish."""
-    cleaned = []
-    for row in trajectory:
-        row = dict(row)
-        done = (row["terminated"] | row["truncated"]).view(-1, 1, 1)
-        row["info.final_obs"] = torch.where(done, row["info.final_obs"], torch.zeros_like(row["info.final_obs"]))
-        del row["env.final_obs"]
-        cleaned.append(row)
-    return cleaned
-
-
-def count_events(trajectory: list[dict]) -> tuple[int, int]:
-    """(terminations, truncations) over a trajectory."""
-    terminated = sum(int(row["terminated"].sum()) for row in trajectory)
-    truncated = sum(int(row["truncated"].sum()) for row in trajectory)
-    return terminated, truncated
-
+from swarp.runtime.launch import LAUNCH_DEBUG_ENV
+from swarp.scenarios.framework import base as scenario_base
+from tests.support import (
+    DEVICES,
+    MAX_STEPS,
+    N_AGENTS,
+    N_ENVS,
+    N_STEPS,
+    PATHS,
+    assert_bit_identical,
+    assert_no_steady_state_allocations,
+    count_events,
+    goal_policy,
+    make_env,
+    noise_sequence,
+    record,
+    rollout,
+    step_and_reset_without_host_transfers,
+    without_stale_rows,
+)
 
 # --- determinism ---------------------------------------------------------------------------------
 
 
 @PATHS
 def test_replay_and_eager_are_bit_identical(fused, monkeypatch, generator):
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "eager")
-    eager_env = make_env(fused=fused, auto_reset=True, use_graph=False)
+    eager_env = make_env(fused=fused, auto_reset=True, plan={"launch": "eager"})
     assert eager_env.execution_mode == "eager"
     noise = noise_sequence(eager_env, N_STEPS, generator)
     eager = rollout(eager_env, noise)
     terminated, truncated = count_events(eager)
     assert terminated > 0 and truncated > 0, "the rollout should cross successes and time limits"
 
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
     replay_env = make_env(fused=fused, auto_reset=True, use_graph=False)
     assert replay_env.execution_mode == "replay"
     assert_bit_identical(eager, rollout(replay_env, noise))
@@ -238,36 +168,6 @@ def test_set_state_rejects_mismatched_snapshots():
 # --- host transfers ------------------------------------------------------------------------------
 
 #: Tensor methods that copy device data to the host (or block on it). None may run in the hot loop.
-HOST_TRANSFERS = ("item", "cpu", "numpy", "tolist", "__bool__", "__int__", "__float__", "nonzero")
-
-
-class HostTransferError(AssertionError):
-    pass
-
-
-@contextlib.contextmanager
-def forbid_host_transfers():
-    """Make every ``HOST_TRANSFERS`` method of ``torch.Tensor`` raise; restore them on exit."""
-    saved = {name: torch.Tensor.__dict__.get(name) for name in HOST_TRANSFERS}
-
-    def forbidden(name):
-        def method(self, *args, **kwargs):
-            raise HostTransferError(f"host transfer in the hot loop: Tensor.{name}()")
-
-        return method
-
-    try:
-        for name in HOST_TRANSFERS:
-            setattr(torch.Tensor, name, forbidden(name))
-        yield
-    finally:
-        for name, original in saved.items():
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
-
-
 @DEVICES
 @PATHS
 def test_step_and_reset_at_make_no_host_transfers(device, fused, generator):
@@ -279,47 +179,30 @@ def test_step_and_reset_at_make_no_host_transfers(device, fused, generator):
     assert bool((env.episode >= episode_before + 2).all())
 
 
-def step_and_reset_without_host_transfers(env, noise: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
-    """Step ``env`` through ``noise`` (the first step outside, to record or capture), then reset the
-    envs of ``mask`` and of ``~mask``, with every host read patched to raise. Returns the episode
-    counters from before the checked part."""
-    env.step(noise[0])  # the first call records the launches (and may compile)
-    env.reset_at(mask)
-    episode_before = env.episode.clone()
-    with forbid_host_transfers():
-        with pytest.raises(HostTransferError):
-            bool(torch.ones(1))  # the patch has teeth
-        obs = env.obs
-        for step_noise in noise[1:]:
-            obs, *_ = env.step(policy(env, obs, step_noise))
-        env.reset_at(mask)
-        env.reset_at(~mask)
-    return episode_before
-
-
 # --- auto-reset and episode bookkeeping ----------------------------------------------------------
 
 
 @DEVICES
-@PATHS
 @pytest.mark.parametrize(
-    "reset_list, list_rows", [("off", None), ("on", None), ("on", 3)], ids=["mask", "list", "list3"]
+    "fused, list_resets, list_rows",
+    [(True, False, None), (True, True, None), (True, True, 3), (False, False, None)],
+    ids=["mask", "list", "list3", "torch"],
 )
-def test_auto_reset_matches_manual_reset_in_lockstep(device, fused, reset_list, list_rows, monkeypatch, generator):
+def test_auto_reset_matches_manual_reset_in_lockstep(device, fused, list_resets, list_rows, generator):
     """An auto-resetting env against a plain one that calls ``reset_at(done)`` after every step.
     The auto-reset's kernels launch over the done mask, or walk a device-side list of the finished
     envs (``list3``: three rows, so a row takes every third entry); ``reset_at`` launches over its
     mask: the same bits."""
-    monkeypatch.setenv(RESET_LIST_ENV, reset_list)
-    auto = make_env(device, fused=fused, auto_reset=True)
-    assert auto._list_resets == (reset_list == "on")
-    auto._done_list.rows = list_rows
+    plan = {"list_resets": list_resets, "reset_ahead": False} if fused else None
+    auto = make_env(device, fused=fused, auto_reset=True, plan=plan)
+    assert auto.plan.list_resets == list_resets
+    auto.buffers.done_list.rows = list_rows
     manual = make_env(device, fused=fused, auto_reset=False)
     assert "final_obs" in auto.info and "final_obs" not in manual.info
     obs = auto.obs.clone()
     n_terminated = n_truncated = 0
     for t, step_noise in enumerate(noise_sequence(auto, 70, generator)):
-        actions = policy(auto, obs, step_noise)
+        actions = goal_policy(auto, obs, step_noise)
         episode_before = auto.episode.clone()
         obs, reward, terminated, truncated, info = auto.step(actions)
         m_obs, m_reward, m_terminated, m_truncated, m_info = manual.step(actions)
@@ -692,27 +575,6 @@ def test_no_steady_state_allocations_on_cuda(use_graph):
     assert_no_steady_state_allocations(make_cuda_env(use_graph=use_graph))
 
 
-def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 1000) -> None:
-    """Step a CUDA ``env`` ``n_steps`` times on random actions (and ``reset_at`` its finished
-    envs): neither torch's allocator nor Warp's mempool may grow, even transiently."""
-    actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, device=env.torch_device)
-    for _ in range(10):
-        env.step(actions)
-    env.reset_at(env.done)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    torch_before = torch.cuda.memory_allocated()
-    warp_before = wp.get_mempool_used_mem_current(env.device)
-    for _ in range(n_steps):
-        actions.uniform_(-1.0, 1.0)
-        env.step(actions)
-    env.reset_at(env.done)
-    torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == torch_before
-    assert torch.cuda.max_memory_allocated() == torch_before, "transient torch allocations in the step"
-    assert wp.get_mempool_used_mem_current(env.device) == warp_before
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("use_graph", ["auto", False])
 def test_user_stream_gives_the_default_stream_results(use_graph, generator):
@@ -731,7 +593,7 @@ def test_user_stream_gives_the_default_stream_results(use_graph, generator):
         obs = env.obs.clone()
         total_reward = torch.zeros((), device="cuda:0")
         for step_noise in noise:
-            actions = policy(env, obs, step_noise)
+            actions = goal_policy(env, obs, step_noise)
             obs, reward, terminated, truncated, info = env.step(actions)
             total_reward += reward.sum()  # torch reads the outputs on the user stream
             obs = obs.clone()

@@ -7,8 +7,7 @@ import torch
 
 import swarp
 from swarp.scenarios.navigation import NavigationScenario
-
-from .test_environment import DEVICES, PATHS, assert_bit_identical, make_env, noise_sequence, record
+from tests.support import DEVICES, PATHS, assert_bit_identical, make_env, noise_sequence, record
 
 #: A crowded little arena so agents touch each other and the walls within a few steps.
 CROWDED = dict(n_envs=2, n_agents=4, world_size=0.3, n_obstacles=0, max_steps=6)

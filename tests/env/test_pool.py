@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import swarp
-from swarp.env import asynchronous
 from swarp.env.pool import EnvPool
 
 N_ENVS, BATCH, N_AGENTS, ROUNDS = 12, 4, 4, 60
@@ -57,14 +56,14 @@ def run_pool_against_batch(device, generator, **kwargs):
     return pool
 
 
-@pytest.mark.parametrize("placement", ["auto", "thread", "inline"])
-def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(placement, generator, monkeypatch):
-    """CPU placements of the groups' steps: forced worker threads, forced inline, and the default
-    (worker threads for steps long enough to pay the hand-off; these 4-env steps are not)."""
-    monkeypatch.setenv(asynchronous.ASYNC_CPU_ENV, placement)
-    pool = run_pool_against_batch("cpu", generator)
+@pytest.mark.parametrize("placement", ["measure", "thread", "inline"])
+def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(placement, generator):
+    """CPU placements of the groups' steps (``plan.async_cpu``): forced worker threads, forced
+    inline, and the default (worker threads for steps long enough to pay the hand-off; these 4-env
+    steps are not)."""
+    pool = run_pool_against_batch("cpu", generator, plan={"async_cpu": placement})
     assert all(group._async.last_threaded == (placement == "thread") for group in pool.groups)
-    if placement == "auto":
+    if placement == "measure":
         assert all(group._async.placement.forced == "long" for group in pool.groups)
 
 

@@ -42,6 +42,7 @@ def trained(tmp_path_factory):
     return final, run_dir / "smoke"
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_checkpoint_metrics_and_plot(trained):
     final, run = trained
     assert final["frames"] == 61440
@@ -63,6 +64,7 @@ def test_smoke_run_writes_checkpoint_metrics_and_plot(trained):
     assert (run / "learning_curve.png").exists()
 
 
+@pytest.mark.slow
 def test_evaluation_of_the_checkpoint_beats_random(trained, tmp_path):
     final, run = trained
     evaluation = load_example("marl_eval")
@@ -171,6 +173,7 @@ def _ppo_step_worker(device: str) -> dict:
     return results
 
 
+@pytest.mark.slow
 def test_distributed_ppo_step_equals_the_single_process_step_on_the_concatenated_batch(tmp_path):
     from distributed_ranks import run_ranks
 
@@ -186,6 +189,7 @@ def test_distributed_ppo_step_equals_the_single_process_step_on_the_concatenated
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_distributed_training_runs_under_torchrun(tmp_path):
     """``torchrun --nproc-per-node 2 marl_train.py --distributed`` on the CPU (gloo): global frame
     counts, evaluations, one metrics file and one checkpoint written by rank 0."""

@@ -5,6 +5,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "optimize_actions.py"
 
 
@@ -16,6 +18,7 @@ def load_example():
     return module
 
 
+@pytest.mark.slow
 def test_crossing_agents_reach_their_goals_without_collisions():
     example = load_example()
     args = example.Args(n_agents=4, steps=25, iters=60, log_every=0, plot="")

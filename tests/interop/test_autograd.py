@@ -10,7 +10,7 @@ import warp as wp
 
 from swarp import AgentConfig, Obstacle, State, Stepper, TorchState, WorldConfig, rollout, warp_step
 from swarp.core.types import complete_state
-from swarp.interop.autograd import GradRing, RolloutGraph, invalid_actions
+from swarp.physics.autograd import GradRing, RolloutGraph, invalid_actions
 
 MODELS = ["holonomic", "diff_drive", "kinematic_bicycle"]
 CTRL_MODES = ["velocity", "acceleration"]

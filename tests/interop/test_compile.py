@@ -13,7 +13,7 @@ import torch
 
 from swarp import AgentConfig, Obstacle, Stepper, TorchState, WorldConfig, warp_step
 from swarp.core.types import complete_state
-from swarp.interop.compile import compiled_warp_step, register_stepper
+from swarp.physics.compile import compiled_warp_step, register_stepper
 
 BACKEND = "aot_eager"
 RADIUS = 0.1
@@ -93,6 +93,7 @@ def test_gradcheck_through_torch_compile(generator):
     assert torch.autograd.gradcheck(fn, inputs)
 
 
+@pytest.mark.slow
 def test_the_compiled_loop_has_no_graph_break(generator):
     stepper = make_stepper()
     register_stepper(stepper)

@@ -11,7 +11,7 @@ import warp as wp
 from swarp import AgentConfig, Obstacle, Stepper, TorchState, WorldConfig, rollout, warp_step
 from swarp.core.config import Body, Joint
 from swarp.core.types import TorchStateWithBodies, complete_state
-from swarp.interop.autograd import GradRing
+from swarp.physics.autograd import GradRing
 from swarp.physics.bodies import BodyForces
 from swarp.physics.world import World
 
@@ -197,6 +197,7 @@ def joint_errors(world: World) -> torch.Tensor:
     return torch.stack([tow, hang]).abs()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("substeps", "bound"), [(1, 0.2), (4, 0.05)])
 def test_joint_error_stays_bounded_over_10000_steps(substeps, bound):
     """The agent drives circles at half its top speed, dragging the chain (default dt = 0.1 s)."""
@@ -211,6 +212,7 @@ def test_joint_error_stays_bounded_over_10000_steps(substeps, bound):
     assert float(world.state.torch.body_vel.norm(dim=-1).max()) > 0.1, "the chain was dragged"
 
 
+@pytest.mark.slow
 def test_no_nan_or_energy_blow_up_over_100000_steps_at_defaults():
     """A T pushed around by agents with random bounded velocity commands, a tethered disc, walls."""
     bodies = (Body(T_SHAPES, mass=2.0, linear_damping=1.0, angular_damping=1.0), Body((Obstacle.circle((0, 0), 0.08),)))

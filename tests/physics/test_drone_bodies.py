@@ -8,8 +8,8 @@ import torch
 
 from swarp import AgentConfig, Body, Obstacle, Stepper, TorchStateWithBodies, World, WorldConfig, rollout, warp_step
 from swarp.core.types import BODY_FIELDS, DRONE_FIELDS
-from swarp.interop.autograd import GradRing, RolloutGraph, step_fields
-from swarp.interop.compile import compiled_warp_step
+from swarp.physics.autograd import GradRing, RolloutGraph, step_fields
+from swarp.physics.compile import compiled_warp_step
 
 from .test_bodies import assert_step_paths_agree
 

@@ -7,15 +7,16 @@ import torch
 import warp as wp
 
 from swarp import AgentConfig, Stepper, World, WorldConfig
+from swarp.runtime.plan import ExecutionPlan
 
 #: Neighbor radius [m] of every world below (agents have the default radius of 0.05 m).
 RADIUS = 0.15
 METHODS = ("brute", "grid")
 
 
-def make_world(n_envs: int, n_agents: int, method: str, *, max_neighbors=16, dtype="float64") -> World:
+def make_world(n_envs: int, n_agents: int, method: str, *, max_neighbors=16, dtype="float64", plan=None) -> World:
     world = WorldConfig(neighbor_method=method, neighbor_radius=RADIUS, max_neighbors=max_neighbors)
-    return World(Stepper([AgentConfig()] * n_agents, device="cpu", world=world, dtype=dtype), n_envs)
+    return World(Stepper([AgentConfig()] * n_agents, device="cpu", world=world, dtype=dtype, plan=plan), n_envs)
 
 
 def lists_of(world: World) -> dict[str, np.ndarray]:
@@ -269,28 +270,19 @@ def test_edge_index_is_consistent_with_the_lists(rng, max_neighbors):
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("max_neighbors", [1, 3, 8, 16])
 @pytest.mark.parametrize("n_agents", [40, 150])
-def test_every_list_layout_builds_the_same_lists(rng, monkeypatch, method, max_neighbors, n_agents):
-    """The ways of keeping the top-K list (``neighbors.list_layout``: the register sweep on CUDA up
-    to K = 16, shifting insertion elsewhere) and of filling it (the two-pass brute scan on CUDA, with
-    more than one 64-agent mask word at 150 agents) give the same sorted lists, ties and overflow
-    included."""
-    from swarp.physics import neighbors
-
+def test_every_list_layout_builds_the_same_lists(rng, method, max_neighbors, n_agents):
+    """The two ways of keeping the top-K list (``ExecutionPlan.register_lists``: in registers,
+    filled by the two-pass brute scan, on CUDA up to K = 16; shifting insertion elsewhere) give the
+    same sorted lists, ties and overflow included, with more than one 64-agent mask word at 150
+    agents."""
     pos = random_positions(rng, "clusters", 3, n_agents)
     lists = []
-    for layout in (neighbors.ListLayout(), neighbors.ListLayout(sweep=True), neighbors.ListLayout(True, True)):
-        monkeypatch.setattr(neighbors, "list_layout", lambda device, k, layout=layout: layout)
-        world = make_world(3, n_agents, method, max_neighbors=max_neighbors)
+    for register_lists in (False, True):
+        plan = ExecutionPlan(register_lists=register_lists)
+        world = make_world(3, n_agents, method, max_neighbors=max_neighbors, plan=plan)
         world.set_state(pos=torch.as_tensor(pos))
         lists.append(lists_of(world))
     for other in lists[1:]:
         for key in ("nbr", "count", "total", "overflow"):
             np.testing.assert_array_equal(lists[0][key], other[key], err_msg=key)
     np.testing.assert_array_equal(lists[0]["nbr"], reference_lists(pos, RADIUS, max_neighbors)["nbr"])
-
-
-def test_two_pass_scan_without_the_sweep_is_refused():
-    from swarp.physics import neighbors
-
-    with pytest.raises(ValueError, match="register sweep"):
-        neighbors.kernels(wp.float32, 8, neighbors.ListLayout(sweep=False, two_pass=True))

@@ -10,9 +10,8 @@ import torch
 import warp as wp
 
 from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
-from swarp.core.launch import LAUNCH_DEBUG_ENV, LAUNCH_MODE_ENV, Recorder
-from swarp.physics import neighbors as neighbors_module
-from swarp.physics import step as step_module
+from swarp.runtime.launch import LAUNCH_DEBUG_ENV, LAUNCH_MODE_ENV, Recorder
+from swarp.runtime.plan import ExecutionPlan
 
 #: float32 against float64 over ``N_STEPS`` steps of a world with contacts [m] / [rad].
 PRECISION_TOL = 2e-4
@@ -34,8 +33,10 @@ ARENA = WorldConfig(
 )
 
 
-def make_world(*, dtype="float32", n_envs=4, world=ARENA, integrator="rk4", substeps=2) -> World:
-    stepper = Stepper(FLEET, dt=0.05, device="cpu", world=world, substeps=substeps, integrator=integrator, dtype=dtype)
+def make_world(*, dtype="float32", n_envs=4, world=ARENA, integrator="rk4", substeps=2, plan=None) -> World:
+    stepper = Stepper(
+        FLEET, dt=0.05, device="cpu", world=world, substeps=substeps, integrator=integrator, dtype=dtype, plan=plan
+    )
     return World(stepper, n_envs)
 
 
@@ -89,12 +90,11 @@ def test_same_inputs_give_bit_identical_trajectories(rng, neighbor_method):
 def test_replay_and_eager_are_bit_identical(rng, monkeypatch):
     n_envs = 3
     start, actions = initial_state(rng, n_envs), action_sequence(rng, n_envs, 20)
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "eager")
-    eager_world = make_world(n_envs=n_envs)
+    eager_world = make_world(n_envs=n_envs, plan=ExecutionPlan(launch="eager"))
     eager = run(eager_world, start, actions)
     assert eager_world._program is None
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
     replay_world = make_world(n_envs=n_envs)
+    assert replay_world.stepper.plan.launch == "replay"
     replayed = run(replay_world, start, actions)
     assert replay_world._program is not None and replay_world._program.n_launches >= 5
     assert_bit_identical(eager, replayed)
@@ -104,11 +104,15 @@ def test_replay_and_eager_are_bit_identical(rng, monkeypatch):
     assert_bit_identical(eager, run(debug_world, start, actions))
 
 
-def test_launch_mode_must_be_known(monkeypatch):
+def test_the_launch_mode_escape_hatch_is_read_once_and_checked(monkeypatch):
+    monkeypatch.setenv(LAUNCH_MODE_ENV, "eager")
     world = make_world(n_envs=1)
+    monkeypatch.delenv(LAUNCH_MODE_ENV)
+    world.step(torch.zeros(1, len(FLEET), 2))
+    assert world.stepper.plan.launch == "eager" and world._program is None  # decided when built
     monkeypatch.setenv(LAUNCH_MODE_ENV, "graph")
     with pytest.raises(ValueError, match="SWARP_LAUNCH_MODE must be 'replay' or 'eager'"):
-        world.step(torch.zeros(1, len(FLEET), 2))
+        make_world(n_envs=1)
 
 
 def test_functional_step_matches_in_place_step(rng):
@@ -200,7 +204,6 @@ def test_world_rejects_bad_batch_size():
 
 
 def test_program_validation_detects_replaced_arrays(monkeypatch):
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
     world = make_world(n_envs=2)
     actions = torch.zeros(2, len(FLEET), 2)
     world.step(actions)
@@ -224,9 +227,8 @@ def test_program_validation_detects_replaced_arrays(monkeypatch):
     world.step(actions)
 
 
-def test_program_validation_detects_changed_values(monkeypatch):
+def test_program_validation_detects_changed_values():
     """Scalars are baked into a recording too: a different stepper time step makes it stale."""
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
     world = make_world(n_envs=1)
     world.step(torch.zeros(1, len(FLEET), 2))
     world.stepper.dt = 0.01
@@ -283,13 +285,14 @@ def test_default_neighbor_radius_misses_no_contact(substeps, ctrl_mode):
     assert torch.equal(default, everyone)
 
 
-def test_one_agent_per_thread_and_one_env_per_thread_agree(monkeypatch):
-    # The CPU walks a whole env per thread; CUDA launches one thread per agent. Same results.
+def test_one_agent_per_thread_and_one_env_per_thread_agree():
+    # The CPU walks a whole env per thread; CUDA launches one thread per agent (the plan's
+    # ``one_thread_per_env``). Same results.
     agents = [AgentConfig(model=m) for m in ("holonomic", "diff_drive", "kinematic_bicycle")] * 4
     world_cfg = WorldConfig(bounds=0.5, obstacles=(Obstacle.circle((0.1, 0.1), 0.1),))
 
-    def run():
-        w = World(Stepper(agents, device="cpu", world=world_cfg, substeps=2), 6)
+    def run(plan=None):
+        w = World(Stepper(agents, device="cpu", world=world_cfg, substeps=2, plan=plan), 6)
         gen = torch.Generator().manual_seed(2)
         w.set_state(pos=torch.rand(6, len(agents), 2, generator=gen) - 0.5)
         for _ in range(20):
@@ -297,7 +300,5 @@ def test_one_agent_per_thread_and_one_env_per_thread_agree(monkeypatch):
         return w.state.torch.pos.clone(), w.neighbor_lists()[0].clone()
 
     grouped = run()
-    for module in (step_module, neighbors_module):
-        monkeypatch.setattr(module, "agents_per_thread", lambda device, n: (1, n))
-    spread = run()
+    spread = run(ExecutionPlan(one_thread_per_env=False))
     assert torch.equal(grouped[0], spread[0]) and torch.equal(grouped[1], spread[1])

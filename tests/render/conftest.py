@@ -13,7 +13,7 @@ import torch
 import swarp
 from swarp import AgentConfig, Obstacle, WorldConfig
 from swarp.render.frame import PALETTE
-from swarp.scenarios.base import Scenario, WorldSpec
+from swarp.scenarios.framework.base import Scenario, WorldSpec
 
 #: The static obstacles of ``ShapesScenario``: world frame [m], angles [rad].
 CIRCLE = Obstacle.circle((-0.5, 0.5), 0.15)

@@ -8,9 +8,9 @@ import math
 
 import pytest
 import torch
-from env.test_environment import HostTransferError, forbid_host_transfers
 
 import swarp
+from tests.support import HostTransferError, forbid_host_transfers
 
 SCENARIOS = ("transport", "push_t", "balance")
 #: The CPU everywhere; CUDA (where the fused step is one captured CUDA graph) on GPU machines.

@@ -7,28 +7,22 @@ Scenario-specific behaviour (layouts, reward terms, controllers, options) lives 
 scenario's own test module.
 """
 
-import sys
-
 import pytest
 import torch
 import warp as wp
-from env.test_environment import forbid_host_transfers
 
 import swarp
-from swarp.core.launch import LAUNCH_MODE_ENV
-from swarp.env.selection import RESET_LIST_ENV
-from swarp.scenarios.base import get_scenario
-from swarp.scenarios.rows import tiled_rows
-
-from .helpers import (
+from swarp.scenarios.framework.base import get_scenario
+from tests.support import (
     PARITY_ATOL,
     CountingLauncher,
     assert_bit_identical,
+    forbid_host_transfers,
     make_pair,
     mixed_actions,
     parity_rollout,
     random_actions,
-    rollout,
+    rollout_actions,
 )
 
 FUSED = [name for name in swarp.scenario_names() if get_scenario(name).fused_available]
@@ -107,27 +101,25 @@ def test_reset_is_one_capturable_launch(name):
     scenario = env.scenario
     assert scenario.supports_graph_reset()
     launcher = CountingLauncher()
-    scenario.launch_reset(launcher, env._reset_mask)
+    scenario.launch_reset(launcher, env.buffers.reset_mask)
     assert len(launcher.kernels) == 1
     # The whole step, auto-reset included, is one graph (Warp's CPU graph here).
     assert env.execution_mode == "graph"
 
 
 @SCENARIOS
-def test_eager_replay_and_graph_are_bit_identical(name, monkeypatch, generator):
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "eager")
-    eager_env = make_env(name, use_graph=False)
+def test_eager_replay_and_graph_are_bit_identical(name, generator):
+    eager_env = make_env(name, plan={"launch": "eager"})
     assert eager_env.execution_mode == "eager"
     actions = action_sequence(eager_env, N_STEPS, generator)
-    eager = rollout(eager_env, actions)
+    eager = rollout_actions(eager_env, actions)
     assert sum(int(row["truncated"].sum()) for row in eager) > 0
-    monkeypatch.setenv(LAUNCH_MODE_ENV, "replay")
     replay_env = make_env(name, use_graph=False)
     assert replay_env.execution_mode == "replay"
-    assert_bit_identical(eager, rollout(replay_env, actions))
+    assert_bit_identical(eager, rollout_actions(replay_env, actions))
     graph_env = make_env(name)
     assert graph_env.execution_mode == "graph"
-    assert_bit_identical(eager, rollout(graph_env, actions))
+    assert_bit_identical(eager, rollout_actions(graph_env, actions))
 
 
 @SCENARIOS
@@ -159,15 +151,14 @@ def test_reset_at_changes_only_masked_envs(name, fused, generator):
 
 
 @SCENARIOS
-@pytest.mark.parametrize("lidar_rays, reset_list", [(0, "off"), (3, "off"), (3, "on")])
-def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, reset_list, monkeypatch, generator):
+@pytest.mark.parametrize("lidar_rays, list_resets", [(0, False), (3, False), (3, True)])
+def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, list_resets, generator):
     """With auto-reset, ``info["final_obs"]`` of a finished env is bit for bit the observation
     (lidar columns included) a twin without auto-reset returns on that step, whether the
     environment saves the rows or the scenario's masked observation does (``saves_final_obs``),
     and the restarted envs match the twin's ``reset_at``, whether the auto-reset's launches walk a
-    list of the finished envs (``SWARP_RESET_LIST=on``) or their mask."""
-    monkeypatch.setenv(RESET_LIST_ENV, reset_list)
-    auto = make_env(name, lidar_rays=lidar_rays)
+    list of the finished envs (``plan.list_resets``) or their mask."""
+    auto = make_env(name, lidar_rays=lidar_rays, plan={"list_resets": list_resets})
     plain = make_env(name, lidar_rays=lidar_rays, auto_reset=False)
     n_done = 0
     for t, actions in enumerate(action_sequence(auto, N_STEPS, generator)):
@@ -195,43 +186,25 @@ def test_tiled_observation_rows_equal_the_per_thread_store(name, lidar_rays, mon
     only the scenario's columns)."""
     options = dict(n_envs=7, lidar_rays=lidar_rays, **({} if name in FIXED_FLEETS else {"n_agents": 5}))
     actions = action_sequence(make_env(name, **options), 30, generator)
-    per_thread = rollout(make_env(name, **options), actions)
+    per_thread = rollout_actions(make_env(name, **options), actions)
     uses_rows = any(key.startswith("observe_kernels__locals__observe") for key in launched)
     tiled = ("observe_rows", "step_rows")
     assert not any(key.endswith(tiled) for key in launched)
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
-    assert tiled_rows("cpu")
-    assert_bit_identical(per_thread, rollout(make_env(name, **options), actions))
+    assert_bit_identical(per_thread, rollout_actions(make_env(name, **options, plan={"tiled_rows": True}), actions))
     assert any(key.endswith(tiled) for key in launched) == uses_rows
 
 
 @SCENARIOS
-def test_gpu_thread_layout_gives_the_cpu_layout_bits(name, monkeypatch, generator):
-    """Per-agent (per-cell, per-pair) kernels run one item per thread on the GPU and one env per
-    thread on the CPU (``swarp.core.launch.agents_per_thread``); forcing the GPU layout on the CPU,
-    in every module that sizes a grid with it, must not change a bit."""
+def test_cuda_layouts_give_the_cpu_layout_bits(name, generator):
+    """CUDA's layouts forced on the CPU through the plan: one item (agent, spawn cell, pair) per
+    thread instead of one env per thread, and neighbor lists kept in registers (filled by the
+    two-pass brute scan) instead of shifted in local memory, for every K here. Every scenario's
+    trajectory keeps its bits."""
     actions = action_sequence(make_env(name), 25, generator)
-    reference = rollout(make_env(name), actions)
-    patched = [m for n, m in sys.modules.items() if n.startswith("swarp.") and hasattr(m, "agents_per_thread")]
-    assert patched
-    for module in patched:
-        monkeypatch.setattr(module, "agents_per_thread", lambda device, n_items: (1, n_items))
-    assert_bit_identical(reference, rollout(make_env(name), actions))
-
-
-@SCENARIOS
-@pytest.mark.parametrize("two_pass", [False, True])
-def test_gpu_list_layouts_give_the_cpu_list_bits(name, two_pass, monkeypatch, generator):
-    """Neighbor lists kept by the register sweep (CUDA, K <= 16) and filled by the two-pass brute
-    scan (CUDA: ``neighbors.list_layout``) equal the one-pass shifting insertion's (the CPU's):
-    forced on for every K here, every scenario's trajectory keeps its bits."""
-    from swarp.physics import neighbors
-
-    actions = action_sequence(make_env(name), 25, generator)
-    reference = rollout(make_env(name), actions)
-    layout = neighbors.ListLayout(sweep=True, two_pass=two_pass)
-    monkeypatch.setattr(neighbors, "list_layout", lambda device, max_neighbors: layout)
-    assert_bit_identical(reference, rollout(make_env(name), actions))
+    reference = rollout_actions(make_env(name), actions)
+    cuda_like = make_env(name, plan={"one_thread_per_env": False, "register_lists": True})
+    assert_bit_identical(reference, rollout_actions(cuda_like, actions))
 
 
 @SCENARIOS
@@ -239,8 +212,8 @@ def test_same_seed_same_bits_other_seed_other_bits(name, generator):
     first = make_env(name, seed=5)
     actions = action_sequence(first, 30, generator)
     initial = first.obs.clone()
-    trajectory = rollout(first, actions)
-    assert_bit_identical(trajectory, rollout(make_env(name, seed=5), actions))
+    trajectory = rollout_actions(first, actions)
+    assert_bit_identical(trajectory, rollout_actions(make_env(name, seed=5), actions))
     other = make_env(name, seed=6)
     assert not torch.equal(other.obs, initial)
     obs, _ = other.reset(seed=5)
@@ -308,8 +281,8 @@ def test_graph_and_replay_are_bit_identical_on_cuda(name, generator):
     graph_env = make_env(name, device="cuda:0", n_envs=64)
     assert graph_env.graph_mode
     actions = [a.to("cuda:0") for a in action_sequence(make_env(name, n_envs=64), N_STEPS, generator)]
-    graph = rollout(graph_env, actions)
-    assert_bit_identical(graph, rollout(make_env(name, device="cuda:0", n_envs=64, use_graph=False), actions))
+    graph = rollout_actions(graph_env, actions)
+    assert_bit_identical(graph, rollout_actions(make_env(name, device="cuda:0", n_envs=64, use_graph=False), actions))
 
 
 @pytest.mark.gpu

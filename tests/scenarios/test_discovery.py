@@ -7,8 +7,7 @@ import pytest
 import torch
 
 import swarp
-
-from .helpers import episode_success_rate, parity_rollout, random_actions, scripted_policy
+from tests.support import episode_success_rate, parity_rollout, random_actions, scripted_policy
 
 N_PARITY_STEPS = 40
 

@@ -9,9 +9,8 @@ import pytest
 import torch
 
 import swarp
-from swarp.scenarios import common
-
-from .helpers import episode_success_rate, parity_rollout, random_actions, scripted_policy
+from swarp.scenarios.framework import arena as common
+from tests.support import episode_success_rate, parity_rollout, random_actions, scripted_policy
 
 N_PARITY_STEPS = 40
 

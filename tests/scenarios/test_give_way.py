@@ -6,9 +6,9 @@ import torch
 
 import swarp
 from swarp.core.config import ObstacleShape
-from swarp.scenarios.common import seek_velocity
+from swarp.scenarios.framework.arena import seek_velocity
 from swarp.scenarios.give_way import N_AGENTS, scripted_actions
-from tests.scenarios import helpers_b as h
+from tests.support import check_parity, random_policy, success_rate
 
 NAME = "give_way"
 PARITY_CASES = {
@@ -20,7 +20,7 @@ PARITY_CASES = {
 
 @pytest.mark.parametrize("case", list(PARITY_CASES))
 def test_fused_matches_torch_reference(case, generator):
-    seen = h.check_parity(NAME, PARITY_CASES[case], scripted_actions, generator, n_steps=80)
+    seen = check_parity(NAME, PARITY_CASES[case], scripted_actions, generator, n_steps=80)
     # The scripted half of the batch finishes episodes; the random half runs into the time limit.
     assert seen["terminated"] > 0 and seen["truncated"] > 0 and seen["info.on_goal"] > 0
 
@@ -82,9 +82,9 @@ def test_scripted_controller_beats_random_and_difficulty_forces_giving_way(diffi
     in the one-lane part, and only giving way (the scripted controller) gets both home."""
     env = swarp.make(NAME, n_envs=32, device="cpu", seed=0, difficulty=difficulty)
     n_steps = env.max_steps - 1
-    scripted = h.success_rate(env, scripted_actions, n_steps)
-    random = h.success_rate(env, h.random_policy(), n_steps)
-    straight = h.success_rate(env, straight_to_goal, n_steps)
+    scripted = success_rate(env, scripted_actions, n_steps)
+    random = success_rate(env, random_policy(), n_steps)
+    straight = success_rate(env, straight_to_goal, n_steps)
     assert scripted >= 0.9 and random <= 0.05, (scripted, random)
     if difficulty == 0.0:
         assert straight >= 0.9, straight

@@ -9,9 +9,8 @@ import warp as wp
 
 import swarp
 from swarp.core.config import ObstacleShape
-from swarp.scenarios.common import contact_overflow
-
-from .helpers import PARITY_ATOL, PARITY_RTOL, make_pair, parity_rollout
+from swarp.scenarios.framework.arena import contact_overflow
+from tests.support import PARITY_ATOL, PARITY_RTOL, make_pair, parity_rollout
 
 N_PARITY_STEPS = 50
 

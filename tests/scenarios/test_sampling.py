@@ -5,7 +5,7 @@ import torch
 
 import swarp
 from swarp.scenarios.sampling import greedy_actions
-from tests.scenarios import helpers_b as h
+from tests.support import check_parity, controlled_actions, random_policy, success_rate
 
 NAME = "sampling"
 PARITY_CASES = {
@@ -21,7 +21,7 @@ PARITY_CASES = {
 
 @pytest.mark.parametrize("case", list(PARITY_CASES))
 def test_fused_matches_torch_reference(case, generator):
-    seen = h.check_parity(NAME, PARITY_CASES[case], greedy_actions, generator, n_steps=30)
+    seen = check_parity(NAME, PARITY_CASES[case], greedy_actions, generator, n_steps=30)
     assert seen["truncated"] > 0
 
 
@@ -54,7 +54,7 @@ def test_each_cell_is_collected_once_by_one_agent(fused, generator):
     shared = 0
     for _ in range(25):
         before = env.scenario.field.clone()
-        _, reward, _, _, info = env.step(h.mixed_actions(env, greedy_actions, generator))
+        _, reward, _, _, info = env.step(controlled_actions(env, greedy_actions, generator))
         after = env.scenario.field
         cells = agent_cells(env)
         assert bool((after.gather(1, cells) == 0).all())
@@ -72,7 +72,7 @@ def test_observation_shows_what_is_left_around_the_agent():
     assert env.obs_dim == 4 + 25
     generator = torch.Generator().manual_seed(0)
     for _ in range(6):
-        obs, *_ = env.step(h.mixed_actions(env, greedy_actions, generator))
+        obs, *_ = env.step(controlled_actions(env, greedy_actions, generator))
         torch.testing.assert_close(obs[..., 0:2], env.state.pos)
         torch.testing.assert_close(obs[..., 2:4], env.state.vel)
         G = 10
@@ -98,9 +98,9 @@ def test_standing_still_collects_nothing_more():
 def test_greedy_controller_beats_random():
     env = swarp.make(NAME, n_envs=32, device="cpu", seed=0)
     n_steps = env.max_steps
-    greedy = h.success_rate(env, greedy_actions, n_steps)
+    greedy = success_rate(env, greedy_actions, n_steps)
     greedy_fraction = float(env.info["collected_fraction"].mean())
-    random = h.success_rate(env, h.random_policy(), n_steps)
+    random = success_rate(env, random_policy(), n_steps)
     random_fraction = float(env.info["collected_fraction"].mean())
     assert greedy >= 0.8 and random <= 0.2, (greedy, random)
     assert greedy_fraction > 2 * random_fraction, (greedy_fraction, random_fraction)

@@ -5,7 +5,7 @@ import torch
 
 import swarp
 from swarp.scenarios.spread import greedy_actions
-from tests.scenarios import helpers_b as h
+from tests.support import check_parity, controlled_actions, random_policy, success_rate
 
 NAME = "spread"
 PARITY_CASES = {
@@ -21,7 +21,7 @@ PARITY_CASES = {
 
 @pytest.mark.parametrize("case", list(PARITY_CASES))
 def test_fused_matches_torch_reference(case, generator):
-    seen = h.check_parity(NAME, PARITY_CASES[case], greedy_actions, generator, n_steps=30)
+    seen = check_parity(NAME, PARITY_CASES[case], greedy_actions, generator, n_steps=30)
     assert seen["truncated"] > 0
     if case in ("default", "crowded"):
         assert seen["info.covered"] > 0
@@ -48,7 +48,7 @@ def test_reward_and_info_follow_their_definition():
     generator = torch.Generator().manual_seed(0)
     n_collisions = 0
     for _ in range(10):
-        obs, reward, terminated, truncated, info = env.step(h.mixed_actions(env, greedy_actions, generator))
+        obs, reward, terminated, truncated, info = env.step(controlled_actions(env, greedy_actions, generator))
         pos, landmarks = env.state.pos, env.scenario.landmarks
         dist = torch.cdist(landmarks.double(), pos.double()).min(dim=2).values  # [E, landmark]
         d2 = torch.cdist(pos.double(), pos.double())
@@ -72,8 +72,8 @@ def test_reward_and_info_follow_their_definition():
 def test_greedy_controller_beats_random():
     env = swarp.make(NAME, n_envs=64, device="cpu", seed=0, n_agents=3)
     n_steps = env.max_steps
-    greedy = h.success_rate(env, greedy_actions, n_steps)
-    random = h.success_rate(env, h.random_policy(), n_steps)
+    greedy = success_rate(env, greedy_actions, n_steps)
+    random = success_rate(env, random_policy(), n_steps)
     assert greedy >= 0.8 and random <= 0.1, (greedy, random)
 
 

@@ -11,7 +11,8 @@ import warp as wp
 import swarp
 from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
 from swarp.core.config import Body
-from swarp.sensors import lidar as lidar_module
+from swarp.runtime.launch import Launcher
+from swarp.runtime.plan import LIDAR_RAYS_PER_THREAD, ExecutionPlan
 from swarp.sensors.lidar import (
     HIT_AGENT,
     HIT_BODY,
@@ -25,6 +26,7 @@ from swarp.sensors.lidar import (
     lidar_warp,
     world_bodies,
 )
+from swarp.sensors.lidar.kernels import ENV_KERNEL_MAX_FLEET
 
 #: Agreement of float64 distances between kernel, reference and closed forms [m].
 EXACT_TOL = 1e-12
@@ -279,20 +281,14 @@ def test_cuda_grouped_scan_gives_the_per_ray_bits(generator, dtype, n_agents, n_
     assert (grouped[1] == HIT_BODY).any()
 
 
-def test_grouped_scan_is_cudas_default_and_its_switch(monkeypatch):
-    """CUDA scans ``RAY_GROUP`` rays per thread unless ``SWARP_LIDAR_GROUP`` says otherwise; the CPU
-    never groups by default; a bad group is refused by name."""
-    assert lidar_module.ray_group("cuda:0") == lidar_module.RAY_GROUP and lidar_module.ray_group("cpu") == 1
-    other = 2 if lidar_module.RAY_GROUP != 2 else 4
-    monkeypatch.setenv(lidar_module.RAY_GROUP_ENV, str(other))
-    assert lidar_module.ray_group("cuda:0") == other
-    monkeypatch.setenv(lidar_module.RAY_GROUP_ENV, "3")
-    with pytest.raises(ValueError, match="SWARP_LIDAR_GROUP"):
-        lidar_module.ray_group("cuda:0")
+def test_the_plan_picks_the_scan_layout_and_bad_groups_are_refused():
+    """CUDA's plan scans ``LIDAR_RAYS_PER_THREAD`` rays per thread, the CPU's a whole env per
+    thread; a bad group is refused by name."""
+    assert ExecutionPlan().lidar_rays_per_thread == 0 and LIDAR_RAYS_PER_THREAD == 4
     world = make_world(n_agents=2, bounds=10.0)
     out = wp.zeros((1, 2, 4), dtype=wp.float64, device="cpu")
-    for bad in (0, 2.0, True):
-        with pytest.raises(ValueError, match="group must be an int >= 1"):
+    for bad in (-1, 2.0, True):
+        with pytest.raises(ValueError, match="group must be an int >= 0"):
             launch_scan(world.model, LidarConfig(4), world.state.pos, world.state.theta, out, group=bad)
 
 
@@ -301,11 +297,11 @@ def test_cpu_scan_layout_follows_the_fleet_size():
     (and any explicit ``rays_per_thread``) with the per-ray kernel."""
     launched = []
 
-    class Spy(lidar_module.Launcher):
+    class Spy(Launcher):
         def launch(self, kernel, *args, **kwargs):
             launched.append(kernel.key)
 
-    for n_agents in (lidar_module.ENV_KERNEL_MAX_FLEET, lidar_module.ENV_KERNEL_MAX_FLEET + 1):
+    for n_agents in (ENV_KERNEL_MAX_FLEET, ENV_KERNEL_MAX_FLEET + 1):
         world = make_world(n_agents=n_agents, bounds=10.0)
         out = wp.zeros((1, n_agents, 4), dtype=wp.float64, device="cpu")
         launch_scan(world.model, LidarConfig(4), world.state.pos, world.state.theta, out, launcher=Spy())
@@ -677,40 +673,21 @@ def test_masked_scan_keeps_the_readings_it_replaces(generator, layout):
         launch_scan(world.model, config, world.state.pos, world.state.theta, out, 3, None, mask, final_out=bad)
 
 
-def test_scan_stream_is_cuda_only_and_checked(monkeypatch):
-    """CUDA environments get a side stream for the auto-reset's scan unless
-    ``SWARP_LIDAR_STREAM=main``; the CPU none, stepping exactly as with the switch off; a bad value
-    is refused by name."""
-    common = dict(n_envs=3, device="cpu", n_agents=3, auto_reset=True, max_steps=3, lidar_rays=6)
-    default = swarp.make("navigation", **common)
-    assert lidar_module.scan_stream("cpu") is None and default._lidar_stream is None
-    monkeypatch.setenv(lidar_module.STREAM_ENV, "main")
-    main = swarp.make("navigation", **common)
-    for _ in range(4):
-        actions = torch.rand(3, 3, 2) * 2 - 1
-        assert torch.equal(default.step(actions)[0], main.step(actions)[0])
-    monkeypatch.setenv(lidar_module.STREAM_ENV, "sideways")
-    with pytest.raises(ValueError, match=lidar_module.STREAM_ENV):
-        swarp.make("navigation", **common)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("launch_mode", ["graph", "eager"])
-def test_cuda_reset_scan_on_a_side_stream_gives_the_same_steps(generator, monkeypatch, launch_mode):
+def test_cuda_reset_scan_on_a_side_stream_gives_the_same_steps(generator, launch_mode):
     """The auto-reset's scan forked onto a side stream beside the neighbor refresh and the masked
-    observation (the default) steps bit for bit like the single-stream step
-    (``SWARP_LIDAR_STREAM=main``): observations, rewards, flags and final_obs over resets, in a
-    captured graph and live (eager launches), and under a user torch stream."""
+    observation (``plan.lidar_side_stream``, the default) steps bit for bit like the single-stream
+    step: observations, rewards, flags and final_obs over resets, in a captured graph and live
+    (eager launches), and under a user torch stream."""
     common = dict(n_envs=256, device="cuda:0", n_agents=8, auto_reset=True, max_steps=5, n_obstacles=3)
     common["lidar_rays"] = 32
     if launch_mode == "eager":
-        monkeypatch.setenv("SWARP_LAUNCH_MODE", "eager")
-        common["use_graph"] = False
+        common["plan"] = {"launch": "eager"}
     side = swarp.make("navigation", **common)
     plain = swarp.make("navigation", **{**common, "auto_reset": False})
-    monkeypatch.setenv(lidar_module.STREAM_ENV, "main")
-    main = swarp.make("navigation", **common)
-    assert side._lidar_stream is not None and main._lidar_stream is None
+    main = swarp.make("navigation", **{**common, "plan": {**common.get("plan", {}), "lidar_side_stream": False}})
+    assert side.plan.lidar_side_stream and not main.plan.lidar_side_stream
     assert side.execution_mode == ("graph" if launch_mode == "graph" else "eager")
     user = torch.cuda.Stream()
     for step in range(12):

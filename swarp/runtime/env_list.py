@@ -8,8 +8,8 @@ mask into a list of env indices on the device (``compact_envs``); a kernel's lis
 twice, ``list_rows``), each row walking the list with that stride. The list's order depends on
 thread timing, but each env is handled by one row with the same arithmetic as the masked kernel,
 so the results are the same bits. The list has a fixed cost of its own, so the environment lists
-only where it pays (``list_pays``: large CUDA batches, and the CPU); elsewhere the masked kernels
-run unchanged.
+only where it pays (``ExecutionPlan.list_resets``: large CUDA batches, and the CPU); elsewhere the
+masked kernels run unchanged.
 
 A listed kernel (``row`` = the launch's first index)::
 
@@ -21,13 +21,7 @@ A listed kernel (``row`` = the launch's first index)::
 
 import warp as wp
 
-from swarp.core.launch import env_choice
-
-#: Resident threads per SM of the GPUs swarp targets; a list launch asks for twice the GPU's worth.
-THREADS_PER_SM = 2048
-#: ``SWARP_RESET_LIST=auto|on|off``: whether the auto-reset's launches walk a list of the finished
-#: envs (``auto``: where ``list_pays``).
-RESET_LIST_ENV = "SWARP_RESET_LIST"
+from swarp.runtime.plan import THREADS_PER_SM
 
 
 @wp.struct
@@ -52,37 +46,6 @@ def list_rows(device, n_envs: int, threads_per_env: int) -> int:
     if not dev.is_cuda:
         return 1
     return max(1, min(n_envs, -(-2 * dev.sm_count * THREADS_PER_SM // max(1, threads_per_env))))
-
-
-def list_pays(device, n_envs: int, n_agents: int) -> bool:
-    """Whether the auto-reset should list its envs (``SWARP_RESET_LIST`` forces it on or off).
-
-    The list costs a fixed ~12 us per step on an H200 (a memset and the compaction in the chain, and
-    the walk), measured at 16,384 x 16: 92 -> 104 us/step, and at 4,096 x 16: 44 -> 58. It saves
-    the blocks of the envs the masks skip: 951 -> 864 us/step at 262,144 x 16, 193 -> 181 at
-    262,144 x 3 (session 7). So on CUDA from two GPU-fulls of agent threads (E x A >= 2 x SMs x
-    ``THREADS_PER_SM``; 262,144 x 3 is above, 16,384 x 16 below).
-
-    Always on the CPU, where a skipped env is not free: navigation's masked reset and observation
-    cost 11.5 and 15.3 us at 1,024 x 4 with no env selected (a bare masked kernel: 1.9; each Warp
-    CPU thread's prologue copies the kernel's arguments, 1.1-1.4 KB of structs here, before it can
-    test its mask), while a one-row list walk pays the prologue once. Measured on the 2-core EPYC (session 9, three
-    rounds each): 1,024 x 4 322-326 -> 295-303 us/step, 1,024 x 16 2,720-2,768 -> 2,693-2,705,
-    64 x 4 19.1-20.2 -> 18.1-18.7, 4,096 x 4 1,418-1,434 -> 1,331-1,368; 1 and 16 envs within noise."""
-    choice = env_choice(RESET_LIST_ENV, ("auto", "on", "off"))
-    if choice != "auto":
-        return choice == "on"
-    return not wp.get_device(device).is_cuda or throughput_bound(device, n_envs, n_agents)
-
-
-def throughput_bound(device, n_envs: int, n_agents: int) -> bool:
-    """Whether a step's per-agent launches over ``n_envs`` x ``n_agents`` threads on ``device`` are
-    bound by throughput rather than latency: on CUDA from two GPU-fulls of agent threads (E x A >=
-    2 x SMs x ``THREADS_PER_SM``: 540,672 on an H200; 262,144 x 3 is above, 16,384 x 16 below).
-    Below, a step is a chain of launches whose latency a fusion saves; above, the blocks' work
-    dominates. False on the CPU."""
-    dev = wp.get_device(device)
-    return dev.is_cuda and n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
 
 
 class EnvList:

@@ -1,12 +1,12 @@
-"""``swarp.env.selection``: compacting a mask into a device-side env list and the launch it picks."""
+"""``swarp.runtime.env_list``: compacting a mask into a device-side env list and the launch it picks."""
 
 import pytest
 import torch
 import warp as wp
 
 import swarp
-from swarp.core.launch import EAGER, Launcher
-from swarp.env.selection import RESET_LIST_ENV, EnvList, EnvListArgs, list_pays, list_rows
+from swarp.runtime.env_list import EnvList, EnvListArgs, list_rows
+from swarp.runtime.launch import EAGER, Launcher
 
 
 @wp.kernel
@@ -49,16 +49,9 @@ def test_only_the_listed_mask_while_current_gets_the_list(generator):
     assert envs.select(mask, 2) is None
 
 
-def test_list_rows_on_the_cpu_are_one_row_and_lists_unless_switched_off(monkeypatch):
-    """On the CPU one row walks the whole list, and the auto-reset lists at every batch size (a
-    masked CPU thread is not free to skip: measurements in ``list_pays``)."""
+def test_list_rows_on_the_cpu_are_one_row():
+    """On the CPU one row walks the whole list (its threads run one after another anyway)."""
     assert list_rows("cpu", 1000, 16) == 1
-    assert list_pays("cpu", 10**6, 64) and list_pays("cpu", 1, 1)
-    monkeypatch.setenv(RESET_LIST_ENV, "off")
-    assert not list_pays("cpu", 4, 4)
-    monkeypatch.setenv(RESET_LIST_ENV, "maybe")
-    with pytest.raises(ValueError, match=RESET_LIST_ENV):
-        list_pays("cpu", 4, 4)
 
 
 @pytest.mark.gpu
@@ -66,16 +59,14 @@ def test_list_rows_fill_the_gpu_twice_and_stay_within_the_envs():
     sm = wp.get_device("cuda:0").sm_count
     assert list_rows("cuda:0", 10**7, 64) == -(-2 * sm * 2048 // 64)
     assert list_rows("cuda:0", 10, 64) == 10
-    threads = 2 * sm * 2048
-    assert list_pays("cuda:0", threads // 16, 16) and not list_pays("cuda:0", threads // 16 - 1, 16)
 
 
-@pytest.mark.parametrize("reset_list", ["on", "off"])
-def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(reset_list, monkeypatch):
+@pytest.mark.parametrize("list_resets", [True, False])
+def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(list_resets):
     """With the list on, the auto-reset compacts the done mask and launches the listed twins of the
     reset and the masked observation; off, the masked kernels; ``reset_at`` always the masked ones."""
-    monkeypatch.setenv(RESET_LIST_ENV, reset_list)
-    env = swarp.make("navigation", n_envs=4, device="cpu", seed=0, n_agents=3, auto_reset=True)
+    plan = {"list_resets": list_resets}
+    env = swarp.make("navigation", n_envs=4, device="cpu", seed=0, n_agents=3, auto_reset=True, plan=plan)
     launched = []
 
     class Spy(Launcher):
@@ -85,7 +76,7 @@ def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(reset_lis
 
     env._fused_step(Spy())
     listed = [key for key in launched if "listed" in key or "compact_envs" in key]
-    if reset_list == "on":
+    if list_resets:
         assert any("compact_envs" in k for k in listed)
         assert any("nav_reset_listed" in k for k in listed) and any("observe_listed" in k for k in listed)
         assert not any("nav_reset_" in k and "listed" not in k for k in launched)
@@ -94,4 +85,4 @@ def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(reset_lis
     launched.clear()
     env._fused_reset(Spy())
     assert not any("listed" in k or "compact_envs" in k for k in launched)
-    assert env._done_list.mask is None  # disarmed after the step
+    assert env.buffers.done_list.mask is None  # disarmed after the step

@@ -19,57 +19,26 @@ from typing import Any
 
 import warp as wp
 
-#: ``SWARP_LAUNCH_MODE=eager`` disables replay everywhere (the A/B switch); ``replay`` is the default.
+#: The package's only two environment variables, escape hatches for debugging (everything else
+#: is the ``ExecutionPlan``'s): ``SWARP_LAUNCH_MODE=eager`` turns recorded-launch replay into plain
+#: launches everywhere; ``SWARP_LAUNCH_DEBUG=1`` validates recorded pointers, shapes and scalars on
+#: every replay.
 LAUNCH_MODE_ENV = "SWARP_LAUNCH_MODE"
-#: ``SWARP_LAUNCH_DEBUG=1`` validates recorded pointers, shapes and scalars on every replay.
 LAUNCH_DEBUG_ENV = "SWARP_LAUNCH_DEBUG"
 
 
-def env_choice(name: str, choices: tuple[str, ...]) -> str:
-    """The value of the environment variable ``name`` (an A/B switch), lower-cased: one of
-    ``choices``, the first of which is the default when it is unset.
-
-    Raises:
-        ValueError: any other value, naming the valid ones.
-    """
-    value = os.environ.get(name, choices[0]).lower()
-    if value not in choices:
-        valid = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
-        raise ValueError(f"{name} must be {valid}, got {value!r}")
-    return value
-
-
 def replay_enabled() -> bool:
-    """Whether recorded-launch replay is on (environment variable ``SWARP_LAUNCH_MODE``)."""
-    return env_choice(LAUNCH_MODE_ENV, ("replay", "eager")) == "replay"
+    """Whether recorded-launch replay is on (``SWARP_LAUNCH_MODE``: ``replay``, the default, or
+    ``eager``; anything else raises a ValueError naming the valid values)."""
+    value = os.environ.get(LAUNCH_MODE_ENV, "replay").lower()
+    if value not in ("replay", "eager"):
+        raise ValueError(f"{LAUNCH_MODE_ENV} must be 'replay' or 'eager', got {value!r}")
+    return value == "replay"
 
 
 def launch_debug() -> bool:
     """Whether replays validate their recorded arguments (``SWARP_LAUNCH_DEBUG=1``)."""
     return os.environ.get(LAUNCH_DEBUG_ENV, "0") not in ("", "0", "false", "False")
-
-
-def agents_per_thread(device: str | wp.Device, n_agents: int) -> tuple[int, int]:
-    """``(agents per thread, threads per env)`` of the per-agent kernels.
-
-    One agent per thread on CUDA. On the CPU Warp runs the threads of a launch serially and each
-    costs a function call, so one thread walks a whole env: measured 1.4x faster on the navigation
-    step at 1,024 x 4 on a 2-core EPYC. Results are identical either way (each agent's work is the same).
-    """
-    if str(device).startswith("cuda"):
-        return 1, n_agents
-    return n_agents, 1
-
-
-#: Threads per block of the one-thread-per-env kernels (a step's finish, episode bookkeeping) on
-#: CUDA. Their threads are latency-bound; Warp's default 256 puts 16,384 envs on 64 blocks, half of
-#: an H200's SMs (ncu: 12% achieved occupancy), while 32 spreads them over every SM.
-PER_ENV_BLOCK = 32
-
-
-def per_env_block(device) -> int | None:
-    """``block_dim`` for a one-thread-per-env launch on ``device`` (None: Warp's default)."""
-    return PER_ENV_BLOCK if str(device).startswith("cuda") else None
 
 
 class Launcher:
@@ -111,10 +80,6 @@ def _launch_check(kernel, dim, args: Sequence[Any], block_dim: int | None = None
     return ("launch", getattr(kernel, "key", repr(kernel)), repr(dim), block_dim, [_fingerprint(a) for a in args])
 
 
-#: ``SWARP_REPLAY_DIRECT=0`` replays CUDA launches through ``wp.Launch.launch`` (the A/B switch).
-REPLAY_DIRECT_ENV = "SWARP_REPLAY_DIRECT"
-
-
 def _replay_command(cmd: wp.Launch) -> Callable[[], None]:
     """The replay of one recorded launch: on CUDA a direct call of Warp's native launch with the
     recorded arguments (its handles and packed parameters bound once here), on the current stream.
@@ -123,10 +88,9 @@ def _replay_command(cmd: wp.Launch) -> Callable[[], None]:
     every call; bound once, a replayed launch costs ~0.6 us less host time (5.66 vs 6.30 us per
     launch measured on an H200 at 1,024 x 4, where a replayed step is host-bound). It reaches into
     Warp's runtime (``warp._src.context.runtime``): where that is not as expected, or
-    under any capture (a CUDA graph, or Warp's own command capture), or with
-    ``SWARP_REPLAY_DIRECT=0``, it is ``cmd.launch``.
+    under any capture (a CUDA graph, or Warp's own command capture), it is ``cmd.launch``.
     """
-    if cmd.device.is_cpu or cmd.adjoint or os.environ.get(REPLAY_DIRECT_ENV, "1") == "0":
+    if cmd.device.is_cpu or cmd.adjoint:
         return cmd.launch
     try:
         from warp._src.context import runtime

@@ -2,7 +2,8 @@
 ranked spawns and exactly rounded trigonometry, each as a torch function (for the references) and a
 Warp function (for the kernels) computing the same thing in the same order.
 
-Conventions the twins rely on:
+Option checks and the shared config are in ``options`` (re-exported here). Conventions the twins
+rely on:
 
 * Neighbor features: the k nearest other agents within ``obs_range``, nearest first (ties by
   index), each ``(dx, dy, dvx, dvy, 1)``; zeros past the last one. The kernels read them from the
@@ -16,135 +17,19 @@ Conventions the twins rely on:
 
 import functools
 import math
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import ClassVar
 
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig, _coerce_enum
-from swarp.core.launch import agents_per_thread, per_env_block
+from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConfig
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.physics import neighbors
-from swarp.scenarios import spawn
-from swarp.scenarios.base import OBSERVE_ONLY, WorldSpec
-from swarp.scenarios.rows import launch_observe_rows
-
-# --- option checks -------------------------------------------------------------------------------
-
-
-class OptionChecker:
-    """Validates the fields of a scenario's frozen config dataclass with messages naming the option.
-
-    Args:
-        cfg: The config instance (from its ``__post_init__``).
-        scenario: Scenario name used in the messages.
-    """
-
-    def __init__(self, cfg, scenario: str):
-        self.cfg = cfg
-        self.scenario = scenario
-
-    def fail(self, message: str) -> None:
-        raise ValueError(f"{self.scenario} option {message}")
-
-    def int(self, name: str, low: int, high: int | None = None) -> None:
-        """An int in ``[low, high]`` (bools are rejected)."""
-        value = getattr(self.cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-            bound = f">= {low}" + (f" and <= {high}" if high is not None else "")
-            self.fail(f"{name} must be an int {bound}, got {value!r}")
-
-    def number(self, name: str, allow_zero: bool = False, optional: bool = False, high: float | None = None) -> None:
-        """A finite number > 0 (or >= 0 with ``allow_zero``), <= ``high`` if given (``None`` passes
-        with ``optional``)."""
-        value = getattr(self.cfg, name)
-        if optional and value is None:
-            return
-        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-        if not bad:
-            bad = value < 0 or (value == 0 and not allow_zero) or (high is not None and value > high)
-        if bad:
-            bound = (">= 0" if allow_zero else "> 0") + (f" and <= {high}" if high is not None else "")
-            self.fail(f"{name} must be a finite number {bound}, got {value!r}")
-
-    def bool(self, name: str) -> None:
-        value = getattr(self.cfg, name)
-        if not isinstance(value, bool):
-            self.fail(f"{name} must be a bool, got {value!r}")
-
-    def ctrl_mode(self, name: str = "ctrl_mode") -> None:
-        _coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
-
-    def arena(self) -> None:
-        """The options every arena scenario of the library shares (see ``arena_world``)."""
-        self.int("n_agents", 1, 2000)
-        self.int("obs_neighbors", 0)
-        self.int("substeps", 1)
-        self.int("max_steps", 1)
-        self.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
-            self.number(name)
-        self.number("collision_penalty", allow_zero=True)
-        if self.cfg.spawn_cells is not None:
-            self.int("spawn_cells", 1)
-        self.ctrl_mode()
-        self.neighbors()
-
-    def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
-        """The neighbor-list width holds at least the observed neighbors."""
-        k, width = getattr(self.cfg, obs_name), getattr(self.cfg, width_name)
-        if width < k:
-            self.fail(f"{width_name} ({width}) must be >= {obs_name} ({k})")
-
-
-@dataclass(frozen=True)
-class ArenaConfig:
-    """Options every arena scenario of the library shares (SI units); each scenario's config
-    subclasses it, overriding defaults and adding its own options.
-
-    Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s].
-        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
-        obs_neighbors: k, the nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
-        collision_penalty: Penalty per overlapping agent per step (>= 0).
-        spawn_cells: Cells per side of the spawn grid (default: chosen from the points to place).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors).
-    """
-
-    #: Scenario name in option error messages.
-    scenario_name: ClassVar[str] = "arena"
-
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
-    ctrl_mode: str = "velocity"
-    obs_neighbors: int = 3
-    obs_range: float = 0.5
-    collision_penalty: float = 1.0
-    spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int = 16
-
-    def __post_init__(self) -> None:
-        self.checker().arena()
-
-    def checker(self) -> OptionChecker:
-        """An ``OptionChecker`` for this config's further options."""
-        return OptionChecker(self, self.scenario_name)
-
+from swarp.runtime.rows import launch_observe_rows
+from swarp.scenarios.framework import spawn
+from swarp.scenarios.framework.base import OBSERVE_ONLY, WorldSpec
+from swarp.scenarios.framework.options import ArenaConfig, OptionChecker  # noqa: F401 (re-exported)
 
 # --- the arena and its resets ----------------------------------------------------------------------
 
@@ -167,33 +52,64 @@ DRAW_HEADING = 2 * DRAW_BLOCK
 DRAW_ENV = 3 * DRAW_BLOCK
 
 
-def arena_world(scenario, n_points: int, neighbor_reach: float = 0.0, contacts_only: bool = False):
-    """The physical world of an arena scenario: ``n_agents`` equal holonomic agents in the soft-walled
-    square ``[-L, L]^2`` (L = ``world_size``), neighbor lists wide enough for the observation, for
-    contacts within a step and for ``neighbor_reach`` [m]; with ``contacts_only`` (a scenario that
-    observes no neighbors: ``obs_range`` and ``neighbor_reach`` unused) lists of the world's default
-    contact radius (``WorldConfig.neighbor_radius``), which keeps them short.
+def spawn_grid(scenario, n_points: int) -> None:
+    """Set the scenario's spawn grid for ``n_points`` separated points in ``[-L, L]^2`` (its config's
+    ``world_size`` L [m], ``agent_radius`` and ``spawn_cells``): ``clearance`` [m] from a cell's
+    edges, ``side`` (cells per side) and ``jitter`` [m], how far a point moves off its cell's centre
+    (see ``spawn.py``)."""
+    c = scenario.cfg
+    scenario.clearance = CLEARANCE_FACTOR * c.agent_radius
+    scenario.side = spawn.cells_per_side(c.world_size, scenario.clearance, n_points, c.spawn_cells)
+    scenario.jitter = c.world_size / scenario.side - scenario.clearance
+
+
+def arena_world(
+    scenario,
+    n_points: int,
+    neighbor_reach: float = 0.0,
+    contacts_only: bool = False,
+    model: str = "holonomic",
+    max_neighbors: int | None = None,
+    neighbor_method: str = "auto",
+    n_obstacle_slots: int = 0,
+):
+    """The physical world of an arena scenario: ``n_agents`` equal agents (of dynamics ``model``) in
+    the soft-walled square ``[-L, L]^2`` (L = ``world_size``), neighbor lists wide enough for the
+    observation, for contacts within a step and for ``neighbor_reach`` [m]; with ``contacts_only`` (a
+    scenario that observes no neighbors: ``obs_range`` and ``neighbor_reach`` unused) lists of the
+    world's default contact radius (``WorldConfig.neighbor_radius``), which keeps them short.
 
     The scenario's config provides ``n_agents``, ``world_size`` [m], ``agent_radius`` [m],
     ``max_speed`` [m/s], ``ctrl_mode``, ``obs_range`` [m] (unless ``contacts_only``), ``spawn_cells``,
-    ``max_neighbors``, ``dt`` [s], ``substeps`` and ``max_steps`` (``ArenaConfig``'s fields).
+    ``max_neighbors`` (unless given), ``dt`` [s], ``substeps`` and ``max_steps`` (``ArenaConfig``'s
+    fields). ``neighbor_method`` and ``n_obstacle_slots`` go to the world as they are.
 
-    Also sets the scenario's spawn grid: ``clearance`` [m], ``side`` (cells per side, room for
-    ``n_points`` points) and ``jitter`` [m] (see ``spawn.py``).
+    Also sets the scenario's spawn grid for ``n_points`` points (``spawn_grid``).
 
     Returns:
         The ``WorldSpec``.
     """
     c = scenario.cfg
-    scenario.clearance = CLEARANCE_FACTOR * c.agent_radius
-    scenario.side = spawn.cells_per_side(c.world_size, scenario.clearance, n_points, c.spawn_cells)
-    scenario.jitter = c.world_size / scenario.side - scenario.clearance
-    agent = AgentConfig(ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
+    spawn_grid(scenario, n_points)
+    agent = AgentConfig(model=model, ctrl_mode=c.ctrl_mode, radius=c.agent_radius, max_speed=c.max_speed)
     reach = None
     if not contacts_only:
         reach = max(c.obs_range, neighbor_reach, 2.5 * c.agent_radius + 2.0 * c.max_speed * c.dt)
-    world = WorldConfig(bounds=c.world_size, bounds_mode="soft", max_neighbors=c.max_neighbors, neighbor_radius=reach)
-    return WorldSpec(agents=(agent,) * c.n_agents, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+    world = WorldConfig(
+        bounds=c.world_size,
+        bounds_mode="soft",
+        max_neighbors=c.max_neighbors if max_neighbors is None else max_neighbors,
+        neighbor_radius=reach,
+        neighbor_method=neighbor_method,
+    )
+    return WorldSpec(
+        agents=(agent,) * c.n_agents,
+        world=world,
+        dt=c.dt,
+        substeps=c.substeps,
+        max_steps=c.max_steps,
+        n_obstacle_slots=n_obstacle_slots,
+    )
 
 
 def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
@@ -211,14 +127,16 @@ def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor
     return points
 
 
-def spawn_agents_torch(scenario, env_mask: torch.Tensor, points: torch.Tensor) -> None:
+def spawn_agents_torch(
+    scenario, env_mask: torch.Tensor, points: torch.Tensor, heading_draw: int = DRAW_HEADING
+) -> None:
     """Torch twin of ``spawn_agent`` for every agent: agent a at ``points[:, a]`` ([E, A, 2] [m]), at
-    rest, with its random heading in [-pi, pi) (draw ``DRAW_HEADING + a``), in the envs of
+    rest, with its random heading in [-pi, pi) (draw ``heading_draw + a``), in the envs of
     ``env_mask`` [E] bool (the others keep their state)."""
     E, A = points.shape[:2]
     key = scenario.env.rng_keys().view(E, 1)
     agents = torch.arange(A, device=points.device).view(1, A)
-    heading = (spawn.uniform_torch(key, DRAW_HEADING + agents, points.dtype) * 2.0 - 1.0) * math.pi
+    heading = (spawn.uniform_torch(key, heading_draw + agents, points.dtype) * 2.0 - 1.0) * math.pi
     m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
     state = scenario.env.state
     state.pos.copy_(torch.where(m3, points, state.pos))
@@ -460,15 +378,13 @@ def reset_funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
-def funcs(
-    scalar: type, max_neighbors: int, grid: bool, k_obs: int, layout: neighbors.ListLayout = neighbors.CPU_LAYOUT
-) -> SimpleNamespace:
-    """Warp functions for one precision, neighbor-list configuration (width K, backend, ``layout``:
-    ``neighbors.list_layout``) and count k of observed neighbors (a compile-time constant: the
+def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool = False) -> SimpleNamespace:
+    """Warp functions for one precision, neighbor-list configuration (width K, backend, layout:
+    ``ExecutionPlan.register_lists``) and count k of observed neighbors (a compile-time constant: the
     feature loop unrolls into registers)."""
     vec2 = vec2_type(scalar)
     Query = neighbors.query_struct(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, layout)
+    nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
     build_list = nbk.build_grid if grid else nbk.build_brute
     zero = scalar(0.0)
     one = scalar(1.0)
@@ -557,18 +473,18 @@ def launch_observe(sc, launcher, env_mask, mode: int, kernels, args, finish, fin
     ``(*inputs, ep, mode, env_mask, use_mask, *outputs)``; ``finish_args`` is ``(inputs, outputs)``
     without those. The unmasked step's observation goes through the tiled row store on CUDA."""
     env = sc.env
-    mask = env_mask if env_mask is not None else sc.world.neighbors.no_mask
+    mask = env_mask if env_mask is not None else sc.buffers.no_mask
     use_mask = int(env_mask is not None)
-    launch_observe_rows(sc, launcher, kernels, args, env_mask, mode)
+    launch_observe_rows(sc.buffers, launcher, kernels, args, env_mask, mode)
     if mode != OBSERVE_ONLY:
         inputs, outputs = finish_args
         launcher.launch(
             finish,
             dim=sc.n_envs,
-            inputs=[*inputs, env.episode_args, int(mode), mask, use_mask],
+            inputs=[*inputs, sc.buffers.episode_args, int(mode), mask, use_mask],
             outputs=outputs,
             device=env.device,
-            block_dim=per_env_block(env.device),
+            block_dim=sc.plan.env_block,
         )
 
 
@@ -580,13 +496,13 @@ def fill(struct, **fields):
 
 
 def kernel_key(sc) -> tuple:
-    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors, layout)``: what a bound scenario's
-    kernel factories specialise on (``layout``: ``neighbors.list_layout``; scenario kernel modules
+    """``(scalar, max_neighbors, grid, n_agents, obs_neighbors, register_lists)``: what a bound
+    scenario's kernel factories specialise on (``register_lists``: the plan's; scenario kernel modules
     may append more)."""
     stepper = sc.env.stepper
     grid = stepper.neighbor_method == "grid"
     k = stepper.world.max_neighbors
-    return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, neighbors.list_layout(sc.env.device, k)
+    return stepper.scalar, k, grid, sc.n_agents, sc.cfg.obs_neighbors, sc.plan.register_lists
 
 
 def spawn_args(sc, env_mask, slots_per_thread: int = 0, grid: bool = True):
@@ -594,10 +510,10 @@ def spawn_args(sc, env_mask, slots_per_thread: int = 0, grid: bool = True):
     bool, the envs' random streams and agent state, ``slots_per_thread`` and, with ``grid``, the
     spawn grid that ``arena_world`` set (``sc.side``, ``sc.cfg.world_size``, ``sc.jitter``); without
     it the grid fields stay zero (a reset that places its agents itself, through ``spawn_agent``)."""
-    env, state, scalar = sc.env, sc.world.state, sc.env.stepper.scalar
+    state, scalar = sc.world.state, sc.env.stepper.scalar
     args = spawn_struct(scalar)()
     args.env_mask = env_mask
-    args.streams = env.reset_streams
+    args.streams = sc.buffers.reset_streams
     if grid:
         args.side = sc.side
         args.world_size = scalar(sc.cfg.world_size)
@@ -615,6 +531,6 @@ def launch_reset(sc, launcher, kernel, env_mask, inputs: list, outputs: list, sl
     ``spawn_slots``, ``spawn_cells``)."""
     env = sc.env
     n_slots = sc.side * sc.side if slots is None else slots
-    per_thread, threads = agents_per_thread(env.device, n_slots)
+    per_thread, threads = sc.plan.split(n_slots)
     spawn = spawn_args(sc, env_mask, per_thread)
     launcher.launch(kernel, dim=(sc.n_envs, threads), inputs=[spawn, *inputs], outputs=outputs, device=env.device)

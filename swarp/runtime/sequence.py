@@ -1,14 +1,14 @@
-"""StepRuntime: runs a launch sequence as a graph, a recorded program, or eagerly.
+"""Launch sequences run as a graph, a recorded program, or eagerly; and the torch stream scope.
 
 The environment describes *what* a step (or a reset) launches as a function of a ``Launcher``;
-the runtime decides *how* it runs, once, at construction:
+its ``ExecutionPlan.launch`` says *how* it runs:
 
 * ``"graph"``: the sequence is captured into one graph on first use and replayed after: a CUDA
   graph on the GPU; on the CPU, Warp's recorded operation stream, replayed in C++ (about 4x less
   overhead than replaying recorded launches from Python, measured at 16 envs x 4 agents).
 * ``"replay"``: the sequence is recorded on first use (``wp.launch(..., record_cmd=True)``) and
   replayed with pre-packed arguments (CPU, or CUDA where capture is unavailable).
-* ``"eager"``: plain launches every time (the A/B baseline, ``SWARP_LAUNCH_MODE=eager``).
+* ``"eager"``: plain launches every time (``SWARP_LAUNCH_MODE=eager``, for debugging).
 
 Stream rules: Warp launches go to Warp's stream for the device, which is created blocking against
 torch's legacy default stream, so on the default stream ordering with torch comes free and no
@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 import warp as wp
 
-from swarp.core.launch import EAGER, Launcher, Preloader, Program, Recorder, replay_enabled
+from swarp.runtime.launch import EAGER, Launcher, Preloader, Program, Recorder
 
 Sequence_ = Callable[[Launcher], None]
 
@@ -58,6 +58,22 @@ class TorchStreamScope:
         if stream is None:
             return contextlib.nullcontext()
         return wp.ScopedStream(stream, sync_enter=False, sync_exit=False)
+
+
+def fork(side: wp.Stream | None, device: str):
+    """Context for launches forked onto the CUDA stream ``side`` after the work queued so far on
+    the current stream (live or under graph capture: a branch of the graph); ``join`` it back.
+    ``None``: the launches stay inline."""
+    if side is None:
+        return contextlib.nullcontext()
+    side.wait_stream(wp.get_stream(device))
+    return wp.ScopedStream(side, sync_enter=False, sync_exit=False)
+
+
+def join(side: wp.Stream | None, device: str) -> None:
+    """Make the current stream wait for the work ``fork`` put on ``side`` (``None``: nothing)."""
+    if side is not None:
+        wp.get_stream(device).wait_stream(side)
 
 
 class CompiledSequence:
@@ -111,22 +127,3 @@ class CompiledSequence:
         """Forget the graph/program (after a change to anything they baked in)."""
         self._graph = None
         self._program = None
-
-
-def choose_mode(device: str, use_graph: bool | str, capturable: bool) -> tuple[str, str | None]:
-    """Pick the execution mode; returns ``(mode, warning_or_None)``.
-
-    ``use_graph="auto"``: a graph whenever the whole sequence is capturable (CUDA or CPU), else
-    replay. ``True``: demand a graph; where none is possible fall back to replay with a warning.
-    ``False``: no graph. ``SWARP_LAUNCH_MODE=eager`` turns replay into eager launches.
-    """
-    if use_graph not in (True, False, "auto"):
-        raise ValueError(f"use_graph must be True, False or 'auto', got {use_graph!r}")
-    fallback = "replay" if replay_enabled() else "eager"
-    if use_graph is False:
-        return fallback, None
-    if capturable:
-        return "graph", None
-    if use_graph is True:
-        return fallback, f"use_graph=True but the step is not capturable: running it without a graph ({fallback})"
-    return fallback, None

@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from swarp.core.config import AgentConfig, Integrator, WorldConfig
-from swarp.core.launch import Launcher
+from swarp.runtime.launch import Launcher
+from swarp.runtime.rows import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP  # noqa: F401 (the observe modes)
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
+    from swarp.runtime.step_end import StepEndHooks
 
 
 @dataclass(frozen=True)
@@ -173,46 +175,47 @@ class Scenario:
             env_index: [N] int64 device tensor, the envs being drawn.
 
         Returns:
-            A list of ``swarp.render.drawables`` records (``Circles``, ``Segments``, ``Crosses``,
+            A list of ``swarp.scenarios.framework.drawables`` records (``Circles``, ``Segments``, ``Crosses``,
             ``Boxes``) whose tensors have leading dim N (e.g. ``self.goals[env_index]``), in world
             units [m]. Drawn above obstacles and below agents. Default: nothing.
         """
         return []
 
 
-#: What ``FusedScenario.launch_observe`` computes besides the observation.
-OBSERVE_ONLY = 0  # after an auto-reset: the step's rewards and info must survive
-OBSERVE_STEP = 1  # a step: rewards, termination, info
-OBSERVE_RESET = 2  # an explicit reset: info of the fresh state (and reward memory), no reward
-
-
 class FusedScenario(Scenario):
     """A scenario with a Warp twin of its observations, rewards, termination and reset.
 
-    The fused launches write into the environment's persistent buffers (``env.obs``,
-    ``env.reward``, ``env.terminated``, the info tensors) and must not allocate, so they can be
-    recorded and captured.
+    The fused launches write into the environment's persistent device buffers, reached through
+    ``self.buffers`` (a ``swarp.runtime.buffers.EnvBuffers``, set by ``bind``: ``obs``, ``reward``,
+    ``terminated``, ``final_obs_saved``, ``episode_args``, ``reset_streams``...), and into the
+    scenario's own (its info tensors), and must not allocate, so they can be recorded and captured.
+    Every launch takes its thread layout from ``self.plan`` (``plan.split``, ``plan.env_block``).
 
-    Two optional fusions save launches on the step (each a launch of a few microseconds on the
+    Three optional fusions save launches on the step (each a launch of a few microseconds on the
     GPU, which is most of a small batch's step):
 
     * ``builds_neighbors``: the observation kernel builds every observed agent's neighbor list
       itself (through ``world.neighbor_query()``, after ``world.prepare_neighbors``), so the
       environment launches no separate rebuild.
     * ``saves_final_obs``: with ``mode=OBSERVE_ONLY`` (the auto-reset of finished envs) the masked
-      observation kernel copies each row it is about to overwrite to ``env._final_obs_saved``
+      observation kernel copies each row it is about to overwrite to ``buffers.final_obs_saved``
       (``rows.observe_kernels`` does; the whole row, or its scenario columns when a lidar's masked
       scan keeps its own), so the environment launches no separate copy.
     * ``ends_steps``: a per-env kernel of ``launch_observe(mode=OBSERVE_STEP)`` finishes the step
-      by calling ``swarp.env.episode.funcs(scalar).end_step(env.episode_args, env, terminated)``, so
-      the environment launches no separate bookkeeping kernel. Otherwise it must write
-      ``env.terminated`` and the environment does the rest.
+      by calling ``swarp.runtime.episode.funcs(scalar).end_step(buffers.episode_args, env,
+      terminated)``, so the environment launches no separate bookkeeping kernel. Otherwise it must
+      write ``buffers.terminated`` and the environment does the rest.
     """
 
     fused_available: ClassVar[bool] = True
     builds_neighbors: ClassVar[bool] = False
     ends_steps: ClassVar[bool] = False
     saves_final_obs: ClassVar[bool] = False
+
+    def bind(self, env: Environment) -> None:
+        super().bind(env)
+        self.buffers = env.buffers
+        self.plan = env.plan
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
         """Launch the observation kernels (and, per ``mode``, rewards, termination and info).
@@ -228,8 +231,8 @@ class FusedScenario(Scenario):
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         """Launch the masked single-kernel reset for envs where ``env_mask`` [E] bool is set.
 
-        Key the draws with ``swarp.core.rng.episode_key(env.reset_streams, env)``: it folds in the
-        seed, the episode counter and the env's global index (``Environment.env_offset``).
+        Key the draws with ``swarp.core.rng.episode_key(buffers.reset_streams, env)``: it folds in
+        the seed, the episode counter and the env's global index (``Environment.env_offset``).
         """
         raise NotImplementedError
 
@@ -237,52 +240,11 @@ class FusedScenario(Scenario):
         """Whether ``launch_reset`` is capture-safe (no host RNG, no allocation, no host branching)."""
         return True
 
-    # --- reset ahead (optional) -------------------------------------------------------------
-    #
-    # Counter-based draws make an env's next episode a function of (seed, env, episode), known
-    # long before the env finishes. A scenario that supports it prepares each env's next start
-    # (its state and first observation rows) into buffers of its own, during the step after the
-    # env's episode begins and beside that step's physics (a side stream); the auto-reset then only
-    # swaps the prepared start in: one short launch instead of a reset and a masked observation in
-    # a chain (the environment decides where it pays, ``Environment``'s ``SWARP_RESET_AHEAD``).
-    # Same bits as ``launch_reset`` followed by ``launch_observe(mode=OBSERVE_ONLY)``.
-
-    def supports_reset_ahead(self) -> bool:
-        """Whether this scenario implements ``bind_reset_ahead``, ``launch_prepare_ahead`` and
-        ``launch_swap_ahead`` for its current configuration (default: no)."""
-        return False
-
-    def bind_reset_ahead(self, marks) -> None:
-        """Allocate the buffers of the prepared starts (called once, at construction, when used).
-        ``marks``: the environment's ``swarp.env.episode.AheadMarks`` (for ``swaps_in_step``)."""
-        raise NotImplementedError
-
-    def swaps_in_step(self) -> bool:
-        """After ``bind_reset_ahead``: whether ``launch_observe(mode=OBSERVE_STEP)`` itself starts the
-        prepared episodes of the envs its step ends, in the kernel that ends the step, and calls
-        ``mark_ahead`` for every env (default: no). The environment then joins the preparation
-        before that observation and launches no ``launch_swap_ahead``."""
-        return False
-
-    def launch_prepare_ahead(self, launcher: Launcher, env_mask, streams) -> None:
-        """Prepare the next start of every env of ``env_mask`` [E] bool Warp array: what
-        ``launch_reset`` and a masked ``OBSERVE_ONLY`` observation would make, keyed by ``streams``
-        (a ``swarp.core.rng.ResetStreams`` whose ``episode`` holds the episode to prepare), into the
-        scenario's own buffers. It must not write anything the step reads or writes."""
-        raise NotImplementedError
-
-    def prepared_poses(self) -> tuple:
-        """``(pos, theta)``: the [E, A] Warp arrays of the prepared starts' positions [m] and
-        headings [rad], valid for the envs ``launch_prepare_ahead`` prepared (a lidar scans them
-        ahead too)."""
-        raise NotImplementedError
-
-    def launch_swap_ahead(self, launcher: Launcher, env_mask, marks) -> None:
-        """The auto-reset of the envs of ``env_mask`` (the step's ``done``) from their prepared starts:
-        save each row it replaces to ``env._final_obs_saved``, write state, observation rows and
-        whatever else the reset and observation would, and call
-        ``swarp.env.episode.mark_ahead(marks, env, done)`` once for every env (done or not)."""
-        raise NotImplementedError
+    def step_end_hooks(self, spec: WorldSpec) -> StepEndHooks | None:
+        """Optional: this scenario's part in ending small batches' steps faster (one fused kernel,
+        restarts from starts prepared ahead; ``swarp.runtime.step_end``) for the world ``spec``,
+        or ``None`` (the default; nothing else changes without it). Called before ``bind``."""
+        return None
 
 
 _REGISTRY: dict[str, type[Scenario]] = {}

@@ -1,0 +1,262 @@
+"""The execution plan: every launch and layout decision of a step, made once.
+
+An ``Environment`` computes its ``ExecutionPlan`` before it allocates anything, from the device, the
+batch's sizes and what its scenario supports (``choose_plan``), and shows it as ``env.plan``. Every
+launch of the step reads its layout from the plan; nothing else in the package decides how a step
+runs, and no environment variable changes it (``SWARP_LAUNCH_MODE=eager`` and ``SWARP_LAUNCH_DEBUG``,
+``swarp.runtime.launch``, are the only switches: escape hatches for debugging).
+
+``swarp.make(..., plan={"fused_step_end": False})`` fixes fields; the rules choose the others
+around them, and a field the device or the scenario cannot honour is an error naming it.
+
+Each rule below is the measurement that earned it (numbers: docs/benchmarks.md; history:
+docs/journal/). A new optimisation is a field here with a measured rule, or it is not kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import warp as wp
+
+from swarp.runtime.launch import replay_enabled
+
+#: Resident threads per SM of the GPUs swarp targets (an H200: 132 SMs x 2048).
+THREADS_PER_SM = 2048
+#: Threads per block of the one-thread-per-env kernels on CUDA (a step's finish, episode
+#: bookkeeping). Their threads are latency-bound; Warp's default 256 put 16,384 envs on 64 blocks,
+#: half of an H200's SMs (ncu: 12% achieved occupancy), while 32 spreads them over every SM.
+ENV_BLOCK = 32
+#: Widest neighbor list kept in registers on CUDA (``register_lists``): the physics step at
+#: 16,384 x 16 / 64 agents 48.0 -> 36.0 / 235.1 -> 184.4 us against lists in local memory (H200).
+REGISTER_LIST_MAX_K = 16
+#: Rays per thread of the CUDA lidar scan: 1.9-2.2x the step at 4,096 x 16 x 32 rays, against
+#: 2.9x with 2 rays and slower with 8 or 16 (registers), H200.
+LIDAR_RAYS_PER_THREAD = 4
+#: Most agents per env whose step ends in one fused kernel (a block of 64 threads holds whole envs).
+FUSED_END_MAX_AGENTS = 64
+
+LAUNCH_MODES = ("graph", "replay", "eager")
+ASYNC_CPU_PLACEMENTS = ("measure", "inline", "thread")
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """How one environment's step and reset run on its device (decided once; see the module doc).
+
+    Attributes:
+        launch: ``"graph"`` (the whole step captured once and replayed: a CUDA graph, or Warp's
+            CPU graph replayed in C++), ``"replay"`` (recorded launches replayed with pre-packed
+            arguments) or ``"eager"`` (plain launches).
+        one_thread_per_env: Each kernel thread walks a whole env (its agents, spawn cells or rays),
+            instead of one item per thread. The CPU runs a launch's threads one after another and
+            each costs a call: 1.4x faster on the navigation step at 1,024 x 4 (2-core EPYC).
+        env_block: ``block_dim`` of the one-thread-per-env kernels (``None``: Warp's default).
+        register_lists: Neighbor lists kept in registers while candidates stream past, the brute
+            scan in two passes (mark, then insert); else entries shift in local memory. Same lists.
+        tiled_rows: The step's observation rows leave each block through shared memory as one
+            coalesced store (CUDA).
+        fused_step_end: The step's observation, the end of each env's step and (with
+            ``reset_ahead``) the swap of prepared starts are one kernel (a scenario with
+            ``swarp.runtime.step_end`` hooks).
+        list_resets: The auto-reset's launches walk a device-side list of the finished envs
+            (``swarp.runtime.env_list``) instead of masking every env.
+        reset_ahead: The auto-reset swaps in each env's next start, drawn and observed the step
+            after its episode began, on a side stream (``swarp.runtime.step_end``).
+        lidar_rays_per_thread: Rays of one agent per thread of the lidar scan; 0: one thread per
+            env, every ray of its agents (the CPU's scan).
+        lidar_side_stream: The auto-reset's lidar scan runs on a side stream beside the restart's
+            neighbor refresh and observation (CUDA).
+        async_cpu: Where a CPU ``send()`` runs its step: ``"measure"`` (inline or in a worker
+            thread, whichever the caller's loop measures faster), ``"inline"`` or ``"thread"``.
+    """
+
+    launch: str = "replay"
+    one_thread_per_env: bool = True
+    env_block: int | None = None
+    register_lists: bool = False
+    tiled_rows: bool = False
+    fused_step_end: bool = False
+    list_resets: bool = False
+    reset_ahead: bool = False
+    lidar_rays_per_thread: int = 0
+    lidar_side_stream: bool = False
+    async_cpu: str = "measure"
+
+    def __post_init__(self) -> None:
+        if self.launch not in LAUNCH_MODES:
+            raise ValueError(f"plan.launch must be one of {LAUNCH_MODES}, got {self.launch!r}")
+        if self.async_cpu not in ASYNC_CPU_PLACEMENTS:
+            raise ValueError(f"plan.async_cpu must be one of {ASYNC_CPU_PLACEMENTS}, got {self.async_cpu!r}")
+        for name in ("one_thread_per_env", "register_lists", "tiled_rows", "fused_step_end", "list_resets",
+                     "reset_ahead", "lidar_side_stream"):  # fmt: skip
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"plan.{name} must be a bool, got {getattr(self, name)!r}")
+        block = self.env_block
+        if block is not None and (isinstance(block, bool) or not isinstance(block, int) or block < 1):
+            raise ValueError(f"plan.env_block must be None or an int >= 1, got {block!r}")
+        rays = self.lidar_rays_per_thread
+        if isinstance(rays, bool) or not isinstance(rays, int) or rays < 0:
+            raise ValueError(f"plan.lidar_rays_per_thread must be an int >= 0, got {rays!r}")
+        if self.reset_ahead and self.list_resets:
+            raise ValueError(
+                "plan.reset_ahead swaps every restart in from its prepared start: list_resets must be False"
+            )
+
+    def split(self, n_items: int) -> tuple[int, int]:
+        """``(items per thread, threads per env)`` of a kernel over ``n_items`` items of an env
+        (agents, spawn cells, rays): all in one thread (``one_thread_per_env``), or one each."""
+        return (n_items, 1) if self.one_thread_per_env else (1, n_items)
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(ExecutionPlan))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a plan may use, besides the device: the facts ``choose_plan`` decides from.
+
+    Attributes:
+        capturable: The whole step can be captured (fused kernels, a capture-safe reset).
+        fused: The scenario's Warp twin runs the step (``fused=False``: the torch reference).
+        auto_reset: Finished envs restart inside the step.
+        lidar: The observation ends with a lidar scan.
+        fuses_end: The scenario can end a step in one kernel (``StepEndHooks.fuses_end``).
+        prepares_ahead: The scenario can prepare starts ahead (``StepEndHooks.prepares_ahead``).
+    """
+
+    capturable: bool = False
+    fused: bool = False
+    auto_reset: bool = False
+    lidar: bool = False
+    fuses_end: bool = False
+    prepares_ahead: bool = False
+
+
+def choose_plan(
+    device: str,
+    n_envs: int = 1,
+    n_agents: int = 1,
+    max_neighbors: int = 0,
+    use_graph: bool | str = "auto",
+    can: Capabilities = Capabilities(),
+    fixed: ExecutionPlan | Mapping[str, Any] | None = None,
+) -> ExecutionPlan:
+    """The plan of a batch of ``n_envs`` x ``n_agents`` agents with neighbor lists of width
+    ``max_neighbors`` on ``device``, given what it ``can`` use.
+
+    Args:
+        device: Warp device string (``"cpu"``, ``"cuda:0"``).
+        n_envs, n_agents, max_neighbors: Batch and list sizes.
+        use_graph: ``"auto"`` (a graph where ``can.capturable``), ``True`` (a graph required:
+            recorded launches with a warning where none is possible, chosen by the caller) or
+            ``False`` (never a graph).
+        can: ``Capabilities``.
+        fixed: Fields to keep as given: an ``ExecutionPlan`` (all of them) or a mapping of some;
+            the rules choose the others around them.
+
+    Raises:
+        ValueError: a fixed field names no plan field, or asks for what the device or the
+            scenario cannot do (the message says which and why).
+    """
+    if isinstance(fixed, ExecutionPlan):
+        chosen = dataclasses.asdict(fixed)
+    else:
+        chosen = dict(fixed or {})
+        unknown = sorted(set(chosen) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"unknown plan field(s) {unknown}; plan fields: {list(FIELDS)}")
+    given = set(chosen)
+    cuda = str(device).startswith("cuda")
+    bound = throughput_bound(device, n_envs, n_agents)
+
+    def rule(name: str, value) -> None:
+        if name not in given:
+            chosen[name] = value
+
+    rule("launch", launch_mode(use_graph, can.capturable))
+    rule("one_thread_per_env", not cuda)
+    rule("env_block", ENV_BLOCK if cuda else None)
+    rule("register_lists", cuda and max_neighbors <= REGISTER_LIST_MAX_K)
+    rule("tiled_rows", cuda)
+    # Small batches are a chain of latency-bound launches, which the fused end shortens by two; from
+    # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose:
+    # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).
+    fits = can.fused and can.fuses_end and n_agents <= FUSED_END_MAX_AGENTS
+    rule("fused_step_end", fits and chosen["tiled_rows"] and not bound)
+    # The auto-reset's reset and masked observation, prepared beside the next step's physics instead
+    # of chained at its end: 4,096 x 8 34.7 -> 29.1 us/step, 16,384 x 16 87.9 -> 81.7 (H200, with
+    # the fused end). Not where the masked preparation over every env would compete with a
+    # saturated GPU, nor without a graph (each launch is host time there).
+    ahead = can.fused and can.auto_reset and can.prepares_ahead
+    rule("reset_ahead", ahead and cuda and chosen["launch"] == "graph" and not bound)
+    # A list costs a fixed ~12 us per step on an H200 (16,384 x 16: 92 -> 104 us/step) and saves the
+    # blocks of the envs a mask skips (262,144 x 16: 951 -> 864). On the CPU a skipped env is not
+    # free (each thread copies its struct arguments before it tests its mask): 1,024 x 4 324 -> 300 us.
+    lists = can.fused and can.auto_reset and not chosen["reset_ahead"]
+    rule("list_resets", lists and (not cuda or bound))
+    rule("lidar_rays_per_thread", LIDAR_RAYS_PER_THREAD if cuda else 0)
+    # Two latency-bound chains over the few restarting envs paid once: 88 -> 84-85 us/step at
+    # 4,096 x 16 x 32 rays (H200).
+    rule("lidar_side_stream", cuda and can.lidar and can.auto_reset and not chosen["reset_ahead"])
+    rule("async_cpu", "measure")
+    plan = ExecutionPlan(**chosen)
+    _check(plan, device, n_agents, can, given)
+    return plan
+
+
+def launch_mode(use_graph: bool | str, capturable: bool) -> str:
+    """``"graph"`` where a graph is wanted and possible, else ``"replay"`` (``"eager"`` under
+    ``SWARP_LAUNCH_MODE=eager``). A CPU graph is Warp's operation stream replayed in C++: about 4x
+    less overhead than replaying recorded launches from Python (16 envs x 4 agents)."""
+    if use_graph not in (True, False, "auto"):
+        raise ValueError(f"use_graph must be True, False or 'auto', got {use_graph!r}")
+    if use_graph is not False and capturable:
+        return "graph"
+    return "replay" if replay_enabled() else "eager"
+
+
+def throughput_bound(device, n_envs: int, n_agents: int) -> bool:
+    """Whether a step's per-agent launches over ``n_envs`` x ``n_agents`` threads are bound by
+    throughput rather than latency: on CUDA from two GPU-fulls of agent threads (E x A >= 2 x SMs x
+    ``THREADS_PER_SM``: 540,672 on an H200; 262,144 x 3 is above, 16,384 x 16 below). False on the CPU."""
+    dev = wp.get_device(device)
+    return dev.is_cuda and n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
+
+
+def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, given: set[str]) -> None:
+    """Raise where ``plan`` asks for what ``device`` or the scenario cannot do."""
+    cuda = str(device).startswith("cuda")
+
+    def fail(field: str, why: str) -> None:
+        raise ValueError(f"plan.{field}={getattr(plan, field)!r} is not possible here: {why}")
+
+    if plan.launch == "graph" and not can.capturable:
+        fail(
+            "launch",
+            "this step cannot be captured (the torch reference, fused=False, or a reset that is not capture-safe)",
+        )
+    if plan.tiled_rows and not cuda and not getattr(wp.config, "enable_cpu_blocks", False):
+        fail(
+            "tiled_rows",
+            "on the CPU the tiled store needs wp.config.enable_cpu_blocks (Warp honours CPU blocks only then)",
+        )
+    if plan.fused_step_end:
+        if not (can.fused and can.fuses_end):
+            fail("fused_step_end", "the scenario has no fused step end (StepEndHooks.fuses_end)")
+        if not plan.tiled_rows:
+            fail("fused_step_end", "the fused end stores rows through the tiled store: tiled_rows must be True")
+        if n_agents > FUSED_END_MAX_AGENTS:
+            fail("fused_step_end", f"a block holds whole envs of at most {FUSED_END_MAX_AGENTS} agents, got {n_agents}")
+    if plan.list_resets and not (can.fused and can.auto_reset):
+        fail("list_resets", "only the fused auto-reset walks a list of its envs: it needs fused kernels and auto_reset")
+    if plan.reset_ahead and not (can.fused and can.auto_reset and can.prepares_ahead):
+        fail(
+            "reset_ahead",
+            "it needs auto_reset and a fused scenario that prepares its starts ahead (StepEndHooks.prepares_ahead)",
+        )
+    if plan.lidar_side_stream and not cuda and "lidar_side_stream" in given:
+        fail("lidar_side_stream", "side streams are CUDA streams")

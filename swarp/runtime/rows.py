@@ -1,0 +1,189 @@
+"""Observation rows: the kernels every fused scenario observes with, around its own
+``observe_agent`` Warp func, and the observe modes.
+
+A scenario writes ``observe_agent(args, mode, env, agent) -> row``: it writes the agent's
+per-agent outputs through ``args`` (a Warp struct holding at least ``pos`` [E, A]) and returns its
+observation row, a ``vector(obs_dim)`` indexed only by compile-time constants (so it stays in
+registers). ``observe_kernels`` wraps it in:
+
+* ``observe``: one agent per thread (one env per thread on the CPU), masked (resets; its twin
+  ``observe_listed`` walks the auto-reset's env list where it pays, ``swarp.runtime.env_list``),
+  each thread storing its row with scalar stores; with ``save`` (an auto-reset, ``OBSERVE_ONLY``) it
+  first copies the row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``);
+* ``observe_rows``: every env, for the CUDA step (``ExecutionPlan.tiled_rows``): blocks of
+  ``OBS_BLOCK`` consecutive agents (flat row = env * A + agent) whose rows are scattered into a
+  row-major shared tile and leave as one coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of
+  ``obs_dim`` scalar stores per thread ``4 * obs_dim`` bytes apart. Only the scenario's columns are
+  written (lidar columns follow).
+
+``launch_observe_rows`` picks the kernel for a launch from the plan and the env list.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import warp as wp
+
+from swarp.runtime import episode
+from swarp.runtime.buffers import EnvBuffers
+from swarp.runtime.env_list import EnvListArgs
+from swarp.runtime.launch import Launcher
+
+#: What a fused scenario's ``launch_observe`` computes besides the observation (its ``mode``).
+OBSERVE_ONLY = 0  # after an auto-reset: the step's rewards and info must survive
+OBSERVE_STEP = 1  # a step: rewards, termination, info
+OBSERVE_RESET = 2  # an explicit reset: info of the fresh state (and reward memory), no reward
+
+#: Agents (observation rows) per block of the tiled observation kernel.
+OBS_BLOCK = 64
+
+
+@functools.cache
+def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
+    """``observe(args, env_mask, use_mask, mode, save, agents_per_thread, obs_out, final_obs_out)``,
+    its listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``) and
+    ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
+    row_type = wp.types.vector(obs_dim, scalar)
+    save_row = episode.save_row_func(scalar)
+
+    @wp.func
+    def observe_env(
+        args: Args,
+        mode: int,
+        save: int,
+        env: int,
+        first: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        final_obs_out: wp.array3d(dtype=scalar),
+    ):
+        """Observe agents ``[first, first + agents_per_thread)`` of ``env`` and store their rows (with
+        ``save``, first copying each row it replaces to ``final_obs_out``)."""
+        for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
+            if save != 0:
+                save_row(obs_out, final_obs_out, env, agent)  # an auto-reset: keep the last row
+            row = observe_agent(args, mode, env, agent)
+            for c in range(wp.static(obs_dim)):
+                obs_out[env, agent, c] = row[c]
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe(
+        args: Args,
+        env_mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        save: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        final_obs_out: wp.array3d(dtype=scalar),
+    ):
+        env, slot = wp.tid()
+        if use_mask != 0 and not env_mask[env]:
+            return
+        observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_listed(
+        args: Args,
+        envs: EnvListArgs,
+        mode: int,
+        save: int,
+        agents_per_thread: int,
+        obs_out: wp.array3d(dtype=scalar),
+        final_obs_out: wp.array3d(dtype=scalar),
+    ):
+        row, slot = wp.tid()
+        for i in range(row, envs.count[0], envs.stride):
+            env = envs.envs[i]
+            observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+
+    @wp.kernel(enable_backward=False, module="unique")
+    def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
+        block, lane = wp.tid()
+        row_index = block * wp.static(OBS_BLOCK) + lane
+        n_agents = args.pos.shape[1]
+        row = row_type()
+        if row_index < obs_rows.shape[0]:
+            env = row_index / n_agents
+            row = observe_agent(args, mode, env, row_index - env * n_agents)
+        # Row-major: a transposed tile of the rows read shared memory with a stride of OBS_BLOCK
+        # words, one bank (ncu: 90% excess shared wavefronts at 16,384 x 16).
+        rows = wp.tile_zeros(shape=(wp.static(OBS_BLOCK), wp.static(obs_dim)), dtype=scalar, storage="shared")
+        for c in range(wp.static(obs_dim)):
+            wp.tile_scatter_masked(rows, lane, c, row[c], True)
+        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
+
+    return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
+
+
+def row_vectors(array: wp.array, width: int, start: int = 0) -> wp.array:
+    """A view of columns ``[start, start + width)`` of ``array`` [E, A, W] (unit column stride) as
+    [E, A] vectors of ``width``: a kernel then moves a whole row through one address, the columns
+    at constant offsets from it (indexed ``[E, A, c]`` each column is an address of its own, held
+    in registers). Shares the memory: no copy, nothing allocated on the device."""
+    item = wp.types.type_size_in_bytes(array.dtype)
+    if array.ndim != 3 or array.shape[2] < start + width or array.strides[2] != item:
+        raise ValueError(
+            f"row_vectors needs [E, A, >= {start + width}] rows with unit column stride, got {array.shape}"
+        )
+    vec = wp.types.vector(width, array.dtype)
+    ptr = array.ptr + start * item
+    return wp.array(ptr=ptr, dtype=vec, shape=array.shape[:2], strides=array.strides[:2], device=array.device)
+
+
+def launch_observe_rows(
+    buffers: EnvBuffers,
+    launcher: Launcher,
+    kernels: SimpleNamespace,
+    args,
+    env_mask: wp.array | None,
+    mode: int,
+    rows_out: wp.array | None = None,
+) -> None:
+    """Launch a scenario's observation (``kernels`` from ``observe_kernels``, ``args`` its filled
+    struct) for the envs of ``env_mask`` [E] bool, or for every env (``None``: the tiled store where
+    ``plan.tiled_rows``), writing ``buffers.obs``; with ``mode=OBSERVE_ONLY`` (an auto-reset) first
+    saving the rows it replaces to ``buffers.final_obs_saved``. ``rows_out``: write these
+    [E, A, >= obs_dim] rows instead, saving none (a start prepared ahead; ``env_mask`` required)."""
+    b, plan = buffers, buffers.plan
+    dev = b.device
+    per_thread, threads = plan.split(b.n_agents)
+    if rows_out is not None:
+        launcher.launch(
+            kernels.observe,
+            dim=(b.n_envs, threads),
+            inputs=[args, env_mask, 1, int(mode), 0, per_thread],
+            outputs=[rows_out, rows_out],
+            device=dev,
+        )
+        return
+    save = int(mode == OBSERVE_ONLY)
+    if env_mask is None and plan.tiled_rows:
+        rows = b.obs_rows()
+        launcher.launch(
+            kernels.observe_rows,
+            dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
+            inputs=[args, int(mode)],
+            outputs=[rows],
+            device=dev,
+            block_dim=OBS_BLOCK,
+        )
+        return
+    listed = b.list_envs(env_mask, threads)
+    if listed is not None:
+        launcher.launch(
+            kernels.observe_listed,
+            dim=(listed[1], threads),
+            inputs=[args, listed[0], int(mode), save, per_thread],
+            outputs=[b.obs, b.final_obs_saved],
+            device=dev,
+        )
+        return
+    mask = env_mask if env_mask is not None else b.no_mask
+    launcher.launch(
+        kernels.observe,
+        dim=(b.n_envs, threads),
+        inputs=[args, mask, int(env_mask is not None), int(mode), save, per_thread],
+        outputs=[b.obs, b.final_obs_saved],
+        device=dev,
+    )
