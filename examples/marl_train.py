@@ -501,6 +501,8 @@ def train(args: Args) -> dict:
         batch_frames = batch.numel() * world  # every rank collects an equal share
         frames += batch_frames
         row: dict = {"frames": frames, "batch": batch_index, "charts/learning_rate": optimizer.param_groups[0]["lr"]}
+        check_health(base_env.sim, batch_index)
+        row["health/invalid_actions"] = int(base_env.sim.invalid_actions())
 
         # Statistics of the episodes that ended in the last episode length's worth of batches: every
         # env finishes at least one in that window, so the synchronized first episodes (which all
@@ -592,6 +594,17 @@ def train(args: Args) -> dict:
     if args.distributed:
         final.update(rank=rank, world_size=world)
     return final
+
+
+def check_health(sim: swarp.Environment, batch_index: int) -> None:
+    """Stop training on a simulation that went non-finite (the state-health flag, read once per
+    batch): a NaN state would otherwise train the policy on garbage without a trace."""
+    if bool(sim.non_finite()):
+        envs = sim.non_finite_envs().tolist()
+        raise RuntimeError(
+            f"batch {batch_index}: a state, observation or reward went non-finite in envs {envs[:16]}"
+            f"{' ...' if len(envs) > 16 else ''} (global index: + env_offset {sim.env_offset})"
+        )
 
 
 def episode_length(env: SwarpEnv) -> int:

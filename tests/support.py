@@ -34,6 +34,7 @@ N_STEPS = 200
 #: A small arena: agents driving at their goals reach them well within ``MAX_STEPS``.
 OPTIONS = dict(n_agents=N_AGENTS, world_size=0.5, n_obstacles=2, max_steps=MAX_STEPS)
 
+
 def make_env(device: str = "cpu", **kwargs) -> swarp.Environment:
     options = dict(n_envs=N_ENVS, device=device, seed=0, **OPTIONS)
     options.update(kwargs)
@@ -102,7 +103,6 @@ def count_events(trajectory: list[dict]) -> tuple[int, int]:
     terminated = sum(int(row["terminated"].sum()) for row in trajectory)
     truncated = sum(int(row["truncated"].sum()) for row in trajectory)
     return terminated, truncated
-
 
 
 # --- the hot loop's invariants -------------------------------------------------------------------------
@@ -174,7 +174,6 @@ def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 10
     assert torch.cuda.memory_allocated() == torch_before
     assert torch.cuda.max_memory_allocated() == torch_before, "transient torch allocations in the step"
     assert wp.get_mempool_used_mem_current(env.device) == warp_before
-
 
 
 # --- fused scenarios against their torch reference ----------------------------------------------------

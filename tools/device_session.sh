@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|async|peers|verify
+#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, async, peers or verify}
+stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, async, peers, verify or reliability}
 py=python3
 case "$stage" in
 tests)
@@ -68,6 +68,21 @@ verify)
   for run in 1 2 3; do
     $py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 100 --repeats 3 2>&1 | tail -1
   done | tee "$out/push_t.log"
+  ;;
+reliability)
+  # Issue 29: the new GPU tests, the 10^6-step soaks, the cost of the health checks (A/B against
+  # .ab/base, the tree before them: `git archive <commit> swarp | tar -x -C .ab/base`), the GPU suite.
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  timeout 110 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/runtime/test_health.py tests/env/test_snapshot.py \
+    2>&1 | tail -8 | tee "$out/tests_new_gpu.log"
+  timeout 200 $py -m swarp.benchmark.soak --device cuda:0 --steps 1000000 --envs 1024 --check-every 50000 \
+    --full-check-every 100 --scenarios navigation drone_navigation 2>&1 | grep -v "^Module\|^Warp" | tee "$out/soak_gpu.log"
+  VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 OUT="$out" timeout 150 bash tools/device_ab.sh \
+    "$py -m swarp.benchmark.throughput --envs 1024 16384 --agents 16 --iters 200 --repeats 3" \
+    "$py -m swarp.benchmark.throughput --scenario drone_navigation --envs 4096 --agents 4 --iters 200 --repeats 3" \
+    > /dev/null
+  grep -v "^Module\|^Warp" "$out/ab.log" | tail -40
+  timeout 120 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests --durations=10 2>&1 | tail -30 | tee "$out/tests_gpu.log"
   ;;
 final)
   # One call: GPU tests plus every number the open issues are judged by (issues 3, 6, 10, 11).

@@ -38,6 +38,20 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+def check_health(env, what: str = "the benchmark") -> None:
+    """Raise ``RuntimeError`` if ``env`` (an ``Environment``, an ``EnvPool`` or a ``World``) raised its
+    state-health flag (``non_finite()``): a number measured on NaN states is no number. One host
+    sync: call it after timing, never inside the timed loop."""
+    for index, part in enumerate(getattr(env, "groups", [env])):
+        if bool(part.non_finite()):
+            envs = part.non_finite_envs().tolist()
+            where = f" (group {index})" if hasattr(env, "groups") else ""
+            raise RuntimeError(
+                f"{what}: a state, observation or reward went non-finite in envs {envs[:16]}{where}"
+                f"{' ...' if len(envs) > 16 else ''}; its timings measure a diverged simulation"
+            )
+
+
 def time_wall(fn: Callable[[], None], device: str, n_iters: int, repeats: int = 3) -> float:
     """Median over ``repeats`` of the wall time [s] per call of ``fn``, synchronized at both ends."""
     samples = []

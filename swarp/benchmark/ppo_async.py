@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 import swarp
-from swarp.benchmark.common import print_table, synchronize
+from swarp.benchmark.common import check_health, print_table, synchronize
 
 
 class ActorCritic(nn.Module):
@@ -265,8 +265,10 @@ class Run:
         start = time.perf_counter()
         self.driver(self.loop, self.cfg.bench_steps, self.position)
         self.sync()
+        seconds = time.perf_counter() - start
         self.position += self.cfg.bench_steps
-        return self.n_envs * self.cfg.bench_steps / (time.perf_counter() - start)
+        check_health(self.env, f"ppo_async {self.mode}")  # after the clock: a sync of its own
+        return self.n_envs * self.cfg.bench_steps / seconds
 
     def close(self) -> None:
         if self.mode == "pool":

@@ -25,7 +25,7 @@ import torch
 import warp as wp
 
 import swarp
-from swarp.benchmark.common import parse_option, print_table, synchronize, time_wall
+from swarp.benchmark.common import check_health, parse_option, print_table, synchronize, time_wall
 
 #: Parameter ranges of the per-env parameter cases (SI units; within navigation's defaults).
 RANDOM_PARAMS = {"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)}
@@ -95,7 +95,9 @@ def bench(env: swarp.Environment, n_iters: int, repeats: int) -> float:
         env.step(actions)
         env.step(actions)
         synchronize(env.device)
-        return time_wall(lambda: env.step(actions), env.device, n_iters, repeats)
+        seconds = time_wall(lambda: env.step(actions), env.device, n_iters, repeats)
+    check_health(env, f"throughput of {env.scenario.name} at {env.n_envs} x {env.n_agents}")
+    return seconds
 
 
 def main(argv=None) -> None:

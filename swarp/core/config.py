@@ -99,6 +99,11 @@ def _check_positive(name: str, value: float, *, allow_zero: bool = False, allow_
         raise ValueError(f"{name} must be {bound}, got {value}")
 
 
+#: Default drone body-rate limit [rad/s]: 2000 deg/s, the rate limit of racing-quadrotor flight
+#: controllers (Betaflight caps its rate profiles at 1998 deg/s).
+DEFAULT_MAX_BODY_RATE = math.radians(2000.0)
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Static description of one agent. All quantities are SI units (m, kg, s, rad).
@@ -107,7 +112,9 @@ class AgentConfig:
         model: Dynamics model (a ``DynamicsModel`` or its name).
         ctrl_mode: Whether actions are velocities or accelerations (``ControlMode`` or name).
         radius: Collision radius [m], > 0.
-        mass: Mass [kg], > 0. Contact forces are divided by it.
+        mass: Mass [kg], > 0. Contact forces are divided by it, so the lightest agent sets the
+            largest stable substep (``swarp.core.stability``; ``sqrt(2 m / k)`` for velocity-level
+            agents).
         max_speed: Speed limit [m/s]; velocity commands and integrated speeds are clamped to it.
         max_accel: Linear acceleration limit [m/s^2] for ACCELERATION control.
         max_ang_vel: Yaw-rate limit [rad/s] (diff drive), >= 0.
@@ -117,13 +124,19 @@ class AgentConfig:
             in (0, 1]; sets the slip angle of the bicycle.
         max_steer: Steering-angle limit [rad] of the kinematic bicycle, in [0, pi/2).
         drag: Linear velocity damping [1/s] of holonomic agents under ACCELERATION control and
-            of drones (3-D velocity).
+            of drones (3-D velocity); integrated explicitly, so ``h * drag <= 2`` (EULER) or
+            ``<= 2.79`` (RK4) per substep ``h``, less with contacts (``swarp.core.stability``).
         arm_length: Drone: distance [m] from the centre to each rotor ("+" layout: rotors on the
             body +x, +y, -x, -y axes).
         inertia_x, inertia_y, inertia_z: Drone: principal moments of inertia [kg m^2].
         yaw_moment: Drone: reaction torque per unit thrust [m] (rotors 0 and 2 spin one way, 1 and
             3 the other: yaw torque ``yaw_moment * (f0 - f1 + f2 - f3)``).
         max_thrust: Drone: thrust limit [N] of each rotor (commands are clamped to [0, max_thrust]).
+        max_body_rate: Drone: limit [rad/s] of the body-rate norm ``|w|``, applied after every
+            substep (and to RK4's stages), >= 0. Default ``DEFAULT_MAX_BODY_RATE``, 2000 deg/s: the
+            rate limit of a racing quadrotor's flight controller. Without it nothing bounds ``|w|``
+            (no rotational damping; explicit integration of ``w x I w`` gains energy), and random
+            thrusts spin a drone up until it overflows.
     """
 
     model: DynamicsModel = DynamicsModel.HOLONOMIC
@@ -144,6 +157,7 @@ class AgentConfig:
     inertia_z: float = 0.02
     yaw_moment: float = 0.02
     max_thrust: float = 5.0
+    max_body_rate: float = DEFAULT_MAX_BODY_RATE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", _coerce_enum(DynamicsModel, self.model, "AgentConfig.model"))
@@ -159,6 +173,7 @@ class AgentConfig:
             "max_steer",
             "yaw_moment",
             "max_thrust",
+            "max_body_rate",
         ):
             _check_positive(f"AgentConfig.{name}", getattr(self, name), allow_zero=True)
         if not 0.0 < self.rear_axle_ratio <= 1.0:
@@ -240,7 +255,10 @@ class WorldConfig:
             slightly); ``"clamp"``: positions are projected inside and the outward velocity is
             zeroed after every substep. Ignored when ``bounds`` is ``None``.
         collision_k: Contact stiffness [N/m] for agent-agent, agent-obstacle and agent-wall contact.
-        collision_damping: Contact damping [N s/m] along the contact normal.
+            It sets the largest stable substep ``h = dt / substeps`` with the lightest mass ``m``:
+            ``h <= sqrt(2 m / k)`` for velocity-level agents, ``h^2 k / m + 2 h c / m <= 4`` for
+            second-order ones and bodies (``swarp.core.stability``; ``Stepper`` checks it).
+        collision_damping: Contact damping [N s/m] along the contact normal (``h c / m <= 1``).
         collisions: Whether agents collide with each other (obstacles and walls always act).
         max_neighbors: Width K of the padded neighbor list; lists with more agents in range keep
             the K nearest and raise the device-side overflow flag.

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from swarp.core import stability
 from swarp.core.rng import INV_2_24, ResetStreams, episode_key, uniform_u24, uniform_u24_torch
 from swarp.core.types import _PARAM_FIELDS, PARAM_MAX_SPEED, PARAM_RADIUS, Model, param_array
 
@@ -91,8 +92,9 @@ def enable_per_env_params(model: Model, n_envs: int) -> None:
 def check_param_table(model: Model, table: torch.Tensor, name: str = "agent params") -> None:
     """Raise a clear error unless ``table`` [E_p, A, P] holds valid parameters for ``model``.
 
-    Checks finiteness, signs, ``rear_axle_ratio`` in (0, 1], ``max_steer`` in [0, pi/2) and the
-    ceilings of ``param_ceilings``. Reads the values on the host (one sync).
+    Checks finiteness, signs, ``rear_axle_ratio`` in (0, 1], ``max_steer`` in [0, pi/2), that the
+    model's substep integrates the table's masses and drags stably (``check_param_stability``) and
+    the ceilings of ``param_ceilings``. Reads the values on the host (one sync).
     """
     values = table.detach().to("cpu", torch.float64)
     if not torch.isfinite(values).all():
@@ -110,6 +112,7 @@ def check_param_table(model: Model, table: torch.Tensor, name: str = "agent para
     steer = values[..., param_column("max_steer")].max().item()
     if steer >= math.pi / 2:
         raise ValueError(f"{name}: max_steer must be < pi/2 rad, got max {steer}")
+    check_param_stability(model, values, name)
     ceilings = param_ceilings(model)
     for field, column in (("radius", PARAM_RADIUS), ("max_speed", PARAM_MAX_SPEED)):
         high = values[..., column].max().item()
@@ -120,6 +123,23 @@ def check_param_table(model: Model, table: torch.Tensor, name: str = "agent para
                 f"{name}: {field} max {high} exceeds {ceiling}, the largest value the model's contact search "
                 f"was sized for; configure the agents with the largest {field} you will use"
             )
+
+
+def check_param_stability(model: Model, table: torch.Tensor, name: str = "agent params") -> None:
+    """Raise a ``ValueError`` unless the model's substep ``dt / substeps`` integrates every row of
+    ``table`` [E_p, A, P] stably (``swarp.core.stability``): a lighter mass stiffens every contact of
+    its agent, a larger drag damps a second-order one explicitly. Per agent, each (lightest,
+    heaviest) mass with each (smallest, largest) drag is checked: the stable set is convex in
+    (1 / mass, drag), so these corners bound every row."""
+    values = table.detach().to("cpu", torch.float64)
+    mass = values[..., param_column("mass")]
+    drag = values[..., param_column("drag")]
+    masses = torch.stack([mass.amin(0), mass.amax(0)], -1).tolist()  # [A, 2]
+    drags = torch.stack([drag.amin(0), drag.amax(0)], -1).tolist()
+    terms = stability.agent_terms(model.agents, model.world, model.integrator, masses, drags)
+    stability.check_substep(
+        terms, model.world, model.dt, model.substeps, name, remedy="raise the lightest mass (or lower the drag)"
+    )
 
 
 def write_params(
@@ -243,14 +263,17 @@ class ParamRandomization:
                 raise TypeError(f"ParamRandomization.{name} must be a bool, got {getattr(self, name)!r}")
         object.__setattr__(self, "ranges", dict(self.ranges))
 
-    def extreme_tables(self, base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(lowest, highest)`` [1, A, P] tables any draw lies between (to validate once, up front)."""
+    def extreme_tables(self, base: torch.Tensor) -> tuple[torch.Tensor]:
+        """The tables to validate once, up front, so that every draw is valid: one [2, A, P] table
+        whose rows are the lowest and the highest draw. ``check_param_table`` checks each column's
+        extremes over its rows and, for the stability limit, every (mass, drag) corner, which a
+        separate lowest and highest table would not (the lightest mass with the largest drag)."""
         low, high = base.clone(), base.clone()
         for column, (lo, hi) in _check_ranges(self.ranges).items():
             scale = base[..., column] if self.relative else torch.ones_like(base[..., column])
             low[..., column] = lo * scale
             high[..., column] = hi * scale
-        return low, high
+        return (torch.cat([low, high]),)
 
 
 @functools.cache
@@ -288,6 +311,7 @@ def kernels(scalar: type) -> SimpleNamespace:
 __all__ = [
     "PARAM_NAMES",
     "ParamRandomization",
+    "check_param_stability",
     "check_param_table",
     "enable_per_env_params",
     "param_ceilings",

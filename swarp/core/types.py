@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, ObstacleShape, WorldConfig
+from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, Integrator, ObstacleShape, WorldConfig
 from swarp.core.precision import vec2_type
 
 # Columns of the per-agent parameter table ``Model.params`` [E_p, A, P]. Kernels read them by name.
@@ -34,7 +34,7 @@ PARAM_INERTIA_Y = 12
 PARAM_INERTIA_Z = 13
 PARAM_YAW_MOMENT = 14  # [m] (drone)
 PARAM_MAX_THRUST = 15  # [N] (drone, per rotor)
-N_PARAMS = 16
+PARAM_MAX_BODY_RATE = 16  # [rad/s] (drone)
 
 #: Relative margin on the contact distance ``2 * max_radius`` when sizing neighbor lists [-].
 CONTACT_MARGIN = 0.25
@@ -56,7 +56,10 @@ _PARAM_FIELDS = (
     "inertia_z",
     "yaw_moment",
     "max_thrust",
+    "max_body_rate",
 )
+#: P, the number of columns (``tests/core/test_params.py`` checks each ``PARAM_*`` names its column).
+N_PARAMS = len(_PARAM_FIELDS)
 
 
 class TorchState(NamedTuple):
@@ -324,6 +327,8 @@ class Model:
         near_radius: The prefix of each (distance-sorted) list within this radius [m] is what the
             contact kernel scans: ``min(contact_radius, neighbor_radius)``.
         max_radius: Largest agent radius [m].
+        dt, substeps, integrator: The step [s], its substeps and the ``Integrator`` the model is
+            stepped with (``swarp.core.stability`` checks parameter tables against them).
     """
 
     def __init__(
@@ -334,9 +339,11 @@ class Model:
         device: str,
         dt: float = 0.1,
         substeps: int = 1,
+        integrator: Integrator = Integrator.EULER,
     ):
         self.agents = tuple(agents)
         self.world = world
+        self.dt, self.substeps, self.integrator = dt, substeps, integrator
         self.n_agents = len(agents)
         self.act_dim = max(cfg.act_dim for cfg in agents)
         self.scalar, self.device = scalar, device

@@ -205,6 +205,12 @@ class AsyncStep:
                 future.result()  # re-raises an exception of the step, if any
 
     def close(self) -> None:
-        """Stop the worker thread (CPU)."""
+        """Finish the pending step, if any, without returning it, and stop the worker thread (CPU).
+
+        Idempotent. An exception the pending step raised is dropped with it. On CUDA the pending
+        step completes on its stream (nothing to stop; no host sync).
+        """
+        self.pending = False
         if not self.cuda:
-            self._executor.shutdown(wait=True)
+            self._future = None
+            self._executor.shutdown(wait=True)  # joins a step still running in the worker

@@ -18,13 +18,14 @@ import torch
 import warp as wp
 
 from swarp.core import params as param_table
+from swarp.core.config import ObstacleShape
 from swarp.core.params import ParamRandomization
 from swarp.core.precision import resolve_device
 from swarp.core.rng import stream_key_torch
 from swarp.env import reference
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
-from swarp.runtime import episode
+from swarp.runtime import episode, health
 from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan
@@ -87,6 +88,10 @@ class Environment:
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
         env_offset: As given.
     """
+
+    #: Set by ``close()``; the methods that step, reset, snapshot, re-parameterise or draw the env
+    #: check it first (``_check_open``).
+    _closed = False
 
     def __init__(
         self,
@@ -188,7 +193,15 @@ class Environment:
             self._setup_randomization(randomize_params)
 
         b = self.buffers = EnvBuffers(
-            self.plan, n_envs, self.n_agents, self.stepper.scalar, self.device, max_steps, self.auto_reset, env_offset
+            self.plan,
+            n_envs,
+            self.n_agents,
+            self.stepper.scalar,
+            self.device,
+            max_steps,
+            self.auto_reset,
+            env_offset,
+            self.world.non_finite_flags,
         )
         self.seed_tensor = wp.to_torch(b.seed)
         self.episode = wp.to_torch(b.episode)
@@ -298,6 +311,7 @@ class Environment:
                 each broadcastable to [E_p, A]. radius and max_speed may not exceed the configured
                 fleet maxima (they size the contact search).
         """
+        self._check_open("set_agent_params")
         self._check_no_pending_send("set_agent_params")
         param_table.write_params(self.world.model, values, env_mask, **columns)
         self._prepare_all_again()  # a lidar's prepared scans saw the old radii
@@ -376,18 +390,19 @@ class Environment:
         sc.launch_observe(launcher, mode=OBSERVE_STEP)
         if not sc.ends_steps:
             self._launch_advance(launcher)
-        if not self.auto_reset:
-            return
-        # Finished envs keep their last rows in final_obs: saved here, or by the scenario's masked
-        # observation (OBSERVE_ONLY) and the lidar's masked scan, each just before it overwrites them.
-        if not sc.saves_final_obs:
-            self._launch_save_final_obs(launcher)
-        if plan.list_resets:
-            b.done_list.launch_compact(launcher, b.done)
-        try:
-            self._launch_restart(launcher, swapped_in_step)
-        finally:
-            b.done_list.mask = None  # the next step rewrites the mask
+        if self.auto_reset:
+            # Finished envs keep their last rows in final_obs: saved here, or by the scenario's masked
+            # observation (OBSERVE_ONLY) and the lidar's masked scan, each just before it overwrites them.
+            if not sc.saves_final_obs:
+                self._launch_save_final_obs(launcher)
+            if plan.list_resets:
+                b.done_list.launch_compact(launcher, b.done)
+            try:
+                self._launch_restart(launcher, swapped_in_step)
+            finally:
+                b.done_list.mask = None  # the next step rewrites the mask
+        if not sc.checks_finite:
+            self._launch_check_outputs(launcher, None)
 
     def _launch_restart(self, launcher: Launcher, swapped_in_step: bool = False) -> None:
         """The auto-reset's launches after the step: new episodes for the envs in ``done`` (their
@@ -424,6 +439,32 @@ class Environment:
         sc.launch_observe(launcher, env_mask=mask, mode=OBSERVE_RESET)
         if self.prepared is not None:
             self.prepared.launch_mark_started(launcher, mask)
+        if not sc.checks_finite:
+            self._launch_check_outputs(launcher, mask)
+
+    def _launch_check_outputs(self, launcher: Launcher, env_mask: wp.array | None) -> None:
+        """Raise the health flag of envs with non-finite outputs by reading them back: after a
+        step (``env_mask=None``: every env's rows and rewards, and the final rows of finished envs),
+        or a reset of the envs of ``env_mask`` (their rows). Only for a scenario that does not check
+        its own (``FusedScenario.checks_finite``)."""
+        b = self.buffers
+        step = env_mask is None
+        launcher.launch(
+            health.check_outputs_kernel(self.stepper.scalar),
+            dim=(self.n_envs, self.n_agents),
+            inputs=[
+                b.no_mask if step else env_mask,
+                int(not step),
+                b.obs,
+                b.reward,
+                int(step),
+                b.final_obs,
+                b.done,
+                int(step and self.auto_reset),
+            ],
+            outputs=[b.non_finite],
+            device=self.device,
+        )
 
     def _launch_randomize(self, launcher: Launcher, env_mask: wp.array) -> None:
         """Re-draw the parameters of the envs in ``env_mask`` (no-op without ``randomize_params``)."""
@@ -519,6 +560,7 @@ class Environment:
         With grads (``actions.requires_grad`` under grad mode) ``obs`` and ``reward`` are fresh
         tensors whose autograd history reaches ``actions`` (``swarp.env.reference.grad_step``).
         """
+        self._check_open("step")
         self._check_no_pending_send("step")
         self.stepper.check_actions(actions, self.n_envs)
         if actions.requires_grad and torch.is_grad_enabled():
@@ -544,8 +586,10 @@ class Environment:
         ``swarp.env.asynchronous``.
 
         Raises:
-            RuntimeError: a step is already pending (``send`` twice without ``recv``).
+            RuntimeError: a step is already pending (``send`` twice without ``recv``), or the
+                environment is closed.
         """
+        self._check_open("send")
         if self._async is None:
             from swarp.env.asynchronous import AsyncStep
 
@@ -556,12 +600,17 @@ class Environment:
         """Finish the step started by ``send``; returns what ``step`` would have returned.
 
         Raises:
-            RuntimeError: no step is pending.
+            RuntimeError: no step is pending, or the environment is closed.
         """
+        self._check_open("recv")
         if self._async is None:
             raise RuntimeError("recv() was called without a pending send()")
         self._async.wait()
         return self._outputs(self.obs, self.reward, self.terminated, self.truncated)
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"the Environment is closed: {what}() cannot run after close(); build a new one")
 
     def _check_no_pending_send(self, what: str) -> None:
         if self._async is not None and self._async.pending:
@@ -573,12 +622,14 @@ class Environment:
         Returns:
             ``(obs [E, A, obs_dim], info)``.
         """
+        self._check_open("reset")
         self._check_no_pending_send("reset")
         if seed is not None:
             _check_seed(seed)
             self.seed_value = int(seed)
             self.seed_tensor.fill_(int(seed))
             self.episode.fill_(-1)  # begin_episodes advances it to 0
+        self.clear_flags()  # a full reset starts the flags' count over
         self.reset_mask.fill_(True)
         self._run_reset()
         self.terminated.zero_()
@@ -595,6 +646,7 @@ class Environment:
         Returns:
             The observation buffer [E, A, obs_dim] (rows of reset envs start a new episode).
         """
+        self._check_open("reset_at")
         self._check_no_pending_send("reset_at")
         if not isinstance(mask, torch.Tensor):
             raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
@@ -620,12 +672,34 @@ class Environment:
         return (*tensors, self.info)
 
     def invalid_actions(self) -> torch.Tensor:
-        """0-d bool device tensor: was a non-finite action seen since construction (or last clear)?"""
+        """0-d bool device tensor: was a non-finite action seen since the last full ``reset`` (or
+        ``clear_flags``)?"""
         return self.world.invalid_actions()
 
     def neighbor_overflow(self) -> torch.Tensor:
-        """0-d bool device tensor: has any neighbor list been truncated since the last clear?"""
+        """0-d bool device tensor: has any neighbor list been truncated since the last full
+        ``reset`` (or ``clear_flags``)?"""
         return self.world.neighbor_overflow()
+
+    def non_finite(self) -> torch.Tensor:
+        """0-d bool device tensor, the state-health flag: has any env's state, observation
+        (``final_obs`` included) or reward been NaN or infinite since the last full ``reset`` (or
+        ``clear_flags``)? Raised inside the step's kernels (``swarp.runtime.health``); reading it is
+        a device reduction, no host sync. ``non_finite_envs()`` says which envs."""
+        return self.world.non_finite()
+
+    def non_finite_envs(self) -> torch.Tensor:
+        """[n] int64 local indices (``env_offset`` not added) of the envs ``non_finite()`` counts,
+        ascending. One host sync: call it after ``non_finite()`` reads True."""
+        return self.world.non_finite_envs()
+
+    def clear_flags(self) -> None:
+        """Lower the sticky flags: ``invalid_actions``, ``neighbor_overflow`` and ``non_finite``
+        (device-side, on torch's current stream). A full ``reset`` clears them too."""
+        self._check_open("clear_flags")
+        self._check_no_pending_send("clear_flags")
+        for flag in (self.world.invalid_action_flag, self.world.neighbors.overflow, self.world.non_finite_flags):
+            wp.to_torch(flag).zero_()
 
     def invalidate(self) -> None:
         """Drop captured graphs and recorded launches (after changing scenario parameters in place)."""
@@ -634,10 +708,28 @@ class Environment:
             self._step_seq.invalidate()
             self._reset_seq.invalidate()
 
+    def close(self) -> None:
+        """Release what the environment holds beyond its buffers: the worker thread of CPU
+        ``send``/``recv`` and the captured graphs or recorded launches (``invalidate``). Idempotent.
+
+        A step pending from ``send`` is finished first (the worker joined; on CUDA it completes on
+        its stream) and its outputs are never returned. Afterwards ``step``, ``send``, ``recv``,
+        ``reset``, ``reset_at``, ``get_state``, ``set_state``, ``set_agent_params`` and ``render``
+        raise ``RuntimeError``; tensors already returned stay readable.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._async is not None:
+            self._async.close()
+        self.invalidate()
+
     # --- snapshots ----------------------------------------------------------------------------
 
     def _snapshot_tensors(self) -> dict[str, torch.Tensor]:
-        tensors = {f"state.{name}": getattr(self.state, name) for name in self.world.state.fields}
+        """The live buffers a snapshot copies, by key (see ``get_state``)."""
+        state = self.world.state.torch
+        tensors = {f"state.{name}": getattr(state, name) for name in self.world.state.fields}
         tensors.update(
             {
                 "env.seed": self.seed_tensor,
@@ -648,6 +740,7 @@ class Environment:
                 "env.terminated": self.terminated,
                 "env.truncated": self.truncated,
                 "env.final_obs": self.final_obs,
+                "env.agent_params": self.agent_params,
             }
         )
         tensors.update({f"obstacles.{k}": v for k, v in self.world.model.obstacle_tensors().items()})
@@ -656,11 +749,69 @@ class Environment:
         return tensors
 
     def get_state(self) -> dict[str, torch.Tensor]:
-        """An exact snapshot of the whole batch (device tensors, cloned)."""
+        """An exact snapshot of the whole batch: clones of every buffer that decides the next step.
+
+        ``set_state`` restores it, after which the env steps, resets and auto-resets to the same
+        bits as after the ``get_state`` (same seed, same actions, same bits). Keys:
+
+        * ``state.*``: the world state [E, A, ...] (``self.state``'s fields: agents, the drone
+          fields, bodies [E, B, ...] in a world with bodies).
+        * ``env.seed`` [1] int32, ``env.episode`` and ``env.step_count`` [E] int32: the reset RNG's
+          seed and counters (they key every reset draw, prepared starts' and re-drawn parameters'
+          included) and the episode clocks.
+        * ``env.obs``, ``env.final_obs`` [E, A, obs_dim], ``env.reward`` [E, A], ``env.terminated``
+          and ``env.truncated`` [E] bool: the last outputs (``done``, the envs a caller's
+          ``reset_at(env.done)`` would restart, is their ``or`` and is rebuilt from them).
+        * ``env.agent_params``: the agent parameter table (``agent_params``: [E, A, P] per env, or
+          the shared [1, A, P]), as drawn by ``randomize_params`` or written by ``set_agent_params``.
+        * ``obstacles.*``: the obstacle arrays (``Model.obstacle_tensors``; per-env slots a scenario
+          samples at reset included).
+        * ``scenario.*``: the scenario's memory (``Scenario.state_tensors``: goals, targets, the
+          previous distances of progress rewards...).
+        * ``info.*``: the scenario's info buffers (``final_obs`` is ``env.final_obs``).
+
+        Left out on purpose, as nothing the next step computes reads them: the sticky diagnostic
+        flags (``invalid_actions``, ``neighbor_overflow``, ``non_finite``: they keep counting across
+        a restore), per-step scratch that a step writes before it reads it (contact forces, the
+        action buffer, the reset mask, the auto-reset's env list, a scenario's per-step terms;
+        navigation's tallies are zero between steps), the lidar's ``last`` scan (``Lidar.scan``),
+        and what is static after construction (plan, configured parameters, the ranges of
+        ``randomize_params``). Derived buffers are rebuilt by ``set_state`` instead:
+        neighbor lists (from ``state.pos``), ``done``, and the starts prepared ahead
+        (``plan.reset_ahead``: prepared again from the restored counters at the next step).
+
+        Returns:
+            ``{key: tensor}`` of device tensors, each a clone (later steps do not change it).
+
+        Raises:
+            RuntimeError: a ``send()`` is pending (its step is rewriting the buffers).
+        """
+        self._check_open("get_state")
+        self._check_no_pending_send("get_state")
         return {k: v.clone() for k, v in self._snapshot_tensors().items()}
 
     def set_state(self, snapshot: dict[str, torch.Tensor]) -> None:
-        """Restore a ``get_state`` snapshot in place (buffers keep their addresses: graphs stay valid)."""
+        """Restore a ``get_state`` snapshot in place (buffers keep their addresses: graphs stay valid).
+
+        The snapshot is checked whole before anything is copied, so a rejected one leaves the env
+        as it was: the same keys as ``get_state`` gives, each a tensor of its shape and dtype, and
+        values ``get_state`` could have produced: finite floats, a seed in [0, 2^31), episode and
+        step counters >= 0, a valid parameter table (``swarp.core.params.check_param_table``, as
+        ``set_agent_params`` checks it) and valid obstacle codes and sizes. Tensors may be on
+        another device (a snapshot of a CUDA env restored on the CPU, or one loaded with
+        ``torch.load(map_location=...)``): they are copied across, bit for bit. One host sync.
+
+        Args:
+            snapshot: ``{key: tensor}`` from ``get_state`` (of this env or one built alike).
+
+        Raises:
+            TypeError: ``snapshot`` is not a dict, or an entry is not a tensor.
+            ValueError: missing or unexpected keys, or an entry of the wrong shape, dtype or value
+                (the message names the key, and for a non-finite value its first index).
+            RuntimeError: a ``send()`` is pending.
+        """
+        self._check_open("set_state")
+        self._check_no_pending_send("set_state")
         if not isinstance(snapshot, dict):
             raise TypeError(f"snapshot must be a dict from get_state(), got {type(snapshot).__name__}")
         tensors = self._snapshot_tensors()
@@ -677,12 +828,38 @@ class Environment:
                 raise ValueError(
                     f"snapshot[{key!r}] must be {dst.dtype} {list(dst.shape)}, got {src.dtype} {list(src.shape)}"
                 )
-        for key, dst in tensors.items():
-            dst.copy_(snapshot[key])
+        self._check_snapshot_values(snapshot)
+        with torch.no_grad():  # a snapshot entry with autograd history must not attach it to the buffers
+            for key, dst in tensors.items():
+                dst.copy_(snapshot[key])
+            torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.seed_value = None
         with self.streams.scope():
             self.world.build_neighbors()
         self._prepare_all_again()  # prepared starts follow the episode counters
+
+    def _check_snapshot_values(self, snapshot: dict[str, torch.Tensor]) -> None:
+        """Raise ``ValueError`` unless every value of ``snapshot`` (keys, shapes and dtypes already
+        checked) is one ``get_state`` could have produced (see ``set_state``)."""
+        low, high = int(min(ObstacleShape)), int(max(ObstacleShape))
+        rules = [(key, torch.isfinite, "finite") for key, value in snapshot.items() if value.is_floating_point()]
+        rules += [
+            ("env.seed", lambda seed: seed >= 0, "in [0, 2^31)"),  # int32: < 2^31 by its dtype
+            ("env.episode", lambda count: count >= 0, ">= 0"),  # reset's -1 is advanced to 0 before it returns
+            ("env.step_count", lambda count: count >= 0, ">= 0"),
+            ("obstacles.shape", lambda code: (code >= low) & (code <= high), f"a shape code in [{low}, {high}]"),
+            ("obstacles.size", lambda size: size >= 0, ">= 0 [m]"),
+        ]
+        for key, valid, expected in rules:
+            value = snapshot[key]
+            ok = valid(value)
+            if not bool(ok.all()):
+                index = (~ok).nonzero()[0].tolist()
+                raise ValueError(
+                    f"snapshot[{key!r}] must be {expected}, got {value[tuple(index)].item()} at index {index}"
+                )
+        params = snapshot["env.agent_params"]
+        param_table.check_param_table(self.world.model, params, name="snapshot['env.agent_params']")
 
     # --- rendering ----------------------------------------------------------------------------
 
@@ -703,6 +880,7 @@ class Environment:
         """
         from swarp import render as swarp_render
 
+        self._check_open("render")
         if mode not in ("rgb_array", "human"):
             raise ValueError(f"render mode must be 'rgb_array' or 'human', got {mode!r}")
         frame = swarp_render.render_frame(self, env_index, **overlays)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from swarp.env.asynchronous import AsyncStep
-from swarp.env.environment import Environment
+from swarp.env.environment import Environment, _check_seed
 
 
 class EnvPool:
@@ -58,6 +58,8 @@ class EnvPool:
                 raise ValueError(f"group {index} must have env_offset {index * batch}, got {group.env_offset}")
             if group.device != groups[0].device:
                 raise ValueError("every group must be on one device")
+            if group._closed:
+                raise ValueError(f"group {index} is closed")
         for group in groups:
             if group._async is None:  # each group on its own side stream (CUDA) or worker thread (CPU)
                 group._async = AsyncStep(group, side_stream=True, cpu_placement="long")
@@ -70,6 +72,7 @@ class EnvPool:
         self._next_recv = 0  # the group recv returns next
         self._received: int | None = None  # the group whose outputs the caller holds (awaiting send)
         self._fresh: set[int] = set()  # groups reset and not yet received (their outputs are reset outputs)
+        self._closed = False
 
     # --- properties shared by every group -----------------------------------------------------
 
@@ -105,14 +108,28 @@ class EnvPool:
 
     # --- stepping --------------------------------------------------------------------------------
 
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"the EnvPool is closed: {what}() cannot run after close(); build a new one")
+
     def async_reset(self, seed: int | None = None) -> None:
         """Reset every env (with ``seed``: restart the reset RNG from it, as ``Environment.reset``).
 
-        The next ``n_groups`` ``recv`` calls return the groups' reset outputs (reward 0, flags
-        False) in order 0, 1, ...; ``send`` then steps them.
+        May be called at any point of the ``recv`` / ``send`` cycle: steps still pending from
+        ``send`` are finished first and their outputs dropped. The next ``n_groups`` ``recv`` calls
+        return the groups' reset outputs (reward 0, flags False) in order 0, 1, ...; ``send`` then
+        steps them.
+
+        Raises:
+            ValueError: ``seed`` is not an int in [0, 2^31) (nothing is changed).
+            RuntimeError: the pool is closed.
         """
+        self._check_open("async_reset")
+        if seed is not None:
+            _check_seed(seed)  # before anything changes
         for group in self.groups:
-            group._check_no_pending_send("async_reset")
+            if group._async.pending:
+                group._async.wait()
         for group in self.groups:
             group.reset(seed=seed)
             group.reward.zero_()
@@ -127,9 +144,10 @@ class EnvPool:
         Waits (on the device, no host sync on CUDA) for that group's pending step.
 
         Raises:
-            RuntimeError: before ``async_reset``, or when the previous ``recv``'s group was not
-                sent yet (send it first: groups cycle in order).
+            RuntimeError: before ``async_reset``, when the previous ``recv``'s group was not sent
+                yet (send it first: groups cycle in order), or after ``close``.
         """
+        self._check_open("recv")
         if self._received is not None:
             raise RuntimeError(
                 f"recv() was called while group {self._received} (received last) awaits send(); send its actions first"
@@ -139,7 +157,7 @@ class EnvPool:
         if g in self._fresh:
             self._fresh.discard(g)
             outputs = group._outputs(group.obs, group.reward, group.terminated, group.truncated)
-        elif group._async is not None and group._async.pending:
+        elif group._async.pending:
             outputs = group.recv()
         else:
             raise RuntimeError("recv() was called before async_reset()")
@@ -157,9 +175,13 @@ class EnvPool:
                 checked to be that group's (by identity: no device read).
 
         Raises:
-            RuntimeError: no group awaits actions (``send`` without a ``recv`` before it).
-            ValueError: ``env_id`` is not the id tensor of the group awaiting actions.
+            RuntimeError: no group awaits actions (``send`` without a ``recv`` before it), or the
+                pool is closed.
+            ValueError: ``env_id`` is not the id tensor of the group awaiting actions, or
+                ``actions`` is not [B, A, act_dim] (the group still awaits them).
+            TypeError: ``actions`` is not a tensor of the simulator's dtype.
         """
+        self._check_open("send")
         g = self._received
         if g is None:
             raise RuntimeError("send() was called without a recv() before it: recv() returns the group to act on")
@@ -168,11 +190,23 @@ class EnvPool:
                 f"env_id must be the info['env_id'] tensor recv() returned for group {g} (envs "
                 f"{g * self.batch_size}..{(g + 1) * self.batch_size - 1}); partial batches step whole groups"
             )
-        self.groups[g].send(actions)
+        expected = (self.batch_size, self.n_agents, self.act_dim)
+        if isinstance(actions, torch.Tensor) and tuple(actions.shape) != expected:
+            raise ValueError(
+                f"actions must have shape [batch_size, n_agents, act_dim] = {list(expected)} (the envs of the "
+                f"group recv() returned), got {list(actions.shape)}"
+            )
+        self.groups[g].send(actions)  # checks the rest; on an error the group still awaits actions
         self._received = None
 
     def close(self) -> None:
-        """Stop the groups' worker threads (CPU)."""
+        """Close every group (``Environment.close``: pending steps finished and dropped, worker
+        threads stopped). Idempotent; afterwards ``recv``, ``send`` and ``async_reset`` raise
+        ``RuntimeError``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._received = None
+        self._fresh = set()
         for group in self.groups:
-            if group._async is not None:
-                group._async.close()
+            group.close()

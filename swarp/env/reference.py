@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+import warp as wp
 
 from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
@@ -36,6 +37,7 @@ def torch_step(env: Environment) -> None:
     sc.post_step()
     env.obs.copy_(observations(env))
     env.reward.copy_(sc.rewards())
+    flag_non_finite(env, env.obs, env.reward)
     env.terminated.copy_(sc.done())
     for key, value in sc.info().items():
         env.info[key].copy_(value)
@@ -68,6 +70,22 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     with env.streams.scope():
         env.world.build_neighbors(mask_wp)
     env.obs.copy_(torch.where(mask.view(-1, 1, 1), observations(env), env.obs))
+    flag_non_finite(env, env.obs, env_mask=mask)
+
+
+def flag_non_finite(
+    env: Environment, obs: torch.Tensor, reward: torch.Tensor | None = None, env_mask: torch.Tensor | None = None
+) -> None:
+    """Raise the health flag (``env.non_finite()``) of every env, or every env of ``env_mask`` [E]
+    bool, whose ``obs`` [E, A, W] rows or ``reward`` [E, A] hold a NaN or infinity (the torch
+    twin of the fused kernels' checks; device-side, no host sync)."""
+    bad = ~torch.isfinite(obs).flatten(1).all(dim=1)
+    if reward is not None:
+        bad |= ~torch.isfinite(reward).all(dim=1)
+    if env_mask is not None:
+        bad &= env_mask
+    flags = wp.to_torch(env.world.non_finite_flags)
+    flags.bitwise_or_(bad.to(flags.dtype))
 
 
 def grad_step(env: Environment, actions: torch.Tensor):
@@ -91,7 +109,10 @@ def grad_step(env: Environment, actions: torch.Tensor):
     sc = env.scenario
     current = env.world.state.torch
     state_in = type(current)(*(t.clone() for t in current))
-    state = warp_step(env.stepper, state_in, actions, invalid_flag=env.world.invalid_action_flag)
+    world = env.world
+    state = warp_step(
+        env.stepper, state_in, actions, invalid_flag=world.invalid_action_flag, non_finite_flag=world.non_finite_flags
+    )
     with torch.no_grad():
         for dst, src in zip(env.world.state.torch, state, strict=True):
             dst.copy_(src)
@@ -115,6 +136,7 @@ def grad_step(env: Environment, actions: torch.Tensor):
     with torch.no_grad():
         env.obs.copy_(obs)
         env.reward.copy_(reward)
+        flag_non_finite(env, env.obs, env.reward)
         env.terminated.copy_(terminated)
         for key, value in step_info.items():
             env.info[key].copy_(value)

@@ -28,6 +28,14 @@ Auto-reset follows the wrapped ``Environment``:
 
 ``reset(seed=s)`` restarts the simulator's counter-based reset RNG from ``s`` (an int in
 [0, 2^31); one seed for the whole batch, envs still differ), so seeded resets are reproducible.
+
+Inputs are checked here, once, from metadata alone (no host sync): actions must be real numbers of
+shape [n_envs, n_agents, act_dim] exactly (a numpy array, a nested list or a torch tensor; never
+broadcast; any int or float dtype, converted to the simulator's, finite values beyond its range
+kept finite); NaN and inf are passed on, acting as 0 and raising ``sim.invalid_actions()``.
+``options`` may hold only ``"reset_mask"``, a bool mask [n_envs] (env indices are rejected, as
+``Environment.reset_at`` rejects them). ``close()`` closes the wrapped ``Environment``. The
+``Environment`` resets itself when built, so ``step`` before the first ``reset`` is valid.
 """
 
 from __future__ import annotations
@@ -41,9 +49,12 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from swarp.env.environment import Environment
+from swarp.interop.checks import env_mask, real_tensor
 
 BACKENDS = ("numpy", "torch")
 REWARD_MODES = ("mean", "sum")
+#: The keys ``reset(options=...)`` understands.
+RESET_OPTIONS = ("reset_mask",)
 
 
 class SwarpVectorEnv(gymnasium.vector.VectorEnv):
@@ -96,15 +107,6 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
     def _info(self, info: dict[str, torch.Tensor]) -> dict[str, Any]:
         return {key: self._out(value) for key, value in info.items() if key != "final_obs"}
 
-    def _to_sim(self, value, name: str, dtype: torch.dtype) -> torch.Tensor:
-        if isinstance(value, torch.Tensor):
-            return value.to(device=self.sim.torch_device, dtype=dtype)
-        try:
-            array = np.asarray(value)
-        except Exception as error:
-            raise TypeError(f"{name} must be a numpy array or a torch tensor, got {type(value).__name__}") from error
-        return torch.as_tensor(array, dtype=dtype, device=self.sim.torch_device)
-
     # --- the VectorEnv API --------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -115,31 +117,50 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
             observation.
 
         Raises:
-            ValueError: ``seed`` together with a ``reset_mask`` (reseeding resets every env).
+            TypeError: ``seed`` is not an int, ``options`` not a dict, or ``reset_mask`` not a bool
+                mask (integer env indices are not read as one).
+            ValueError: an unknown key in ``options``, a ``reset_mask`` not of shape [n_envs], or
+                ``seed`` together with a ``reset_mask`` (reseeding resets every env).
         """
-        if seed is not None and not isinstance(seed, (int, np.integer)):
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int (one seed for the whole batch), got {type(seed).__name__}")
-        super().reset(seed=seed)
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
+        unknown = sorted(str(key) for key in (options or {}) if key not in RESET_OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; the options are {list(RESET_OPTIONS)}")
         mask = (options or {}).get("reset_mask")
-        if mask is None:
-            obs, info = self.sim.reset(seed=None if seed is None else int(seed))
-        else:
+        if mask is not None:
             if seed is not None:
                 # Reseeding restarts every env's episode sequence, which a partial reset cannot do.
                 raise ValueError("reset(seed=...) resets every env; it cannot be combined with options['reset_mask']")
-            mask = self._to_sim(mask, "reset_mask", torch.bool)
+            mask = env_mask(mask, "options['reset_mask']", self.num_envs, self.sim.torch_device)
+        super().reset(seed=seed)
+        if mask is None:
+            obs, info = self.sim.reset(seed=None if seed is None else int(seed))
+        else:
             obs, info = self.sim.reset_at(mask), self.sim.info
         return self._out(obs), self._info(info)
 
     def step(self, actions):
         """Step every sub-env with ``actions`` [E, A, act_dim] (physical units).
 
+        Args:
+            actions: Real numbers [E, A, act_dim]: a numpy array, a nested list or a torch tensor,
+                of any int or float dtype and device (converted to the simulator's).
+
         Returns:
             ``(obs [E, A, obs_dim], reward [E], terminated [E] bool, truncated [E] bool, info)``;
             ``info`` holds the scenario's entries, ``"agent_reward"`` [E, A] and, with auto-reset,
             ``"final_obs"`` / ``"_final_obs"``.
+
+        Raises:
+            TypeError: ``actions`` is None, a string, an object array, or bool or complex.
+            ValueError: ``actions`` is not of shape [E, A, act_dim].
         """
-        actions = self._to_sim(actions, "actions", self.sim.dtype)
+        sim = self.sim
+        shape = (sim.n_envs, sim.n_agents, sim.act_dim)
+        actions = real_tensor(actions, "actions", shape, sim.dtype, sim.torch_device, "[n_envs, n_agents, act_dim]")
         obs, reward, terminated, truncated, info = self.sim.step(actions)
         env_reward = reward.mean(dim=1) if self.reward_mode == "mean" else reward.sum(dim=1)
         out_info = self._info(info)
@@ -154,6 +175,10 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
         if self.render_mode != "rgb_array":
             return None
         return tuple(self.sim.render(env_index=i) for i in range(self.num_envs))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close the wrapped ``Environment`` (``close()`` calls this once)."""
+        self.sim.close()
 
     def __repr__(self) -> str:
         return f"SwarpVectorEnv({self.sim.scenario.name!r}, num_envs={self.num_envs}, backend={self.backend!r})"

@@ -19,10 +19,18 @@ that ends an episode returns its last observation (``info["final_obs"]``), as Pe
 Wrapping a batch of more than one env steps all of them (the other envs get zero actions); this
 adapter is for API compatibility and small-scale use, not throughput: use ``SwarpEnv`` (TorchRL)
 or ``SwarpVectorEnv`` (Gymnasium) to train on the whole batch.
+
+Inputs are checked here, before anything is stepped: ``actions`` must be a dict keyed by agent
+names, each value real numbers of shape (act_dim,) exactly (a numpy array, a list or a tensor, any
+int or float dtype; never broadcast from a scalar or a shorter array). NaN and inf are passed on,
+acting as 0 and raising ``sim.invalid_actions()``. ``reset``'s ``options`` are accepted and ignored
+(none are defined; PettingZoo's API test passes arbitrary ones). ``close()`` closes the wrapped
+``Environment``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -32,6 +40,7 @@ from pettingzoo import ParallelEnv
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
+from swarp.interop.checks import real_tensor
 
 
 class SwarpParallelEnv(ParallelEnv):
@@ -96,24 +105,44 @@ class SwarpParallelEnv(ParallelEnv):
         }
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        """Start a new episode (the whole batch is reset; with ``seed``, the reset RNG restarts from it)."""
+        """Start a new episode (the whole batch is reset; with ``seed``, an int in [0, 2^31), the
+        reset RNG restarts from it). ``options`` (a dict or None) is ignored."""
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"options must be a dict or None, got {type(options).__name__}")
+        if isinstance(seed, np.integer):
+            seed = int(seed)
         obs, info = self.sim.reset(seed=seed)
         self.agents = list(self.possible_agents)
         self._obs = self._row(obs)
         return {agent: self._obs[i].copy() for agent, i in self._index.items()}, self._infos(info)
 
     def step(self, actions: dict[str, Any]):
-        """One step of every live agent; ``actions[agent]`` is an (act_dim,) array in physical units."""
+        """One step of every live agent.
+
+        Args:
+            actions: ``{agent: action}``, each action real numbers of shape (act_dim,) in physical
+                units (a numpy array, list or tensor); agents left out act with zeros.
+
+        Raises:
+            RuntimeError: no live agents (before ``reset``, or after the episode ended).
+            TypeError: ``actions`` is not a dict, or an action is not real numbers.
+            KeyError: an agent name that is not one of ``possible_agents``.
+            ValueError: an action not of shape (act_dim,).
+        """
         if not self.agents:
-            raise RuntimeError("step() called with no live agents: the episode is over, call reset()")
-        unknown = set(actions) - set(self.possible_agents)
+            raise RuntimeError("step() called with no live agents: the episode is over (or never began), call reset()")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict {{agent name: action}}, got {type(actions).__name__}")
+        unknown = [agent for agent in actions if agent not in self._index]
         if unknown:
-            raise KeyError(f"unknown agent(s) {sorted(unknown)}; agents are {self.possible_agents}")
-        rows = np.zeros((self.sim.n_agents, self.sim.act_dim), dtype=self._np_dtype)
+            raise KeyError(f"unknown agent(s) {unknown}; agents are {self.possible_agents}")
+        sim = self.sim
+        rows = torch.zeros(sim.n_agents, sim.act_dim, dtype=sim.dtype)
         for agent, action in actions.items():
-            rows[self._index[agent]] = np.asarray(action, dtype=self._np_dtype)
+            name = f"actions[{agent!r}]"
+            rows[self._index[agent]] = real_tensor(action, name, (sim.act_dim,), sim.dtype, rows.device, "[act_dim]")
         self._actions.zero_()
-        self._actions[self.env_index] = torch.as_tensor(rows, device=self.sim.torch_device)
+        self._actions[self.env_index] = rows.to(sim.torch_device)
         obs, reward, terminated, truncated, info = self.sim.step(self._actions)
         term = bool(terminated[self.env_index])
         trunc = bool(truncated[self.env_index])
@@ -143,7 +172,8 @@ class SwarpParallelEnv(ParallelEnv):
         return self.sim.render(env_index=self.env_index)
 
     def close(self) -> None:
-        pass
+        """Close the wrapped ``Environment`` (``Environment.close``); idempotent."""
+        self.sim.close()
 
 
 def parallel_env(

@@ -26,7 +26,14 @@ is set as VmasEnv sets it. An info entry counts as per-agent when its second dim
 
 Actions are physical by default (the spec is ``sim.action_bounds``, the box the kernels clamp to).
 With scalar ``action_low`` / ``action_high`` the spec is that box instead, and actions are mapped
-affinely onto ``action_bounds`` before the step (``to_physical``).
+affinely onto ``action_bounds`` before the step (``to_physical``); finite values outside the box
+are clamped to it first, so any finite action, however large, acts as the bound it exceeds.
+
+Inputs are checked here, once, from metadata alone (no host sync): the action must be a tensor of
+real numbers of shape [n_envs, n_agents, act_dim] exactly (never broadcast); another float or int
+dtype, or another device, is converted to the simulator's. NaN and inf are passed on: the step acts
+on them as 0 and raises ``sim.invalid_actions()``. A ``"_reset"`` mask must be bool, [n_envs, 1]
+or [n_envs]. Swarp steps every env together, so a partial ``"_step"`` mask is an error.
 
 Resets. TorchRL resets finished envs itself, through ``reset`` with a ``"_reset"`` mask [E, 1] after
 a step that reported them done, and expects the step to return the *last* observation of the
@@ -53,6 +60,7 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from swarp.env.environment import Environment
+from swarp.interop.checks import env_mask, real_tensor
 
 LAYOUTS = ("flat", "agents")
 #: Name of the single agent group of the ``"agents"`` layout (VmasEnv's default group).
@@ -193,11 +201,35 @@ class SwarpEnv(EnvBase):
     # --- actions ----------------------------------------------------------------------------
 
     def to_physical(self, action: torch.Tensor) -> torch.Tensor:
-        """Map actions of the spec's box to physical units [E, A, act_dim] (identity when physical)."""
-        action = action.to(device=self.sim.torch_device, dtype=self.sim.dtype)
+        """Map actions [..., A, act_dim] of the spec's box to physical units, in the simulator's
+        dtype and on its device (the identity map with physical actions).
+
+        Normalized actions are clamped to ``[action_low, action_high]`` first, so every finite value
+        maps inside ``sim.action_bounds`` (1e30 to the upper bound, not to inf); NaN and inf pass
+        unchanged (the step acts on them as 0 and raises ``sim.invalid_actions()``).
+
+        Raises:
+            TypeError: ``action`` is not a tensor of real numbers.
+            ValueError: its last two dimensions are not [n_agents, act_dim].
+        """
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
+        sim = self.sim
+        leading = tuple(action.shape[:-2])
+        shape = (*leading, sim.n_agents, sim.act_dim)
+        action = real_tensor(action, "action", shape, sim.dtype, sim.torch_device, "[..., n_agents, act_dim]")
+        return self._rescale(action)
+
+    def _rescale(self, action: torch.Tensor) -> torch.Tensor:
+        """``to_physical`` of a checked action tensor of the simulator's dtype and device."""
         if not self.normalized:
             return action
-        return self.physical_low + (action - self.action_low) * self._scale
+        inside = action.clamp(self.action_low, self.action_high)
+        physical = self.physical_low + (inside - self.action_low) * self._scale
+        # Above the box: exactly the upper bound, as the kernels' clamp made it before, where the
+        # affine map of the box's edge may miss it by an ulp. Non-finite values go on as they are.
+        physical = torch.where(action > self.action_high, self.physical_high, physical)
+        return torch.where(torch.isfinite(action), physical, action)
 
     # --- EnvBase hooks ----------------------------------------------------------------------
 
@@ -243,8 +275,24 @@ class SwarpEnv(EnvBase):
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         sim = self.sim
-        action = self.to_physical(tensordict.get(self._action_entry))
-        obs, reward, terminated, truncated, info = sim.step(action)
+        partial = tensordict.get("_step", None)  # EnvBase.step passes it on only when some is True
+        if partial is not None and not bool(partial.all()):  # a host read, only on this rare path
+            raise ValueError(
+                "SwarpEnv steps every env together: a '_step' mask must be all True (partial steps are not "
+                "supported; reset finished envs with '_reset' instead)"
+            )
+        key = self._action_entry
+        action = tensordict.get(key, None)
+        if action is None:
+            keys = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
+            raise KeyError(
+                f"step() needs the action at {key!r} ([n_envs, n_agents, act_dim]); the tensordict has {keys}"
+            )
+        shape = (sim.n_envs, sim.n_agents, sim.act_dim)
+        action = real_tensor(
+            action, f"tensordict[{key!r}]", shape, sim.dtype, sim.torch_device, "[n_envs, n_agents, act_dim]"
+        )
+        obs, reward, terminated, truncated, info = sim.step(self._rescale(action))
         if sim.auto_reset:
             # The simulator already started the next episode of the envs that finished; TorchRL
             # wants their last observation here, and the new one from the reset that follows.
@@ -263,7 +311,7 @@ class SwarpEnv(EnvBase):
             self._pending.zero_()
             terminated = truncated = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
         else:
-            mask = mask.reshape(sim.n_envs).to(device=self.device, dtype=torch.bool)
+            mask = env_mask(mask, "tensordict['_reset']", sim.n_envs, self.device, shapes=[(sim.n_envs, 1)])
             # Envs the simulator auto-reset during the last step already hold their next episode.
             obs = sim.reset_at(mask & ~self._pending)
             self._pending.logical_and_(~mask)
@@ -278,6 +326,16 @@ class SwarpEnv(EnvBase):
             return
         self.sim.reset(seed=int(seed) % SEED_MODULUS)
         self._pending.zero_()
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Close the adapter and the wrapped ``Environment`` (``Environment.close``); idempotent."""
+        super().close(raise_if_closed=raise_if_closed)
+        self.sim.close()
+
+    def __del__(self):
+        # EnvBase.__del__ would close(): garbage collection of the adapter must not close the
+        # Environment, which its owner may go on using. Only an explicit close() does.
+        pass
 
     def __repr__(self) -> str:
         sim = self.sim

@@ -262,6 +262,7 @@ def record_step(
     inputs: tuple[torch.Tensor, ...],
     invalid_flag: wp.array,
     scratch: StepScratch | None = None,
+    non_finite_flag: wp.array | None = None,
 ) -> TapedStep:
     """Run one step on a fresh tape from contiguous ``inputs`` (the ``step_fields``, then actions last).
 
@@ -272,7 +273,9 @@ def record_step(
     if scratch is None:
         scratch = stepper.allocate_scratch(state_in.n_envs, requires_grad=True)
     tape = wp.Tape()
-    output = stepper.simulate_functional(state_in, actions, invalid_flag, scratch=scratch, tape=tape)
+    output = stepper.simulate_functional(
+        state_in, actions, invalid_flag, scratch=scratch, tape=tape, non_finite_flag=non_finite_flag
+    )
     return TapedStep(tape, (*state_in.arrays(), actions), scratch, output)
 
 
@@ -300,15 +303,19 @@ def replay_backward(
 
 
 class _WarpStep(torch.autograd.Function):
-    """One step as an autograd node: inputs (stepper, ring, flag, actions, *state) -> the state tensors."""
+    """One step as an autograd node: inputs (stepper, ring, flags, actions, *state) -> the state
+    tensors; ``flags`` is ``(invalid_flag, non_finite_flag)``."""
 
     @staticmethod
-    def forward(ctx, stepper, ring, invalid_flag, actions, *state):
+    def forward(ctx, stepper, ring, flags, actions, *state):
+        invalid_flag, non_finite_flag = flags
         inputs = tuple(t.detach().contiguous() for t in (*state, actions))
         slot = ring._acquire(inputs[0].shape[0]) if ring is not None else None
         ctx.guards = ring._guards(slot, inputs) if ring is not None else []
         with _cache(stepper).streams.scope():
-            step = record_step(stepper, inputs, invalid_flag, slot.scratch if slot is not None else None)
+            step = record_step(
+                stepper, inputs, invalid_flag, slot.scratch if slot is not None else None, non_finite_flag
+            )
         ctx.stepper = stepper
         ctx.save_for_backward(*inputs)
         ctx.step = step
@@ -335,7 +342,11 @@ class _WarpStep(torch.autograd.Function):
 
 
 def _no_grad_step(
-    stepper: Stepper, state: TorchState, actions: torch.Tensor, invalid_flag: wp.array
+    stepper: Stepper,
+    state: TorchState,
+    actions: torch.Tensor,
+    invalid_flag: wp.array,
+    non_finite_flag: wp.array | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """The tape-free step into recycled buffers (no allocation once warm for this batch size); the
     result is the buffer's views of the ``step_fields``."""
@@ -350,7 +361,9 @@ def _no_grad_step(
     state_in = _wrap_state(stepper, tuple(getattr(state, name).contiguous() for name in step_fields(stepper)))
     actions_in = _wrap(actions.contiguous(), "actions", stepper.scalar)
     with cache.streams.scope():
-        stepper.simulate_into(state_in, actions_in, buffers.neighbors, buffers.forces, out, invalid_flag)
+        stepper.simulate_into(
+            state_in, actions_in, buffers.neighbors, buffers.forces, out, invalid_flag, non_finite_flag=non_finite_flag
+        )
     return tuple(getattr(out.torch, name) for name in out.fields)
 
 
@@ -371,6 +384,7 @@ def warp_step(
     *,
     ring: GradRing | None = None,
     invalid_flag: wp.array | None = None,
+    non_finite_flag: wp.array | None = None,
 ) -> TorchState:
     """One differentiable simulation step.
 
@@ -386,6 +400,8 @@ def warp_step(
             intermediates); the outputs are then views into the ring. Unused without grads.
         invalid_flag: [1] int32 Warp array raised on non-finite actions (default: one per stepper,
             read with ``invalid_actions(stepper)``).
+        non_finite_flag: [E] int32 Warp array whose entry ``e`` is raised when env ``e``'s state goes
+            non-finite (``swarp.runtime.health``; default: the stepper's [1] ``non_finite_any``).
 
     Returns:
         The next state, of ``state``'s type. With grads (grad mode on and some input requiring grad): fresh
@@ -402,9 +418,10 @@ def warp_step(
     if invalid_flag is None:
         invalid_flag = _cache(stepper).invalid_flag
     if not _needs_grad(state, actions):
-        return _pass_through(stepper, _no_grad_step(stepper, state, actions, invalid_flag), state)
+        return _pass_through(stepper, _no_grad_step(stepper, state, actions, invalid_flag, non_finite_flag), state)
     taped = (getattr(state, name) for name in step_fields(stepper))
-    return _pass_through(stepper, _WarpStep.apply(stepper, ring, invalid_flag, actions, *taped), state)
+    flags = (invalid_flag, non_finite_flag)
+    return _pass_through(stepper, _WarpStep.apply(stepper, ring, flags, actions, *taped), state)
 
 
 def rollout(

@@ -36,6 +36,7 @@ from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.physics import contacts, dynamics
+from swarp.runtime import health
 
 _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
@@ -414,16 +415,20 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
         body_theta_out: wp.array2d(dtype=scalar),
         body_vel_out: wp.array2d(dtype=vec2),
         body_ang_vel_out: wp.array2d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         """One semi-implicit Euler substep of a body under the wrench ``w`` (fx, fy, torque), with
-        gravity and implicit damping."""
+        gravity and implicit damping; a non-finite result raises the env's health flag."""
         accel = vec2(w[0], w[1]) * body_params[body, 0] + vec2(body_params[body, 4], body_params[body, 5])
         v = (body_vel[env, body] + accel * h) / (one + h * body_params[body, 2])
         om = (body_ang_vel[env, body] + w[2] * body_params[body, 1] * h) / (one + h * body_params[body, 3])
-        body_pos_out[env, body] = body_pos[env, body] + v * h
-        body_theta_out[env, body] = wrap_angle(body_theta[env, body] + om * h)
+        p = body_pos[env, body] + v * h
+        th = wrap_angle(body_theta[env, body] + om * h)
+        body_pos_out[env, body] = p
+        body_theta_out[env, body] = th
         body_vel_out[env, body] = v
         body_ang_vel_out[env, body] = om
+        health.flag_env(non_finite_out, env, wp.isfinite(p) and wp.isfinite(th) and wp.isfinite(v) and wp.isfinite(om))
 
     # The fused variant (integrate=True) runs on the no-grad paths only: Warp's adjoint of it (array
     # stores inside a dynamic loop through a function) came out wrong, so the tape uses the pair.
@@ -470,6 +475,7 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
         body_theta_out: wp.array2d(dtype=scalar),
         body_vel_out: wp.array2d(dtype=vec2),
         body_ang_vel_out: wp.array2d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, thread = wp.tid()
         n_agents = pos.shape[1]
@@ -659,6 +665,7 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
                         body_theta_out,
                         body_vel_out,
                         body_ang_vel_out,
+                        non_finite_out,
                     )
 
     @wp.kernel(module="unique")
@@ -675,6 +682,7 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
         body_theta_out: wp.array2d(dtype=scalar),
         body_vel_out: wp.array2d(dtype=vec2),
         body_ang_vel_out: wp.array2d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, body = wp.tid()
         integrate_body(
@@ -691,6 +699,7 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
             body_theta_out,
             body_vel_out,
             body_ang_vel_out,
+            non_finite_out,
         )
 
     return SimpleNamespace(body_contacts=body_contacts, integrate_bodies=integrate_bodies)
@@ -734,12 +743,20 @@ def body_route(state, forces: BodyForces, substep: int, n_substeps: int) -> tupl
 
 
 def launch_substep(
-    stepper, state_in, bodies_in: BodyArrays, forces: BodyForces, bodies_out: BodyArrays, launcher, fuse: bool
+    stepper,
+    state_in,
+    bodies_in: BodyArrays,
+    forces: BodyForces,
+    bodies_out: BodyArrays,
+    launcher,
+    fuse: bool,
+    non_finite_flag: wp.array,
 ) -> None:
     """Launch the body part of a substep: agents' total forces (into ``forces.total``) and bodies'
     wrenches from ``state_in``'s agents and ``bodies_in``, and the bodies' next state into
     ``bodies_out``: in the same launch with ``fuse`` (no-grad only) when the two sets differ, else
-    by ``integrate_bodies``. Both ways compute the same bits."""
+    by ``integrate_bodies``. Both ways compute the same bits. A body state gone non-finite raises
+    its env's ``non_finite_flag`` ([E] or [1] int32, ``swarp.runtime.health``)."""
     m, bm, s = stepper.model, stepper.bodies, stepper.scalar
     lower, upper, _, _ = stepper._world_args()
     ob = m.obstacles
@@ -780,7 +797,7 @@ def launch_substep(
             bm.params,
             h,
         ],
-        outputs=[forces.total, forces.wrench, *bodies_out],
+        outputs=[forces.total, forces.wrench, *bodies_out, non_finite_flag],
         device=stepper.device,
     )
     if not fused:
@@ -788,7 +805,7 @@ def launch_substep(
             kernels(s, False).integrate_bodies,
             dim=(n_envs, bm.n_bodies),
             inputs=[bm.params, h, forces.wrench, *bodies_in],
-            outputs=[*bodies_out],
+            outputs=[*bodies_out, non_finite_flag],
             device=stepper.device,
         )
 

@@ -12,8 +12,11 @@ rotors 0 and 2 spinning against 1 and 3):
   force ``F`` (contacts act in the ground plane, between the discs of the agents' projections),
 * ``q' = q (x) (w, 0) / 2``, ``I w' = tau - w x I w`` (principal inertia ``I``).
 
-After each substep the quaternion is renormalised, the speed ``|v|`` is clipped to ``max_speed``
-(which keeps the contact search's sizing valid), the ground ``z >= 0`` is enforced (``z = 0``,
+The body-rate norm ``|w|`` is clipped to ``max_body_rate`` on entry, at RK4's stages and after
+every substep: with no rotational damping, explicit integration of the gyroscopic term ``w x I w``
+gains energy at every substep, and random thrusts spun drones up until ``w`` overflowed. After
+each substep the quaternion is renormalised, the speed ``|v|`` is clipped to ``max_speed`` (which
+keeps the contact search's sizing valid), the ground ``z >= 0`` is enforced (``z = 0``,
 ``v_z >= 0``), and in ``clamp`` bounds mode the planar position is clamped like any agent's. The
 planar fields hold the projection: ``pos = (x, y)``, ``vel = (v_x, v_y)``, ``speed = |(v_x, v_y)|``,
 ``theta`` the yaw of ``q`` and ``ang_vel`` the world-frame yaw rate ``(R(q) w)_z``.
@@ -22,6 +25,15 @@ EULER is semi-implicit (rates and velocity first, then pose with the new ones), 
 scheme on ``(p, v, q, w)`` with actions and contact force held over the substep. The planar
 integration kernel (``dynamics.py``) skips drones; this kernel carries the 6-DOF fields of every
 other agent unchanged, so a fleet may mix both in one world.
+
+Why every field stays finite under any in-bounds (indeed any) thrusts, at a substep within
+``swarp.core.stability``'s contact limit: thrusts are clamped to ``[0, max_thrust]`` (a non-finite
+one acts as 0), so torques and the thrust are bounded; ``|w| <= max_body_rate`` bounds every rate
+derivative; Euler's attitude step scales a unit ``q`` by ``sqrt(1 + (h |w| / 2)^2)`` (never 0 or
+huge) and RK4's by a bounded polynomial in ``h |w|``, and Warp's ``normalize`` maps a (near-)zero
+quaternion to the identity, so ``q`` is always a unit quaternion; ``|v| <= max_speed`` after every
+substep, so ``z`` moves at most ``h max_speed`` per substep (and stays >= 0); the yaw is an
+``atan2`` and the yaw rate at most ``|w|``.
 """
 
 import functools
@@ -35,11 +47,13 @@ from swarp.core.types import (
     PARAM_INERTIA_X,
     PARAM_INERTIA_Y,
     PARAM_INERTIA_Z,
+    PARAM_MAX_BODY_RATE,
     PARAM_MAX_THRUST,
     PARAM_YAW_MOMENT,
 )
 from swarp.physics import bounds, dynamics
 from swarp.physics.dynamics import _DRONE, _P_DRAG, _P_MASS, _P_MAX_SPEED, _P_RADIUS, _RK4
+from swarp.runtime import health
 
 _P_ARM = wp.constant(PARAM_ARM_LENGTH)
 _P_IX = wp.constant(PARAM_INERTIA_X)
@@ -47,6 +61,7 @@ _P_IY = wp.constant(PARAM_INERTIA_Y)
 _P_IZ = wp.constant(PARAM_INERTIA_Z)
 _P_YAW = wp.constant(PARAM_YAW_MOMENT)
 _P_MAX_THRUST = wp.constant(PARAM_MAX_THRUST)
+_P_MAX_BODY_RATE = wp.constant(PARAM_MAX_BODY_RATE)
 
 
 @functools.cache
@@ -97,6 +112,22 @@ def funcs(scalar: type) -> SimpleNamespace:
         )
 
     @wp.func
+    def clip_norm(v: vec3, limit: scalar) -> vec3:
+        """``v`` scaled down to norm ``limit`` when longer, for every finite ``v`` (as
+        ``dynamics.funcs(scalar).clip_norm``, in 3-D)."""
+        n2 = wp.dot(v, v)
+        if wp.isfinite(n2):
+            if n2 > limit * limit:
+                return v * (limit / wp.sqrt(n2))
+            return v
+        largest = wp.max(wp.max(wp.abs(v[0]), wp.abs(v[1])), wp.abs(v[2]))
+        unit = vec3(v[0] / largest, v[1] / largest, v[2] / largest)
+        n = wp.length(unit)  # in [1, sqrt(3)]
+        if largest > limit / n:
+            return unit * (limit / n)
+        return v
+
+    @wp.func
     def yaw(q: quat) -> scalar:
         """Heading [rad] of the body x axis projected on the ground plane."""
         return wp.atan2(
@@ -108,6 +139,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         body_acceleration=body_acceleration,
         linear_acceleration=linear_acceleration,
         rates=rates,
+        clip_norm=clip_norm,
         yaw=yaw,
     )
 
@@ -178,9 +210,11 @@ def kernels(scalar: type) -> SimpleNamespace:
         attitude_out: wp.array2d(dtype=quat),
         omega_out: wp.array2d(dtype=vec3),
         invalid_out: wp.array(dtype=wp.int32),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, slot = wp.tid()
         first = slot * agents_per_thread
+        finite = bool(True)
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
             if kinds[agent] != _DRONE:
                 # Planar agents: dynamics.py integrates them; their 6-DOF fields are carried. (An
@@ -209,36 +243,34 @@ def kernels(scalar: type) -> SimpleNamespace:
                 p = vec3(p2[0], p2[1], pos_z[env, agent])
                 v = vec3(v2[0], v2[1], vel_z[env, agent])
                 q = attitude[env, agent]
-                w = omega[env, agent]
+                # The rate limit holds on entry (a state set above it, a lowered per-env limit), after
+                # every substep and at RK4's stages, so every rate derivative is bounded by
+                # |tau| / I + |w x I w| / I at |w| <= max_body_rate, whatever h.
+                max_rate = params[pe, agent, _P_MAX_BODY_RATE]
+                w = f.clip_norm(omega[env, agent], max_rate)
                 if integrator == _RK4:
                     hh = h * half
                     k1v, k1q, k1w = f.rates(q, v, w, thrust, push, mass, gravity, drag, tau, inertia)
                     v2s = v + k1v * hh
-                    k2v, k2q, k2w = f.rates(
-                        q + k1q * hh, v2s, w + k1w * hh, thrust, push, mass, gravity, drag, tau, inertia
-                    )
+                    w2s = f.clip_norm(w + k1w * hh, max_rate)
+                    k2v, k2q, k2w = f.rates(q + k1q * hh, v2s, w2s, thrust, push, mass, gravity, drag, tau, inertia)
                     v3s = v + k2v * hh
-                    k3v, k3q, k3w = f.rates(
-                        q + k2q * hh, v3s, w + k2w * hh, thrust, push, mass, gravity, drag, tau, inertia
-                    )
+                    w3s = f.clip_norm(w + k2w * hh, max_rate)
+                    k3v, k3q, k3w = f.rates(q + k2q * hh, v3s, w3s, thrust, push, mass, gravity, drag, tau, inertia)
                     v4s = v + k3v * h
-                    k4v, k4q, k4w = f.rates(
-                        q + k3q * h, v4s, w + k3w * h, thrust, push, mass, gravity, drag, tau, inertia
-                    )
+                    w4s = f.clip_norm(w + k3w * h, max_rate)
+                    k4v, k4q, k4w = f.rates(q + k3q * h, v4s, w4s, thrust, push, mass, gravity, drag, tau, inertia)
                     p = p + (v + (v2s + v3s) * two + v4s) * (h * sixth)
                     v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
                     q = q + (k1q + (k2q + k3q) * two + k4q) * (h * sixth)
-                    w = w + (k1w + (k2w + k3w) * two + k4w) * (h * sixth)
+                    w = f.clip_norm(w + (k1w + (k2w + k3w) * two + k4w) * (h * sixth), max_rate)
                 else:
-                    w = w + f.body_acceleration(w, tau, inertia) * h
+                    w = f.clip_norm(w + f.body_acceleration(w, tau, inertia) * h, max_rate)
                     v = v + f.linear_acceleration(q, v, thrust, push, mass, gravity, drag) * h
                     p = p + v * h
                     q = q + f.attitude_rate(q, w) * h
-                q = wp.normalize(q)
-                max_speed = params[pe, agent, _P_MAX_SPEED]
-                v_norm2 = wp.dot(v, v)
-                if v_norm2 > max_speed * max_speed:
-                    v = v * (max_speed / wp.sqrt(v_norm2))
+                q = wp.normalize(q)  # Warp's normalize maps a (near-)zero quaternion to the identity
+                v = f.clip_norm(v, params[pe, agent, _P_MAX_SPEED])
                 z = p[2]
                 vz = v[2]
                 if z < zero:
@@ -259,5 +291,9 @@ def kernels(scalar: type) -> SimpleNamespace:
                 vel_z_out[env, agent] = vz
                 attitude_out[env, agent] = q
                 omega_out[env, agent] = w
+                # The planar projections (speed, yaw, yaw rate) are finite when these are.
+                finite = finite and wp.isfinite(p2) and wp.isfinite(v2) and wp.isfinite(z) and wp.isfinite(vz)
+                finite = finite and wp.isfinite(q) and wp.isfinite(w)
+        health.flag_env(non_finite_out, env, finite)
 
     return SimpleNamespace(integrate_drone=integrate_drone)

@@ -1,8 +1,11 @@
 """Dynamics: turn actions and contact forces into the next state of every agent.
 
 One thread per agent integrates one substep of length ``h``. Actions are physical and clamped
-in-kernel to the agent's limits; a non-finite action component is treated as 0 and raises the
-device-side ``invalid_action`` flag (checking on the host would cost a sync every step).
+in-kernel to the agent's limits, for every finite value: a holonomic command is scaled to the norm
+limit along its direction (``clip_norm`` divides by its largest component first when ``|u|^2``
+overflows, so ``1e30`` or the float max move exactly as the bound does), wheeled components are
+boxed by ``wp.clamp``. A non-finite action component is treated as 0 and raises the device-side
+``invalid_action`` flag (checking on the host would cost a sync every step).
 
 Models (contact acceleration ``a_c = F / m``):
 
@@ -16,6 +19,12 @@ Models (contact acceleration ``a_c = F / m``):
 
 EULER is semi-implicit (velocity-level first, then the pose with the new velocities); RK4 is the
 classic scheme on the same ODE with action and contact force held over the substep.
+
+Guarantee: every state stays finite under any actions as long as the substep is within the limits
+of ``swarp.core.stability``, which ``Stepper`` enforces (``h <= sqrt(2 m / k)`` for the
+velocity-level models, HOLONOMIC VELOCITY and both wheeled ones; semi-implicit Euler's contact limit
+for HOLONOMIC ACCELERATION). Speeds are clipped to ``max_speed`` and headings wrapped after every
+substep; beyond the limits contacts over-correct and, confined by walls, diverge.
 """
 
 import functools
@@ -39,6 +48,7 @@ from swarp.core.types import (
     PARAM_WHEELBASE,
 )
 from swarp.physics import bounds
+from swarp.runtime import health
 
 _HOLONOMIC = wp.constant(int(DynamicsModel.HOLONOMIC))
 _DIFF_DRIVE = wp.constant(int(DynamicsModel.DIFF_DRIVE))
@@ -68,9 +78,20 @@ def funcs(scalar: type) -> SimpleNamespace:
 
     @wp.func
     def clip_norm(v: vec2, limit: scalar) -> vec2:
+        """``v`` scaled down to norm ``limit`` [same unit] when longer, for every finite ``v``."""
         n2 = wp.dot(v, v)
-        if n2 > limit * limit:
-            return v * (limit / wp.sqrt(n2))
+        if wp.isfinite(n2):
+            if n2 > limit * limit:
+                return v * (limit / wp.sqrt(n2))
+            return v
+        # |v|^2 overflowed (components beyond ~1e19 in float32, ~1e154 in float64): divide by the
+        # largest component first, so the direction survives. Scalar divisions, as their adjoint
+        # (``ret / b``) stays finite where the vector one (``a . adj / b^2``) would overflow.
+        largest = wp.max(wp.abs(v[0]), wp.abs(v[1]))
+        unit = vec2(v[0] / largest, v[1] / largest)
+        n = wp.length(unit)  # in [1, sqrt(2)]
+        if largest > limit / n:
+            return unit * (limit / n)
         return v
 
     @wp.func
@@ -176,10 +197,12 @@ def kernels(
         speed_out: wp.array2d(dtype=scalar),
         ang_vel_out: wp.array2d(dtype=scalar),
         invalid_out: wp.array(dtype=wp.int32),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, slot = wp.tid()
         # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
         first = slot * agents_per_thread
+        finite = bool(True)
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
             pe = env * per_env_params
             # Every load first, before any branch or store: the compiler cannot tell the flag store
@@ -301,5 +324,8 @@ def kernels(
             vel_out[env, agent] = v
             speed_out[env, agent] = s
             ang_vel_out[env, agent] = om
+            finite = finite and wp.isfinite(p) and wp.isfinite(th) and wp.isfinite(v)
+            finite = finite and wp.isfinite(s) and wp.isfinite(om)
+        health.flag_env(non_finite_out, env, finite)
 
     return SimpleNamespace(integrate=integrate, vec3=vec3)

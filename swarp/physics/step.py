@@ -9,7 +9,10 @@
   allocated (or a ``StepScratch`` the caller owns exclusively), so the launches can be recorded
   on a ``wp.Tape`` without overwriting anything the adjoint pass will read.
 
-The Stepper is batch-size agnostic; ``World`` (physics/world.py) binds it to a batch.
+The Stepper is batch-size agnostic; ``World`` (physics/world.py) binds it to a batch. It refuses
+a substep ``dt / substeps`` beyond the integration limits of ``swarp.core.stability`` (the world's
+stiffest contact on its lightest agent or body, second-order agents' drag), with an error that
+names the limit and the fix; within them the physics stays finite under any actions.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
+from swarp.core import stability
 from swarp.core.config import AgentConfig, DynamicsModel, Integrator, WorldConfig, _coerce_enum
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
@@ -64,7 +68,8 @@ class Stepper:
 
     Args:
         agents: One ``AgentConfig`` per agent (models may be mixed).
-        dt: Step length [s], > 0.
+        dt: Step length [s], > 0. ``dt / substeps`` must be within ``swarp.core.stability``'s limits
+            (at the default contacts, 0.1414 s for 1 kg velocity-level agents).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (default: CUDA when available).
         world: ``WorldConfig`` (default: unbounded, collisions on).
         substeps: Substeps per step (>= 1); each substep is ``dt / substeps`` long.
@@ -73,6 +78,10 @@ class Stepper:
         plan: The ``ExecutionPlan`` whose thread and list layout the launches follow
             (``one_thread_per_env``, ``register_lists``, ``launch`` for ``World``'s replay); default:
             ``choose_plan`` for the device and the list width. An ``Environment`` passes its own.
+
+    Raises:
+        ValueError: ``dt / substeps`` exceeds a stability limit (the message names it, the values
+            and the substeps or dt that fix it).
     """
 
     def __init__(
@@ -105,7 +114,9 @@ class Stepper:
         self.torch_device = torch.device(wp.device_to_torch(self.device))
         self.dt = float(dt)
         self.substeps = substeps
-        self.model = Model(agents, world, self.scalar, self.device, dt=self.dt, substeps=substeps)
+        self.model = Model(
+            agents, world, self.scalar, self.device, dt=self.dt, substeps=substeps, integrator=self.integrator
+        )
         self._fleet_models = (
             frozenset(cfg.model for cfg in self.model.agents if cfg.model != DynamicsModel.DRONE),
             frozenset(cfg.ctrl_mode for cfg in self.model.agents),
@@ -119,6 +130,12 @@ class Stepper:
         self.bodies = None
         if world.bodies:
             self.bodies = bodies.BodyModel(world, tuple(agents), self.scalar, self.device, self.dt / substeps)
+        # The substep must integrate the world's stiffest term stably (swarp/core/stability.py).
+        terms = stability.agent_terms(agents, world, self.integrator) + stability.body_terms(world)
+        stability.check_substep(terms, world, self.dt, substeps)
+        #: [1] int32 health flag of steps given no per-env flags (``swarp.runtime.health``): raised
+        #: when any env's state went non-finite in such a step.
+        self.non_finite_any = wp.zeros(1, dtype=wp.int32, device=self.device)
 
     @property
     def _fleet_variant(self) -> tuple[frozenset, frozenset, frozenset]:
@@ -241,6 +258,7 @@ class Stepper:
         invalid_flag: wp.array,
         launcher: Launcher = EAGER,
         body_route: tuple | None = None,
+        non_finite_flag: wp.array | None = None,
     ) -> None:
         """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``
         (planar models, then, when the fleet has drones, the 6-DOF kernel).
@@ -252,7 +270,11 @@ class Stepper:
         bodies with spare arrays and integrate them in the body-contact launch (see
         ``bodies.body_route``); by default (the taped path) ``state_in``'s and ``state_out``'s, with
         a separate, differentiable body integration launch. Same bits either way.
+
+        A state component integrated to NaN or infinity raises its env's flag in
+        ``non_finite_flag`` ([E] int32, or [1] for any env; default ``non_finite_any``).
         """
+        flags = non_finite_flag if non_finite_flag is not None else self.non_finite_any
         m = self.model
         s = self.scalar
         lower, upper, soft, clamp = self._world_args()
@@ -294,7 +316,7 @@ class Stepper:
         )
         if body_forces is not None:
             read, write = body_route or (bodies.of_state(state_in), bodies.of_state(state_out))
-            bodies.launch_substep(self, state_in, read, body_forces, write, launcher, fuse=body_route is not None)
+            bodies.launch_substep(self, state_in, read, body_forces, write, launcher, body_route is not None, flags)
             forces = body_forces.total
         # The planar kernel skips drones; the 6-DOF kernel (same leading arguments) integrates them.
         model_args = [
@@ -313,7 +335,7 @@ class Stepper:
             dynamics.kernels(s, *self._fleet_variant).integrate,
             dim=(n_envs, threads),
             inputs=[*model_args, actions, forces, *state_in.planar_arrays()],
-            outputs=[*state_out.planar_arrays(), invalid_flag],
+            outputs=[*state_out.planar_arrays(), invalid_flag, flags],
             device=self.device,
         )
         if m.has_drones:
@@ -321,7 +343,7 @@ class Stepper:
                 drone.kernels(s).integrate_drone,
                 dim=(n_envs, threads),
                 inputs=[*model_args, s(self.world.gravity), actions, forces, *state_in.agent_arrays()],
-                outputs=[*state_out.agent_arrays(), invalid_flag],
+                outputs=[*state_out.agent_arrays(), invalid_flag, flags],
                 device=self.device,
             )
 
@@ -334,6 +356,7 @@ class Stepper:
         invalid_flag: wp.array,
         launcher: Launcher = EAGER,
         neighbors_valid: bool = False,
+        non_finite_flag: wp.array | None = None,
     ) -> None:
         """No-grad step in place: [neighbor build] then ``substeps`` x (forces -> integrate).
 
@@ -346,12 +369,13 @@ class Stepper:
             invalid_flag: [1] int32, raised when an action component is not finite.
             launcher: Eager, recording, or under the caller's graph capture.
             neighbors_valid: Skip the initial rebuild.
+            non_finite_flag: [E] (or [1]) int32 health flags (see ``substep``).
         """
         if not neighbors_valid:
             self.build_neighbors(state.pos, neighbors, launcher=launcher)
         for k in range(self.substeps):
             route = self._in_place_route(state, forces, k, self.substeps)
-            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher, route)
+            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher, route, non_finite_flag)
 
     def _in_place_route(self, state: State, forces, substep: int, n_substeps: int) -> tuple | None:
         """Where substep ``substep`` of ``n_substeps`` in place on ``state`` reads and writes bodies."""
@@ -366,6 +390,7 @@ class Stepper:
         state_out: State,
         invalid_flag: wp.array,
         launcher: Launcher = EAGER,
+        non_finite_flag: wp.array | None = None,
     ) -> None:
         """No-grad step from ``state_in`` into ``state_out``, leaving ``state_in`` untouched.
 
@@ -375,12 +400,14 @@ class Stepper:
         """
         self.build_neighbors(state_in.pos, neighbors, launcher=launcher)
         if state_out is state_in:
-            self.simulate(state_in, actions, neighbors, forces, invalid_flag, launcher, neighbors_valid=True)
+            self.simulate(state_in, actions, neighbors, forces, invalid_flag, launcher, True, non_finite_flag)
             return
-        self.substep(state_in, actions, neighbors, forces, state_out, invalid_flag, launcher)
+        self.substep(state_in, actions, neighbors, forces, state_out, invalid_flag, launcher, None, non_finite_flag)
         for k in range(self.substeps - 1):
             route = self._in_place_route(state_out, forces, k, self.substeps - 1)
-            self.substep(state_out, actions, neighbors, forces, state_out, invalid_flag, launcher, route)
+            self.substep(
+                state_out, actions, neighbors, forces, state_out, invalid_flag, launcher, route, non_finite_flag
+            )
 
     def simulate_functional(
         self,
@@ -390,6 +417,7 @@ class Stepper:
         requires_grad: bool = True,
         scratch: StepScratch | None = None,
         tape: wp.Tape | None = None,
+        non_finite_flag: wp.array | None = None,
     ) -> State:
         """Tape-safe step: every array written is freshly allocated (or ``scratch``); returns the new ``State``.
 
@@ -404,6 +432,7 @@ class Stepper:
             scratch: Arrays to write instead of fresh ones; the caller guarantees no live tape
                 still reads them.
             tape: Record the substep launches (contact forces, integration) on this tape.
+            non_finite_flag: [E] (or [1]) int32 health flags (see ``substep``).
         """
         n_envs = state_in.pos.shape[0]
         if scratch is None:
@@ -412,6 +441,8 @@ class Stepper:
         state = state_in
         with tape if tape is not None else contextlib.nullcontext():
             for forces, out in zip(scratch.forces, scratch.states, strict=True):
-                self.substep(state, actions, scratch.neighbors, forces, out, invalid_flag)
+                self.substep(
+                    state, actions, scratch.neighbors, forces, out, invalid_flag, non_finite_flag=non_finite_flag
+                )
                 state = out
         return state

@@ -27,6 +27,9 @@ class World:
         neighbors: Persistent ``NeighborBuffers``; valid for ``state`` after every ``step`` and
             every ``build_neighbors``.
         actions: ``torch.Tensor`` [E, A, act_dim], the persistent action buffer the launches read.
+        non_finite_flags: ``wp.array(int32)`` [E], sticky health flags: env ``e``'s is set once a
+            state (or, in an ``Environment``, an observation or reward) of env ``e`` went non-finite
+            (``swarp.runtime.health``).
     """
 
     def __init__(self, stepper: Stepper, n_envs: int):
@@ -36,6 +39,7 @@ class World:
         self.neighbors = stepper.allocate_neighbors(n_envs)
         self.forces = stepper.allocate_forces(n_envs)
         self.invalid_action_flag = wp.zeros(1, dtype=wp.int32, device=stepper.device)
+        self.non_finite_flags = wp.zeros(n_envs, dtype=wp.int32, device=stepper.device)
         self._actions_wp = wp.zeros(
             (n_envs, stepper.n_agents, stepper.act_dim), dtype=stepper.scalar, device=stepper.device
         )
@@ -71,6 +75,7 @@ class World:
             self.invalid_action_flag,
             launcher,
             neighbors_valid=True,
+            non_finite_flag=self.non_finite_flags,
         )
         if rebuild_neighbors:
             self.build_neighbors(launcher=launcher)
@@ -131,7 +136,21 @@ class World:
         return wp.to_torch(self.invalid_action_flag)[0] != 0
 
     def clear_invalid_actions(self) -> None:
+        """Lower the sticky invalid-action flag (device-side)."""
         self.invalid_action_flag.zero_()
+
+    def non_finite(self) -> torch.Tensor:
+        """0-d bool device tensor: has any env's state gone non-finite since the last clear? (A
+        device reduction over ``non_finite_flags``: no host sync.)"""
+        return wp.to_torch(self.non_finite_flags).any()
+
+    def non_finite_envs(self) -> torch.Tensor:
+        """[n] int64 indices of the envs whose flag is raised, ascending (one host sync)."""
+        return torch.nonzero(wp.to_torch(self.non_finite_flags)).flatten()
+
+    def clear_non_finite(self) -> None:
+        """Lower every env's health flag (device-side)."""
+        self.non_finite_flags.zero_()
 
     def neighbor_lists(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(nbr [E, A, K] int32, count [E, A] int32)``: neighbors nearest first, ``-1`` past ``count``.
@@ -166,7 +185,10 @@ class World:
         return edges, valid.reshape(-1)
 
     def set_state(self, **fields: torch.Tensor) -> None:
-        """Overwrite state fields from tensors (e.g. ``pos=[E, A, 2]``) and rebuild the neighbors."""
+        """Overwrite state fields from tensors (e.g. ``pos=[E, A, 2]``) and rebuild the neighbors.
+
+        Every field is checked (name, type, dtype, shape, finite values) before any is written, so
+        a rejected call leaves the state as it was."""
         for name, value in fields.items():
             if name not in self.state.torch._fields:
                 raise ValueError(f"unknown state field {name!r}; fields: {list(self.state.torch._fields)}")
@@ -177,7 +199,11 @@ class World:
                 raise TypeError(f"{name} must have dtype {view.dtype}, got {value.dtype}")
             if tuple(value.shape) != tuple(view.shape):
                 raise ValueError(f"{name} must have shape {list(view.shape)}, got {list(value.shape)}")
-            view.copy_(value)
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                index = tuple(torch.nonzero(~torch.isfinite(value))[0].tolist())
+                raise ValueError(f"{name} must be finite, got {value[index].item()} at index {list(index)}")
+        for name, value in fields.items():
+            getattr(self.state.torch, name).copy_(value)
         self.build_neighbors()
 
 

@@ -27,6 +27,7 @@ class EnvBuffers:
         max_steps: Episode length limit [steps], ``None``: none.
         auto_reset: Whether finished envs restart inside the step.
         env_offset: Global index of env 0 (keys the reset draws, ``swarp.core.rng``).
+        non_finite: ``wp.array(int32)`` [E], the world's health flags (``World.non_finite_flags``).
 
     Attributes:
         plan, n_envs, n_agents, scalar, device: As given.
@@ -35,9 +36,11 @@ class EnvBuffers:
         reset_mask: ``wp.array(bool)`` [E], the envs an explicit reset restarts.
         step_count, episode: ``wp.array(int32)`` [E]: steps into the episode, episodes begun.
         seed: ``wp.array(int32)`` [1], the reset RNG's seed.
+        non_finite: As given: a kernel that stores a non-finite observation or reward of env ``env``
+            sets ``non_finite[env] = 1`` (``swarp.runtime.health``).
         episode_args: The ``episode.episode_struct`` of the arrays above with ``max_steps`` and
-            ``auto_reset``: a per-env kernel that ends the step calls ``episode.funcs(scalar).end_step``
-            with it.
+            ``auto_reset`` (and ``non_finite``, for the rewards such a kernel stores): a per-env kernel
+            that ends the step calls ``episode.funcs(scalar).end_step`` with it.
         reset_streams: ``ResetStreams`` keying a reset kernel's draws (``rng.episode_key``).
         done_list: The ``EnvList`` of the envs an auto-reset restarts (used where
             ``plan.list_resets``; see ``list_envs``).
@@ -55,6 +58,7 @@ class EnvBuffers:
         max_steps: int | None,
         auto_reset: bool,
         env_offset: int,
+        non_finite: wp.array,
     ):
         self.plan = plan
         self.n_envs, self.n_agents = n_envs, n_agents
@@ -71,12 +75,14 @@ class EnvBuffers:
         self.no_mask = wp.zeros(1, dtype=wp.bool, device=device)
         self.done_list = EnvList(E, device)
         self.env_offset = env_offset
+        self.non_finite = non_finite
         self.reset_streams = self.streams_over(self.episode)
         ep = episode.episode_struct(scalar)()
         ep.max_steps = max_steps or 0
         ep.auto_reset = int(auto_reset)
         ep.step_count, ep.episode = self.step_count, self.episode
         ep.terminated, ep.truncated, ep.done = self.terminated, self.truncated, self.done
+        ep.non_finite = non_finite
         self.episode_args = ep
         self.obs = self.final_obs = self.final_obs_saved = None
         self.obs_dim = self.scenario_obs_dim = 0

@@ -23,6 +23,7 @@ def episode_struct(scalar: type):
         terminated: wp.array(dtype=wp.bool)
         truncated: wp.array(dtype=wp.bool)
         done: wp.array(dtype=wp.bool)
+        non_finite: wp.array(dtype=wp.int32)  # health flags (swarp.runtime.health)
 
     return Episode
 

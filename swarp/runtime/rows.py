@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.runtime import episode
+from swarp.runtime import episode, health
 from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.env_list import EnvListArgs
 from swarp.runtime.launch import Launcher
@@ -45,6 +45,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
     ``observe_rows(args, mode, obs_rows)`` around ``observe_agent`` (see the module docstring)."""
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
+    finite_row = health.funcs(scalar, obs_dim).finite_row
 
     @wp.func
     def observe_env(
@@ -56,15 +57,18 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         """Observe agents ``[first, first + agents_per_thread)`` of ``env`` and store their rows (with
-        ``save``, first copying each row it replaces to ``final_obs_out``)."""
+        ``save``, first copying each row it replaces to ``final_obs_out``), raising the env's
+        ``non_finite_out`` flag for a non-finite row."""
         for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
             if save != 0:
                 save_row(obs_out, final_obs_out, env, agent)  # an auto-reset: keep the last row
             row = observe_agent(args, mode, env, agent)
             for c in range(wp.static(obs_dim)):
                 obs_out[env, agent, c] = row[c]
+            health.flag_env(non_finite_out, env, finite_row(row))
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe(
@@ -76,11 +80,13 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+        first = slot * agents_per_thread
+        observe_env(args, mode, save, env, first, agents_per_thread, obs_out, final_obs_out, non_finite_out)
 
     @wp.kernel(enable_backward=False, module="unique")
     def observe_listed(
@@ -91,14 +97,18 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         final_obs_out: wp.array3d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         row, slot = wp.tid()
+        first = slot * agents_per_thread
         for i in range(row, envs.count[0], envs.stride):
             env = envs.envs[i]
-            observe_env(args, mode, save, env, slot * agents_per_thread, agents_per_thread, obs_out, final_obs_out)
+            observe_env(args, mode, save, env, first, agents_per_thread, obs_out, final_obs_out, non_finite_out)
 
     @wp.kernel(enable_backward=False, module="unique")
-    def observe_rows(args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar)):
+    def observe_rows(
+        args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar), non_finite_out: wp.array(dtype=wp.int32)
+    ):
         block, lane = wp.tid()
         row_index = block * wp.static(OBS_BLOCK) + lane
         n_agents = args.pos.shape[1]
@@ -106,6 +116,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         if row_index < obs_rows.shape[0]:
             env = row_index / n_agents
             row = observe_agent(args, mode, env, row_index - env * n_agents)
+            health.flag_env(non_finite_out, env, finite_row(row))
         # Row-major: a transposed tile of the rows read shared memory with a stride of OBS_BLOCK
         # words, one bank (ncu: 90% excess shared wavefronts at 16,384 x 16).
         rows = wp.tile_zeros(shape=(wp.static(OBS_BLOCK), wp.static(obs_dim)), dtype=scalar, storage="shared")
@@ -153,7 +164,7 @@ def launch_observe_rows(
             kernels.observe,
             dim=(b.n_envs, threads),
             inputs=[args, env_mask, 1, int(mode), 0, per_thread],
-            outputs=[rows_out, rows_out],
+            outputs=[rows_out, rows_out, b.non_finite],
             device=dev,
         )
         return
@@ -164,7 +175,7 @@ def launch_observe_rows(
             kernels.observe_rows,
             dim=(-(-rows.shape[0] // OBS_BLOCK), OBS_BLOCK),
             inputs=[args, int(mode)],
-            outputs=[rows],
+            outputs=[rows, b.non_finite],
             device=dev,
             block_dim=OBS_BLOCK,
         )
@@ -175,7 +186,7 @@ def launch_observe_rows(
             kernels.observe_listed,
             dim=(listed[1], threads),
             inputs=[args, listed[0], int(mode), save, per_thread],
-            outputs=[b.obs, b.final_obs_saved],
+            outputs=[b.obs, b.final_obs_saved, b.non_finite],
             device=dev,
         )
         return
@@ -184,6 +195,6 @@ def launch_observe_rows(
         kernels.observe,
         dim=(b.n_envs, threads),
         inputs=[args, mask, int(env_mask is not None), int(mode), save, per_thread],
-        outputs=[b.obs, b.final_obs_saved],
+        outputs=[b.obs, b.final_obs_saved, b.non_finite],
         device=dev,
     )

@@ -27,6 +27,7 @@ import functools
 
 import warp as wp
 
+from swarp.runtime import health
 from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.rows import OBS_BLOCK, OBSERVE_STEP, row_vectors
@@ -111,6 +112,7 @@ def step_rows_kernel(
     whatever a rare path holds counts against every block's occupancy."""
     row_type = wp.types.vector(obs_dim, scalar)
     values_type = wp.types.vector(n_values, scalar)
+    finite_row = health.funcs(scalar, obs_dim).finite_row
     per_block = envs_per_block(n_agents)
     block_rows = per_block * n_agents
     if per_block < 1:
@@ -119,7 +121,7 @@ def step_rows_kernel(
     min_blocks = STEP_ROWS_MIN_BLOCKS.get((obs_dim, scalar))
 
     @wp.kernel(enable_backward=False, module="unique", launch_bounds=(OBS_BLOCK, min_blocks) if min_blocks else None)
-    def step_rows(args: Args, end: End, obs_rows: wp.array2d(dtype=scalar)):
+    def step_rows(args: Args, end: End, obs_rows: wp.array2d(dtype=scalar), non_finite_out: wp.array(dtype=wp.int32)):
         block, lane = wp.tid()
         n_envs = obs_rows.shape[0] / wp.static(n_agents)
         local = lane / wp.static(n_agents)
@@ -128,6 +130,8 @@ def step_rows_kernel(
         row = row_type()
         if env < n_envs:
             row = observe_agent(args, wp.static(OBSERVE_STEP), env, agent)
+            # The observed row (a prepared start's was checked when it was prepared).
+            health.flag_env(non_finite_out, env, finite_row(row))
         # One value vector per env of the block, in shared memory. Each scatter is a block barrier
         # (Warp's tile scatters synchronize the block when they return), which also makes the
         # block's global writes visible to the whole block: the first orders the observation's
@@ -163,7 +167,7 @@ def launch_step_rows(buffers: EnvBuffers, launcher: Launcher, kernel, args, end)
         kernel,
         dim=(-(-buffers.n_envs // per_block), block_rows),
         inputs=[args, end],
-        outputs=[buffers.obs_rows()],
+        outputs=[buffers.obs_rows(), buffers.non_finite],
         device=buffers.device,
         block_dim=block_rows,
     )

@@ -146,6 +146,7 @@ class BodyGoalScenario(FusedScenario):
     the tolerances in ``make_world``, and may override ``failure_torch`` (with its kernel twin flag)."""
 
     ends_steps = True
+    checks_finite = True
     #: Index of the body whose pose is steered to the goal.
     target_body: int = 0
     #: Whether the kernels check balance failure (the target falls below body 0, the line).

@@ -15,7 +15,7 @@ import warp as wp
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.physics import bodies, dynamics
-from swarp.runtime import episode
+from swarp.runtime import episode, health
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import base, spawn
 
@@ -94,9 +94,11 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
         delta = goal_angle - th_t
         cos_delta = wp.cos(delta)
         sin_delta = wp.sin(delta)
+        finite = wp.isfinite(to_goal) and wp.isfinite(cos_delta) and wp.isfinite(sin_delta)
         for a in range(wp.static(n_agents)):
             p = pos[env, a]
             v = vel[env, a]
+            finite = finite and wp.isfinite(p) and wp.isfinite(v)
             obs_out[env, a, 0] = p[0]
             obs_out[env, a, 1] = p[1]
             obs_out[env, a, 2] = v[0]
@@ -112,6 +114,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
                 obs_out[env, a, o + 3] = bv[1]
                 obs_out[env, a, o + 4] = wp.cos(th)
                 obs_out[env, a, o + 5] = wp.sin(th)
+                finite = finite and wp.isfinite(rel) and wp.isfinite(bv) and wp.isfinite(th)
             o = 4 + 6 * wp.static(n_bodies)
             obs_out[env, a, o + 0] = to_goal[0]
             obs_out[env, a, o + 1] = to_goal[1]
@@ -132,6 +135,8 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
                 reward = reward - task.failure_penalty
             for a in range(wp.static(n_agents)):
                 reward_out[env, a] = reward
+            finite = finite and wp.isfinite(reward)
+        health.flag_env(ep.non_finite, env, finite)
         if mode != _OBSERVE_ONLY:
             task.dist[env] = dist
             task.angle_error[env] = angle

@@ -95,6 +95,7 @@ class DiscoveryScenario(FusedScenario):
     Config = DiscoveryConfig
     builds_neighbors = True
     ends_steps = True
+    checks_finite = True
     saves_final_obs = True
 
     def make_world(self) -> WorldSpec:

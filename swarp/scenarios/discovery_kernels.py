@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.runtime import episode, rows
+from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import arena as common
 from swarp.scenarios.framework import base
@@ -142,8 +142,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         prior = fleet_vec()  # loaded up front, see navigation's finish
         for a in range(wp.static(fleet_size)):
             prior[a] = reward_out[env, a]
+        finite = bool(True)
         for a in range(wp.static(fleet_size)):
-            reward_out[env, a] = prior[a] + bonus
+            reward = prior[a] + bonus
+            reward_out[env, a] = reward
+            finite = finite and wp.isfinite(reward)
+        health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, n_found == wp.static(n_targets))
 
     @wp.kernel(enable_backward=False, module="unique")

@@ -28,6 +28,7 @@ from typing import ClassVar
 import torch
 import warp as wp
 
+from swarp.runtime import health
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.framework import base
@@ -85,6 +86,7 @@ def kernels(scalar: type) -> SimpleNamespace:
         agents_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
         reward_out: wp.array2d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
@@ -92,16 +94,22 @@ def kernels(scalar: type) -> SimpleNamespace:
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, pos_z.shape[1])):
             error = pos_z[env, agent] - altitude
+            vz = vel_z[env, agent]
             q = attitude[env, agent]
             w = omega[env, agent]
             obs_out[env, agent, column] = error
-            obs_out[env, agent, column + 1] = vel_z[env, agent]
+            obs_out[env, agent, column + 1] = vz
             for k in range(4):
                 obs_out[env, agent, column + 2 + k] = q[k]
             for k in range(3):
                 obs_out[env, agent, column + 6 + k] = w[k]
+            finite = wp.isfinite(error) and wp.isfinite(vz) and wp.isfinite(q) and wp.isfinite(w)
             if mode == _OBSERVE_STEP:
-                reward_out[env, agent] = reward_out[env, agent] - altitude_penalty * wp.abs(error)
+                # Navigation's finish adds its shared terms after this and checks the sum.
+                reward = reward_out[env, agent] - altitude_penalty * wp.abs(error)
+                reward_out[env, agent] = reward
+                finite = finite and wp.isfinite(reward)
+            health.flag_env(non_finite_out, env, finite)
 
     return SimpleNamespace(drone_observe=drone_observe)
 
@@ -164,7 +172,7 @@ class DroneNavigationScenario(NavigationScenario):
                     int(mode),
                     per_thread,
                 ],
-                outputs=[self.buffers.obs, self.buffers.reward],
+                outputs=[self.buffers.obs, self.buffers.reward, self.buffers.non_finite],
                 device=env.device,
             )
 

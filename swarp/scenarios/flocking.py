@@ -113,6 +113,7 @@ class FlockingScenario(FusedScenario):
     Config = FlockingConfig
     builds_neighbors = True
     ends_steps = True
+    checks_finite = True
     saves_final_obs = True
 
     def make_world(self) -> WorldSpec:

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.runtime import episode, rows
+from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import arena as common
 from swarp.scenarios.framework import base
@@ -183,6 +183,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         centroid = sum_pos * inv_fleet
         mean_vel = sum_vel * inv_fleet
         spread = zero
+        finite = bool(True)
         for a in range(wp.static(fleet_size)):
             offset = vec2(ps[2 * a], ps[2 * a + 1]) - centroid
             mismatch = vec2(vs[2 * a], vs[2 * a + 1]) - mean_vel
@@ -190,7 +191,9 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             alignment = wp.sqrt(wp.dot(mismatch, mismatch))
             spread += cohesion
             if mode == _OBSERVE_STEP:
-                reward_out[env, a] = prior[a] - cohesion_weight * cohesion - alignment_weight * alignment
+                reward = prior[a] - cohesion_weight * cohesion - alignment_weight * alignment
+                reward_out[env, a] = reward
+                finite = finite and wp.isfinite(reward)
         cohesion_out[env] = spread * inv_fleet
         alignment_out[env] = wp.sqrt(wp.dot(mean_vel, mean_vel)) / (sum_speed * inv_fleet + align_eps)
         overflow_out[env] = overflow
@@ -199,6 +202,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         moved = move_target(target[env], target_vel[env], target_limit, dt)
         target[env] = vec2(moved[0], moved[1])
         target_vel[env] = vec2(moved[2], moved[3])
+        health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, False)
 
     @wp.kernel(enable_backward=False, module="unique")

@@ -104,6 +104,7 @@ class FormationScenario(FusedScenario):
     Config = FormationConfig
     builds_neighbors = True
     ends_steps = True
+    checks_finite = True
     saves_final_obs = True
 
     def make_world(self) -> WorldSpec:

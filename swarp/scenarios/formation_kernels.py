@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
-from swarp.runtime import episode, rows
+from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import arena as common
 from swarp.scenarios.framework import base
@@ -126,11 +126,15 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         bonus = zero
         if complete:
             bonus = final_reward
+        finite = bool(True)
         for a in range(wp.static(fleet_size)):
             own = progress[env, a]
             if shared_reward != 0:
                 own = mean
-            reward_out[env, a] = shaping_factor * own + prior[a] + bonus
+            reward = shaping_factor * own + prior[a] + bonus
+            reward_out[env, a] = reward
+            finite = finite and wp.isfinite(reward)
+        health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, complete)
 
     @wp.kernel(enable_backward=False, module="unique")

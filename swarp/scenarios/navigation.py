@@ -174,6 +174,7 @@ class NavigationScenario(FusedScenario):
     Config = NavigationConfig
     builds_neighbors = True
     ends_steps = True
+    checks_finite = True
     saves_final_obs = True
     #: The ``navigation_step_end.NavigationStepEnd`` hooks (``step_end_hooks``), or ``None``.
     step_end = None

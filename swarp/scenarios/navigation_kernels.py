@@ -26,7 +26,7 @@ from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
 from swarp.physics import neighbors
-from swarp.runtime import episode, rows
+from swarp.runtime import episode, health, rows
 from swarp.runtime.env_list import EnvListArgs
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import spawn
@@ -88,6 +88,7 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
         collisions_out: wp.array2d(dtype=wp.int32)
         goal_tally: wp.array(dtype=wp.int32)
         overflow_tally: wp.array(dtype=wp.int32)
+        non_finite_out: wp.array(dtype=wp.int32)
 
     @wp.func
     def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> obs_vec:
@@ -143,7 +144,9 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
             else:
                 # The whole reward but the all-on-goal bonus, which nav_finish adds (adding the
                 # zero keeps the bits of ``... + bonus`` with no bonus: -0 + 0 is +0).
-                a.reward_out[env, agent] = a.shaping_factor * progress + collision + zero
+                reward = a.shaping_factor * progress + collision + zero
+                a.reward_out[env, agent] = reward
+                health.flag_env(a.non_finite_out, env, wp.isfinite(reward))
         if mode != _OBSERVE_ONLY:
             on_goal = dist < a.goal_radius
             a.dist_out[env, agent] = dist
@@ -248,9 +251,13 @@ def finish_kernels(scalar: type, fleet_size: int):
         """Agent ``agent``'s part of ending env ``env``'s step (``end_env``'s ``values``): its share
         of the shared reward, or the bonus (rare: every agent on goal)."""
         if f.shared_reward != 0:
-            f.reward_out[env, agent] = f.shaping_factor * values[1] + f.reward_out[env, agent] + values[2]
+            reward = f.shaping_factor * values[1] + f.reward_out[env, agent] + values[2]
+            f.reward_out[env, agent] = reward
+            health.flag_env(f.ep.non_finite, env, wp.isfinite(reward))
         elif values[3] != zero:
-            f.reward_out[env, agent] = f.reward_out[env, agent] + values[2]
+            reward = f.reward_out[env, agent] + values[2]
+            f.reward_out[env, agent] = reward
+            health.flag_env(f.ep.non_finite, env, wp.isfinite(reward))
 
     @wp.func
     def finish_env(f: NavFinish, env: int):
@@ -264,8 +271,12 @@ def finish_kernels(scalar: type, fleet_size: int):
             prior = fleet_vec()
             for a in range(wp.static(fleet_size)):
                 prior[a] = f.reward_out[env, a]
+            finite = bool(True)
             for a in range(wp.static(fleet_size)):
-                f.reward_out[env, a] = f.shaping_factor * values[1] + prior[a] + values[2]
+                reward = f.shaping_factor * values[1] + prior[a] + values[2]
+                f.reward_out[env, a] = reward
+                finite = finite and wp.isfinite(reward)
+            health.flag_env(f.ep.non_finite, env, finite)
         elif values[3] != zero:
             for a in range(fleet_size):
                 end_agent(f, env, a, values)  # the bonus (rare: every agent on goal)
@@ -516,6 +527,7 @@ def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
     args.prev_dist, args.progress_out, args.reward_out = prev_dist, sc._progress, b.reward
     args.dist_out, args.on_goal_out, args.collisions_out = sc._dist, sc._on_goal, sc._collisions
     args.goal_tally, args.overflow_tally = sc._goal_tally, sc._overflow_tally
+    args.non_finite_out = b.non_finite
     return args
 
 

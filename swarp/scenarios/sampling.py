@@ -122,6 +122,7 @@ class SamplingScenario(FusedScenario):
     Config = SamplingConfig
     builds_neighbors = True
     ends_steps = True
+    checks_finite = True
 
     def make_world(self) -> WorldSpec:
         self.cell_width = 2.0 * self.cfg.world_size / self.cfg.grid_cells

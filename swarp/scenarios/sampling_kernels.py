@@ -19,7 +19,7 @@ import warp as wp
 
 from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
-from swarp.runtime import episode
+from swarp.runtime import episode, health
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import arena as common
 from swarp.scenarios.framework import base
@@ -77,6 +77,7 @@ def kernels(
         obs_out: wp.array3d(dtype=scalar),
         field: wp.array2d(dtype=scalar),
         samples_out: wp.array2d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
@@ -92,6 +93,7 @@ def kernels(
             obs_out[env, agent, 1] = p[1]
             obs_out[env, agent, 2] = v[0]
             obs_out[env, agent, 3] = v[1]
+            finite = wp.isfinite(p) and wp.isfinite(v)
             home = cell_of(p, world_size, inv_cell, G)
             owner = bool(True)
             taken = int(0)  # bit (dy + P) * width + (dx + P): a patch cell under some agent
@@ -110,6 +112,8 @@ def kernels(
                 if ((taken >> b) & 1) == 0 and cx >= 0 and cx < G and cy >= 0 and cy < G:
                     value = field[env, cy * G + cx]
                 obs_out[env, agent, 4 + b] = value
+                finite = finite and wp.isfinite(value)
+            health.flag_env(non_finite_out, env, finite)
             sample = zero
             if owner:
                 home_cell = home[1] * G + home[0]
@@ -141,11 +145,14 @@ def kernels(
             step_total = zero
             for a in range(wp.static(fleet_size)):
                 step_total += samples[env, a]
+            finite = bool(True)
             for a in range(wp.static(fleet_size)):
                 own = samples[env, a]
                 if shared_reward != 0:
                     own = step_total
                 reward_out[env, a] = own
+                finite = finite and wp.isfinite(own)
+            health.flag_env(ep.non_finite, env, finite)
             total = total + step_total
             collected[env] = total
         mass = zero
@@ -254,7 +261,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             int(mode),
             per_thread,
         ],
-        outputs=[sc.buffers.obs, sc._field, sc._samples],
+        outputs=[sc.buffers.obs, sc._field, sc._samples, sc.buffers.non_finite],
         device=env.device,
     )
     if mode != base.OBSERVE_ONLY:

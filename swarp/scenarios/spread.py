@@ -102,6 +102,7 @@ class SpreadScenario(FusedScenario):
     Config = SpreadConfig
     builds_neighbors = True
     ends_steps = True
+    checks_finite = True
 
     def make_world(self) -> WorldSpec:
         self.landmark_extent = self.cfg.world_size - self.cfg.agent_radius

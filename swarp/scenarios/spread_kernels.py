@@ -20,7 +20,7 @@ import warp as wp
 
 from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
-from swarp.runtime import episode, rows
+from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import arena as common
 from swarp.scenarios.framework import base
@@ -84,6 +84,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         agents_per_thread: int,
         pairs_per_thread: int,
         obs_out: wp.array3d(dtype=scalar),
+        non_finite_out: wp.array(dtype=wp.int32),
     ):
         # On the GPU one thread per (agent, observation pair): consecutive threads write consecutive
         # entries of the (wide, 4 A + 2) rows, so stores coalesce. On the CPU one thread walks a
@@ -94,11 +95,14 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         n_pairs = obs_out.shape[2] / 2
         first = slot * agents_per_thread
         first_pair = block * pairs_per_thread
+        finite = bool(True)
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
             for pair in range(first_pair, wp.min(first_pair + pairs_per_thread, n_pairs)):
                 value = obs_pair(pos, vel, landmarks, env, agent, pair)
                 obs_out[env, agent, 2 * pair] = value[0]
                 obs_out[env, agent, 2 * pair + 1] = value[1]
+                finite = finite and wp.isfinite(value)
+        health.flag_env(non_finite_out, env, finite)
 
     @wp.struct
     class AgentArgs:
@@ -195,8 +199,12 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         for m in range(wp.static(fleet_size)):
             total += landmark_dist[env, m]
             prior[m] = reward_out[env, m]
+        finite = bool(True)
         for a in range(wp.static(fleet_size)):
-            reward_out[env, a] = -total + prior[a]
+            reward = -total + prior[a]
+            reward_out[env, a] = reward
+            finite = finite and wp.isfinite(reward)
+        health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, False)
 
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
@@ -267,7 +275,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
             k.spread_observe,
             dim=(sc.n_envs, threads, pair_threads),
             inputs=[state.pos, state.vel, sc._landmarks, mask, use_mask, per_thread, pairs_per_thread],
-            outputs=[sc.buffers.obs],
+            outputs=[sc.buffers.obs, sc.buffers.non_finite],
             device=env.device,
         )
         launcher.launch(

@@ -35,6 +35,8 @@ INF = float("inf")
         ("rear_axle_ratio", 0.0, "AgentConfig.rear_axle_ratio must be in (0, 1]"),
         ("rear_axle_ratio", 1.5, "AgentConfig.rear_axle_ratio must be in (0, 1]"),
         ("rear_axle_ratio", NAN, "AgentConfig.rear_axle_ratio must be in (0, 1]"),
+        ("max_body_rate", -1.0, "AgentConfig.max_body_rate must be >= 0"),
+        ("max_body_rate", INF, "AgentConfig.max_body_rate must be finite"),
     ],
 )
 def test_agent_config_rejects_bad_values(field, value, message):
@@ -46,6 +48,11 @@ def test_agent_config_rejects_bad_values(field, value, message):
 def test_agent_config_rejects_non_numbers(value):
     with pytest.raises(TypeError, match="AgentConfig.radius must be a number"):
         AgentConfig(radius=value)
+
+
+def test_the_default_body_rate_limit_is_a_racing_flight_controllers():
+    assert math.isclose(AgentConfig().max_body_rate, math.radians(2000.0))
+    assert AgentConfig(model="drone", max_body_rate=0.0).max_body_rate == 0.0
 
 
 def test_agent_config_accepts_zero_limits():

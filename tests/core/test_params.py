@@ -10,6 +10,7 @@ import warp as wp
 
 import swarp
 from swarp import AgentConfig, Stepper, World, WorldConfig
+from swarp.core import types
 from swarp.core.params import (
     PARAM_NAMES,
     ParamRandomization,
@@ -34,6 +35,17 @@ def per_env_world(agents, n_envs, world=None, dtype="float64") -> World:
     enable_per_env_params(stepper.model, n_envs)
     world.invalidate()
     return world
+
+
+def test_every_param_constant_names_its_column():
+    """Kernels read columns through ``PARAM_*``; each must index the field of its name."""
+    aliases = {"rear_axle_ratio": "REAR_RATIO"}
+    for column, name in enumerate(PARAM_NAMES):
+        assert getattr(types, "PARAM_" + aliases.get(name, name.upper())) == column, name
+    assert len(PARAM_NAMES) == types.N_PARAMS and "max_body_rate" in PARAM_NAMES
+    row = [float(getattr(AgentConfig(model="drone"), name)) for name in PARAM_NAMES]
+    stepper = Stepper([AgentConfig(model="drone")], device="cpu", dtype="float64")
+    assert stepper.model.params.numpy()[0, 0].tolist() == row
 
 
 def test_default_table_is_shared_and_per_env_copies_it():

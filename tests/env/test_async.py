@@ -213,3 +213,64 @@ def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(generator):
         for x, y in zip(expected, got, strict=True):
             assert torch.equal(x, y)
     assert not async_env._async.side_stream
+
+
+def closed_calls(env: swarp.Environment) -> dict:
+    """Every public method that runs or reads the env, called as a user would."""
+    zeros = torch.zeros(N_ENVS, N_AGENTS, 2)
+    return {
+        "step": lambda: env.step(zeros),
+        "send": lambda: env.send(zeros),
+        "recv": env.recv,
+        "reset": env.reset,
+        "reset_at": lambda: env.reset_at(torch.ones(N_ENVS, dtype=torch.bool)),
+        "get_state": env.get_state,
+        "set_state": lambda: env.set_state({}),
+        "set_agent_params": lambda: env.set_agent_params(max_speed=0.5),
+        "render": lambda: env.render(width=16, height=16),
+    }
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_close_releases_the_worker_and_every_later_call_raises(fused):
+    """Issue 29 item 7: ``Environment`` had no ``close()``."""
+    env = make_env(fused=fused, plan={"async_cpu": "thread"})
+    env.send(torch.zeros(N_ENVS, N_AGENTS, 2))
+    env.recv()
+    obs = env.obs.clone()
+    env.close()
+    env.close()  # idempotent
+    assert env._async._executor._shutdown, "the worker thread is stopped"
+    if fused:
+        assert env._step_seq._graph is None and env._step_seq._program is None, "graphs are dropped"
+    for name, call in closed_calls(env).items():
+        with pytest.raises(RuntimeError, match=f"the Environment is closed: {name}\\(\\) cannot run after close"):
+            call()
+    assert torch.equal(env.obs, obs), "tensors already returned stay readable and unchanged"
+
+
+def test_close_finishes_a_pending_send(monkeypatch):
+    """A step pending in the worker at close() completes (it is never half-done) and is dropped."""
+    sync_env, env = make_env(), make_env(plan={"async_cpu": "thread"})
+    slow = env._run_step
+
+    def long_step():
+        time.sleep(0.05)  # still running when close() is called
+        slow()
+
+    monkeypatch.setattr(env, "_run_step", long_step)
+    actions = torch.full((N_ENVS, N_AGENTS, 2), 0.5)
+    sync_env.step(actions)
+    env.send(actions)
+    env.close()
+    assert not env._async.pending
+    assert torch.equal(env.state.pos, sync_env.state.pos) and torch.equal(env.obs, sync_env.obs)
+    with pytest.raises(RuntimeError, match="the Environment is closed: recv"):
+        env.recv()
+
+
+def test_close_without_send_and_the_flags_stay_readable():
+    env = make_env()
+    env.close()
+    assert env._async is None
+    assert not bool(env.invalid_actions())

@@ -102,7 +102,9 @@ def test_shards_with_env_offset_replay_the_whole_batch(device, fused, generator)
             without_stale_rows([record(s, s.step(actions[s.env_offset : s.env_offset + s.n_envs]))])[0] for s in shards
         ]
         for key, value in expected.items():
-            if key != "env.seed":  # one per env batch, not per env
+            if key in ("env.seed", "env.agent_params"):  # one per env batch (a shared table), not per env
+                assert all(torch.equal(part[key], value) for part in parts), key
+            else:
                 assert torch.equal(torch.cat([part[key] for part in parts]), value), key
     assert int(whole.episode.min()) >= 2  # later episodes' draws were compared too
 
@@ -166,6 +168,7 @@ def test_set_state_rejects_mismatched_snapshots():
 
 
 # --- host transfers ------------------------------------------------------------------------------
+
 
 #: Tensor methods that copy device data to the host (or block on it). None may run in the hot loop.
 @DEVICES

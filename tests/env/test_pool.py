@@ -83,7 +83,7 @@ def test_pool_misuse_raises_clear_errors(generator):
         pool.recv()
     with pytest.raises(ValueError, match="env_id must be the info"):
         pool.send(torch.zeros(BATCH, N_AGENTS, 2), info["env_id"].clone())
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ValueError, match=r"\[batch_size, n_agents, act_dim\] = \[4, 4, 2\] .* got \[12, 4, 2\]"):
         pool.send(torch.zeros(N_ENVS, N_AGENTS, 2))
     pool.send(torch.zeros(BATCH, N_AGENTS, 2), info["env_id"])
     pool.close()
@@ -98,3 +98,76 @@ def test_pool_misuse_raises_clear_errors(generator):
 def test_pool_on_cuda_matches_the_unsplit_batch(generator):
     pool = run_pool_against_batch("cuda:0", generator)
     assert all(group._async.side_stream for group in pool.groups), "groups step on their own streams"
+
+
+def run_rounds(pool, rounds: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """``rounds`` rounds of recv/send with random actions; returns the observations received."""
+    seen = []
+    for _ in range(rounds * pool.n_groups):
+        obs, *_, info = pool.recv()
+        seen.append(obs.clone())
+        pool.send(random_actions(pool, BATCH, generator), info["env_id"])
+    return seen
+
+
+@pytest.mark.parametrize("placement", ["thread", "inline"])
+def test_use_after_close_raises_one_clear_error(placement, generator):
+    """Issue 29 item 5: send after close raised ``cannot schedule new futures after shutdown``, and
+    the pool was wedged."""
+    pool = swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, **options(plan={"async_cpu": placement}))
+    pool.async_reset()
+    run_rounds(pool, 2, generator)  # every group has a step pending
+    _, _, _, _, info = pool.recv()
+    pool.close()
+    pool.close()  # idempotent
+    assert all(group._closed and not group._async.pending for group in pool.groups)
+    actions = torch.zeros(BATCH, N_AGENTS, 2)
+    for name, call in (
+        ("send", lambda: pool.send(actions, info["env_id"])),
+        ("recv", pool.recv),
+        ("async_reset", pool.async_reset),
+        ("send", lambda: pool.send(actions)),
+    ):
+        with pytest.raises(RuntimeError, match=f"the EnvPool is closed: {name}\\(\\) cannot run after close"):
+            call()
+    with pytest.raises(RuntimeError, match="the Environment is closed"):
+        pool.groups[0].step(actions)
+    with pytest.raises(ValueError, match="group 0 is closed"):
+        EnvPool(pool.groups)
+
+
+def test_async_reset_mid_cycle_finishes_pending_steps(generator):
+    """Between rounds every group but the one received has a step pending: async_reset finishes
+    them (it raised 'call recv() first', which a pool cannot do for those groups) and then starts
+    over exactly as a fresh pool does."""
+    pool = swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, **options(plan={"async_cpu": "thread"}))
+    fresh = swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, **options())
+    pool.async_reset()
+    run_rounds(pool, 3, generator)
+    pool.recv()  # one group received, the others pending
+    with pytest.raises(ValueError, match="seed must be an int"):
+        pool.async_reset(seed=-1)
+    assert sum(group._async.pending for group in pool.groups) == pool.n_groups - 1, "a bad seed changes nothing"
+    pool.async_reset(seed=9)
+    fresh.async_reset(seed=9)
+    replay = torch.Generator().manual_seed(1)
+    got = run_rounds(pool, 2, replay)
+    replay.manual_seed(1)
+    assert all(torch.equal(x, y) for x, y in zip(got, run_rounds(fresh, 2, replay), strict=True))
+    pool.close()
+    fresh.close()
+
+
+def test_a_rejected_send_leaves_the_group_awaiting_its_actions(generator):
+    pool = swarp.make("navigation", n_envs=N_ENVS, batch_size=BATCH, **options())
+    pool.async_reset()
+    _, _, _, _, info = pool.recv()
+    for bad, error in ((torch.zeros(BATCH, N_AGENTS, 2, dtype=torch.float64), TypeError), ("go", TypeError)):
+        with pytest.raises(error):
+            pool.send(bad, info["env_id"])
+    with pytest.raises(RuntimeError, match="awaits send"):
+        pool.recv()
+    pool.send(torch.zeros(BATCH, N_AGENTS, 2), info["env_id"])
+    _, _, _, _, info = pool.recv()
+    assert torch.equal(info["env_id"], torch.arange(BATCH, 2 * BATCH))
+    pool.close()

@@ -137,3 +137,110 @@ def test_render_and_argument_errors():
         SwarpVectorEnv(make()).reset(seed=1, options={"reset_mask": np.ones(4, dtype=bool)})
     with pytest.raises(TypeError, match="one seed"):
         SwarpVectorEnv(make()).reset(seed=[1, 2, 3, 4])
+
+
+# --- the boundary: actions, options, close ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("actions", "error", "match"),
+    [
+        (None, TypeError, "actions must be real numbers .* got NoneType None"),
+        ("fast", TypeError, "got str 'fast'"),
+        (np.full((4, 4, 2), None), TypeError, "dtype object"),
+        (np.zeros((4, 4, 2), dtype=bool), TypeError, "dtype bool"),
+        ([[0.0, 1.0], [0.0]], TypeError, "not an array"),
+        (0.5, ValueError, r"got \[\]"),
+        (np.zeros((4, 2), np.float32), ValueError, r"got \[4, 2\]"),
+        (np.zeros((1, 4, 2), np.float32), ValueError, r"got \[1, 4, 2\]"),
+        (np.zeros((4, 2, 4), np.float32), ValueError, r"got \[4, 2, 4\]"),
+        (torch.zeros(4, 4, 2, 1), ValueError, r"got \[4, 4, 2, 1\]"),
+    ],
+)
+def test_bad_actions_raise_naming_the_argument_and_step_nothing(actions, error, match):
+    """Issue 29 item 6: None and strings raised numpy's dtype message."""
+    sim = make()
+    envs = SwarpVectorEnv(sim)
+    envs.reset(seed=0)
+    state = sim.get_state()
+    with pytest.raises(error, match=match):
+        envs.step(actions)
+    assert all(torch.equal(state[k], v) for k, v in sim.get_state().items())
+
+
+def test_actions_of_other_dtypes_and_containers_step_alike():
+    results = []
+    values = np.tile(np.array([[1, -1]]), (4, 4, 1))
+    for actions in (
+        values.astype(np.float32),
+        values,
+        values.astype(np.float64),
+        values.tolist(),
+        torch.tensor(values),
+    ):
+        envs = SwarpVectorEnv(make())
+        envs.reset(seed=0)
+        results.append(envs.step(actions)[0])
+    assert all(np.array_equal(results[0], r) for r in results[1:])
+
+
+def test_huge_float64_actions_act_as_the_bound_and_nan_raises_the_flag():
+    """float64 1e300 used to become inf in the cast to float32: acting as 0, with the invalid flag."""
+    bound, huge = SwarpVectorEnv(make()), SwarpVectorEnv(make())
+    high = bound.single_action_space.high
+    for envs in (bound, huge):
+        envs.reset(seed=0)
+    expected = bound.step(np.broadcast_to(high, bound.action_space.shape).copy())[0]
+    got = huge.step(np.full(huge.action_space.shape, 1e300))[0]
+    np.testing.assert_array_equal(got, expected)
+    assert not bool(huge.sim.invalid_actions())
+    nan = np.zeros(huge.action_space.shape)
+    nan[0, 0, 0] = np.nan
+    huge.step(nan)
+    assert bool(huge.sim.invalid_actions()), "NaN acts as 0 and raises the flag, as documented"
+
+
+def test_reset_mask_must_be_a_bool_mask():
+    """Issue 29 item 6: np.arange(8) was read as a mask and reset 7 of 8 envs."""
+    sim = make(n_envs=8, auto_reset=False)
+    envs = SwarpVectorEnv(sim)
+    envs.reset(seed=0)
+    episodes = sim.episode.clone()
+    for mask, error, match in (
+        (np.arange(8), TypeError, "got dtype int64: env indices"),
+        (np.ones(8, dtype=np.int32), TypeError, "dtype int32"),
+        (torch.arange(8) % 2, TypeError, "torch.int64"),
+        (np.ones(7, dtype=bool), ValueError, r"got shape \[7\]"),
+        (np.ones((8, 1), dtype=bool), ValueError, r"got shape \[8, 1\]"),
+    ):
+        with pytest.raises(error, match=match) as caught:
+            envs.reset(options={"reset_mask": mask})
+        assert "options['reset_mask'] must be a bool mask of shape [8]" in str(caught.value)
+    assert torch.equal(sim.episode, episodes), "a rejected mask must reset nothing"
+    mask = [i % 3 == 0 for i in range(8)]  # a list of bools, or a torch bool tensor, is a mask
+    envs.reset(options={"reset_mask": mask})
+    envs.reset(options={"reset_mask": torch.tensor(mask)})
+    assert torch.equal(sim.episode - episodes, 2 * torch.tensor(mask).int())
+
+
+def test_reset_options_are_checked():
+    envs = SwarpVectorEnv(make())
+    with pytest.raises(
+        ValueError, match=r"unknown reset option\(s\) \['resetmask'\]; the options are \['reset_mask'\]"
+    ):
+        envs.reset(options={"resetmask": np.ones(4, dtype=bool)})
+    with pytest.raises(TypeError, match="options must be a dict"):
+        envs.reset(options=["reset_mask"])
+    with pytest.raises(TypeError, match="one seed"):
+        envs.reset(seed=True)
+
+
+def test_close_closes_the_environment():
+    sim = make()
+    envs = SwarpVectorEnv(sim)
+    envs.reset(seed=0)
+    envs.close()
+    envs.close()  # idempotent
+    for call in (lambda: envs.step(np.zeros(envs.action_space.shape, np.float32)), envs.reset):
+        with pytest.raises(RuntimeError, match="the Environment is closed"):
+            call()

@@ -238,3 +238,122 @@ def test_collector_on_cuda_stays_on_device():
     batch = collect(env, 30)
     for key, value in batch.items(include_nested=True, leaves_only=True):
         assert value.device.type == "cuda", f"{key} left the device"
+
+
+# --- the boundary: actions, masks, close ----------------------------------------------------------
+
+
+def agents_action(sim, action: torch.Tensor) -> TensorDict:
+    E, A = sim.n_envs, sim.n_agents
+    return TensorDict({"agents": TensorDict({"action": action}, batch_size=[E, A])}, batch_size=[E])
+
+
+def test_wrong_action_shapes_and_a_missing_action_raise_clear_errors():
+    """Issue 29 item 6: torch's broadcast message and an AttributeError before."""
+    sim = make()
+    env = SwarpEnv(sim, layout="agents", action_low=-1.0, action_high=1.0)
+    env.reset()
+    E, A, D = sim.n_envs, sim.n_agents, sim.act_dim
+    steps = sim.step_count.clone()
+    with pytest.raises(ValueError, match=r"tensordict\[\('agents', 'action'\)\] must have shape .* got \[6, 4, 3\]"):
+        env.step(agents_action(sim, torch.zeros(E, A, 3)))
+    with pytest.raises(ValueError, match=r"got \[6, 4, 1\]"):  # would broadcast onto the bounds
+        env.step(agents_action(sim, torch.zeros(E, A, 1)))
+    with pytest.raises(KeyError, match=r"step\(\) needs the action at \('agents', 'action'\)"):
+        env.step(TensorDict({}, batch_size=[E]))
+    flat = SwarpEnv(make())
+    flat.reset()
+    with pytest.raises(KeyError, match="needs the action at 'action'"):
+        flat.step(TensorDict({"observation": torch.zeros(E, A, sim.obs_dim)}, batch_size=[E]))
+    for bad in (torch.zeros(E, A, D, dtype=torch.bool), torch.zeros(E, A, D, dtype=torch.complex64)):
+        with pytest.raises(TypeError, match="must be real numbers"):
+            flat.step(TensorDict({"action": bad}, batch_size=[E]))
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        env.to_physical([[0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"\[\.\.\., n_agents, act_dim\]"):
+        env.to_physical(torch.zeros(E, 1, D))
+    assert torch.equal(sim.step_count, steps), "a rejected action must not step"
+
+
+def test_int_and_float64_actions_step_as_their_float32_values():
+    E = N_ENVS
+    envs = [SwarpEnv(make(seed=2)) for _ in range(3)]
+    for env in envs:
+        env.reset()
+    shape = (E, envs[0].sim.n_agents, envs[0].sim.act_dim)
+    action = torch.randint(-1, 2, shape, generator=torch.Generator().manual_seed(0))
+    outs = [
+        env.step(TensorDict({"action": a}, batch_size=[E]))["next", "observation"]
+        for env, a in zip(envs, (action.float(), action, action.double()), strict=True)
+    ]
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_normalized_actions_clamp_for_every_finite_value():
+    """A finite value of any size maps to the bound it exceeds (3e38 * scale overflowed to inf,
+    which acts as 0 and raises the invalid flag); inf and NaN still reach the step as they are."""
+    sim = make(model="diff_drive")
+    env = SwarpEnv(sim, action_low=-0.5, action_high=0.5)  # onto diff-drive's [-1, 1] x [-3, 3]: scales 2, 6
+    low, high = env.physical_low, env.physical_high
+    E, A, D = sim.n_envs, sim.n_agents, sim.act_dim
+    for value, bound in ((1e30, high), (3e38, high), (2.0, high), (-1e30, low), (-3e38, low), (-2.0, low)):
+        assert torch.equal(env.to_physical(torch.full((E, A, D), value)), bound.expand(E, A, D)), value
+    huge64 = torch.full((E, A, D), 1e300, dtype=torch.float64)
+    assert torch.equal(env.to_physical(huge64), high.expand(E, A, D))
+    special = torch.zeros(E, A, D)
+    special[0, 0, 0], special[0, 1, 1], special[1, 0, 0] = float("inf"), -float("inf"), float("nan")
+    mapped = env.to_physical(special)
+    assert mapped[0, 0, 0] == float("inf") and mapped[0, 1, 1] == -float("inf") and mapped[1, 0, 0].isnan()
+    finite = torch.isfinite(special)
+    assert torch.equal(mapped[finite], env.to_physical(torch.zeros(E, A, D))[finite])
+    # End to end: 1e30 steps exactly as the box's upper edge does, and raises nothing.
+    twin = SwarpEnv(make(model="diff_drive"), action_low=-0.5, action_high=0.5)
+    for e in (env, twin):
+        e.reset()
+    a = env.step(TensorDict({"action": torch.full((E, A, D), 1e30)}, batch_size=[E]))
+    b = twin.step(TensorDict({"action": torch.full((E, A, D), 0.5)}, batch_size=[E]))
+    assert torch.equal(a["next", "observation"], b["next", "observation"])
+    assert not bool(sim.invalid_actions())
+    env.step(TensorDict({"action": torch.full((E, A, D), float("nan"))}, batch_size=[E]))
+    assert bool(sim.invalid_actions()), "NaN acts as 0 and raises the flag, as documented"
+    assert torch.isfinite(sim.state.pos).all()
+
+
+def test_reset_and_step_masks_are_checked():
+    sim = make()
+    env = SwarpEnv(sim)
+    td = env.reset()
+    episodes = sim.episode.clone()
+    E = sim.n_envs
+    for bad, error in (
+        (torch.ones(E, 1, dtype=torch.int64), TypeError),
+        (torch.ones(E, 2, dtype=torch.bool), ValueError),
+    ):
+        with pytest.raises(error, match=r"tensordict\['_reset'\] must be a bool mask"):
+            env._reset(TensorDict({"_reset": bad}, batch_size=[E]))
+    assert torch.equal(sim.episode, episodes)
+    # A [E] bool mask is as good as TorchRL's [E, 1].
+    env._reset(TensorDict({"_reset": torch.arange(E) == 1}, batch_size=[E]))
+    assert torch.equal(sim.episode - episodes, (torch.arange(E) == 1).int())
+    partial = td.clone()
+    partial["action"] = torch.zeros(E, sim.n_agents, sim.act_dim)
+    partial["_step"] = torch.arange(E) < 2
+    with pytest.raises(ValueError, match="'_step' mask must be all True"):
+        env.step(partial)
+
+
+def test_close_closes_the_environment_and_garbage_collection_does_not():
+    import gc
+
+    sim = make()
+    SwarpEnv(sim).reset()
+    gc.collect()  # the adapter is gone: its owner's environment stays usable
+    sim.step(torch.zeros(sim.n_envs, sim.n_agents, sim.act_dim))
+    env = SwarpEnv(sim)
+    env.close()
+    env.close()  # idempotent
+    assert env.is_closed
+    with pytest.raises(RuntimeError, match="the Environment is closed: step"):
+        env.rand_step(TensorDict({}, batch_size=[sim.n_envs]))
+    with pytest.raises(RuntimeError, match="the Environment is closed: reset"):
+        env.reset()

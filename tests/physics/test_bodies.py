@@ -127,7 +127,8 @@ def test_a_distant_body_changes_no_agent_bit():
     """Agent-agent contacts with and without an untouched body: identical agent trajectories."""
     agents = [AgentConfig(radius=0.1)] * 3
     plain = World(Stepper(agents, dt=0.1, device="cpu", world=WorldConfig(bounds=1.0)), 2)
-    bodied = World(Stepper(agents, dt=0.1, device="cpu", world=world_of([Body(T_SHAPES)], bounds=10.0)), 2)
+    # 5 kg: a 1 kg T (0.23 kg at its rim) is beyond the contact stability limit at h = 0.1 s.
+    bodied = World(Stepper(agents, dt=0.1, device="cpu", world=world_of([Body(T_SHAPES, mass=5.0)], bounds=10.0)), 2)
     # Same walls for the agents: the bounded world's walls are out of reach in both.
     plain = World(Stepper(agents, dt=0.1, device="cpu", world=WorldConfig(bounds=10.0)), 2)
     set_bodies(bodied, [[8.0, 8.0]])
@@ -173,8 +174,10 @@ def test_walls_hold_bodies_and_gravity_rests_them_on_the_floor():
 
 
 def joint_world(substeps: int, n_envs: int = 1) -> tuple[World, tuple[Joint, Joint]]:
-    """An agent towing a box by a 0.3 m rod; a disc hangs off the box's other end by a 0.25 m rod."""
-    bodies = (Body((Obstacle.box((0, 0), (0.2, 0.05)),), mass=1.0), Body((Obstacle.circle((0, 0), 0.08),), mass=0.5))
+    """An agent towing a box by a 0.3 m rod; a disc hangs off the box's other end by a 0.25 m rod.
+    The box weighs 2 kg: at 1 kg (0.25 kg at its corners) its contacts would exceed the stability
+    limit of one 0.1 s substep."""
+    bodies = (Body((Obstacle.box((0, 0), (0.2, 0.05)),), mass=2.0), Body((Obstacle.circle((0, 0), 0.08),), mass=0.5))
     joints = (
         Joint(body=0, agent=0, anchor=(0.2, 0.0), length=0.3),
         Joint(body=1, other_body=0, other_anchor=(-0.2, 0.0), length=0.25),
@@ -367,7 +370,7 @@ def test_grad_ring_rollouts_with_bodies_match_fresh_scratch():
 
 
 def test_world_set_state_takes_body_fields():
-    world = World(Stepper([AgentConfig()], device="cpu", world=world_of([Body(T_SHAPES)])), 2)
+    world = World(Stepper([AgentConfig()], device="cpu", world=world_of([Body(T_SHAPES)]), substeps=2), 2)
     pose = torch.tensor([[[0.3, -0.2]], [[0.0, 0.5]]])
     world.set_state(body_pos=pose, body_theta=torch.tensor([[0.5], [-1.0]]))
     assert torch.equal(world.state.torch.body_pos, pose)

@@ -9,6 +9,7 @@ import torch
 
 import swarp
 from swarp import AgentConfig, Stepper, TorchState, World, WorldConfig
+from swarp.core.params import enable_per_env_params, write_params
 
 #: Agreement of cases exact in exact arithmetic (hover, polynomial trajectories) [m].
 EXACT_TOL = 1e-12
@@ -248,3 +249,118 @@ def test_missing_drone_fields_start_at_rest():
     out = swarp.warp_step(stepper, state, torch.full((1, 1, 4), DRONE.mass * G / 4, dtype=torch.float64))
     assert out.pos_z.item() == 0.0
     assert torch.equal(out.quat[0, 0], torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64))
+
+
+# --- finite under any in-bounds actions -----------------------------------------------------------------
+
+#: drone_navigation's drone and step (the configuration whose body rates used to overflow).
+NAV_DRONE = AgentConfig(model="drone")
+NAV_DT = 0.1
+#: Rounding allowed above the body-rate limit [-] (the clip scales by limit / |w|).
+RATE_RTOL = 1e-6
+
+
+def worst_torque(step: int, max_thrust: float) -> list[float]:
+    """Rotor 1 at full thrust, rotor 3 off, rotors 0 and 2 alternating: the largest sustained roll
+    torque with a pitch torque that flips every step."""
+    high = step % 2 == 0
+    return [max_thrust if high else 0.0, max_thrust, 0.0 if high else max_thrust, 0.0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_body_rates_stay_finite_and_limited_under_any_in_bounds_thrusts(integrator, dtype):
+    """Env 0 holds the worst torque, envs 1-7 fly uniform random thrusts, 4,000 steps at
+    drone_navigation's dt: every field stays finite, |w| <= max_body_rate and q a unit quaternion.
+    (Without the limit |w| overflowed within ~90 steps.)"""
+    n_envs, n_steps = 8, 4000
+    stepper = Stepper([NAV_DRONE], dt=NAV_DT, device="cpu", world=FREE, integrator=integrator, dtype=dtype)
+    world = World(stepper, n_envs)
+    torch_dtype = stepper.torch_dtype
+    world.set_state(pos_z=torch.full((n_envs, 1), 1.0, dtype=torch_dtype))
+    generator = torch.Generator().manual_seed(0)
+    limit = NAV_DRONE.max_body_rate
+    fastest = 0.0
+    for t in range(n_steps):
+        actions = torch.rand(n_envs, 1, 4, generator=generator, dtype=torch_dtype) * NAV_DRONE.max_thrust
+        actions[0, 0] = torch.tensor(worst_torque(t, NAV_DRONE.max_thrust), dtype=torch_dtype)
+        world.step(actions)
+        rates = world.state.torch.omega.norm(dim=-1)
+        assert bool((rates <= limit * (1 + RATE_RTOL)).all()), (t, rates.max())
+        fastest = max(fastest, float(rates.max()))
+    for name, value in world.state.torch._asdict().items():
+        assert bool(torch.isfinite(value).all()), name
+    torch.testing.assert_close(world.state.torch.quat.norm(dim=-1), torch.ones(n_envs, 1, dtype=torch_dtype))
+    assert fastest > 0.9 * limit, "the worst torque spins the drone up to the limit"
+    assert not bool(world.invalid_actions())
+
+
+def test_the_body_rate_limit_holds_on_entry_and_is_a_parameter_column():
+    """A state set above the limit is clipped in the first substep, and the limit is a per-env
+    parameter (``max_body_rate``): each env's drone saturates at its own."""
+    limits = torch.tensor([2.0, 7.0], dtype=torch.float64)
+    stepper = Stepper([NAV_DRONE], dt=0.02, device="cpu", world=FREE, dtype="float64")
+    world = World(stepper, 2)
+    enable_per_env_params(world.model, 2)
+    write_params(world.model, max_body_rate=limits.view(2, 1))
+    world.set_state(omega=torch.tensor([[[300.0, -400.0, 0.0]]] * 2, dtype=torch.float64))
+    world.step(torch.zeros(2, 1, 4, dtype=torch.float64))
+    torch.testing.assert_close(world.state.torch.omega.norm(dim=-1)[:, 0], limits, rtol=1e-12, atol=0)
+    direction = world.state.torch.omega[:, 0] / limits.view(2, 1)
+    torch.testing.assert_close(direction, torch.tensor([[0.6, -0.8, 0.0]] * 2, dtype=torch.float64))
+    for t in range(400):
+        world.step(thrusts(world, worst_torque(t, NAV_DRONE.max_thrust)))
+    rates = world.state.torch.omega.norm(dim=-1)[:, 0]
+    assert bool((rates <= limits * (1 + RATE_RTOL)).all()) and bool((rates > 0.9 * limits).all()), rates
+    with pytest.raises(ValueError, match="max_body_rate must be >= 0"):
+        write_params(world.model, max_body_rate=-1.0)
+
+
+def test_a_degenerate_attitude_becomes_level_not_nan():
+    """Warp's normalize maps a zero quaternion to the identity; the step stays finite from there."""
+    world = drone_world()
+    world.set_state(pos_z=torch.ones(1, 1, dtype=torch.float64), quat=torch.zeros(1, 1, 4, dtype=torch.float64))
+    world.step(thrusts(world, [1.0, 2.0, 1.0, 0.5]))
+    state = world.state.torch
+    assert all(bool(torch.isfinite(value).all()) for value in state)
+    assert abs(float(state.quat.norm()) - 1.0) < EXACT_TOL
+
+
+def test_drone_navigation_stays_finite_under_random_in_bounds_actions():
+    """The issue's reproduction at CI size: 16 envs, auto-reset, uniform thrusts inside
+    ``action_bounds`` for 2,000 steps (NaN appeared from step ~91 before the body-rate limit)."""
+    env = swarp.make("drone_navigation", n_envs=16, device="cpu", seed=0, auto_reset=True)
+    env.reset()
+    low, high = env.action_bounds
+    generator = torch.Generator().manual_seed(0)
+    for step in range(2000):
+        actions = low + (high - low) * torch.rand((env.n_envs, *low.shape), generator=generator, dtype=low.dtype)
+        obs, reward, *_ = env.step(actions)
+        if step % 50 == 49:
+            assert bool(torch.isfinite(obs).all()) and bool(torch.isfinite(reward).all()), step
+            assert float(env.state.omega.norm(dim=-1).max()) <= NAV_DRONE.max_body_rate * (1 + RATE_RTOL)
+    assert all(bool(torch.isfinite(value).all()) for value in env.state if value is not None)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_huge_finite_thrusts_act_as_the_bounds(integrator, dtype):
+    """Each env commands rotor thrusts of +-huge finite magnitudes; its twin commands the clamped
+    bounds (max_thrust for +, 0 for -): the same bits, and no invalid-action flag."""
+    finfo_max = float(np.finfo(np.dtype(dtype)).max)
+    signs = torch.tensor([[1.0, -1.0, 1.0, 1.0], [-1.0, 1.0, -1.0, 1.0], [1.0, 1.0, -1.0, -1.0]], dtype=torch.float64)
+    n_envs = 3 * 4
+    worlds = [
+        World(Stepper([NAV_DRONE], dt=0.02, device="cpu", world=FREE, integrator=integrator, dtype=dtype), n_envs)
+        for _ in range(2)
+    ]
+    torch_dtype = worlds[0].stepper.torch_dtype
+    huge = torch.cat([signs * m for m in (1e20, 1e30, 3e38, finfo_max)]).to(torch_dtype).view(n_envs, 1, 4)
+    bounds = torch.where(huge > 0, NAV_DRONE.max_thrust, 0.0).to(torch_dtype)
+    for world, actions in zip(worlds, (huge, bounds), strict=True):
+        world.set_state(pos_z=torch.full((n_envs, 1), 1.0, dtype=torch_dtype))
+        for _ in range(5):
+            world.step(actions)
+        assert not bool(world.invalid_actions())
+    for name, value in worlds[0].state.torch._asdict().items():
+        assert torch.equal(value, getattr(worlds[1].state.torch, name)), name

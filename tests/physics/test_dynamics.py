@@ -12,7 +12,8 @@ import pytest
 import torch
 import warp as wp
 
-from swarp import AgentConfig, Stepper, World, WorldConfig
+from swarp import AgentConfig, Stepper, TorchState, World, WorldConfig, warp_step
+from swarp.core.config import ControlMode, DynamicsModel
 from swarp.physics import dynamics
 
 #: Agreement of cases that are exact in exact arithmetic (straight lines, RK4 on polynomials) [m].
@@ -456,3 +457,97 @@ def test_heading_stays_wrapped_while_spinning():
     for _ in range(50):
         world.step(spin)
         assert torch.all(theta >= -math.pi) and torch.all(theta < math.pi), theta
+
+
+# --- huge finite actions ------------------------------------------------------------------------
+
+#: Finite action magnitudes far beyond any bound; float32 squares overflow from ~1.8e19, float64
+#: ones from ~1.3e154 (the clamp then rescales by the largest component).
+HUGE = {
+    "float32": (1e20, 1e30, -1e30, 3e38, float(np.finfo(np.float32).max)),
+    "float64": (1e20, 1e30, -1e30, 3e38, 1e200, float(np.finfo(np.float64).max)),
+}
+#: Agreement of a huge action's motion with the bound's where the clamp rounds differently [ulp].
+CLAMP_ULPS = 8
+CONTROLLED = {
+    "holonomic": dict(max_speed=1.5, max_accel=2.5),
+    "diff_drive": dict(max_speed=1.5, max_accel=2.5, max_ang_vel=2.0, max_ang_accel=3.0),
+    "kinematic_bicycle": dict(max_speed=1.5, max_accel=2.5, max_steer=0.5, wheelbase=0.2),
+}
+
+
+def bound_actions(cfg: AgentConfig, direction: torch.Tensor) -> torch.Tensor:
+    """The action at the bound in ``direction`` [2]: the holonomic norm limit along it, the box
+    corner of each wheeled component by its sign."""
+    velocity = cfg.ctrl_mode == ControlMode.VELOCITY
+    if cfg.model == DynamicsModel.HOLONOMIC:
+        return direction / direction.norm() * (cfg.max_speed if velocity else cfg.max_accel)
+    second = cfg.max_ang_vel if velocity else cfg.max_ang_accel
+    if cfg.model == DynamicsModel.KINEMATIC_BICYCLE:
+        second = cfg.max_steer
+    return torch.sign(direction) * torch.tensor([cfg.max_speed if velocity else cfg.max_accel, second])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+@pytest.mark.parametrize("ctrl_mode", ["velocity", "acceleration"])
+@pytest.mark.parametrize("model", list(CONTROLLED))
+def test_huge_finite_actions_move_as_the_bound_does(model, ctrl_mode, integrator, dtype):
+    """Env i commands the huge magnitude i along an axis (agent 0) and along (0.6, -0.8) (agent 1);
+    its twin commands the bound in the same directions. Same bits where the clamp is exact (the
+    wheeled boxes; a holonomic axis once the square overflows), a few ulps otherwise; no flag."""
+    cfg = AgentConfig(model=model, ctrl_mode=ctrl_mode, **CONTROLLED[model])
+    magnitudes = HUGE[dtype]
+    worlds = [make_world([cfg, cfg], integrator=integrator, dtype=dtype, n_envs=len(magnitudes)) for _ in range(2)]
+    torch_dtype = worlds[0].stepper.torch_dtype
+    directions = torch.tensor([[1.0, 0.0], [0.6, -0.8]], dtype=torch.float64)
+    huge = torch.stack([torch.tensor(m, dtype=torch_dtype) * directions.to(torch_dtype) for m in magnitudes])
+    bound = torch.stack(
+        [torch.stack([bound_actions(cfg, math.copysign(1.0, m) * d) for d in directions]) for m in magnitudes]
+    )
+    assert torch.isfinite(huge).all()
+    for world, actions in zip(worlds, (huge, bound.to(torch_dtype)), strict=True):
+        world.set_state(pos=torch.tensor([[0.0, 0.0], [5.0, 0.0]], dtype=torch_dtype).expand(len(magnitudes), 2, 2))
+        for _ in range(3):
+            world.step(actions)
+        assert not bool(world.invalid_actions())
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    got, expected = worlds[0].state.torch, worlds[1].state.torch
+    for row, magnitude in enumerate(magnitudes):
+        overflowed = abs(magnitude) > math.sqrt(float(np.finfo(np.dtype(dtype)).max))  # |u|^2 is inf
+        exact = [0, 1] if model != "holonomic" else [0] if overflowed else []
+        for name in ("pos", "theta", "vel", "speed", "ang_vel"):
+            for agent in range(2):
+                a, b = getattr(got, name)[row, agent], getattr(expected, name)[row, agent]
+                if agent in exact:
+                    assert torch.equal(a, b), (magnitude, name, agent, a, b)
+                else:
+                    tol = CLAMP_ULPS * eps * max(1.0, float(b.abs().max()))
+                    torch.testing.assert_close(a, b, rtol=0, atol=tol, msg=f"{magnitude} {name} {agent}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("ctrl_mode", ["velocity", "acceleration"])
+def test_gradients_through_the_clamp_of_a_huge_action_are_finite_and_exact(ctrl_mode, dtype):
+    """Past the clamp an action only turns the clamped vector: d clip(u) / du = limit / |u| across u
+    and 0 along it, for huge finite u too (the rescaling branch's adjoint included)."""
+    cfg = AgentConfig(ctrl_mode=ctrl_mode, max_speed=10.0, max_accel=2.0)
+    stepper = Stepper([cfg], dt=0.1, device="cpu", world=FREE, integrator="euler", dtype=dtype)
+    torch_dtype = stepper.torch_dtype
+    h = 0.1
+    limit = cfg.max_speed if ctrl_mode == "velocity" else cfg.max_accel
+    for magnitude in HUGE[dtype]:
+        zeros = torch.zeros(1, 1, dtype=torch_dtype)
+        state = TorchState(
+            torch.zeros(1, 1, 2, dtype=torch_dtype), zeros, torch.zeros(1, 1, 2, dtype=torch_dtype), zeros, zeros
+        )
+        actions = torch.tensor([[[magnitude, 0.0]]], dtype=torch_dtype, requires_grad=True)
+        out = warp_step(stepper, state, actions)
+        out.pos[..., 1].sum().backward()
+        grad = actions.grad[0, 0]
+        assert torch.isfinite(grad).all(), (magnitude, grad)
+        # Velocity control: p = clip(u) h; acceleration control: p = clip(u) h^2 (semi-implicit Euler).
+        scale = h if ctrl_mode == "velocity" else h * h
+        expected = scale * limit / abs(magnitude)
+        assert grad[0] == 0.0, (magnitude, grad)
+        torch.testing.assert_close(grad[1], torch.tensor(expected, dtype=torch_dtype), rtol=1e-5, atol=0.0)

@@ -216,7 +216,8 @@ def test_non_finite_positions_are_nobodys_neighbor(rng):
     lists = {}
     for method in METHODS:
         world = make_world(2, 16, method)
-        world.set_state(pos=torch.as_tensor(pos))
+        world.state.torch.pos.copy_(torch.as_tensor(pos))  # set_state rejects non-finite values
+        world.build_neighbors()
         lists[method] = lists_of(world)
     for name, brute in lists["brute"].items():
         np.testing.assert_array_equal(lists["grid"][name], brute, err_msg=name)
@@ -286,3 +287,13 @@ def test_every_list_layout_builds_the_same_lists(rng, method, max_neighbors, n_a
         for key in ("nbr", "count", "total", "overflow"):
             np.testing.assert_array_equal(lists[0][key], other[key], err_msg=key)
     np.testing.assert_array_equal(lists[0]["nbr"], reference_lists(pos, RADIUS, max_neighbors)["nbr"])
+
+
+def test_world_set_state_rejects_non_finite_values_and_writes_nothing():
+    world = make_world(2, 4, "brute")
+    before = world.state.torch.pos.clone()
+    pos = torch.zeros_like(before)
+    pos[1, 2, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"pos must be finite, got nan at index \[1, 2, 0\]"):
+        world.set_state(vel=torch.ones_like(world.state.torch.vel), pos=pos)
+    assert torch.equal(world.state.torch.pos, before) and not world.state.torch.vel.any()

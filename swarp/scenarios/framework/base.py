@@ -205,12 +205,20 @@ class FusedScenario(Scenario):
       by calling ``swarp.runtime.episode.funcs(scalar).end_step(buffers.episode_args, env,
       terminated)``, so the environment launches no separate bookkeeping kernel. Otherwise it must
       write ``buffers.terminated`` and the environment does the rest.
+
+    And one promise about the health flag (``swarp.runtime.health``):
+
+    * ``checks_finite``: every observation and reward its kernels store is checked where it is
+      stored (the row wrappers of ``swarp.runtime.rows`` check the rows; the scenario checks each
+      final reward with ``health.flag_env(buffers.non_finite, env, wp.isfinite(r))``), so the
+      environment launches no kernel that reads them back (``health.check_outputs_kernel``).
     """
 
     fused_available: ClassVar[bool] = True
     builds_neighbors: ClassVar[bool] = False
     ends_steps: ClassVar[bool] = False
     saves_final_obs: ClassVar[bool] = False
+    checks_finite: ClassVar[bool] = False
 
     def bind(self, env: Environment) -> None:
         super().bind(env)
