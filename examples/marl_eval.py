@@ -27,6 +27,8 @@ from tensordict import TensorDict
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the training script's task records and networks
 import marl_train  # noqa: E402
 
+from swarp.train.evaluate import wilson_interval  # noqa: E402
+
 #: Two-sided 95% normal quantile.
 Z_95 = 1.959963984540054
 
@@ -49,19 +51,6 @@ class Args:
     """envs in the video (more than 1: a mosaic)"""
     output: str = ""
     """write the results as JSON to this path (empty: print only)"""
-
-
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (well-behaved at 0 and 1, unlike the normal one)."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if successes == 0 else max(0.0, center - half)  # exact ends: no round-off past 0 or 1
-    high = 1.0 if successes == n else min(1.0, center + half)
-    return (low, high)
 
 
 def random_policy(env, seed: int):

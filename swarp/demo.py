@@ -1,13 +1,14 @@
-"""swarp's main job in one command: simulate a batch of navigation swarms and report what happened.
+"""swarp's main job in one command: train a navigation swarm and show what it learned.
 
     python -m swarp.demo                      # GPU when there is one, else CPU
-    python -m swarp.demo --n-envs 16384 --n-agents 16 --steps 400
+    python -m swarp.demo --device cpu --total-steps 400000
 
-It steps ``n_envs`` parallel navigation worlds with auto-reset under two policies, a greedy
-go-to-goal controller and uniform random actions, and prints throughput, episodes finished,
-success rate and collisions for each. Everything stays on the device; the only host reads are
-the final counters. Then it renders 16 envs of the greedy run mid-episode into one picture
-(``--save``, default ``swarp_demo.png``; needs the ``viz`` extra for the PNG writer).
+It trains MAPPO (``swarp.train``) on navigation, 4 agents that must each reach their own goal
+without colliding, until a greedy evaluation reaches ``--target-success`` or the budget is spent
+(seconds on a GPU; a minute or two on a 2-core CPU). Then it scores the greedy policy and random
+play on the same fresh episodes (95% Wilson intervals) and writes the learning curve
+(``swarp_demo_curve.png``, needs matplotlib) and a GIF of the trained swarm (``swarp_demo.gif``,
+needs the ``viz`` extra).
 """
 
 from __future__ import annotations
@@ -18,100 +19,56 @@ import time
 import torch
 
 import swarp
+from swarp.train import evaluate, train
+from swarp.train.run import plot_learning_curve
 
 
-def greedy_actions(env: swarp.Environment, gain: float = 2.0) -> torch.Tensor:
-    """Velocity command towards each agent's own goal, clipped to the action box. [E, A, 2]."""
-    low, high = env.action_bounds
-    rel_goal = env.obs[..., 6:8]
-    return torch.clamp(gain * rel_goal, low, high)
-
-
-def random_actions(env: swarp.Environment, gen: torch.Generator) -> torch.Tensor:
-    low, high = env.action_bounds
-    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, device=env.torch_device, dtype=env.dtype)
-    return low + (high - low) * u
-
-
-def run(policy: str, args, device: str) -> tuple[dict, swarp.Environment]:
-    env = swarp.make(
-        "navigation",
-        n_envs=args.n_envs,
-        device=device,
-        seed=args.seed,
-        n_agents=args.n_agents,
-        n_obstacles=args.n_obstacles,
-        auto_reset=True,
-        max_steps=args.max_steps,
-    )
-    gen = torch.Generator(device=env.torch_device).manual_seed(args.seed)
-    episodes = torch.zeros((), dtype=torch.int64, device=env.torch_device)
-    successes = torch.zeros_like(episodes)
-    collisions = torch.zeros_like(episodes)
-    env.reset(seed=args.seed)
-    with torch.no_grad():
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            actions = greedy_actions(env) if policy == "greedy" else random_actions(env, gen)
-            _, _, terminated, truncated, info = env.step(actions)
-            episodes += (terminated | truncated).sum()
-            successes += terminated.sum()
-            collisions += info["collisions"].sum()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
-    n_episodes = int(episodes)
-    return env, {
-        "policy": policy,
-        "mode": env.execution_mode,
-        "env-steps/s": round(args.n_envs * args.steps / elapsed),
-        "episodes": n_episodes,
-        "success rate": int(successes) / max(n_episodes, 1),
-        "collisions/agent-step": int(collisions) / (args.n_envs * args.n_agents * args.steps),
-    }
-
-
-def save_picture(env: swarp.Environment, path: str, n_steps: int = 12) -> None:
-    """Advance the greedy run a few steps and write a 4 x 4 mosaic of its first 16 envs to ``path``."""
-    from swarp.render import render_mosaic
-
-    with torch.no_grad():
-        for _ in range(n_steps):
-            env.step(greedy_actions(env))
-    frame = render_mosaic(env, env_indices=list(range(min(16, env.n_envs))), cols=4, tile_size=192)
-    try:
-        import imageio.v3 as iio
-    except ImportError:
-        print(f"  (install the viz extra to save the picture: pip install 'swarp[viz]'; frame {frame.shape})")
-        return
-    iio.imwrite(path, frame)
-    print(f"  picture of 16 envs: {path} ({frame.shape[1]}x{frame.shape[0]})")
-
-
-def main(argv=None) -> None:
+def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--n-envs", type=int, default=None, help="default 4096 on GPU, 256 on CPU")
-    parser.add_argument("--n-agents", type=int, default=4)
-    parser.add_argument("--n-obstacles", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--max-steps", type=int, default=100)
+    parser.add_argument("--total-steps", type=int, default=None, help="budget [env-steps] (GPU 20 M, CPU 300 k)")
+    parser.add_argument("--target-success", type=float, default=0.95)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save", default="swarp_demo.png", help="PNG of 16 envs of the greedy run ('' to skip)")
+    parser.add_argument("--episodes", type=int, default=None, help="evaluation episodes (GPU 4096, CPU 512)")
+    parser.add_argument("--curve", default="swarp_demo_curve.png", help="learning curve PNG ('' to skip)")
+    parser.add_argument("--gif", default="swarp_demo.gif", help="GIF of the trained swarm ('' to skip)")
     args = parser.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.n_envs is None:
-        args.n_envs = 4096 if device.startswith("cuda") else 256
+    cuda = device.startswith("cuda")
+    total = args.total_steps or (20_000_000 if cuda else 300_000)
+    episodes = args.episodes or (4096 if cuda else 512)
+    print(f"swarp {swarp.__version__}: training MAPPO on navigation (4 agents) on {device}, up to {total:,} env-steps")
+    start = time.perf_counter()
+    result = train("navigation", device=device, seeds=(args.seed,), total_steps=total,
+                   target_success=args.target_success, eval_every=2 if cuda else 10, eval_envs=1024 if cuda else 256,
+                   run_dir="", progress=False)  # fmt: skip
+    wall = time.perf_counter() - start
+    for row in result.metrics:
+        if "eval/success" in row:
+            frames, seconds, success = row["frames"], row["train_seconds"], row["eval/success"]
+            print(f"  {frames:>11,} env-steps  {seconds:6.1f} s  greedy success {success:.3f}")
     print(
-        f"swarp {swarp.__version__}: navigation, {args.n_envs} envs x {args.n_agents} agents, "
-        f"{args.n_obstacles} obstacles, {args.steps} steps on {device}"
+        f"trained {result.frames:,} env-steps in {result.train_seconds:.1f} s of training "
+        f"({result.frames / max(result.train_seconds, 1e-9):,.0f} env-steps/s; "
+        f"{wall:.1f} s with evaluations and set-up)"
     )
-    envs = {}
-    for policy in ("greedy", "random"):
-        envs[policy], result = run(policy, args, device)
-        print("  " + ", ".join(f"{k}: {v:,.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in result.items()))
-    if args.save:
-        save_picture(envs["greedy"], args.save)
+    score = evaluate(result.policy, "navigation", episodes=episodes, device=device, seed=12345)
+    for name in ("policy", "random"):
+        r = score[name]
+        label = "greedy policy" if name == "policy" else "random play"
+        print(f"  {label:>13}: success {r['success']:.3f} [{r['success_low']:.3f}, {r['success_high']:.3f}] "
+              f"on {r['episodes']} fresh episodes, return {r['return']:.2f}")  # fmt: skip
+    if args.curve and plot_learning_curve(result.metrics, args.curve):
+        print(f"  learning curve: {args.curve}")
+    if args.gif:
+        try:
+            from swarp.train.video import write_video
+
+            write_video(result.policy, args.gif, "navigation", seed=args.seed)
+            print(f"  GIF of the trained swarm: {args.gif}")
+        except ImportError as error:
+            print(f"  (no GIF: {error})")
+    return score
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ LAYERS = [
     ("swarp.render",),
     ("swarp.env",),
     ("swarp.interop", "swarp.distributed"),
+    ("swarp.train",),
     ("swarp", "swarp.demo", "swarp.render.demo", "swarp.benchmark"),
 ]
 

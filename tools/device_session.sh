@@ -1,14 +1,57 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability
+#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, async, peers, verify or reliability}
+stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+trainer2)
+  # Issue 26, second lease: the GPU suite, batched seeds at three sizes, a kernel profile, NCCL under
+  # torchrun (one rank: the collectives inside the captured update), defaults and bf16 against time to solve.
+  timeout 200 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -6 | tee "$out/tests_gpu.log"
+  timeout 120 $py -m swarp.benchmark.train --envs 512 1024 4096 --runs 1 8 --iterations 10 2>&1 \
+    | grep -v "^Module\|^Warp" | tee "$out/train_runs.log"
+  timeout 90 $py -m swarp.benchmark.train --envs 4096 --runs 1 8 --iterations 2 --profile 2>&1 \
+    | grep -v "^Module\|^Warp" | tee "$out/train_profile.log"
+  NCCL_NVLS_ENABLE=0 timeout 90 $py -m torch.distributed.run --standalone --nproc-per-node 1 -m swarp.train navigation \
+    --distributed --target-success 0.96 --eval-every 2 --no-progress --run-dir "" 2>&1 | grep "seed\|Error" \
+    | tee "$out/train_torchrun.log"
+  ;;
+trainer3)
+  # Issue 26: time to solve navigation against epochs x minibatches, and bf16, seeds 0-2 each.
+  for variant in "--epochs 4 --minibatches 4" "--epochs 2 --minibatches 4" "--epochs 4 --minibatches 2" \
+                 "--epochs 4 --minibatches 4 --bf16"; do
+    for s in 0 1 2; do
+      echo "== $variant seed $s"
+      timeout 60 $py -m swarp.train navigation --seeds $s --target-success 0.96 --eval-every 2 --eval-envs 4096 \
+        --no-progress --run-dir "" $variant 2>&1 | grep "seed"
+    done
+  done | tee "$out/train_sweep.log"
+  ;;
+trainer)
+  # Issue 26: swarp.train's GPU tests, its speed (graphs against eager, batched seeds, bf16), time
+  # to 0.95 on navigation for seeds 0-2, and the A/B against examples/marl_train.py at one batch size
+  # (carry .whl with torchrl, tensordict and their pure-Python dependencies).
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  timeout 120 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/train 2>&1 | tail -8 | tee "$out/tests_train_gpu.log"
+  timeout 150 $py -m swarp.benchmark.train --envs 4096 16384 --capture both --iterations 20 2>&1 | grep -v "^Module\|^Warp" \
+    | tee "$out/train_speed.log"
+  timeout 120 $py -m swarp.benchmark.train --envs 4096 --runs 1 8 --iterations 10 2>&1 | grep -v "^Module\|^Warp" \
+    | tee "$out/train_runs.log"
+  timeout 60 $py -m swarp.benchmark.train --envs 4096 --bf16 --iterations 20 2>&1 | grep -v "^Module\|^Warp" \
+    | tee "$out/train_bf16.log"
+  for s in 0 1 2; do
+    timeout 60 $py -m swarp.train navigation --seeds $s --target-success 0.96 --eval-every 2 --eval-envs 4096 \
+      --no-progress --run-dir "$out/runs" 2>&1 | grep "seed"
+  done | tee "$out/train_solve.log"
+  timeout 90 $py examples/marl_train.py --scenario navigation --seed 0 --total-frames 1310720 --eval-every 0 \
+    --no-plot --no-progress --run-dir "$out/marl" 2>&1 | tail -2 | tee "$out/train_marl.log"
+  tail -1 "$out"/marl/*/metrics.jsonl >> "$out/train_marl.log"
+  ;;
 tests)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
   $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tee "$out/tests_gpu.log" | tail -40

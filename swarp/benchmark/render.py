@@ -17,8 +17,8 @@ import torch
 
 import swarp
 from swarp.benchmark.common import print_table, time_wall
-from swarp.demo import greedy_actions
 from swarp.render import render_frame, render_mosaic
+from swarp.scenarios.navigation import scripted_actions
 
 #: Greedy steps taken before timing, so the frame shows a typical mid-episode state.
 WARMUP_STEPS = 10
@@ -29,7 +29,7 @@ def measure(n_envs: int, n_agents: int, n_obstacles: int, device: str, repeats: 
     env = swarp.make("navigation", n_envs=n_envs, device=device, seed=0, n_agents=n_agents, n_obstacles=n_obstacles)
     with torch.no_grad():
         for _ in range(WARMUP_STEPS):
-            env.step(greedy_actions(env))
+            env.step(scripted_actions(env))
     image = render_mosaic(env, **overlays)  # warm-up: scratch buffers, caches
     render_frame(env, **overlays)
     mosaic_s = time_wall(lambda: render_mosaic(env, **overlays), device, n_iters=5, repeats=repeats)

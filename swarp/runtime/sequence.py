@@ -10,6 +10,12 @@ its ``ExecutionPlan.launch`` says *how* it runs:
   replayed with pre-packed arguments (CPU, or CUDA where capture is unavailable).
 * ``"eager"``: plain launches every time (``SWARP_LAUNCH_MODE=eager``, for debugging).
 
+Under an outer CUDA capture (``torch.cuda.graph`` around a rollout that calls ``env.step``), every
+mode launches the sequence's kernels into that capture: a Warp graph cannot be launched into a
+capturing stream, and a nested capture is a CUDA error. Warp is told of the capture
+(``wp.capture_begin(..., external=True)``) so it allocates nothing outside it; the module loads
+happen before the launches (or on the first call outside any capture).
+
 Stream rules: Warp launches go to Warp's stream for the device, which is created blocking against
 torch's legacy default stream, so on the default stream ordering with torch comes free and no
 scope is opened (it would cost a large share of a small step). Under a user-created
@@ -86,14 +92,20 @@ class CompiledSequence:
         self.streams = streams
         self._graph = None
         self._program: Program | None = None
+        self._loaded = False  # the kernels' modules are loaded (the sequence ran once outside a capture)
 
     def __call__(self) -> None:
         stream = self.streams.current()
+        if stream is not None and torch.cuda.is_current_stream_capturing():
+            self._launch_into_capture(stream)
+            return
         if self.mode == "graph":
             if self._graph is None:
                 self._capture()
             wp.capture_launch(self._graph, stream=stream)
+            self._loaded = True
             return
+        self._loaded = True
         with self.streams.scope() if stream is not None else contextlib.nullcontext():
             if self.mode == "replay":
                 if self._program is None:
@@ -104,6 +116,18 @@ class CompiledSequence:
                     self._program()
             else:
                 self.sequence(EAGER)
+
+    def _launch_into_capture(self, stream: wp.Stream) -> None:
+        """Launch the sequence into the capture torch has open on ``stream`` (see the module doc)."""
+        if not self._loaded:
+            self.sequence(Preloader())  # module loads inside a capture need a CUDA 12.3+ driver
+            self._loaded = True
+        with wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
+            wp.capture_begin(stream=stream, external=True, force_module_load=False)
+            try:
+                self.sequence(EAGER)
+            finally:
+                wp.capture_end(stream=stream)
 
     def _capture(self) -> None:
         self.sequence(Preloader())

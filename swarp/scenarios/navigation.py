@@ -364,3 +364,17 @@ class NavigationScenario(FusedScenario):
 
 
 register_scenario("navigation", NavigationScenario)
+
+
+def scripted_actions(env, gain: float = 2.0) -> torch.Tensor:
+    """Scripted controller: each agent commands a velocity toward its own goal (``gain`` x the goal
+    offset of observation columns 6:8), clipped to the action box; it ignores the other agents.
+
+    Args:
+        env: A navigation ``Environment`` (holonomic velocity control, the default).
+
+    Returns:
+        [E, A, 2] velocity commands [m/s] of the env's dtype and device.
+    """
+    low, high = env.action_bounds
+    return torch.clamp(gain * env.obs[..., 6:8], low, high)

@@ -124,7 +124,7 @@ def test_arguments_come_from_the_dataclass():
     args = train.parse_args(["--scenario", "navigation", "--no-plot", "--max-seconds", "1.5", "--n-envs", "8"])
     assert args.plot is False and args.max_seconds == 1.5 and args.n_envs == 8 and args.device is None
     assert "docstring under each" not in train.parse_args.__doc__  # help text comes from the field docstrings
-    assert train._field_docs(train.Args)["gamma"] == "discount factor"
+    assert train._field_docs(train.Args)["gamma"] == "discount factor"  # swarp.train.config.field_docs
 
 
 # --- data-parallel training (--distributed) ---------------------------------------------------------

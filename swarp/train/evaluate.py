@@ -1,0 +1,112 @@
+"""Greedy evaluation on fresh episodes, with random play on the same episodes as the baseline."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+import swarp.distributed as sd
+from swarp.train.tasks import Task, episode_success, get_task
+
+#: Evaluation cap [steps] for scenarios without a time limit.
+MAX_EVAL_STEPS = 1000
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval (95% for z = 1.96) of a success rate from ``successes`` of ``n``
+    (well-behaved at 0 and 1, unlike the normal approximation; ``(0, 1)`` for ``n = 0``)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact ends: no round-off past 0 or 1
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return (low, high)
+
+
+class Evaluator:
+    """Plays one episode in each of ``episodes`` envs from a full reset with seed ``seed`` (the same
+    starts every call) and reports the task's success and the return.
+
+    Args:
+        scenario: A registered scenario name.
+        task: Its task record (episode length, options, success test).
+        episodes: Envs, one episode each.
+        device: Where the env runs.
+        seed: The reset seed of the episodes.
+    """
+
+    def __init__(self, scenario: str, task: Task, episodes: int, device, seed: int):
+        max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
+        # Under torch.distributed each rank plays its shard of the episodes (the results are gathered).
+        self.env = sd.make_shard(scenario, global_n_envs=episodes, device=device, seed=seed, auto_reset=True,
+                                 **max_steps, **task.options)  # fmt: skip
+        self.task, self.seed = task, seed
+        self.steps = self.env.max_steps or MAX_EVAL_STEPS
+
+    @torch.no_grad()
+    def __call__(self, act: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Run ``act`` (observations [E, A, O] -> physical actions [E, A, U]); returns
+        ``{"success": [E] bool, "return": [E] float (mean over agents)}`` of each env's first episode
+        (every rank's envs, in global order, under ``torch.distributed``)."""
+        env = self.env
+        obs, _ = env.reset(seed=self.seed)
+        alive = torch.ones(env.n_envs, dtype=torch.bool, device=env.torch_device)
+        success = torch.zeros_like(alive)
+        episode_return = torch.zeros(env.n_envs, device=env.torch_device)
+        for step in range(self.steps):
+            obs, reward, terminated, truncated, info = env.step(act(obs).to(env.dtype))
+            done = terminated | truncated
+            episode_return += alive * reward.mean(-1)
+            success |= alive & done & episode_success(self.task, terminated, info)
+            alive &= ~done
+            if step % 20 == 19 and not sd.all_reduce(alive.any().int()).item():  # a host sync: every 20 steps
+                break
+        return {"success": sd.all_gather_envs(success), "return": sd.all_gather_envs(episode_return)}
+
+    def random_actions(self, seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """A policy of uniform random actions inside the action bounds (its own generator)."""
+        env = self.env
+        low, high = env.action_bounds
+        generator = torch.Generator(device=env.torch_device).manual_seed(seed)
+
+        def act(obs: torch.Tensor) -> torch.Tensor:
+            u = torch.rand(obs.shape[0], env.n_agents, env.act_dim, generator=generator, device=env.torch_device)
+            return low + (high - low) * u.to(env.dtype)
+
+        return act
+
+
+def summary(result: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Success rate, its 95% Wilson interval and the mean return of an ``Evaluator`` result."""
+    n, k = result["success"].numel(), int(result["success"].sum())
+    low, high = wilson_interval(k, n)
+    return {"success": k / n, "success_low": low, "success_high": high, "return": float(result["return"].mean()),
+            "episodes": n}  # fmt: skip
+
+
+def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, device=None, seed: int = 12345) -> dict:
+    """Greedy success of a policy and random play's on the same episodes.
+
+    Args:
+        policy: A ``swarp.train.Policy`` (observations [E, A, O] -> actions [E, A, U]), or the path
+            of a checkpoint written by ``swarp.train.train``.
+        scenario: The scenario (default: the checkpoint's).
+        episodes: Fresh episodes (one per env) to score.
+        device: Where to run (default: CUDA when available).
+        seed: The episodes' reset seed (the training runs' own seeds are 0, 1, ...: keep it apart).
+
+    Returns:
+        ``{"policy": {...}, "random": {...}}``, each with ``success``, ``success_low``,
+        ``success_high`` (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``.
+    """
+    from swarp.train.checkpoint import resolve_policy
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    policy, scenario, task = resolve_policy(policy, scenario, device, "evaluate")
+    evaluator = Evaluator(scenario, task or get_task(scenario), episodes, device, seed)
+    policy = policy.to(evaluator.env.torch_device)
+    return {"policy": summary(evaluator(policy)), "random": summary(evaluator(evaluator.random_actions(seed)))}

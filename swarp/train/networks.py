@@ -1,0 +1,190 @@
+"""The networks of the PPO family, for K runs at once: a shared actor over agents, a MAPPO or IPPO
+critic, and a running observation normalizer.
+
+Every parameter and buffer has a leading run dimension K (one slice per independent training run);
+a forward pass takes ``[K, ..., features]`` and runs the K networks as batched matrix products, so K
+seeds train as one computation (JaxMARL's vectorised runs, in PyTorch). K = 1 is a single run. Shapes
+below: E envs (or any middle dims), A agents, O observation columns, U action columns.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import nn
+
+import swarp.distributed as sd
+
+
+class StackedLinear(nn.Module):
+    """K independent linear layers: ``x`` [K, N, n_in] -> [K, N, n_out] (one batched matmul)."""
+
+    def __init__(self, k: int, n_in: int, n_out: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(k, n_in, n_out))
+        self.bias = nn.Parameter(torch.zeros(k, 1, n_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class StackedMLP(nn.Module):
+    """K tanh MLPs (``depth`` hidden layers of ``hidden``): [K, ..., n_in] -> [K, ..., n_out]."""
+
+    def __init__(self, k: int, n_in: int, n_out: int, hidden: int, depth: int):
+        super().__init__()
+        widths = [n_in] + [hidden] * depth + [n_out]
+        self.layers = nn.ModuleList(StackedLinear(k, a, b) for a, b in zip(widths, widths[1:], strict=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        h = x.reshape(shape[0], -1, shape[-1])
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            if i < len(self.layers) - 1:
+                h = torch.tanh(h)
+        return h.reshape(*shape[:-1], h.shape[-1])
+
+    @torch.no_grad()
+    def initialise(self, generators: list[torch.Generator], out_gain: float) -> None:
+        """Orthogonal weights (gain sqrt(2) inside, ``out_gain`` at the output), zero biases; run k's
+        draws come from ``generators[k]`` (CPU), so a run's initial weights do not depend on K."""
+        for k, generator in enumerate(generators):
+            for i, layer in enumerate(self.layers):
+                gain = out_gain if i == len(self.layers) - 1 else math.sqrt(2.0)
+                n_in, n_out = layer.weight.shape[1:]
+                w = nn.init.orthogonal_(torch.empty(n_out, n_in), gain, generator=generator)
+                layer.weight[k].copy_(w.T)
+                layer.bias[k].zero_()
+
+
+def _per_run(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """View a [K, n] tensor so it broadcasts against ``like`` [K, ..., n]."""
+    return t.view(t.shape[0], *([1] * (like.dim() - 2)), t.shape[-1])
+
+
+class Normalizer(nn.Module):
+    """Per run, the running mean and variance of observation columns [K, O] over every (env, agent,
+    step) seen; ``forward`` standardises and clips to +-``clip``. Disabled, it is the identity."""
+
+    def __init__(self, k: int, n: int, enabled: bool = True, clip: float = 10.0, eps: float = 1e-8):
+        super().__init__()
+        self.enabled, self.clip, self.eps = enabled, clip, eps
+        self.register_buffer("mean", torch.zeros(k, n))
+        self.register_buffer("var", torch.ones(k, n))
+        self.register_buffer("count", torch.zeros(k, 1, dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.enabled:
+            return x
+        mean, scale = _per_run(self.mean, x), _per_run(torch.rsqrt(self.var + self.eps), x)
+        return ((x - mean) * scale).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Fold the rows of ``x`` [K, ..., O] into run k's statistics (Chan's parallel update; no host
+        sync). Under ``torch.distributed`` the rows of every rank's ``x`` count (one all-reduce), so the
+        ranks' statistics stay identical."""
+        if not self.enabled:
+            return
+        rows = x.reshape(x.shape[0], -1, x.shape[-1]).double()
+        count = torch.full((rows.shape[0], 1), float(rows.shape[1]), dtype=torch.float64, device=rows.device)
+        moments = sd.all_reduce(torch.cat([rows.sum(1), rows.square().sum(1), count], dim=1))  # [K, 2 O + 1]
+        n_cols = rows.shape[-1]
+        n = moments[:, -1:]
+        batch_mean = moments[:, :n_cols] / n
+        batch_var = ((moments[:, n_cols:-1] / n) - batch_mean.square()).clamp_min(0.0)
+        batch_mean, batch_var = batch_mean.float(), batch_var.float()
+        total = self.count + n
+        weight = (n / total).float()
+        delta = batch_mean - self.mean
+        self.mean.add_(delta * weight)
+        self.var.copy_(self.var * (1 - weight) + batch_var * weight + delta.square() * (weight * (1 - weight)))
+        self.count.copy_(total)
+
+
+class Actor(nn.Module):
+    """Shared Gaussian policy: each agent's normalized observation [K, ..., A, O] -> the mean
+    [K, ..., A, U] of a Gaussian over pre-squash actions; ``squash`` maps a sample into the physical
+    box ``[low, high]`` ([A, U] each) through tanh. The log standard deviation is a learned [K, U]."""
+
+    def __init__(self, k: int, obs_dim: int, low: torch.Tensor, high: torch.Tensor, hidden: int, depth: int,
+                 init_log_std: float):  # fmt: skip
+        super().__init__()
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError("the scenario's action bounds must be finite for a squashed policy")
+        act_dim = low.shape[-1]
+        self.net = StackedMLP(k, obs_dim, act_dim, hidden, depth)
+        self.log_std = nn.Parameter(torch.full((k, act_dim), float(init_log_std)))
+        self.register_buffer("center", ((high + low) / 2).expand(k, *low.shape).clone())
+        self.register_buffer("half_range", ((high - low) / 2).expand(k, *low.shape).clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def squash(self, u: torch.Tensor) -> torch.Tensor:
+        """Pre-squash actions [K, E, A, U] -> physical actions in ``[low, high]``."""
+        return self.center.unsqueeze(1) + self.half_range.unsqueeze(1) * torch.tanh(u)
+
+    def std(self, like: torch.Tensor) -> torch.Tensor:
+        """exp(log_std), shaped to broadcast against ``like`` [K, ..., U]."""
+        return _per_run(torch.exp(self.log_std), like)
+
+    def log_prob(self, u: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+        """[K, ..., A] log density of pre-squash ``u`` under N(mean, exp(log_std)^2), summed over U. (The
+        tanh Jacobian is the same for old and new policy at a stored ``u``, so PPO's ratio needs none.)"""
+        log_std = _per_run(self.log_std, u)
+        z = (u - mean) * torch.exp(-log_std)
+        return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+    def entropy(self) -> torch.Tensor:
+        """[K] entropy of each run's pre-squash Gaussian (state independent)."""
+        return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+
+
+class Critic(nn.Module):
+    """Per-agent values [K, ..., A] from observations [K, ..., A, O]: MAPPO's centralized critic reads
+    every agent's observation (one network, one output per agent); IPPO's reads each agent's own (one
+    network shared over agents)."""
+
+    def __init__(self, k: int, obs_dim: int, n_agents: int, hidden: int, depth: int, centralized: bool):
+        super().__init__()
+        self.centralized = centralized
+        n_in, n_out = (obs_dim * n_agents, n_agents) if centralized else (obs_dim, 1)
+        self.net = StackedMLP(k, n_in, n_out, hidden, depth)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.centralized:
+            return self.net(x.flatten(-2))
+        return self.net(x).squeeze(-1)
+
+
+class Policy(nn.Module):
+    """The trained policy of one run: observations [E, A, O] -> greedy physical actions [E, A, U]
+    (tanh of the Gaussian mean, in the scenario's bounds), in the observations' dtype."""
+
+    def __init__(self, normalizer: Normalizer, actor: Actor):
+        super().__init__()
+        self.normalizer, self.actor = normalizer, actor
+
+    @torch.no_grad()
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = self.normalizer(obs.float().unsqueeze(0))
+        return self.actor.squash(self.actor(x))[0].to(obs.dtype)
+
+
+def take_run(module: nn.Module, k: int) -> nn.Module:
+    """A copy of ``module`` holding only run ``k`` (every parameter and buffer sliced to [1, ...])."""
+    single = copy.deepcopy(module)
+    with torch.no_grad():
+        for name, tensor in [*single.named_parameters(), *single.named_buffers()]:
+            owner = single.get_submodule(name.rpartition(".")[0]) if "." in name else single
+            leaf = name.rpartition(".")[2]
+            sliced = tensor[k : k + 1].clone()
+            if isinstance(tensor, nn.Parameter):
+                setattr(owner, leaf, nn.Parameter(sliced, requires_grad=tensor.requires_grad))
+            else:
+                owner.register_buffer(leaf, sliced)
+    return single

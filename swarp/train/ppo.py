@@ -1,0 +1,396 @@
+"""MAPPO and IPPO on a swarp scenario, every stage of the iteration on the device.
+
+The algorithm (Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent
+Games"; IPPO: de Witt et al. 2020): every agent acts from its own observation with one shared
+Gaussian policy, squashed by tanh into the scenario's physical action box; the critic gives one value
+per agent, from every agent's observation (MAPPO) or from the agent's own (IPPO); advantages by GAE
+over per-agent rewards with the env's shared done flags, bootstrapping from the value of
+``final_obs`` where an episode was truncated and from nothing where it terminated; the clipped PPO
+objective over a few epochs of minibatches of whole env-steps (all agents of an env together).
+
+One iteration is three stages over preallocated buffers: ``collect`` (T steps of policy + env.step,
+auto-reset on), ``advantages`` and ``update``. On CUDA each stage is replayed as one CUDA graph
+after a warm-up iteration (``swarp.train.graphs``), so an iteration is three graph launches and a
+read of the metrics every ``log_every`` iterations; on the CPU the same code runs eagerly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+import swarp.distributed as sd
+from swarp.env.environment import Environment
+from swarp.train.config import TrainConfig
+from swarp.train.graphs import Graphed
+from swarp.train.networks import Actor, Critic, Normalizer, Policy, take_run
+from swarp.train.tasks import Task, episode_success
+
+
+@dataclass
+class Buffers:
+    """One iteration's data, [K, T, E, A, ...] (K runs, T rollout steps, E envs, A agents), on the device."""
+
+    obs: torch.Tensor  # [K, T, E, A, O] observation the action was chosen from
+    raw_action: torch.Tensor  # [K, T, E, A, U] pre-squash Gaussian sample
+    log_prob: torch.Tensor  # [K, T, E, A]
+    value: torch.Tensor  # [K, T, E, A]
+    reward: torch.Tensor  # [K, T, E, A]
+    terminated: torch.Tensor  # [K, T, E] bool
+    truncated: torch.Tensor  # [K, T, E] bool
+    final_obs: torch.Tensor  # [K, T, E, A, O] last observation of the episodes that ended at t (else stale)
+    advantage: torch.Tensor  # [K, T, E, A]
+    returns: torch.Tensor  # [K, T, E, A] value targets
+
+    @classmethod
+    def allocate(cls, K: int, T: int, E: int, A: int, obs_dim: int, U: int, device: torch.device) -> Buffers:
+        def zeros(*shape, dtype=torch.float32):
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        return cls(
+            obs=zeros(K, T, E, A, obs_dim),
+            raw_action=zeros(K, T, E, A, U),
+            log_prob=zeros(K, T, E, A),
+            value=zeros(K, T, E, A),
+            reward=zeros(K, T, E, A),
+            terminated=zeros(K, T, E, dtype=torch.bool),
+            truncated=zeros(K, T, E, dtype=torch.bool),
+            final_obs=zeros(K, T, E, A, obs_dim),
+            advantage=zeros(K, T, E, A),
+            returns=zeros(K, T, E, A),
+        )
+
+
+#: Columns of the device-side episode statistics: episodes ended, of them successful, their return sum.
+EPISODES, SUCCESSES, RETURN_SUM = range(3)
+#: Columns of the device-side update statistics (sums over minibatch steps).
+LOSS_NAMES = ("policy_loss", "value_loss", "approx_kl", "clip_fraction")
+
+
+@dataclass
+class Trainer:
+    """K independent PPO-family runs trained as one computation, run k on ``envs[k]`` (auto-reset on)
+    with its own seed, initial weights, sampling noise and minibatch order: each run is the run that
+    ``K = 1`` would train alone with its seed. Build it with ``Trainer.build``; ``iterate()`` runs one
+    iteration of every run; ``policy(k)`` is run k's greedy policy."""
+
+    envs: list[Environment]
+    task: Task
+    config: TrainConfig
+    seeds: list[int]
+    normalizer: Normalizer
+    actor: Actor
+    critic: Critic
+    optimizer: torch.optim.Optimizer
+    generators: list[torch.Generator]  # run k's sampling noise and minibatch orders, on the device
+    buffers: Buffers
+    episode_return: torch.Tensor  # [K, E] running return of each env's current episode (mean over agents)
+    episode_stats: torch.Tensor  # [K, 3] float64, see EPISODES...; zeroed at each read
+    update_stats: torch.Tensor  # [K, 4] float64 sums, see LOSS_NAMES; zeroed at each update
+    return_state: torch.Tensor  # [K, E, A] running discounted return (norm_returns)
+    return_var: Normalizer  # running variance of return_state (norm_returns)
+    stages: dict[str, Graphed] = field(default_factory=dict)
+    run_streams: list = field(default_factory=list)  # CUDA, K > 1: run k's env steps on stream k, concurrently
+
+    @classmethod
+    def build(cls, envs: list[Environment], task: Task, config: TrainConfig, seeds: list[int]) -> Trainer:
+        """Networks, optimizer and buffers for ``envs`` (one per run, alike but for their seeds).
+
+        Under ``torch.distributed`` (``envs`` this rank's shards, ``swarp.distributed.make_shard``),
+        every rank starts from the same weights (drawn from the seeds), draws its own noise and
+        minibatch orders (``rank_seed``), and averages gradients and statistics over ranks."""
+        if len(envs) != len(seeds) or not envs:
+            raise ValueError(f"one env per seed: {len(envs)} envs, {len(seeds)} seeds")
+        env = envs[0]
+        for other in envs:
+            if not other.auto_reset:
+                raise ValueError("the trainer needs Environments with auto_reset=True")
+            shape = (other.n_envs, other.n_agents, other.obs_dim, other.act_dim, other.torch_device)
+            if shape != (env.n_envs, env.n_agents, env.obs_dim, env.act_dim, env.torch_device):
+                raise ValueError("the runs' envs must agree in n_envs, n_agents, obs_dim, act_dim and device")
+        dev, K = env.torch_device, len(envs)
+        A, obs_dim, U = env.n_agents, env.obs_dim, env.act_dim
+        low, high = (b.to(torch.float32) for b in env.action_bounds)
+        init = [torch.Generator().manual_seed(int(s)) for s in seeds]  # CPU draws: the same on every device
+        normalizer = Normalizer(K, obs_dim, enabled=config.norm_obs)
+        actor = Actor(K, obs_dim, low.cpu(), high.cpu(), config.hidden, config.depth, config.init_log_std)
+        critic = Critic(K, obs_dim, A, config.hidden, config.depth, centralized=config.algorithm == "mappo")
+        actor.net.initialise(init, out_gain=0.01)
+        critic.net.initialise(init, out_gain=1.0)
+        normalizer, actor, critic = normalizer.to(dev), actor.to(dev), critic.to(dev)
+        cuda = dev.type == "cuda"
+        params = [*actor.parameters(), *critic.parameters()]
+        optimizer = torch.optim.Adam(params, lr=config.lr, eps=1e-5, capturable=cuda, fused=cuda or None)
+        T, E = config.rollout_steps, env.n_envs
+        trainer = cls(
+            envs=envs,
+            task=task,
+            config=config,
+            seeds=[int(s) for s in seeds],
+            normalizer=normalizer,
+            actor=actor,
+            critic=critic,
+            optimizer=optimizer,
+            generators=[torch.Generator(device=dev).manual_seed(_noise_seed(int(s))) for s in seeds],
+            buffers=Buffers.allocate(K, T, E, A, obs_dim, U, dev),
+            episode_return=torch.zeros(K, E, device=dev),
+            episode_stats=torch.zeros(K, 3, dtype=torch.float64, device=dev),
+            update_stats=torch.zeros(K, len(LOSS_NAMES), dtype=torch.float64, device=dev),
+            return_state=torch.zeros(K, E, A, device=dev),
+            return_var=Normalizer(K, 1, enabled=config.norm_returns).to(dev),
+        )
+        for run_env, seed in zip(envs, seeds, strict=True):
+            run_env.reset(seed=int(seed))
+        normalizer.update(trainer.observations())  # the first rollout sees standardised observations too
+        if cuda and K > 1:
+            trainer.run_streams = [torch.cuda.Stream(dev) for _ in range(K)]
+        pool = torch.cuda.graph_pool_handle() if cuda else None
+        for name, fn in (("collect", trainer.collect), ("advantages", trainer.advantages), ("update", trainer.update)):
+            trainer.stages[name] = Graphed(fn, dev, enabled=config.capture, warmup=1, pool=pool,
+                                           generators=trainer.generators)  # fmt: skip
+        return trainer
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.envs)
+
+    def observations(self) -> torch.Tensor:
+        """[K, E, A, O] float32: every run's current observations (a copy)."""
+        return torch.stack([env.obs for env in self.envs]).float()
+
+    def policy(self, k: int = 0) -> Policy:
+        """Run ``k``'s greedy policy (a copy of its current parameters)."""
+        return Policy(take_run(self.normalizer, k), take_run(self.actor, k))
+
+    def noise(self, like: torch.Tensor) -> torch.Tensor:
+        """Standard normal draws shaped like ``like`` [K, ...], run k's from its own generator."""
+        return torch.stack([torch.randn(like.shape[1:], generator=g, device=like.device) for g in self.generators])
+
+    # --- 1. collect: T steps of the policy in the env --------------------------------------------
+
+    @torch.no_grad()
+    def collect(self) -> None:
+        b = self.buffers
+        for t in range(self.config.rollout_steps):
+            obs = self.observations()
+            b.obs[:, t].copy_(obs)
+            x = self.normalizer(obs)
+            mean = self.actor(x)
+            u = mean + self.actor.std(mean) * self.noise(mean)
+            b.raw_action[:, t].copy_(u)
+            b.log_prob[:, t].copy_(self.actor.log_prob(u, mean))
+            b.value[:, t].copy_(self.critic(x))
+            actions = self.actor.squash(u)
+            main = torch.cuda.current_stream() if self.run_streams else None
+            for k, env in enumerate(self.envs):
+                with _on_stream(self.run_streams[k] if main else None, main):
+                    self.step_run(k, t, env, actions[k])
+            for stream in self.run_streams:
+                main.wait_stream(stream)
+
+    def step_run(self, k: int, t: int, env: Environment, actions: torch.Tensor) -> None:
+        """Step run ``k``'s env with ``actions`` [E, A, U] and store step ``t`` of its transition."""
+        b = self.buffers
+        _, reward, terminated, truncated, info = env.step(actions.to(env.dtype))
+        b.reward[k, t].copy_(reward)
+        b.terminated[k, t].copy_(terminated)
+        b.truncated[k, t].copy_(truncated)
+        b.final_obs[k, t].copy_(info["final_obs"])
+        done = terminated | truncated
+        success = episode_success(self.task, terminated, info) & done
+        self.episode_return[k].add_(reward.mean(-1))
+        ended = torch.stack([done.sum(), success.sum(), (self.episode_return[k] * done).sum()])
+        self.episode_stats[k].add_(ended.double())
+        self.episode_return[k].masked_fill_(done, 0.0)
+
+    # --- 2. advantages: GAE over the buffers -----------------------------------------------------
+
+    @torch.no_grad()
+    def advantages(self) -> None:
+        cfg, b = self.config, self.buffers
+        reward = b.reward
+        done = (b.terminated | b.truncated).unsqueeze(-1)  # [K, T, E, 1]
+        if cfg.norm_returns:
+            returns = []
+            for t in range(cfg.rollout_steps):
+                self.return_state.mul_(cfg.gamma).add_(reward[:, t])
+                returns.append(self.return_state.clone())
+                self.return_state.masked_fill_(done[:, t], 0.0)
+            self.return_var.update(torch.stack(returns, 1).unsqueeze(-1))
+            reward = reward * torch.rsqrt(self.return_var.var + 1e-8).view(-1, 1, 1, 1)
+        # The value after step t: the next step's where the episode goes on, the final
+        # observation's where it was cut short (truncated), zero where it terminated.
+        last_value = self.critic(self.normalizer(self.observations()))
+        following = torch.cat([b.value[:, 1:], last_value.unsqueeze(1)], dim=1)
+        final_value = self.critic(self.normalizer(b.final_obs))
+        next_value = torch.where(done, final_value, following) * (~b.terminated).unsqueeze(-1)
+        delta = reward + cfg.gamma * next_value - b.value
+        carry = (~done) * (cfg.gamma * cfg.gae_lambda)
+        advantage = torch.zeros_like(last_value)
+        for t in reversed(range(cfg.rollout_steps)):
+            advantage = delta[:, t] + carry[:, t] * advantage
+            b.advantage[:, t].copy_(advantage)
+        torch.add(b.advantage, b.value, out=b.returns)
+
+    # --- 3. update: epochs of clipped-PPO minibatch steps ------------------------------------------
+
+    def update(self) -> None:
+        cfg, b = self.config, self.buffers
+        K, n, A = self.n_runs, cfg.rollout_steps * self.envs[0].n_envs, self.envs[0].n_agents
+        obs = b.obs.view(K, n, A, -1)
+        raw = b.raw_action.view(K, n, A, -1)
+        old_log_prob, returns = b.log_prob.view(K, n, A), b.returns.view(K, n, A)
+        advantage = b.advantage.view(K, n, A)
+        mean, std = run_mean_std(advantage)
+        advantage = (advantage - mean) / (std + 1e-8)  # per run, over every rank's batch
+        self.update_stats.zero_()
+        size = n // cfg.minibatches
+        runs = torch.arange(K, device=obs.device).unsqueeze(1)
+        for _ in range(cfg.epochs):
+            draws = torch.stack([torch.rand(n, generator=g, device=obs.device) for g in self.generators])
+            order = torch.argsort(draws, dim=1)  # [K, n]: a permutation per run, drawn on the device
+            for i in range(cfg.minibatches):
+                index = (runs, order[:, i * size : (i + 1) * size])
+                self.minibatch_step(obs[index], raw[index], old_log_prob[index], advantage[index], returns[index])
+        self.normalizer.update(b.obs)  # after the update: it used the statistics the rollout used
+
+    def minibatch_step(self, obs, raw, old_log_prob, advantage, returns) -> None:
+        """One gradient step of every run on its minibatch ([K, M, A, ...] each)."""
+        cfg = self.config
+        x = self.normalizer(obs)
+        with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            mean, value = self.actor(x), self.critic(x)
+        log_prob = self.actor.log_prob(raw, mean.float())
+        log_ratio = log_prob - old_log_prob
+        ratio = log_ratio.exp()
+        clipped = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
+        policy_loss = -torch.minimum(ratio * advantage, clipped * advantage).mean((1, 2))  # [K]
+        value_loss = 0.5 * (value.float() - returns).square().mean((1, 2))  # [K]
+        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * self.actor.entropy()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()  # runs share no parameter: each run's gradient is its own loss's
+        sd.all_reduce_gradients(self.parameters())  # data-parallel: the mean over ranks (no-op alone)
+        self.clip_gradients()
+        self.optimizer.step()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - log_ratio).mean((1, 2))
+            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean((1, 2))
+            stats = torch.stack([policy_loss, value_loss, approx_kl, clip_fraction], dim=1)
+            self.update_stats.add_(stats.detach().double())
+
+    def parameters(self) -> list[nn.Parameter]:
+        """Every trained parameter (actor, then critic), each [K, ...]."""
+        return [*self.actor.parameters(), *self.critic.parameters()]
+
+    def clip_gradients(self) -> None:
+        """Scale each run's gradient to global norm <= ``max_grad_norm`` (``clip_grad_norm_``, per run)."""
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # [P, K]
+        total = torch.linalg.vector_norm(norms, dim=0)  # [K]
+        scale = (self.config.max_grad_norm / (total + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
+
+    # --- the iteration ---------------------------------------------------------------------------
+
+    def iterate(self, clock: StageClock | None = None) -> None:
+        """One iteration of every run: collect, advantages, update (graph replays after the warm-up)."""
+        for name in ("collect", "advantages", "update"):
+            if clock is not None:
+                clock.mark(name)
+            self.stages[name]()
+        if clock is not None:
+            clock.mark("end")
+
+    def read_metrics(self) -> list[dict[str, float]]:
+        """Per run: the episode statistics since the last read and the last update's mean losses (one
+        host sync); zeroes the episode statistics."""
+        episode_stats = sd.all_reduce(self.episode_stats).tolist()  # summed over ranks
+        losses = (sd.all_reduce(self.update_stats, "mean") / (self.config.epochs * self.config.minibatches)).tolist()
+        log_std = self.actor.log_std.detach().mean(1).tolist()
+        self.episode_stats.zero_()
+        rows = []
+        for k in range(self.n_runs):
+            episodes, successes, return_sum = episode_stats[k]
+            row = {f"losses/{name}": v for name, v in zip(LOSS_NAMES, losses[k], strict=True)}
+            if episodes:
+                row.update(
+                    {
+                        "charts/episodes": int(episodes),
+                        "charts/success_rate": successes / episodes,
+                        "charts/episodic_return": return_sum / episodes,
+                    }
+                )
+            row["charts/log_std"] = log_std[k]
+            rows.append(row)
+        return rows
+
+    def capture_seconds(self) -> float:
+        """Wall time spent capturing the stages' graphs [s]."""
+        return sum(stage.capture_seconds for stage in self.stages.values())
+
+
+class StageClock:
+    """Per-stage device time of iterations: CUDA events (no sync until ``read``), or the host clock
+    on the CPU. ``mark(name)`` starts stage ``name`` (and ends the previous one)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: list[tuple[str, object]] = []
+
+    def mark(self, name: str) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append((name, event))
+        else:
+            self.marks.append((name, time.perf_counter()))
+
+    def read(self) -> dict[str, float]:
+        """Mean microseconds per stage over the marked iterations; clears the marks."""
+        if self.cuda and self.marks:
+            self.marks[-1][1].synchronize()
+        totals: dict[str, list[float]] = {}
+        for (name, start), (_, end) in zip(self.marks, self.marks[1:], strict=False):
+            if name == "end":
+                continue
+            seconds = start.elapsed_time(end) / 1e3 if self.cuda else end - start
+            totals.setdefault(name, []).append(seconds * 1e6)
+        self.marks.clear()
+        return {name: sum(v) / len(v) for name, v in totals.items()}
+
+
+def _on_stream(stream, main):
+    """Context: work on CUDA ``stream`` after what ``main`` has queued (a branch of a captured graph),
+    or inline with ``stream`` None."""
+    if stream is None:
+        return contextlib.nullcontext()
+    stream.wait_stream(main)
+    return torch.cuda.stream(stream)
+
+
+def _noise_seed(seed: int) -> int:
+    """The seed of a run's noise generator: the run's seed alone, a per-rank seed under ``torch.distributed``."""
+    return sd.rank_seed(seed) if sd.is_distributed() else seed
+
+
+def run_mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per run k, the mean and unbiased standard deviation of ``x[k]`` over every rank's batch:
+    ``[K, 1, 1]`` each, for ``x`` [K, n, A] (one all-reduce under ``torch.distributed``)."""
+    flat = x.reshape(x.shape[0], -1).double()
+    count = torch.full((x.shape[0],), float(flat.shape[1]), dtype=torch.float64, device=x.device)
+    total, squares, count = sd.all_reduce(torch.stack([flat.sum(1), flat.square().sum(1), count], dim=1)).unbind(1)
+    mean = total / count
+    variance = (squares - count * mean.square()).clamp_min(0.0) / (count - 1.0)
+    shape = (x.shape[0], *([1] * (x.dim() - 1)))
+    return mean.float().view(shape), variance.sqrt().float().view(shape)
+
+
+def iterations_for(total_steps: int, n_envs: int, config: TrainConfig) -> int:
+    """Iterations that cover ``total_steps`` env-steps of one run (whole iterations)."""
+    return max(1, math.ceil(total_steps / (n_envs * config.rollout_steps)))

@@ -1,0 +1,38 @@
+"""A video of a trained policy: a mosaic of a few envs over one episode (needs the ``viz`` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarp.env.make import make
+from swarp.train.tasks import get_task
+
+
+def write_video(policy, path, scenario: str | None = None, *, device=None, seed: int = 0, n_envs: int = 4,
+                steps: int | None = None, fps: float = 15.0, tile_size: int = 192) -> Path:  # fmt: skip
+    """Write ``n_envs`` envs (a mosaic) under the greedy ``policy`` for ``steps`` steps (default: one
+    episode) to ``path`` (``.gif`` or ``.mp4``).
+
+    Args:
+        policy: A ``swarp.train.Policy`` or a checkpoint path.
+        scenario: The scenario (default: the checkpoint's; required with a policy object).
+        device: Where to simulate (default: CPU; rendering reads the state back anyway).
+        seed: Reset seed of the episodes shown.
+
+    Returns:
+        The path written.
+    """
+    from swarp.render import save_video
+    from swarp.train.checkpoint import resolve_policy
+
+    device = device or "cpu"
+    policy, scenario, task = resolve_policy(policy, scenario, device, "write_video")
+    task = task or get_task(scenario)
+    max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
+    env = make(scenario, n_envs=n_envs, device=device, seed=seed, auto_reset=True, **max_steps, **task.options)
+    env.reset(seed=seed)
+    policy = policy.to(env.torch_device)
+    steps = steps if steps is not None else (env.max_steps or 200)
+    cols = max(1, int(n_envs**0.5))
+    return save_video(env, path, steps, lambda _env, obs: policy(obs).to(env.dtype), fps=fps,
+                      env_indices=list(range(n_envs)), cols=cols, tile_size=tile_size)  # fmt: skip
