@@ -42,6 +42,7 @@ names: ``charts/episodic_return``, ``charts/success_rate``, ``charts/SPS``, ``ev
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import time
@@ -53,7 +54,6 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import NormalParamExtractor, TensorDictModule
 from torch import nn
-from torchrl.collectors import Collector
 from torchrl.envs import RewardSum, TransformedEnv
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MultiAgentMLP, ProbabilisticActor, TanhNormal
@@ -66,6 +66,23 @@ from swarp.interop.torchrl import SwarpEnv
 from swarp.train.config import field_docs, parse_dataclass
 from swarp.train.run import plot_learning_curve
 from swarp.train.tasks import TASKS, Task, get_task  # noqa: F401 (TASKS: the records, re-exported)
+
+try:  # torchrl 0.11 to 0.14 (0.14 keeps only this name)
+    from torchrl.collectors import Collector as _Collector
+except ImportError:  # an older torchrl: the same collector under its former name
+    from torchrl.collectors import SyncDataCollector as _Collector
+
+if "auto_register_policy_transforms" in inspect.signature(_Collector.__init__).parameters:
+    Collector = _Collector
+else:
+
+    class Collector(_Collector):
+        """The collector of a torchrl without ``auto_register_policy_transforms`` (0.11), taking and
+        ignoring it: such a collector never adds transforms to the env, which ``False`` asks for."""
+
+        def __init__(self, *args, auto_register_policy_transforms: bool | None = None, **kwargs):
+            super().__init__(*args, **kwargs)
+
 
 GROUP = "agents"
 OBS_KEY = (GROUP, "observation")

@@ -6,6 +6,12 @@ import warp as _wp
 if _wp.config.log_level == _wp.LOG_INFO:
     _wp.config.log_level = _wp.LOG_WARNING
 
+from swarp.core.warp_init import init_warp as _init_warp  # noqa: E402
+
+# Without a CUDA driver Warp's native start-up prints a no-driver line on every run; start it here
+# without that one line (swarp/core/warp_init.py says how and why). With a driver: nothing changes.
+_init_warp()
+
 from swarp.core.config import (  # noqa: E402
     AgentConfig,
     Body,

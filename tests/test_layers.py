@@ -20,7 +20,7 @@ LAYERS = [
     ("swarp.scenarios",),
     ("swarp.render",),
     ("swarp.env",),
-    ("swarp.interop", "swarp.distributed"),
+    ("swarp.interop", "swarp.distributed", "swarp.vmas"),
     ("swarp.train",),
     ("swarp", "swarp.demo", "swarp.render.demo", "swarp.benchmark"),
 ]

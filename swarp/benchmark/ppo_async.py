@@ -313,6 +313,14 @@ def summarise(rates: list[float]) -> tuple[float, float]:
     return mean, t * statistics.stdev(rates) / len(rates) ** 0.5
 
 
+def ratio_text(value: float) -> str:
+    """A ratio column's cell: two decimals, or two significant digits below 0.1, so a small but
+    nonzero share (a cheap env under an expensive loop, or a loaded machine) never reads 0.00."""
+    if value != value or value == 0 or abs(value) >= 0.1:
+        return f"{value:,.2f}"
+    return f"{value:.2g}"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None, help="the simulator's device (default: cuda:0 if any, else cpu)")
@@ -382,7 +390,7 @@ def main(argv=None) -> None:
         ["n_envs", "step()", "+-"]
         + [name for column in columns for name in (column, "+-", "speed-up")]
         + ["env share", "ceiling", "send/recv cost"],
-        rows,
+        [row[:-3] + [ratio_text(v) for v in row[-3:]] for row in rows],
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -10,6 +10,8 @@ recorded program or eager launches; the torch reference and the differentiable s
 
 from __future__ import annotations
 
+import copy
+import pickle
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -87,6 +89,22 @@ class Environment:
         buffers: The ``EnvBuffers``: the device arrays behind ``obs``, ``reward``, ``terminated``...
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
         env_offset: As given.
+
+    Pickling and copying: an environment pickles (``pickle``, ``cloudpickle``, ``torch.save``,
+    multiprocessing) as what it was built from, never as its buffers: the scenario as it was given
+    (its class and options, ``scenario.cfg``, before the environment bound buffers to it) and the
+    constructor's arguments (``n_envs``, the resolved ``device``, ``seed``, ``auto_reset``,
+    ``max_steps``, ``fused``, ``use_graph``, ``clone_outputs``, ``dtype``, ``env_offset``, the lidar,
+    parameter and plan options), which is everything ``swarp.make`` passes. Unpickling builds a new
+    environment from them, freshly reset with the seed it was built with: the state is not carried
+    (episodes, counters, a later ``reset(seed=...)``, parameters written by ``set_agent_params``,
+    a ``close()``). To carry it, pickle a snapshot beside it and restore it:
+    ``env2, snap = pickle.loads(pickle.dumps((env, env.get_state()))); env2.set_state(snap)``.
+    An unpickled env steps exactly like a fresh one made with the same arguments. ``copy.copy`` and
+    ``copy.deepcopy`` give such a rebuilt environment too (two envs never share buffers). An
+    environment built from a ``Scenario`` instance of your own pickles when that scenario does
+    (module-level class, picklable options); otherwise pickling raises ``TypeError`` naming what
+    does not pickle.
     """
 
     #: Set by ``close()``; the methods that step, reset, snapshot, re-parameterise or draw the env
@@ -114,6 +132,9 @@ class Environment:
     ):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
+        # The scenario as given, before ``make_world`` and ``bind`` touch it: pickles and copies
+        # rebuild the environment from it (``__reduce__``).
+        self._scenario_as_given = copy.copy(scenario)
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
         _check_seed(seed)
@@ -170,6 +191,24 @@ class Environment:
             prepares_ahead=hooks is not None and hooks.prepares_ahead,
         )
         device = resolve_device(device)
+        #: The constructor's arguments, checked and resolved: what a pickle or a copy rebuilds from.
+        self._rebuild_kwargs = dict(
+            n_envs=n_envs,
+            device=device,
+            seed=int(seed),
+            auto_reset=self.auto_reset,
+            max_steps=max_steps,
+            fused=fused,
+            use_graph=use_graph,
+            clone_outputs=self.clone_outputs,
+            dtype=dtype,
+            env_offset=env_offset,
+            lidar_rays=lidar_rays,
+            lidar_range=lidar_range,
+            per_env_params=per_env_params,
+            randomize_params=randomize_params,
+            plan=plan,
+        )
         self.plan = choose_plan(device, n_envs, len(spec.agents), spec.world.max_neighbors, use_graph, can, plan)
         if use_graph is True and self.plan.launch != "graph":
             warnings.warn(
@@ -724,6 +763,31 @@ class Environment:
             self._async.close()
         self.invalidate()
 
+    # --- pickling and copying -------------------------------------------------------------------
+
+    def __reduce__(self):
+        """Pickle as ``(class, scenario as given, constructor arguments)``: unpickling rebuilds a fresh,
+        reset environment (the state is not carried; see the class docstring).
+
+        Raises:
+            TypeError: the scenario or an argument does not pickle (named in the message).
+        """
+        recipe = (type(self), self._scenario_as_given, dict(self._rebuild_kwargs))
+        _check_picklable(recipe)
+        return (_rebuild_environment, recipe)
+
+    def __copy__(self) -> Environment:
+        """A rebuilt environment (as ``copy.deepcopy``): a shallow copy would share device buffers."""
+        return self.__deepcopy__({})
+
+    def __deepcopy__(self, memo: dict) -> Environment:
+        """A fresh environment rebuilt from copies of the scenario as given and of the arguments
+        (the state is not carried: ``set_state(env.get_state())`` on the copy carries it)."""
+        scenario, kwargs = copy.deepcopy((self._scenario_as_given, self._rebuild_kwargs), memo)
+        rebuilt = _rebuild_environment(type(self), scenario, kwargs)
+        memo[id(self)] = rebuilt
+        return rebuilt
+
     # --- snapshots ----------------------------------------------------------------------------
 
     def _snapshot_tensors(self) -> dict[str, torch.Tensor]:
@@ -889,6 +953,42 @@ class Environment:
 
             show_frame(frame, title=f"swarp {self.scenario.name}: env {env_index}")
         return frame
+
+
+def _rebuild_environment(cls: type[Environment], scenario: Scenario, kwargs: dict[str, Any]) -> Environment:
+    """Unpickling and copying: a new environment of ``cls`` from an unbound ``scenario`` and the
+    constructor's keyword arguments (``Environment.__reduce__``)."""
+    return cls(scenario, **kwargs)
+
+
+def _check_picklable(recipe: tuple[type, Scenario, dict[str, Any]]) -> None:
+    """Raise a ``TypeError`` that names the culprit when the recipe an environment pickles as
+    (``(class, scenario as given, constructor arguments)``) does not pickle with ``pickle``.
+
+    The check is ``pickle``'s whatever the pickler at work (``cloudpickle`` pickles more, such as
+    classes defined in a function): an environment that pickles at all pickles everywhere.
+    """
+    try:
+        pickle.dumps(recipe, protocol=pickle.HIGHEST_PROTOCOL)
+        return
+    except Exception as error:  # pickling raises TypeError, AttributeError, PicklingError...
+        failure = error
+    cls, scenario, kwargs = recipe
+    parts = [(f"the environment class {cls.__qualname__}", cls)]
+    parts += [(f"its scenario (the {type(scenario).__qualname__} instance as given)", scenario)]
+    parts += [(f"the argument {name}={value!r}", value) for name, value in kwargs.items()]
+    culprit = "its scenario or an argument"
+    for what, value in parts:
+        try:
+            pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            culprit = what
+            break
+    raise TypeError(
+        f"cannot pickle this {cls.__name__}: it pickles as the scenario it was built from and its "
+        f"arguments, and {culprit} does not pickle ({type(failure).__name__}: {failure}); define the "
+        "scenario class at module level, with options and attributes that pickle"
+    ) from failure
 
 
 def _check_seed(seed: Any) -> None:

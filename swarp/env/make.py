@@ -33,6 +33,10 @@ def make(
     (``swarp.env.pool``): ``n_envs // batch_size`` groups of ``batch_size`` envs stepped
     asynchronously with EnvPool-style ``send`` / ``recv`` (partial batches), together drawing
     exactly what one ``Environment`` of ``n_envs`` envs draws.
+
+    The result pickles (and ``copy.deepcopy`` copies it) as these arguments: unpickling makes the
+    same environment again, freshly reset with ``seed``; its state travels only in a ``get_state``
+    snapshot (see ``Environment``).
     """
     cls = get_scenario(name)
     env_kwargs = {k: v for k, v in kwargs.items() if k in ENV_KWARGS}

@@ -22,6 +22,10 @@ very same bits as the matching rows of one ``Environment`` of ``n_envs`` envs st
 same actions (scenario and episode state are per env; the reset RNG is keyed by global env index).
 Outputs are the group's persistent buffers (or clones with ``clone_outputs=True``); they stay
 valid until that group's next ``send``.
+
+A pool pickles (and ``copy.deepcopy`` copies it) as its groups, each as what it was built from
+(``Environment``'s pickling): unpickling gives a fresh pool of freshly reset groups, ready for
+``async_reset`` as after ``swarp.make``; no step, pending ``send`` or state is carried.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class EnvPool:
         batch_size: Envs per group B (the batch ``recv`` returns).
         n_groups: Number of groups G.
         groups: The per-group ``Environment`` objects (for inspection; step them through the pool).
+
+    Pickling and ``copy.deepcopy`` rebuild the pool from its groups' construction arguments (see
+    the module doc); the state of the cycle and of the envs is not carried.
     """
 
     def __init__(self, groups: list[Environment]):
@@ -73,6 +80,11 @@ class EnvPool:
         self._received: int | None = None  # the group whose outputs the caller holds (awaiting send)
         self._fresh: set[int] = set()  # groups reset and not yet received (their outputs are reset outputs)
         self._closed = False
+
+    def __reduce__(self):
+        """Pickle as the groups (each rebuilt from its construction arguments, ``Environment.__reduce__``):
+        unpickling builds a new pool over fresh groups. Raises ``TypeError`` where a group does not pickle."""
+        return (EnvPool, (list(self.groups),))
 
     # --- properties shared by every group -----------------------------------------------------
 

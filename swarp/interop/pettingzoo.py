@@ -1,9 +1,10 @@
 """PettingZoo adapter: one env of a swarp batch as a ``pettingzoo.ParallelEnv`` (needs the ``pettingzoo`` extra).
 
-    env = parallel_env("navigation", n_agents=4, seed=0)      # a batch of one, on the CPU
-    obs, infos = env.reset(seed=0)                            # {"agent_0": array(obs_dim), ...}
-    obs, rewards, terminations, truncations, infos = env.step(
-        {agent: env.action_space(agent).sample() for agent in env.agents})
+    par_env = parallel_env("navigation", n_agents=4, seed=0)  # a batch of one, on the CPU
+    obs, infos = par_env.reset(seed=0)                        # {"agent_0": array(obs_dim), ...}
+    obs, rewards, terminations, truncations, infos = par_env.step(
+        {agent: par_env.action_space(agent).sample() for agent in par_env.agents})
+    aec_env = env("navigation", max_cycles=100)               # the AEC form of the same
 
 Agents are named ``"agent_0"`` .. ``"agent_{A-1}"``. Each observes a ``Box(-inf, inf, (obs_dim,))``
 and acts in a ``Box`` of its own row of ``sim.action_bounds`` (physical units); ``state()`` is the
@@ -11,8 +12,11 @@ concatenation of every agent's observation, for centralized critics. Values are 
 copied to the host.
 
 An episode ends for every agent at once (swarp's done flags are per env): ``agents`` becomes empty
-after the step that terminated or truncated it, and ``reset`` starts the next. Agents missing from
-the action dict act with zeros. When the wrapped ``Environment`` has ``auto_reset=True`` the step
+after the step that terminated or truncated it, and ``reset`` starts the next. ``max_cycles``
+(steps, PettingZoo's name for an episode length) truncates every agent after that many steps since
+``reset``; ``parallel_env(max_cycles=N)`` also sets the wrapped env's own time limit
+(``max_steps``) to N unless ``max_steps`` is given (then the earlier of the two ends an episode).
+Agents missing from the action dict act with zeros. When the wrapped ``Environment`` has ``auto_reset=True`` the step
 that ends an episode returns its last observation (``info["final_obs"]``), as PettingZoo expects;
 ``reset`` then resets the batch as usual.
 
@@ -26,17 +30,31 @@ int or float dtype; never broadcast from a scalar or a shorter array). NaN and i
 acting as 0 and raising ``sim.invalid_actions()``. ``reset``'s ``options`` are accepted and ignored
 (none are defined; PettingZoo's API test passes arbitrary ones). ``close()`` closes the wrapped
 ``Environment``.
+
+Rendering: ``render_mode="rgb_array"`` makes ``render()`` return an (H, W, 3) uint8 frame;
+``render_mode="human"`` shows the env in a pygame window (the ``viz`` extra) after every ``reset``
+and ``step``, ``render()`` redraws it and returns ``None``, and ``close()`` closes the window.
+
+``env(...)`` is the AEC form (``pettingzoo.utils.conversions.parallel_to_aec`` over
+``parallel_env(...)``), so this module passes PettingZoo's ``max_cycles_test`` and ``render_test``.
+An adapter pickles (SuperSuit's ``concat_vec_envs_v1`` makes its copies so, with cloudpickle) and
+``copy.deepcopy`` copies it as its wrapped ``Environment`` does: rebuilt from the construction
+arguments and freshly reset, with no episode in progress (call ``reset`` first); ``env_index``,
+``render_mode`` and ``max_cycles`` are kept.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
@@ -49,24 +67,39 @@ class SwarpParallelEnv(ParallelEnv):
     Args:
         env: The ``swarp.Environment`` (``n_envs=1`` is the natural choice).
         env_index: The env of the batch this adapter exposes.
-        render_mode: ``None`` or ``"rgb_array"``.
+        render_mode: ``None``, ``"rgb_array"`` or ``"human"`` (a pygame window, the ``viz`` extra).
+        max_cycles: Episode length [steps]: every agent is truncated after this many steps since
+            ``reset`` (an int >= 1), or ``None`` for the wrapped env's own limit only
+            (``env.max_steps``; the earlier of the two ends an episode).
 
     Attributes:
         sim: The wrapped ``Environment``.
+        max_cycles: As given; may be reassigned (checked), taking effect from the next step.
+
+    Raises:
+        TypeError: ``env`` is not a ``swarp.Environment``.
+        ValueError: a bad ``env_index``, ``render_mode`` or ``max_cycles``.
+        ImportError: ``render_mode="human"`` without pygame.
     """
 
-    metadata = {"name": "swarp_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
+    metadata = {"name": "swarp_v0", "render_modes": ["human", "rgb_array"], "is_parallelizable": True}
 
-    def __init__(self, env: Environment, env_index: int = 0, render_mode: str | None = None):
+    def __init__(
+        self, env: Environment, env_index: int = 0, render_mode: str | None = None, max_cycles: int | None = None
+    ):
         if not isinstance(env, Environment):
             raise TypeError(f"SwarpParallelEnv wraps a swarp.Environment, got {type(env).__name__}")
         if isinstance(env_index, bool) or not isinstance(env_index, int) or not 0 <= env_index < env.n_envs:
             raise ValueError(f"env_index must be an int in [0, {env.n_envs}), got {env_index!r}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if render_mode not in (None, "rgb_array", "human"):
+            raise ValueError(f"render_mode must be None, 'rgb_array' or 'human', got {render_mode!r}")
+        if render_mode == "human" and importlib.util.find_spec("pygame") is None:
+            raise ImportError("render_mode='human' needs pygame: pip install 'swarp[viz]'")
         self.sim = env
         self.env_index = env_index
         self.render_mode = render_mode
+        self.max_cycles = max_cycles
+        self._cycles = 0  # steps since the last reset
         self.metadata = {**self.metadata, "name": f"swarp_{env.scenario.name}_v0"}
         self.possible_agents = [f"agent_{i}" for i in range(env.n_agents)]
         self.agents: list[str] = []
@@ -84,11 +117,29 @@ class SwarpParallelEnv(ParallelEnv):
         self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=env.dtype, device=env.torch_device)
         self._obs = np.zeros((env.n_agents, env.obs_dim), dtype=self._np_dtype)
 
+    @property
+    def max_cycles(self) -> int | None:
+        """Episode length [steps] after which every agent is truncated, or ``None`` (see the class doc)."""
+        return self._max_cycles
+
+    @max_cycles.setter
+    def max_cycles(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"max_cycles must be an int >= 1 or None, got {value!r}")
+        self._max_cycles = value
+
+    def __reduce__(self):
+        """Pickle (and deep-copy) as the wrapped ``Environment`` (rebuilt from its construction
+        arguments, freshly reset) and this adapter's arguments; no episode is in progress after."""
+        return (type(self), (self.sim, self.env_index, self.render_mode, self.max_cycles))
+
     def observation_space(self, agent: str) -> gymnasium.spaces.Box:
+        """The ``Box(-inf, inf, (obs_dim,))`` of ``agent``'s observations (float32 or float64 as the sim)."""
         # The same object on every call (PettingZoo's API test checks it; space seeding needs it).
         return self.observation_spaces[agent]
 
     def action_space(self, agent: str) -> gymnasium.spaces.Box:
+        """The ``Box`` of ``agent``'s actions, shape (act_dim,): its row of ``sim.action_bounds`` [physical units]."""
         return self.action_spaces[agent]
 
     def _row(self, tensor: torch.Tensor) -> np.ndarray:
@@ -113,7 +164,10 @@ class SwarpParallelEnv(ParallelEnv):
             seed = int(seed)
         obs, info = self.sim.reset(seed=seed)
         self.agents = list(self.possible_agents)
+        self._cycles = 0
         self._obs = self._row(obs)
+        if self.render_mode == "human":
+            self._show()
         return {agent: self._obs[i].copy() for agent, i in self._index.items()}, self._infos(info)
 
     def step(self, actions: dict[str, Any]):
@@ -144,10 +198,12 @@ class SwarpParallelEnv(ParallelEnv):
         self._actions.zero_()
         self._actions[self.env_index] = rows.to(sim.torch_device)
         obs, reward, terminated, truncated, info = self.sim.step(self._actions)
+        self._cycles += 1
         term = bool(terminated[self.env_index])
         trunc = bool(truncated[self.env_index])
         if self.sim.auto_reset and (term or trunc):
             obs = info["final_obs"]
+        trunc = trunc or (self.max_cycles is not None and self._cycles >= self.max_cycles)
         self._obs = self._row(obs)
         reward_row = self._row(reward)
         live = list(self.agents)
@@ -159,20 +215,33 @@ class SwarpParallelEnv(ParallelEnv):
         infos = {agent: all_infos[agent] for agent in live}
         if term or trunc:
             self.agents = []
+        if self.render_mode == "human":
+            self._show()
         return observations, rewards, terminations, truncations, infos
 
     def state(self) -> np.ndarray:
         """The global state: every agent's latest observation, concatenated [A * obs_dim]."""
         return self._obs.reshape(-1).copy()
 
+    def _show(self) -> None:
+        """Draw the env in the pygame window (``render_mode="human"``)."""
+        self.sim.render(mode="human", env_index=self.env_index)
+
     def render(self) -> np.ndarray | None:
-        """An (H, W, 3) uint8 frame of the env with ``render_mode="rgb_array"``, else ``None``."""
-        if self.render_mode != "rgb_array":
-            return None
-        return self.sim.render(env_index=self.env_index)
+        """With ``render_mode="rgb_array"``, an (H, W, 3) uint8 frame of the env; with ``"human"``,
+        redraw the window and return ``None``; without a render mode, ``None``."""
+        if self.render_mode == "rgb_array":
+            return self.sim.render(env_index=self.env_index)
+        if self.render_mode == "human":
+            self._show()
+        return None
 
     def close(self) -> None:
-        """Close the wrapped ``Environment`` (``Environment.close``); idempotent."""
+        """Close the wrapped ``Environment`` (``Environment.close``) and, with ``render_mode="human"``,
+        the window; idempotent."""
+        pygame = sys.modules.get("pygame")
+        if self.render_mode == "human" and pygame is not None and pygame.display.get_init():
+            pygame.display.quit()
         self.sim.close()
 
 
@@ -181,11 +250,48 @@ def parallel_env(
     device: str | torch.device | None = "cpu",
     seed: int = 0,
     render_mode: str | None = None,
+    max_cycles: int | None = None,
     **kwargs: Any,
 ) -> SwarpParallelEnv:
     """A ``SwarpParallelEnv`` over a fresh batch of one env of ``scenario``.
 
-    ``kwargs`` go to ``swarp.make`` (environment keywords such as ``max_steps`` and scenario
-    options such as ``n_agents``). The device defaults to the CPU: one env gains nothing from a GPU.
+    Args:
+        scenario: A registered scenario name (``swarp.scenario_names()``).
+        device: Where the env runs; the CPU by default: one env gains nothing from a GPU.
+        seed: Seed of the reset RNG (an int in [0, 2^31)).
+        render_mode: ``None``, ``"rgb_array"`` or ``"human"``.
+        max_cycles: Episode length [steps] (an int >= 1): agents are truncated after this many
+            steps. It is also the env's ``max_steps`` unless ``max_steps`` is given. ``None``: the
+            scenario's episode length (or ``max_steps``).
+        **kwargs: Passed to ``swarp.make``: environment keywords such as ``max_steps`` or
+            ``auto_reset`` and scenario options such as ``n_agents``.
+
+    Raises:
+        ValueError, TypeError: bad arguments (from ``swarp.make`` or ``SwarpParallelEnv``).
     """
-    return SwarpParallelEnv(make(scenario, n_envs=1, device=device, seed=seed, **kwargs), render_mode=render_mode)
+    if max_cycles is not None and (isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1):
+        raise ValueError(f"max_cycles must be an int >= 1 or None, got {max_cycles!r}")
+    if max_cycles is not None:
+        kwargs.setdefault("max_steps", max_cycles)
+    sim = make(scenario, n_envs=1, device=device, seed=seed, **kwargs)
+    return SwarpParallelEnv(sim, render_mode=render_mode, max_cycles=max_cycles)
+
+
+def env(
+    scenario: str = "navigation",
+    device: str | torch.device | None = "cpu",
+    seed: int = 0,
+    render_mode: str | None = None,
+    max_cycles: int | None = None,
+    **kwargs: Any,
+) -> AECEnv:
+    """The AEC form of ``parallel_env(...)`` (same arguments): ``parallel_to_aec`` over it, agents
+    acting in turn (``agent_iter`` / ``last`` / ``step``) and the env stepping once all have acted.
+
+    Returns:
+        A ``pettingzoo.AECEnv`` (PettingZoo's order-enforcing wrapper over its parallel-to-AEC
+        wrapper); ``env.unwrapped`` is the ``SwarpParallelEnv``.
+    """
+    return parallel_to_aec(
+        parallel_env(scenario, device=device, seed=seed, render_mode=render_mode, max_cycles=max_cycles, **kwargs)
+    )

@@ -24,6 +24,19 @@ given a trailing 1), so BenchMARL-style code written against VmasEnv runs unchan
 is set as VmasEnv sets it. An info entry counts as per-agent when its second dimension is
 ``n_agents``.
 
+VmasEnv's own attributes, in both layouts (a ``TransformedEnv`` forwards them to this env):
+``n_agents``, ``num_envs``, ``max_steps``, ``scenario_name``, ``agent_names``,
+``agent_names_to_indices_map``, ``group_map``, ``het_specs`` / ``het_specs_map`` (always
+homogeneous), ``continuous_actions`` (always True), ``categorical_actions`` (VmasEnv's default,
+True; it only matters for discrete actions), ``available_envs`` (the scenarios ``swarp.make``
+knows) and ``render(mode="human", env_index=0, agent_index_focus=None, visualize_when_rgb=False,
+**overlays)``, which draws through ``Environment.render`` and returns the (H, W, 3) uint8 frame.
+Everything else the tutorials use (``full_action_spec_unbatched``, ``action_key(s)``,
+``reward_key(s)``, ``done_keys``, ...) is TorchRL's generic ``EnvBase``. Two differences remain:
+the done entries are ``done``, ``terminated`` and ``truncated`` (VmasEnv has no ``truncated``),
+and reaching ``max_steps`` sets ``truncated`` where VMAS sets ``terminated``, so value estimators
+bootstrap the cut-off episodes correctly.
+
 Actions are physical by default (the spec is ``sim.action_bounds``, the box the kernels clamp to).
 With scalar ``action_low`` / ``action_high`` the spec is that box instead, and actions are mapped
 affinely onto ``action_bounds`` before the step (``to_physical``); finite values outside the box
@@ -61,12 +74,26 @@ from torchrl.envs import EnvBase
 
 from swarp.env.environment import Environment
 from swarp.interop.checks import env_mask, real_tensor
+from swarp.scenarios.framework.base import scenario_names
 
 LAYOUTS = ("flat", "agents")
 #: Name of the single agent group of the ``"agents"`` layout (VmasEnv's default group).
 GROUP = "agents"
 #: Seeds handed to the simulator are reduced into its range [0, 2^31).
 SEED_MODULUS = 2**31
+#: ``render`` modes, as VmasEnv's (``"human"``, its default, also shows the frame in a window).
+RENDER_MODES = ("human", "rgb_array")
+
+
+class _ClassProperty:
+    """A read-only property of the class (``SwarpEnv.available_envs``), as VmasEnv's."""
+
+    def __init__(self, getter):
+        self.getter = getter
+        self.__doc__ = getter.__doc__
+
+    def __get__(self, instance, owner):
+        return self.getter(owner)
 
 
 def _leaf_spec(shape: torch.Size, dtype: torch.dtype, device: torch.device):
@@ -92,8 +119,16 @@ class SwarpEnv(EnvBase):
         layout: ``"flat"`` or ``"agents"``.
         group_map: ``{"agents": ["agent_0", ...]}`` in the ``"agents"`` layout, else ``None``.
         agent_names: ``["agent_0", ...]``.
+        agent_names_to_indices_map: ``{"agent_0": 0, ...}``: each agent's index along the agent
+            dimension (VmasEnv's attribute).
+        het_specs: ``False``: every agent has the same specs (VmasEnv's attribute).
+        het_specs_map: ``{"agents": False}`` in the ``"agents"`` layout, else ``{}``.
         observation_key: Where the observation lives (``action_key`` and ``reward_key`` come from
             ``EnvBase``).
+
+    The other VmasEnv attributes are the properties ``n_agents``, ``num_envs``, ``max_steps``,
+    ``scenario_name``, ``continuous_actions``, ``categorical_actions``, ``available_envs`` and the
+    method ``render``.
     """
 
     batch_locked = True
@@ -125,6 +160,9 @@ class SwarpEnv(EnvBase):
         self.layout = layout
         self.agent_names = [f"agent_{i}" for i in range(env.n_agents)]
         self.group_map = {GROUP: list(self.agent_names)} if layout == "agents" else None
+        self.agent_names_to_indices_map = {name: i for i, name in enumerate(self.agent_names)}
+        self.het_specs = False
+        self.het_specs_map = {GROUP: False} if layout == "agents" else {}
         prefix = (GROUP,) if layout == "agents" else ()
         self.observation_key = (*prefix, "observation") if prefix else "observation"
         self._action_entry = (*prefix, "action") if prefix else "action"
@@ -147,6 +185,86 @@ class SwarpEnv(EnvBase):
             spec_low, spec_high = low.expand(E, A, env.act_dim), high.expand(E, A, env.act_dim)
         self._pending = torch.zeros(E, dtype=torch.bool, device=env.torch_device)
         self._make_specs(spec_low, spec_high)
+
+    # --- VmasEnv attributes -------------------------------------------------------------------
+
+    @property
+    def n_agents(self) -> int:
+        """Agents per env A (the agent dimension of every per-agent entry)."""
+        return self.sim.n_agents
+
+    @property
+    def num_envs(self) -> int:
+        """Parallel envs E, ``batch_size[0]`` (VmasEnv's name for ``sim.n_envs``)."""
+        return self.sim.n_envs
+
+    @property
+    def max_steps(self) -> int | None:
+        """Episode length limit [steps] (``None``: no limit); reaching it sets ``truncated``."""
+        return self.sim.max_steps
+
+    @property
+    def scenario_name(self) -> str:
+        """Name of the wrapped scenario, as ``swarp.make`` takes it (``"navigation"``)."""
+        return self.sim.scenario.name
+
+    @property
+    def continuous_actions(self) -> bool:
+        """``True``: swarp actions are continuous boxes (float, [n_envs, n_agents, act_dim])."""
+        return True
+
+    @property
+    def categorical_actions(self) -> bool:
+        """``True``, VmasEnv's default; it selects the encoding of discrete actions only, so it has
+        no effect on swarp's continuous actions."""
+        return True
+
+    @_ClassProperty
+    def available_envs(cls) -> list[str]:
+        """Names of the scenarios ``swarp.make`` builds (VmasEnv's class property), sorted."""
+        return scenario_names()
+
+    def render(
+        self,
+        mode: str = "human",
+        env_index: int = 0,
+        agent_index_focus: int | None = None,
+        visualize_when_rgb: bool = False,
+        **overlays,
+    ):
+        """Draw one env, with VmasEnv's signature; reads the state, never steps or writes it.
+
+        Args:
+            mode: ``"human"`` (VmasEnv's default) shows the frame in a window (pygame, the ``viz``
+                extra) and returns it; ``"rgb_array"`` only returns it.
+            env_index: The env to draw, an int in ``[0, num_envs)``.
+            agent_index_focus: ``None`` only (the view is the world; choose another with ``extent``).
+            visualize_when_rgb: With ``mode="rgb_array"``, also show the frame in a window.
+            **overlays: Passed to ``Environment.render``: ``width``, ``height`` [px], ``extent``
+                ``(x_min, x_max, y_min, y_max)`` [m] and ``swarp.render.Overlays`` switches
+                (``neighbors``, ``velocity``, ``ids``, ``lidar``, ...).
+
+        Returns:
+            The (H, W, 3) uint8 RGB frame (numpy; 480 x 480 by default), in both modes.
+
+        Raises:
+            ValueError: an unknown ``mode``, or an ``agent_index_focus`` other than ``None``.
+            IndexError: ``env_index`` outside ``[0, num_envs)``.
+            TypeError: a non-int ``env_index``, a non-bool ``visualize_when_rgb`` or an unknown
+                overlay keyword.
+            RuntimeError: the ``Environment`` is closed.
+        """
+        if mode not in RENDER_MODES:
+            raise ValueError(f"render mode must be one of {RENDER_MODES}, got {mode!r}")
+        if agent_index_focus is not None:
+            raise ValueError(
+                f"agent_index_focus={agent_index_focus!r} is not supported: the frame shows the world; pass "
+                "extent=(x_min, x_max, y_min, y_max) [m] to choose the view"
+            )
+        if not isinstance(visualize_when_rgb, bool):
+            raise TypeError(f"visualize_when_rgb must be a bool, got {visualize_when_rgb!r}")
+        show = mode == "human" or visualize_when_rgb
+        return self.sim.render(mode="human" if show else "rgb_array", env_index=env_index, **overlays)
 
     # --- specs ------------------------------------------------------------------------------
 

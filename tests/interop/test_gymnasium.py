@@ -21,11 +21,13 @@ def make(n_envs=4, auto_reset=True, max_steps=20, **kwargs):
     )
 
 
-@pytest.mark.parametrize("auto_reset", [True, False])
-def test_gymnasium_checks(auto_reset):
+@pytest.mark.parametrize(
+    ("auto_reset", "mode"), [(True, None), (False, None), (False, AutoresetMode.DISABLED)], ids=["same", "next", "off"]
+)
+def test_gymnasium_checks(auto_reset, mode):
     # Gymnasium has no checker for vector envs; these are the parts of check_env that apply to one
     # (the batch-of-one case where they index a single terminated/truncated flag).
-    envs = SwarpVectorEnv(make(n_envs=1, auto_reset=auto_reset))
+    envs = SwarpVectorEnv(make(n_envs=1, auto_reset=auto_reset), autoreset_mode=mode)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         passive_env_checker.check_space(
@@ -98,7 +100,8 @@ def test_same_step_autoreset_reports_the_final_observation():
 
 def test_disabled_autoreset_with_reset_mask():
     sim = make(auto_reset=False)
-    envs = SwarpVectorEnv(sim)
+    assert SwarpVectorEnv(make(auto_reset=False)).metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP  # default
+    envs = SwarpVectorEnv(sim, autoreset_mode="disabled")
     assert envs.metadata["autoreset_mode"] == AutoresetMode.DISABLED
     obs, _ = envs.reset(seed=0)
     envs.step(envs.action_space.sample())

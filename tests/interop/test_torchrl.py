@@ -1,5 +1,7 @@
 """``swarp/interop/torchrl.py``: SwarpEnv specs, layouts, partial resets, auto-reset and a collector."""
 
+import inspect
+
 import pytest
 import torch
 
@@ -32,6 +34,11 @@ def greedy_policy(env: SwarpEnv) -> TensorDictModule:
 
 
 def collect(env: SwarpEnv, steps: int) -> TensorDict:
+    # torchrl 0.14 warns about recurrent policies unless told not to register their transforms; 0.11
+    # (the BenchMARL pin) has no such argument.
+    quiet = {"auto_register_policy_transforms": False}
+    if "auto_register_policy_transforms" not in inspect.signature(Collector.__init__).parameters:
+        quiet = {}
     collector = Collector(
         env,
         greedy_policy(env),
@@ -39,8 +46,8 @@ def collect(env: SwarpEnv, steps: int) -> TensorDict:
         total_frames=env.sim.n_envs * steps,
         device=env.device,
         storing_device=env.device,
-        auto_register_policy_transforms=False,
         trust_policy=True,  # a parameter-free policy: nothing to move
+        **quiet,
     )
     batch = next(iter(collector)).clone()
     collector.shutdown()

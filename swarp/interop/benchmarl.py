@@ -1,0 +1,401 @@
+"""BenchMARL tasks: every registered swarp scenario as a BenchMARL task (needs the ``benchmarl`` extra).
+
+BenchMARL runs an ``Experiment`` of an algorithm, a model and a task. ``SwarpTask`` is the task enum
+of swarp, one member per scenario of ``swarp.scenario_names()`` (``SwarpTask.NAVIGATION``,
+``SwarpTask.PUSH_T``, ...), built as BenchMARL builds ``VmasTask``; its ``SwarpClass`` builds the
+environments as ``SwarpEnv(swarp.make(...), layout="agents")``, the layout of TorchRL's ``VmasEnv``
+(every agent in the group ``"agents"``), so BenchMARL's algorithms and models run on it unchanged::
+
+    from benchmarl.algorithms import MappoConfig
+    from benchmarl.experiment import Experiment, ExperimentConfig
+    from benchmarl.models.mlp import MlpConfig
+    from swarp.interop.benchmarl import SwarpTask
+
+    task = SwarpTask.NAVIGATION.get_from_yaml()    # the defaults, swarp/interop/benchmarl_tasks/navigation.yaml
+    task.config["n_agents"] = 8                     # any scenario option or Environment keyword
+    config = ExperimentConfig.get_from_yaml()       # BenchMARL's defaults; then, e.g.:
+    config.sampling_device = config.train_device = config.buffer_device = "cuda"
+    config.on_policy_n_envs_per_worker = 600        # swarp envs simulated together (one batch)
+    config.on_policy_collected_frames_per_batch = 60_000
+    experiment = Experiment(
+        task=task,
+        algorithm_config=MappoConfig.get_from_yaml(),
+        model_config=MlpConfig.get_from_yaml(),
+        critic_model_config=MlpConfig.get_from_yaml(),
+        seed=0,
+        config=config,
+    )
+    experiment.run()
+
+A task's config is the keywords of ``swarp.make`` besides ``n_envs``, ``device`` and ``seed``, which
+BenchMARL chooses (``on_policy_n_envs_per_worker`` or ``evaluation_episodes``, ``sampling_device``,
+the experiment's seed): scenario options (``n_agents``, ``substeps``, ...) and ``Environment``
+keywords (``max_steps``, ``auto_reset``, ...). ``max_steps`` [steps] is the episode length, and the
+length of BenchMARL's evaluation rollouts. The YAML default of each scenario holds every option of
+the scenario at its default, overridden by swarp's training record of the scenario
+(``swarp.train.tasks``: e.g. navigation's 4 agents and 100 steps). YAML has no tuples: a list value
+is handed to the scenario as a tuple. ``SwarpClass("my_scenario", default_config("my_scenario"))``
+is the task of a scenario registered after this module was imported (the enum holds those
+registered at import). BenchMARL's hydra command line (``benchmarl/run.py task=...``) knows only
+BenchMARL's own task folders: use the Python API above.
+
+Installing: ``pip install torch==2.13.0 -e ".[torchrl,benchmarl]"``. BenchMARL 1.5 imports only with
+torchrl < 0.12, so the extra resolves torchrl 0.11 (``SwarpEnv`` works from torchrl 0.11.1 to 0.14);
+pinning torch keeps pip from upgrading it for the newest torchvision, which BenchMARL requires.
+
+Actions are continuous only (``supports_discrete_actions`` is false): MAPPO, IPPO, MASAC, ISAC,
+MADDPG and IDDPG run; BenchMARL refuses its discrete-only algorithms (QMIX, VDN, IQL) for these
+tasks. The action box BenchMARL sees is ``SwarpClass.action_box``, [-1, 1] in every dimension,
+which ``SwarpEnv`` maps affinely onto the scenario's physical ``action_bounds``, so one Gaussian
+head fits every scenario; a subclass of ``SwarpClass`` with ``action_box = None``, passed to
+``Experiment`` as ``MyClass("navigation", config)``, has physical actions instead.
+Per-agent info entries are ``("agents", "info", key)`` (BenchMARL logs them under
+``collection/agents/info/``), per-env ones ``("info", key)`` (logged under ``collection/info/``);
+neither is an observation. There is no global state and no action mask. Evaluation videos draw env
+0 of the evaluation batch with ``Environment.render``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from torchrl.data import Composite
+from torchrl.envs import EnvBase
+
+from swarp.env.make import ENV_KWARGS, make
+from swarp.interop.torchrl import SEED_MODULUS, SwarpEnv
+from swarp.scenarios.framework.base import get_scenario, scenario_names
+
+try:
+    import yaml  # BenchMARL's own dependency (through hydra-core)
+    from benchmarl.environments.common import Task, TaskClass
+except ImportError as error:  # not installed, or installed beside a torchrl it does not import with
+    raise ImportError(
+        f"swarp.interop.benchmarl needs an importable BenchMARL ({error}); install swarp with its benchmarl "
+        f"extra (pip install -e '.[torchrl,benchmarl]' in a checkout), which holds torchrl in the range "
+        f"BenchMARL 1.5 imports with (>=0.11.1,<0.12)"
+    ) from error
+
+#: The folder of the per-scenario default configs, ``<scenario>.yaml``.
+CONFIG_DIR = Path(__file__).parent / "benchmarl_tasks"
+#: ``swarp.make`` keywords BenchMARL sets itself; a task config must not hold them.
+RESERVED_KEYS = ("n_envs", "device", "seed", "batch_size", "env_offset")
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping of a YAML file, without a hydra ``defaults`` list (as BenchMARL reads its own)."""
+    with open(path) as file:
+        config = yaml.safe_load(file)
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: a task config must be a YAML mapping, got {type(config).__name__}")
+    config.pop("defaults", None)
+    return config
+
+
+def _scenario(name: str) -> str:
+    """The registered scenario named ``name``, in any case (BenchMARL's enum names are upper case)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a swarp task name must be a str, got {type(name).__name__}")
+    names = scenario_names()
+    if name in names:
+        return name
+    matches = [n for n in names if n.lower() == name.lower()]
+    if len(matches) != 1:
+        raise ValueError(f"no swarp scenario {name!r}; registered: {names}")
+    return matches[0]
+
+
+def default_config(scenario: str) -> dict[str, Any]:
+    """The scenario's own defaults as a task config: ``max_steps`` first, then every option.
+
+    Built from the scenario's ``Config`` dataclass (the packaged YAML files start from it and add
+    the training record's overrides). Tuples become lists, as YAML holds them.
+
+    Raises:
+        ValueError: ``scenario`` is not registered.
+    """
+    cls = get_scenario(_scenario(scenario))
+    defaults = {}
+    for field in dataclasses.fields(cls.Config):
+        if field.default is not dataclasses.MISSING:
+            value = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            value = field.default_factory()
+        else:
+            continue  # a required option has no default to write down
+        defaults[field.name] = list(value) if isinstance(value, tuple) else value
+    out = {"max_steps": defaults.pop("max_steps")} if "max_steps" in defaults else {}
+    return {**out, **defaults}
+
+
+def config_path(scenario: str) -> Path:
+    """Path of the packaged default config of ``scenario`` (``benchmarl_tasks/<scenario>.yaml``)."""
+    return CONFIG_DIR / f"{_scenario(scenario)}.yaml"
+
+
+def load_default_config(scenario: str) -> dict[str, Any]:
+    """The packaged default config of ``scenario``, checked (``check_config``).
+
+    Raises:
+        ValueError: ``scenario`` is not registered, or the file holds an invalid config.
+        FileNotFoundError: no default config is packaged for it (a scenario registered by the user:
+            start from ``default_config``).
+    """
+    path = config_path(scenario)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no BenchMARL default config for swarp scenario {scenario!r} at {path}; "
+            f"use default_config({scenario!r}) or give the config yourself"
+        )
+    return check_config(scenario, _read_yaml(path))
+
+
+def check_config(scenario: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` with its keys checked against ``swarp.make``'s, lists made tuples.
+
+    Only the keys are checked here (cheaply, without building an environment): the values are
+    validated by the scenario and the ``Environment`` when ``swarp.make`` builds one.
+
+    Raises:
+        TypeError: ``config`` is not a mapping with str keys.
+        ValueError: ``scenario`` is not registered, a key is neither a scenario option nor an
+            ``Environment`` keyword, or is one BenchMARL sets (``RESERVED_KEYS``).
+    """
+    name = _scenario(scenario)
+    if not isinstance(config, Mapping):
+        raise TypeError(f"a swarp task config must be a mapping, got {type(config).__name__}")
+    options = get_scenario(name).option_names()
+    valid = sorted(set(options) | {k for k in ENV_KWARGS if k not in RESERVED_KEYS})
+    out = {}
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise TypeError(f"swarp task {name!r}: config keys must be str, got {key!r}")
+        if key in RESERVED_KEYS:
+            raise ValueError(
+                f"swarp task {name!r}: {key!r} is set by BenchMARL (n_envs from on_policy_n_envs_per_worker / "
+                f"off_policy_n_envs_per_worker or evaluation_episodes, device from sampling_device, seed from "
+                f"the experiment); remove it from the task config"
+            )
+        if key not in valid:
+            raise ValueError(f"swarp task {name!r}: unknown config key {key!r}; valid keys: {valid}")
+        is_list = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+        out[key] = tuple(value) if is_list else copy.deepcopy(value)
+    return out
+
+
+def _base_env(env: EnvBase) -> SwarpEnv:
+    """The ``SwarpEnv`` under BenchMARL's transforms (``TransformedEnv.base_env``, repeatedly)."""
+    base = env
+    while not isinstance(base, SwarpEnv) and hasattr(base, "base_env"):
+        base = base.base_env
+    if not isinstance(base, SwarpEnv):
+        raise TypeError(f"expected a SwarpEnv (possibly transformed), got {type(env).__name__}")
+    return base
+
+
+def make_env(
+    scenario: str,
+    num_envs: int,
+    seed: int | None,
+    device: Any,
+    config: Mapping[str, Any],
+    action_box: tuple[float, float] | None = (-1.0, 1.0),
+) -> SwarpEnv:
+    """A ``SwarpEnv`` of ``num_envs`` envs of ``scenario`` in the ``"agents"`` layout.
+
+    Args:
+        scenario: A registered scenario name (any case).
+        num_envs: Envs simulated together, the env's ``batch_size=[num_envs]``.
+        seed: The simulator's seed (reduced into [0, 2^31)); ``None`` is 0.
+        device: Torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...).
+        config: ``swarp.make`` keywords (``check_config``).
+        action_box: ``(low, high)``: the normalized action box mapped onto the physical action
+            bounds; ``None``: physical actions.
+
+    Raises:
+        ValueError: as ``check_config``; ``num_envs`` is not an int >= 1; ``seed`` is not an int.
+    """
+    options = check_config(scenario, config)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"seed must be an int or None, got {seed!r}")
+    sim = make(_scenario(scenario), n_envs=num_envs, device=device, seed=(seed or 0) % SEED_MODULUS, **options)
+    low, high = action_box if action_box is not None else (None, None)
+    return SwarpEnv(sim, layout="agents", action_low=low, action_high=high)
+
+
+class SwarpClass(TaskClass):
+    """The BenchMARL ``TaskClass`` of a swarp scenario (BenchMARL's ``VmasClass`` counterpart).
+
+    Args:
+        name: The scenario (any case: ``SwarpTask`` members pass their upper-case names).
+        config: ``swarp.make`` keywords (``check_config``); ``None`` is ``{}`` (the scenario's own
+            defaults).
+
+    Attributes:
+        name: As given (BenchMARL names the experiment after ``name.lower()``).
+        config: The config dict (BenchMARL edits and saves it; it is checked again at each
+            ``get_env_fun``).
+        action_box: ``(low, high)`` of the normalized action box, ``(-1.0, 1.0)``; ``None`` in a
+            subclass gives physical actions (``SwarpEnv``'s spec is then ``action_bounds``).
+
+    Raises:
+        ValueError, TypeError: as ``check_config``.
+    """
+
+    action_box: tuple[float, float] | None = (-1.0, 1.0)
+
+    def __init__(self, name: str, config: Mapping[str, Any] | None):
+        config = {} if config is None else config
+        check_config(name, config)
+        super().__init__(name=name, config=dict(config))
+
+    @property
+    def scenario(self) -> str:
+        """The registered scenario name of this task."""
+        return _scenario(self.name)
+
+    def get_env_fun(
+        self, num_envs: int, continuous_actions: bool, seed: int | None, device: Any
+    ) -> Callable[[], EnvBase]:
+        """A function of no arguments that builds a fresh ``SwarpEnv`` (``make_env``) of ``num_envs``
+        envs on ``device``: ``batch_size=[num_envs]``, observation ``("agents", "observation")``
+        [num_envs, n_agents, obs_dim] float32, action ``("agents", "action")`` [num_envs, n_agents,
+        act_dim] in ``action_box``, reward ``("agents", "reward")`` [num_envs, n_agents, 1].
+
+        Raises:
+            ValueError: ``continuous_actions`` is false (swarp's actions are continuous), or the
+                config is invalid (``check_config``).
+        """
+        if not continuous_actions:
+            raise ValueError(f"swarp task {self.name.lower()!r} has continuous actions only")
+        config = check_config(self.scenario, self.config)
+        return functools.partial(make_env, self.scenario, num_envs, seed, device, config, self.action_box)
+
+    def supports_continuous_actions(self) -> bool:
+        """True: every swarp scenario has continuous actions."""
+        return True
+
+    def supports_discrete_actions(self) -> bool:
+        """False: no swarp scenario has discrete actions."""
+        return False
+
+    def has_render(self, env: EnvBase) -> bool:
+        """True: ``Environment.render`` draws any scenario (see ``render_callback``)."""
+        return True
+
+    def max_steps(self, env: EnvBase) -> int:
+        """The episode length [steps]: the config's ``max_steps``, else the environment's.
+
+        Raises:
+            ValueError: neither gives a length (a scenario without a time limit).
+        """
+        steps = self.config.get("max_steps")
+        if steps is None:
+            steps = _base_env(env).sim.max_steps
+        if steps is None:
+            raise ValueError(
+                f"swarp task {self.name.lower()!r} has no time limit; set max_steps in its config "
+                f"(BenchMARL's evaluation rollouts need a length)"
+            )
+        return int(steps)
+
+    def group_map(self, env: EnvBase) -> dict[str, list[str]]:
+        """``{"agents": ["agent_0", ..., "agent_{A-1}"]}``: one group of every agent."""
+        group_map = getattr(env, "group_map", None)
+        return dict(group_map) if group_map else dict(_base_env(env).group_map)
+
+    def state_spec(self, env: EnvBase) -> Composite | None:
+        """None: swarp scenarios have no global state (MAPPO's critic then sees every agent's
+        observation)."""
+        return None
+
+    def action_mask_spec(self, env: EnvBase) -> Composite | None:
+        """None: no action masks."""
+        return None
+
+    def observation_spec(self, env: EnvBase) -> Composite:
+        """The unbatched observation spec without info: ``("agents", "observation")``
+        [n_agents, obs_dim] float32."""
+        spec = env.full_observation_spec_unbatched.clone()
+        for group in self.group_map(env):
+            if "info" in spec[group]:
+                del spec[(group, "info")]
+        if "info" in spec:
+            del spec["info"]
+        return spec
+
+    def info_spec(self, env: EnvBase) -> Composite | None:
+        """The per-agent info entries ``("agents", "info", key)`` (float32, [n_agents, ...]; a
+        scalar per agent is [n_agents, 1]), or None when the scenario has none."""
+        spec = env.full_observation_spec_unbatched.clone()
+        if "info" in spec:
+            del spec["info"]  # per-env entries: not per group
+        has_info = False
+        for group in self.group_map(env):
+            del spec[(group, "observation")]
+            has_info = has_info or "info" in spec[group]
+        return spec if has_info else None
+
+    def action_spec(self, env: EnvBase) -> Composite:
+        """The unbatched action spec: ``("agents", "action")`` [n_agents, act_dim], bounded by
+        ``action_box`` (or by the physical bounds)."""
+        return env.full_action_spec_unbatched
+
+    @staticmethod
+    def env_name() -> str:
+        """``"swarp"``: the environment's name in BenchMARL's experiment folders and logs."""
+        return "swarp"
+
+    @staticmethod
+    def render_callback(experiment, env: EnvBase, data) -> Any:
+        """An (H, W, 3) uint8 RGB frame [px] of env 0 of ``env`` (``Environment.render``), for
+        BenchMARL's evaluation videos."""
+        return _base_env(env).sim.render(mode="rgb_array", env_index=0)
+
+
+class _SwarpTaskBase(Task):
+    """Behaviour of ``SwarpTask``: defaults from ``benchmarl_tasks/`` and the ``SwarpClass``."""
+
+    @staticmethod
+    def associated_class() -> type[TaskClass]:
+        """``SwarpClass``."""
+        return SwarpClass
+
+    def get_from_yaml(self, path: str | None = None) -> SwarpClass:
+        """The ``SwarpClass`` of this scenario with the config of ``path``, by default the packaged
+        ``benchmarl_tasks/<scenario>.yaml``.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: the file holds an invalid config (``check_config``).
+        """
+        config = load_default_config(self.name) if path is None else check_config(self.name, _read_yaml(path))
+        return self.get_task(config=config)
+
+
+#: BenchMARL's task enum of swarp: one member per scenario registered when this module was imported,
+#: named as the scenario in upper case (``SwarpTask.NAVIGATION``, ``SwarpTask.GIVE_WAY``, ...; a
+#: name that is no identifier in upper case, or one that differs from another only in case, has
+#: none: use ``SwarpClass``).
+#: ``member.get_from_yaml()`` (or ``member.get_task()``) is its ``SwarpClass`` with the default
+#: config; ``member.get_task(config={...})`` with another.
+SwarpTask = _SwarpTaskBase(
+    "SwarpTask",
+    list(dict.fromkeys(n.upper() for n in scenario_names() if n.upper().isidentifier())),
+    module=__name__,
+    qualname="SwarpTask",
+)
+
+
+def task_names() -> list[str]:
+    """The scenario names of ``SwarpTask``'s members, in its order (lower case)."""
+    return [member.name.lower() for member in SwarpTask]
