@@ -47,10 +47,12 @@ def main(argv=None) -> dict:
         if "eval/success" in row:
             frames, seconds, success = row["frames"], row["train_seconds"], row["eval/success"]
             print(f"  {frames:>11,} env-steps  {seconds:6.1f} s  greedy success {success:.3f}")
+    first = result.metrics[0]["train_seconds"] if result.metrics else 0.0
     print(
         f"trained {result.frames:,} env-steps in {result.train_seconds:.1f} s of training "
-        f"({result.frames / max(result.train_seconds, 1e-9):,.0f} env-steps/s; "
-        f"{wall:.1f} s with evaluations and set-up)"
+        f"({result.frames / max(result.train_seconds, 1e-9):,.0f} env-steps/s; {wall:.1f} s with evaluations and "
+        f"set-up). The first iteration, {first:.1f} s of it, includes loading the kernels (compiling them on "
+        f"a machine's first run)."
     )
     score = evaluate(result.policy, "navigation", episodes=episodes, device=device, seed=12345)
     for name in ("policy", "random"):
