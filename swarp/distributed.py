@@ -35,6 +35,7 @@ NCCL; tensors are moved there and back as needed (only the metric helpers sync w
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -344,22 +345,34 @@ def reduce_metrics(metrics: Mapping[str, float | torch.Tensor], op: str = "mean"
     return dict(zip(metrics, all_reduce(torch.stack(values), op).tolist(), strict=True))
 
 
-def global_mean_std(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and unbiased standard deviation of the elements of ``tensor`` over every rank's shard.
+def global_mean_std(
+    tensor: torch.Tensor, dim: int | tuple[int, ...] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and unbiased standard deviation of ``tensor`` over every rank's shard.
 
-    One collective of three float64 numbers; the results are 0-d tensors of ``tensor``'s dtype
-    on its device, identical on every rank (what ``torch.cat`` of all shards' ``.mean()`` and
-    ``.std()`` would give, up to rounding). Without a process group: ``tensor.mean(), tensor.std()``.
+    With ``dim`` (an int or a tuple of ints), the statistics are over those dimensions only, kept
+    with size 1 (e.g. ``dim=(1, 2)`` of a [K, n, A] tensor gives [K, 1, 1]: one per leading row);
+    without it, over every element (0-d results). One collective of float64 moments; the results
+    are of ``tensor``'s dtype on its device, identical on every rank (what ``torch.cat`` of all
+    shards' ``.mean()`` and ``.std()`` would give, up to rounding). Without a process group:
+    ``tensor.mean(dim)``, ``tensor.std(dim)``.
     """
     if not is_distributed():
-        return tensor.mean(), tensor.std()
+        if dim is None:
+            return tensor.mean(), tensor.std()
+        return tensor.mean(dim, keepdim=True), tensor.std(dim, keepdim=True)
     values = tensor.detach().to(torch.float64)
-    count = torch.tensor(float(values.numel()), dtype=torch.float64, device=values.device)
-    moments = torch.stack([values.sum(), values.square().sum(), count]).to(_collective_device())
+    dims = tuple(range(values.dim())) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    total = values.sum(dims, keepdim=True)
+    n = math.prod(values.shape[d] for d in dims)
+    moments = torch.stack([total, values.square().sum(dims, keepdim=True), torch.full_like(total, float(n))])
+    moments = moments.to(_collective_device())
     dist.all_reduce(moments)
-    total, squares, count = moments.to(tensor.device).unbind()
+    total, squares, count = moments.to(tensor.device).unbind(0)
     mean = total / count
     variance = (squares - count * mean * mean).clamp_min(0.0) / (count - 1.0)
+    if dim is None:
+        mean, variance = mean.reshape(()), variance.reshape(())
     return mean.to(tensor.dtype), variance.sqrt().to(tensor.dtype)
 
 

@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from swarp.env.environment import Environment
+from swarp.env.environment import Environment, check_seed
 from swarp.env.make import make as swarp_make
 from swarp.scenarios.framework.base import get_scenario, scenario_names
 
@@ -109,7 +109,6 @@ NO_COUNTERPART = {
 ENV_OPTIONS = ("lidar_rays", "lidar_range")
 
 #: Largest seed swarp's reset RNG takes, plus one.
-SEED_LIMIT = 2**31
 
 
 @dataclass(frozen=True)
@@ -469,12 +468,6 @@ def _check_flag(name: str, value: Any) -> bool:
     return value
 
 
-def _check_seed(name: str, seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < SEED_LIMIT:
-        raise ValueError(f"{name} must be None or an int in [0, 2^31) (swarp's reset RNG seed), got {seed!r}")
-    return int(seed)
-
-
 def make_env(
     scenario: str,
     num_envs: int = 32,
@@ -542,7 +535,7 @@ def make_env(
         isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1
     ):
         raise ValueError(f"max_steps must be None (no time limit) or an int >= 1, got {max_steps!r}")
-    seed = 0 if seed is None else _check_seed("seed", seed)
+    seed = 0 if seed is None else check_seed(seed)
     for name, flag in (
         ("dict_spaces", dict_spaces),
         ("clamp_actions", clamp_actions),
@@ -679,7 +672,7 @@ class VmasEnvironment:
         self._truncated = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
         self._mask = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
         self._generator = torch.Generator(device=self.device)
-        self._generator.manual_seed(_check_seed("seed", seed))
+        self._generator.manual_seed(check_seed(seed))
         self._pending_seed: int | None = None
         self._action_space = self._observation_space = None
         per_agent_skip = NOT_PER_AGENT.get(self.scenario_name, ())
@@ -783,7 +776,7 @@ class VmasEnvironment:
         Unlike VMAS, nothing is drawn from it before that ``reset()``: a ``reset_at`` in between
         draws from the current seed's counter-based stream.
         """
-        seed = 0 if seed is None else _check_seed("seed", seed)
+        seed = 0 if seed is None else check_seed(seed)
         self._pending_seed = seed
         self._generator.manual_seed(seed)
         return [seed]
@@ -806,7 +799,7 @@ class VmasEnvironment:
         if seed is None:
             seed, self._pending_seed = self._pending_seed, None
         else:
-            seed = _check_seed("seed", seed)
+            seed = check_seed(seed)
             self._pending_seed = None
         if seed is not None:
             self._generator.manual_seed(seed)

@@ -67,6 +67,7 @@ def _shard_worker(device: str) -> dict:
         "mean_metrics": sd.reduce_metrics({"rank": sd.get_rank()}, "mean"),
         "max_metrics": sd.reduce_metrics({"rank": sd.get_rank()}, "max"),
         "moments": sd.global_mean_std(first["reward"]),
+        "moments_per_agent": sd.global_mean_std(first["reward"], dim=0),  # over the envs of every shard
     }
 
 
@@ -131,6 +132,9 @@ def test_metric_reductions(shard_results, single_process):
         reward = single_process["reward"]
         torch.testing.assert_close(mean, reward.mean(), rtol=1e-6, atol=1e-6)
         torch.testing.assert_close(std, reward.std(), rtol=1e-6, atol=1e-6)
+        mean, std = result["moments_per_agent"]
+        torch.testing.assert_close(mean, reward.mean(0, keepdim=True), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(std, reward.std(0, keepdim=True), rtol=1e-6, atol=1e-6)
 
 
 def test_shard_layout_is_balanced_and_validated():
@@ -161,6 +165,8 @@ def test_without_a_process_group_the_world_is_one_process():
     assert sd.reduce_metrics({"a": 2, "b": torch.tensor(3.5)}) == {"a": 2.0, "b": 3.5}
     mean, std = sd.global_mean_std(env.obs)
     assert torch.equal(mean, env.obs.mean()) and torch.equal(std, env.obs.std())
+    mean, std = sd.global_mean_std(env.obs, dim=(0, 1))
+    assert torch.equal(mean, env.obs.mean((0, 1), keepdim=True)) and torch.equal(std, env.obs.std((0, 1), keepdim=True))
     with pytest.raises(ValueError, match="op must be one of"):
         sd.reduce_metrics({"a": 1.0}, "median")
     with pytest.raises(ValueError, match="must be a scalar"):

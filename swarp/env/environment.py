@@ -11,6 +11,7 @@ recorded program or eager launches; the torch reference and the differentiable s
 from __future__ import annotations
 
 import copy
+import numbers
 import pickle
 import warnings
 from collections.abc import Mapping
@@ -137,7 +138,7 @@ class Environment:
         self._scenario_as_given = copy.copy(scenario)
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
-        _check_seed(seed)
+        check_seed(seed)
         if isinstance(env_offset, bool) or not isinstance(env_offset, int) or env_offset < 0:
             raise ValueError(f"env_offset must be an int >= 0, got {env_offset!r}")
         if env_offset + n_envs > MAX_GLOBAL_ENVS:
@@ -664,7 +665,7 @@ class Environment:
         self._check_open("reset")
         self._check_no_pending_send("reset")
         if seed is not None:
-            _check_seed(seed)
+            check_seed(seed)
             self.seed_value = int(seed)
             self.seed_tensor.fill_(int(seed))
             self.episode.fill_(-1)  # begin_episodes advances it to 0
@@ -991,6 +992,9 @@ def _check_picklable(recipe: tuple[type, Scenario, dict[str, Any]]) -> None:
     ) from failure
 
 
-def _check_seed(seed: Any) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int, checked: the reset RNG takes integers (numpy's too) in [0, 2^31)
+    (``ValueError`` otherwise)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**31:
         raise ValueError(f"seed must be an int in [0, 2^31), got {seed!r}")
+    return int(seed)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 
 from swarp.env.asynchronous import AsyncStep
-from swarp.env.environment import Environment, _check_seed
+from swarp.env.environment import Environment, check_seed
 
 
 class EnvPool:
@@ -138,7 +138,7 @@ class EnvPool:
         """
         self._check_open("async_reset")
         if seed is not None:
-            _check_seed(seed)  # before anything changes
+            check_seed(seed)  # before anything changes
         for group in self.groups:
             if group._async.pending:
                 group._async.wait()

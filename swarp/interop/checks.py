@@ -140,3 +140,19 @@ def env_mask(
     if tuple(tensor.shape) not in allowed:
         raise ValueError(f"{name} must be {expected}, got shape {list(tensor.shape)}")
     return tensor.reshape(n_envs).to(device)
+
+
+def rescale_actions(
+    action: torch.Tensor, box_low: float, box_high: float, low: torch.Tensor, high: torch.Tensor
+) -> torch.Tensor:
+    """Map actions [..., A, act_dim] of the normalized box ``[box_low, box_high]`` affinely onto the
+    physical bounds ``low``/``high`` ([A, act_dim], the sim's dtype and device).
+
+    Finite values are clamped to the box first, so every one lands inside the bounds (above the box:
+    exactly ``high``, which the affine map of the edge may miss by an ulp); NaN and inf pass
+    unchanged (the step acts on them as 0 and raises ``invalid_actions()``).
+    """
+    inside = action.clamp(box_low, box_high)
+    physical = low + (inside - box_low) * ((high - low) / (box_high - box_low))
+    physical = torch.where(action > box_high, high, physical)
+    return torch.where(torch.isfinite(action), physical, action)

@@ -46,7 +46,8 @@ env in ``RecordEpisodeStatistics``, ``NormalizeObservation``, ``NormalizeReward`
 naming the fix, at construction or at the first ``reset``: build the env with ``backend="numpy"``,
 wrap it, and put ``gymnasium.wrappers.vector.NumpyToTorch`` outermost if the learner wants tensors
 (that wrapper needs the ``array-api-compat`` package). The check reads the stack frames just above
-``metadata``, ``reset`` and ``step`` for the wrapper calling them (no host sync). Wrappers that
+``metadata`` and ``reset`` for the wrapper calling them (every wrapper reaches one of them before
+its first step, so ``step`` itself pays nothing). Wrappers that
 apply your own function (``TransformObservation``, ``TransformReward``, ``TransformAction``) and
 ``RecordVideo`` stay allowed.
 
@@ -111,7 +112,7 @@ RESET_OPTIONS = ("reset_mask",)
 NAMESPACE = "swarp"
 #: The version of every registered env id.
 VERSION = 0
-#: Stack frames searched above ``metadata`` / ``reset`` / ``step`` for the wrapper that calls them.
+#: Stack frames searched above ``metadata`` / ``reset`` for the wrapper that calls them.
 WRAPPER_SEARCH_DEPTH = 4
 
 
@@ -345,11 +346,9 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
             starts the new episode, reward 0, flags False.
 
         Raises:
-            TypeError: ``actions`` is None, a string, an object array, or bool or complex; a
-                Gymnasium numpy wrapper over the torch backend.
+            TypeError: ``actions`` is None, a string, an object array, or bool or complex.
             ValueError: ``actions`` is not of the shape above.
         """
-        self._refuse_numpy_wrapper(sys._getframe(1))
         sim = self.sim
         if self.flatten_agents:
             shape, dims = (sim.n_envs, sim.n_agents * sim.act_dim), "[n_envs, n_agents * act_dim]"

@@ -65,7 +65,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
-from swarp.interop.checks import real_tensor
+from swarp.interop.checks import real_tensor, rescale_actions
 
 LAYOUTS = ("per_agent", "per_env")
 REWARD_MODES = ("mean", "sum")
@@ -197,8 +197,7 @@ class SwarpVecEnv(VecEnv):
         tensor = real_tensor(actions, "actions", shape, sim.dtype, sim.torch_device, dims)
         tensor = tensor.reshape(sim.n_envs, sim.n_agents, sim.act_dim)
         if self.normalize_actions:
-            unit = torch.where(torch.isfinite(tensor), tensor.clamp(-1.0, 1.0), tensor)
-            tensor = self._low + (unit + 1.0) * (0.5 * (self._high - self._low))
+            tensor = rescale_actions(tensor, -1.0, 1.0, self._low, self._high)
         return tensor
 
     def _rows(self, env_index: np.ndarray) -> np.ndarray:

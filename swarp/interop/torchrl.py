@@ -73,7 +73,7 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
 from swarp.env.environment import Environment
-from swarp.interop.checks import env_mask, real_tensor
+from swarp.interop.checks import env_mask, real_tensor, rescale_actions
 from swarp.scenarios.framework.base import scenario_names
 
 LAYOUTS = ("flat", "agents")
@@ -177,7 +177,6 @@ class SwarpEnv(EnvBase):
         self.normalized = action_low is not None
         if self.normalized:
             self.action_low, self.action_high = float(action_low), float(action_high)
-            self._scale = (high - low) / (self.action_high - self.action_low)
             spec_low = torch.full((E, A, env.act_dim), self.action_low, dtype=env.dtype, device=env.torch_device)
             spec_high = torch.full_like(spec_low, self.action_high)
         else:
@@ -342,12 +341,7 @@ class SwarpEnv(EnvBase):
         """``to_physical`` of a checked action tensor of the simulator's dtype and device."""
         if not self.normalized:
             return action
-        inside = action.clamp(self.action_low, self.action_high)
-        physical = self.physical_low + (inside - self.action_low) * self._scale
-        # Above the box: exactly the upper bound, as the kernels' clamp made it before, where the
-        # affine map of the box's edge may miss it by an ulp. Non-finite values go on as they are.
-        physical = torch.where(action > self.action_high, self.physical_high, physical)
-        return torch.where(torch.isfinite(action), physical, action)
+        return rescale_actions(action, self.action_low, self.action_high, self.physical_low, self.physical_high)
 
     # --- EnvBase hooks ----------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 import swarp.distributed as sd
+from swarp.render.video import random_action_fn
 from swarp.train.tasks import Task, episode_success, get_task
 
 #: Evaluation cap [steps] for scenarios without a time limit.
@@ -68,16 +69,10 @@ class Evaluator:
         return {"success": sd.all_gather_envs(success), "return": sd.all_gather_envs(episode_return)}
 
     def random_actions(self, seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        """A policy of uniform random actions inside the action bounds (its own generator)."""
-        env = self.env
-        low, high = env.action_bounds
-        generator = torch.Generator(device=env.torch_device).manual_seed(seed)
-
-        def act(obs: torch.Tensor) -> torch.Tensor:
-            u = torch.rand(obs.shape[0], env.n_agents, env.act_dim, generator=generator, device=env.torch_device)
-            return low + (high - low) * u.to(env.dtype)
-
-        return act
+        """A policy of uniform random actions inside the action bounds (its own generator, seeded
+        ``seed``: ``swarp.render.random_action_fn``)."""
+        act = random_action_fn(seed)
+        return lambda obs: act(self.env, obs)
 
 
 def summary(result: dict[str, torch.Tensor]) -> dict[str, float]:

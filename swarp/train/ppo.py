@@ -246,7 +246,7 @@ class Trainer:
         raw = b.raw_action.view(K, n, A, -1)
         old_log_prob, returns = b.log_prob.view(K, n, A), b.returns.view(K, n, A)
         advantage = b.advantage.view(K, n, A)
-        mean, std = run_mean_std(advantage)
+        mean, std = sd.global_mean_std(advantage, dim=(1, 2))  # [K, 1, 1]
         advantage = (advantage - mean) / (std + 1e-8)  # per run, over every rank's batch
         self.update_stats.zero_()
         size = n // cfg.minibatches
@@ -377,18 +377,6 @@ def _on_stream(stream, main):
 def _noise_seed(seed: int) -> int:
     """The seed of a run's noise generator: the run's seed alone, a per-rank seed under ``torch.distributed``."""
     return sd.rank_seed(seed) if sd.is_distributed() else seed
-
-
-def run_mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per run k, the mean and unbiased standard deviation of ``x[k]`` over every rank's batch:
-    ``[K, 1, 1]`` each, for ``x`` [K, n, A] (one all-reduce under ``torch.distributed``)."""
-    flat = x.reshape(x.shape[0], -1).double()
-    count = torch.full((x.shape[0],), float(flat.shape[1]), dtype=torch.float64, device=x.device)
-    total, squares, count = sd.all_reduce(torch.stack([flat.sum(1), flat.square().sum(1), count], dim=1)).unbind(1)
-    mean = total / count
-    variance = (squares - count * mean.square()).clamp_min(0.0) / (count - 1.0)
-    shape = (x.shape[0], *([1] * (x.dim() - 1)))
-    return mean.float().view(shape), variance.sqrt().float().view(shape)
 
 
 def iterations_for(total_steps: int, n_envs: int, config: TrainConfig) -> int:
