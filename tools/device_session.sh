@@ -78,23 +78,19 @@ scenarios)
   timeout 240 $py -m swarp.benchmark.compare_vmas --metric both --envs 4096 16384 --agents 4 16 --json "$out/vmas.json" 2>&1 | tee "$out/scen_vmas.log"
   ;;
 train)
-  # Every registered scenario but navigation (done: docs/training.md), trained concurrently on one GPU.
-  budget=${BUDGET:-150}
-  logs=$(mktemp -d)
-  names=$($py -c "import swarp; print(' '.join(n for n in swarp.scenario_names() if n != 'navigation'))")
-  cd examples
+  # Issue 27: every registered scenario (or $SCENARIOS) trained with swarp.train and its task record,
+  # $PARALLEL runs at a time on one GPU, each for $BUDGET s ($ARGS: extra swarp.train flags), then
+  # scored on 4,096 fresh episodes.
+  budget=${BUDGET:-40}; parallel=${PARALLEL:-4}
+  names=${SCENARIOS:-$($py -c "import swarp; print(' '.join(swarp.scenario_names()))")}
+  mkdir -p "$out/runs"
   for s in $names; do
-    $py marl_train.py --scenario "$s" --seed 0 --max-seconds "$budget" > "$logs/train_$s.log" 2>&1 &
+    while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do sleep 1; done
+    timeout $((budget + 200)) $py -m swarp.train "$s" --max-seconds "$budget" --eval-every 5 --no-progress \
+      --run-dir "$out/runs" ${ARGS:-} > "$out/train_$s.log" 2>&1 &
   done
   wait
-  for s in $names; do
-    $py marl_eval.py --checkpoint runs/${s}__0__*/checkpoint.pt --episodes 1024 --n-envs 1024 > "$logs/eval_$s.log" 2>&1 &
-  done
-  wait
-  for s in $names; do
-    echo "== $s"; tr '\r' '\n' < "$logs/train_$s.log" | grep -v "^\s*$" | tail -n 2; tail -n 3 "$logs/eval_$s.log"
-  done | tee "$out/train_summary.log"
-  for f in runs/*/metrics.jsonl; do tail -1 "$f" | sed "s|^|$f |"; done > "$out/train_last.jsonl"
+  for s in $names; do echo "== $s"; grep -v "^Module\|^Warp" "$out/train_$s.log" | tail -n 3; done | tee "$out/train_summary.log"
   ;;
 verify)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"

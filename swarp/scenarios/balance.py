@@ -133,6 +133,10 @@ class BalanceScenario(BodyGoalScenario):
             Circles(state.body_pos[env_index, 1:2], c.package_radius, color=PACKAGE_COLOR),
         ]
 
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``scripted_actions``) for the current state."""
+        return scripted_actions(self.env)
+
 
 def scripted_actions(env) -> torch.Tensor:
     """[E, A, 2] velocity commands: keep formation under the rod, lift towards the goal height, and

@@ -25,6 +25,7 @@ Reward of agent i, with c the flock centroid, v_bar the mean velocity and d_i = 
   - alignment_weight * |v_i - v_bar|                       alignment [s/m]
   - separation_weight * sum_j max(0, 1 - d_ij / s)         separation (s = separation_distance)
   - collision_penalty * (other agents it overlaps)
+  + flock_bonus * [d_i < target_radius and touching nobody]   in the flock (the success test) [1]
 
 Episodes never terminate; they truncate at ``max_steps``. Info: ``dist_to_target`` [E, A] [m],
 ``in_flock`` [E, A] bool (within ``target_radius`` of the target and touching nobody),
@@ -74,6 +75,8 @@ class FlockingConfig(common.ArenaConfig):
         cohesion_weight: Weight of the distance to the flock centroid [1/m].
         alignment_weight: Weight of the velocity mismatch with the flock [s/m].
         separation_weight: Weight of the separation penalty.
+        flock_bonus: Reward per step for being in the flock: within ``target_radius`` of the
+            target, touching nobody (the success test, so the return's best state is success).
     """
 
     scenario_name: ClassVar[str] = "flocking"
@@ -89,13 +92,15 @@ class FlockingConfig(common.ArenaConfig):
     cohesion_weight: float = 0.1
     alignment_weight: float = 0.05
     separation_weight: float = 0.5
+    flock_bonus: float = 0.1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check = self.checker()
         for name in ("target_radius", "separation_distance"):
             check.number(name)
-        for name in ("target_speed", "target_weight", "cohesion_weight", "alignment_weight", "separation_weight"):
+        for name in ("target_speed", "target_weight", "cohesion_weight", "alignment_weight", "separation_weight",
+                     "flock_bonus"):  # fmt: skip
             check.number(name, allow_zero=True)
         if self.target_radius >= self.world_size:
             check.fail(f"target_radius ({self.target_radius}) must be < world_size ({self.world_size})")
@@ -219,10 +224,13 @@ class FlockingScenario(FusedScenario):
         _, d2 = common.pairwise(state.pos)
         cohesion = common.norm(state.pos - state.pos.mean(dim=1, keepdim=True))
         alignment = common.norm(state.vel - state.vel.mean(dim=1, keepdim=True))
+        collisions = common.collisions(d2, c.agent_radius)
+        in_flock = (dist < c.target_radius) & (collisions == 0)
         reward = (
             c.target_weight * (self.prev_dist - dist)
             - c.separation_weight * common.separation(d2, c.separation_distance)
-            - c.collision_penalty * common.collisions(d2, c.agent_radius).to(self.dtype)
+            - c.collision_penalty * collisions.to(self.dtype)
+            + c.flock_bonus * in_flock.to(self.dtype)
             - c.cohesion_weight * cohesion
             - c.alignment_weight * alignment
         )

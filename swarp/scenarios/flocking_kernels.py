@@ -2,7 +2,7 @@
 
 * ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
   builds the agent's neighbor list, its observation row, the per-agent reward terms (progress,
-  separation, collisions) and info.
+  separation, collisions, the flock bonus) and info.
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
   the flock info, and the end of the step's bookkeeping.
 * ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target
@@ -87,6 +87,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         target_weight: scalar
         separation_weight: scalar
         collision_penalty: scalar
+        flock_bonus: scalar
         prev_dist: wp.array2d(dtype=scalar)
         reward_out: wp.array2d(dtype=scalar)
         dist_out: wp.array2d(dtype=scalar)
@@ -120,15 +121,17 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         for i in range(wp.static(n_features)):
             row[i + wp.static(8)] = features[i]
         dist = wp.sqrt(wp.dot(rel, rel))
+        in_flock = dist < a.target_radius and n_collisions == 0
         if mode == _OBSERVE_STEP:
             a.reward_out[env, agent] = (
                 a.target_weight * (a.prev_dist[env, agent] - dist)
                 - a.separation_weight * separation
                 - a.collision_penalty * scalar(n_collisions)
+                + wp.where(in_flock, a.flock_bonus, scalar(0.0))
             )
         if mode != _OBSERVE_ONLY:
             a.dist_out[env, agent] = dist
-            a.in_flock_out[env, agent] = dist < a.target_radius and n_collisions == 0
+            a.in_flock_out[env, agent] = in_flock
             a.collisions_out[env, agent] = n_collisions
         a.prev_dist[env, agent] = dist
         return row
@@ -252,8 +255,8 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), sep_distance=s(c.separation_distance),
         target_limit=limit, target_radius=s(c.target_radius), dt=dt, target_weight=s(c.target_weight),
         separation_weight=s(c.separation_weight), collision_penalty=s(c.collision_penalty),
-        prev_dist=sc._prev_dist, reward_out=sc.buffers.reward, dist_out=sc._dist, in_flock_out=sc._in_flock,
-        collisions_out=sc._collisions,
+        flock_bonus=s(c.flock_bonus), prev_dist=sc._prev_dist, reward_out=sc.buffers.reward, dist_out=sc._dist,
+        in_flock_out=sc._in_flock, collisions_out=sc._collisions,
     )  # fmt: skip
     finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, s(c.cohesion_weight), s(c.alignment_weight)]
     finish_outputs = [sc._target, sc._target_vel, sc.buffers.reward, sc._cohesion, sc._alignment, sc._overflow]

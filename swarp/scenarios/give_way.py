@@ -3,8 +3,9 @@
 The arena is the square ``[-H, H]^2`` (``H = half_length``). A corridor runs along its x axis,
 carved out of four box obstacles, shared by every env, that fill the rest of the square: below
 the lane, above it left and right of a bay, and behind the bay. The bay is a niche above the lane
-at ``x = 0.4 H``, off centre towards agent 1's end, so agents driving straight at their goals meet
-in the one-lane part; it is where one agent steps aside so the other can pass. The arena's soft
+at ``x = bay_position * H`` (default 0.4: off centre towards agent 1's end, so agents driving
+straight at their goals meet in the one-lane part; VMAS centres it, where in this physics contact
+pushes one agent aside in most meetings); it is where one agent steps aside so the other can pass. The arena's soft
 walls close the corridor's ends. Agent 0 starts at the left end and has its goal at the right end,
 agent 1 the other way round. Always two agents (``n_agents`` other than 2 is an error): a
 "4,096 x 16" benchmark of this task is its 2-agent default, 4,096 x 2.
@@ -28,7 +29,8 @@ slice      size   content
                   (2) [m/s], valid flag (1, always 1)
 =========  =====  ==============================================================
 
-Reward of agent i: ``shaping_factor * (d_prev - d)`` (its progress to its goal) minus
+Reward of agent i: ``shaping_factor * (d_prev - d)``, the mean progress of both agents to their
+goals (``shared_reward``, the default, as in VMAS, which sums the two; or its own progress), minus
 ``collision_penalty`` while the agents overlap, plus ``final_reward`` for both on the step both
 are on goal. Terminated (and success) when both are within ``goal_radius`` of their goals. Info:
 ``dist_to_goal`` [E, 2], ``on_goal`` [E, 2] bool, ``collisions`` [E, 2] int32,
@@ -64,10 +66,9 @@ WALL = 1.0
 #: Distance of the spawn stretch's inner end from the corridor end, its length, and the distance of
 #: the goals from the corridor ends [agent radii].
 SPAWN_GAP, SPAWN_LENGTH, GOAL_GAP = 3.5, 2.0, 2.0
-#: Centre of the bay, as a fraction of the corridor half-length (towards agent 1's end).
-BAY_POSITION = 0.4
-#: Shortest corridor half-length [agent radii]: the widest bay must end a radius before agent 1's spawns.
-MIN_HALF_LENGTH = (SPAWN_GAP + SPAWN_LENGTH + BAY_EASY + 1.0) / (1.0 - BAY_POSITION)
+#: Corridor length [agent radii] that agent 1's spawn stretch, the widest bay and a radius between
+#: them take up, beyond the bay's centre.
+BAY_CLEARANCE = SPAWN_GAP + SPAWN_LENGTH + BAY_EASY + 1.0
 N_AGENTS = 2
 
 
@@ -78,9 +79,14 @@ class GiveWayConfig:
     Attributes:
         n_agents: Must be 2 (accepted so generic tools that pass ``n_agents`` can build the task).
         difficulty: Curriculum knob in [0, 1] (0: the lane fits two agents; 1: one lane plus the bay).
+        bay_position: Centre of the bay as a fraction of ``half_length``, in [0, 1), towards agent
+            1's end (0: the corridor's centre, VMAS's layout: agents driving straight meet there and
+            contact pushes one aside in 96% of episodes; from 0.2 on they deadlock unless one gives way).
         half_length: Half-length H [m] of the corridor.
         agent_radius: Agent radius r [m].
         max_speed: Speed limit [m/s] (holonomic agents, velocity control).
+        shared_reward: Reward each agent with the mean progress of both (the team's), not its own:
+            then the agent that steps into the bay loses nothing by letting the other pass.
         shaping_factor: Weight of the progress term [1/m].
         collision_penalty: Penalty per step while the two agents overlap (>= 0).
         final_reward: Bonus for both agents on the step both are on goal.
@@ -96,9 +102,11 @@ class GiveWayConfig:
 
     n_agents: int = N_AGENTS
     difficulty: float = 1.0
+    bay_position: float = 0.4
     half_length: float = 2.0
     agent_radius: float = 0.1
     max_speed: float = 1.0
+    shared_reward: bool = True
     shaping_factor: float = 1.0
     collision_penalty: float = 1.0
     final_reward: float = 1.0
@@ -113,6 +121,10 @@ class GiveWayConfig:
         if isinstance(self.n_agents, bool) or self.n_agents != N_AGENTS:
             raise ValueError(f"give_way option n_agents must be {N_AGENTS} (a two-agent task), got {self.n_agents!r}")
         check.number("difficulty", allow_zero=True, high=1.0)
+        check.bool("shared_reward")
+        check.number("bay_position", allow_zero=True)
+        if self.bay_position >= 1.0:
+            raise ValueError(f"give_way option bay_position must be < 1, got {self.bay_position!r}")
         for name in ("half_length", "agent_radius", "max_speed", "dt"):
             check.number(name)
         for name in ("shaping_factor", "collision_penalty", "final_reward"):
@@ -128,16 +140,16 @@ class GiveWayConfig:
                 f"give_way options give unstable contacts: collision_k * (dt / substeps)^2 = {stiffness:.3g} must be "
                 f"< 1 (agent mass 1 kg); raise substeps or lower collision_k"
             )
-        min_half_length = MIN_HALF_LENGTH * self.agent_radius
+        min_radii = BAY_CLEARANCE / (1.0 - self.bay_position)
+        min_half_length = min_radii * self.agent_radius
         if self.half_length < min_half_length:
             raise ValueError(
-                f"give_way option half_length must be >= {MIN_HALF_LENGTH} agent radii ({min_half_length:g} m) to "
+                f"give_way option half_length must be >= {min_radii:g} agent radii ({min_half_length:g} m) to "
                 f"leave room between the spawns and the bay, got {self.half_length!r}"
             )
 
     # What navigation's observation and reward code reads (fixed for this task).
     obs_neighbors = 1
-    shared_reward = False
     obstacle_shape = "box"
     n_obstacles = 0
 
@@ -165,7 +177,7 @@ class GiveWayScenario(NavigationScenario):
         self.lane_half_width = r * (LANE_EASY + (LANE_HARD - LANE_EASY) * d)
         self.bay_half_width = r * (BAY_EASY + (BAY_HARD - BAY_EASY) * d)
         self.bay_depth = BAY_DEPTH * r
-        self.bay_x = BAY_POSITION * H
+        self.bay_x = c.bay_position * H
         h, bay_x, bay_top = self.lane_half_width, self.bay_x, self.lane_half_width + self.bay_depth
         # The walls fill the square arena [-H, H]^2 around the lane and the bay (and reach a margin
         # past it, so no agent ever sees their far faces).

@@ -118,6 +118,10 @@ class PushTScenario(BodyGoalScenario):
             Crosses(goal.unsqueeze(1), 0.5 * self.cfg.position_tolerance, color=GOAL_COLOR),
         ]
 
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``scripted_actions``) for the current state."""
+        return scripted_actions(self.env)
+
 
 def _contact_points(cfg: PushTConfig, shapes) -> tuple[torch.Tensor, torch.Tensor]:
     """Body-frame pushing points on the T's outline [P, 2] and their outward normals [P, 2]."""

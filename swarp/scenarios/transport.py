@@ -95,6 +95,10 @@ class TransportScenario(BodyGoalScenario):
             Crosses(goal, 0.5 * self.cfg.goal_radius, color=GOAL_COLOR),
         ]
 
+    def scripted_actions(self) -> torch.Tensor:
+        """[E, A, 2] actions of this scenario's scripted controller (``scripted_actions``) for the current state."""
+        return scripted_actions(self.env)
+
 
 def scripted_actions(env) -> torch.Tensor:
     """[E, A, 2] velocity commands: line up behind the package (seen from the goal), then push.

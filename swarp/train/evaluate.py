@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -9,6 +10,7 @@ import torch
 
 import swarp.distributed as sd
 from swarp.render.video import random_action_fn
+from swarp.scenarios.framework.base import Scenario
 from swarp.train.tasks import Task, episode_success, get_task
 
 #: Evaluation cap [steps] for scenarios without a time limit.
@@ -74,6 +76,19 @@ class Evaluator:
         act = random_action_fn(seed)
         return lambda obs: act(self.env, obs)
 
+    def scripted_actions(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The scenario's scripted controller (``Scenario.scripted_actions``, which may read the
+        whole state) as a policy, or ``None`` where the scenario has none."""
+        scenario = self.env.scenario
+        if type(scenario).scripted_actions is Scenario.scripted_actions:
+            return None
+        try:  # an inherited controller may not drive this scenario's agents (drones)
+            self.env.reset(seed=self.seed)
+            scenario.scripted_actions()
+        except NotImplementedError:
+            return None
+        return lambda obs: scenario.scripted_actions()
+
 
 def summary(result: dict[str, torch.Tensor]) -> dict[str, float]:
     """Success rate, its 95% Wilson interval and the mean return of an ``Evaluator`` result."""
@@ -83,8 +98,9 @@ def summary(result: dict[str, torch.Tensor]) -> dict[str, float]:
             "episodes": n}  # fmt: skip
 
 
-def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, device=None, seed: int = 12345) -> dict:
-    """Greedy success of a policy and random play's on the same episodes.
+def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, device=None, seed: int = 12345,
+             options: dict | None = None) -> dict:  # fmt: skip
+    """Greedy success of a policy, and random play's and the scripted controller's on the same episodes.
 
     Args:
         policy: A ``swarp.train.Policy`` (observations [E, A, O] -> actions [E, A, U]), or the path
@@ -93,15 +109,24 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
         episodes: Fresh episodes (one per env) to score.
         device: Where to run (default: CUDA when available).
         seed: The episodes' reset seed (the training runs' own seeds are 0, 1, ...: keep it apart).
+        options: Scenario options over the task's (a checkpoint's task, else the scenario's record).
 
     Returns:
-        ``{"policy": {...}, "random": {...}}``, each with ``success``, ``success_low``,
-        ``success_high`` (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``.
+        ``{"policy": {...}, "random": {...}, "scripted": {...}}`` (``"scripted"`` only where the
+        scenario has a scripted controller), each with ``success``, ``success_low``, ``success_high``
+        (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``.
     """
     from swarp.train.checkpoint import resolve_policy
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     policy, scenario, task = resolve_policy(policy, scenario, device, "evaluate")
-    evaluator = Evaluator(scenario, task or get_task(scenario), episodes, device, seed)
+    task = task or get_task(scenario)
+    if options:
+        task = dataclasses.replace(task, options={**task.options, **options})
+    evaluator = Evaluator(scenario, task, episodes, device, seed)
     policy = policy.to(evaluator.env.torch_device)
-    return {"policy": summary(evaluator(policy)), "random": summary(evaluator(evaluator.random_actions(seed)))}
+    result = {"policy": summary(evaluator(policy)), "random": summary(evaluator(evaluator.random_actions(seed)))}
+    scripted = evaluator.scripted_actions()
+    if scripted is not None:
+        result["scripted"] = summary(evaluator(scripted))
+    return result

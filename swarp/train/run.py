@@ -8,6 +8,7 @@ matplotlib) and TensorBoard events (with tensorboard installed).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ def train(
     total_steps: int | None = None,
     max_seconds: float | None = None,
     target_success: float | None = None,
+    options: dict | None = None,
     **overrides,
 ) -> TrainResult | list[TrainResult]:
     """Train a PPO-family policy on ``scenario`` with its task record's defaults.
@@ -81,6 +83,8 @@ def train(
         max_seconds: Stop after this much training time [s].
         target_success: Stop once a greedy evaluation reaches this success rate (every run's, with
             several seeds).
+        options: Scenario options over the task record's (``{"difficulty": 0.5}``); the checkpoint
+            keeps them, so evaluations and videos of it use them too.
         **overrides: ``TrainConfig`` fields (``lr=...``, ``algorithm="ippo"``...).
 
     Returns:
@@ -88,6 +92,8 @@ def train(
     """
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     task = get_task(scenario)
+    if options:
+        task = dataclasses.replace(task, options={**task.options, **options})
     given = {k: v for k, v in dict(n_envs=n_envs, total_steps=total_steps, max_seconds=max_seconds,
                                    target_success=target_success).items() if v is not None}  # fmt: skip
     config_overrides = {**overrides, **given}

@@ -91,7 +91,7 @@ def test_reward_terms_follow_the_docstring():
     cfg = dict(n_agents=3, world_size=1.0, target_speed=0.0, separation_distance=0.3, agent_radius=0.05)
     env = swarp.make("flocking", n_envs=1, device="cpu", fused=False, **cfg)
     sc, c = env.scenario, env.scenario.cfg
-    pos = torch.tensor([[[0.0, 0.0], [0.08, 0.0], [0.5, 0.5]]])
+    pos = torch.tensor([[[0.0, 0.0], [0.08, 0.0], [0.4, 0.3]]])
     vel = torch.tensor([[[0.1, 0.0], [0.0, 0.1], [0.0, 0.0]]])
     env.world.set_state(pos=pos, vel=vel)
     sc.target.copy_(torch.tensor([[0.2, 0.0]]))
@@ -107,10 +107,11 @@ def test_reward_terms_follow_the_docstring():
         - c.alignment_weight * (vel - mean_vel).norm(dim=-1)
         - c.separation_weight * separation
         - c.collision_penalty * collisions
+        + c.flock_bonus * torch.tensor([[0.0, 0.0, 1.0]])  # 2 is in the target disc, touching nobody
     )
     torch.testing.assert_close(reward, expected)
     info = sc.info()
-    assert info["in_flock"].tolist() == [[False, False, False]]  # 0 and 1 collide; 2 is too far
+    assert info["in_flock"].tolist() == [[False, False, True]]  # 0 and 1 collide
     torch.testing.assert_close(info["alignment"], torch.tensor([math.hypot(0.1, 0.1) / 3 / (0.2 / 3 + 1e-6)]))
 
 

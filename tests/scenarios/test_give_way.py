@@ -98,6 +98,10 @@ def test_scripted_controller_beats_random_and_difficulty_forces_giving_way(diffi
         (dict(difficulty=1.5), r"give_way option difficulty must be a finite number >= 0 and <= 1.0"),
         (dict(difficulty=-0.1), "difficulty must be a finite number"),
         (dict(half_length=1.0), "half_length must be >= 17.5 agent radii"),
+        (dict(half_length=1.0, bay_position=0.0), "half_length must be >= 10.5 agent radii"),
+        (dict(bay_position=1.0), "bay_position must be < 1"),
+        (dict(bay_position=-0.1), "bay_position must be a finite number"),
+        (dict(shared_reward=1), "shared_reward"),
         (dict(agent_radius=0.0), "agent_radius must be a finite number > 0"),
         (dict(max_steps=0), "max_steps must be an int >= 1"),
         (dict(substeps=1), "unstable contacts"),
@@ -109,3 +113,16 @@ def test_scripted_controller_beats_random_and_difficulty_forces_giving_way(diffi
 def test_bad_options_are_rejected(options, match):
     with pytest.raises((ValueError, TypeError), match=match):
         swarp.make(NAME, n_envs=1, device="cpu", **options)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_shared_reward_pays_both_agents_their_mean_progress(fused, generator):
+    """The same actions with and without ``shared_reward``: the shared reward of each agent is the
+    mean of the two own-progress rewards (no collisions, no one home, on this stretch)."""
+    envs = [swarp.make(NAME, n_envs=8, device="cpu", seed=3, fused=fused, shared_reward=shared, collision_penalty=0.0)
+            for shared in (False, True)]  # fmt: skip
+    low, high = envs[0].action_bounds
+    for _ in range(5):
+        action = low + (high - low) * torch.rand(8, N_AGENTS, 2, generator=generator)
+        own, shared = (env.step(action)[1] for env in envs)
+        torch.testing.assert_close(shared, own.mean(dim=1, keepdim=True).expand(-1, N_AGENTS))
