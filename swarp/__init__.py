@@ -42,7 +42,14 @@ from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "pu
 from swarp.scenarios import sampling as _sampling  # noqa: E402,F401  (registers "sampling")
 from swarp.scenarios import spread as _spread  # noqa: E402,F401  (registers "spread")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
-from swarp.scenarios.framework.base import FusedScenario, Scenario, WorldSpec, register_scenario, scenario_names  # noqa: E402
+from swarp.scenarios.framework.base import (  # noqa: E402
+    FusedScenario,
+    Scenario,
+    WorldSpec,
+    register_scenario,
+    scenario_names,
+    unregister_scenario,
+)
 from swarp.sensors.lidar import LidarConfig  # noqa: E402
 
 __version__ = "0.1.0"
@@ -60,6 +67,7 @@ __all__ = [
     "make",
     "register_scenario",
     "scenario_names",
+    "unregister_scenario",
     "ControlMode",
     "DynamicsModel",
     "Integrator",

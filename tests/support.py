@@ -2,7 +2,7 @@
 
 * Navigation envs, action sequences, recorded rollouts and bit-identity (``make_env``,
   ``noise_sequence``, ``goal_policy``, ``record``, ``rollout``, ``assert_bit_identical``).
-* The hot loop's invariants: no host transfer (``forbid_host_transfers``), no steady-state
+* The hot loop's invariants: no host transfer (``forbid_host_transfers``, from ``swarp.testing``), no steady-state
   allocation on CUDA (``assert_no_steady_state_allocations``).
 * A fused scenario against its torch reference (``make_pair``, ``parity_rollout``,
   ``check_parity``; floats within ``PARITY_ATOL``, flags and counts exact) and success rates of a
@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +18,15 @@ import torch
 import warp as wp
 
 import swarp
+from swarp.testing import (  # noqa: F401 (re-exported: the contract's pieces are the package's)
+    HOST_TRANSFERS,
+    PARITY_ATOL,
+    HostTransferError,
+    forbid_host_transfers,
+    random_actions,
+    record,
+)
+from swarp.testing import rollout as rollout_on
 
 #: The CPU everywhere; CUDA (where the fused path runs as one captured graph) on GPU machines.
 DEVICES = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
@@ -56,15 +64,6 @@ def goal_policy(env: swarp.Environment, obs: torch.Tensor, noise: torch.Tensor) 
     seek = obs[..., 6:8] / env.stepper.dt
     even = (torch.arange(env.n_envs, device=obs.device) % 2 == 0).view(-1, 1, 1)
     return torch.where(even, seek, noise)
-
-
-def record(env: swarp.Environment, outputs: tuple) -> dict[str, torch.Tensor]:
-    """Clones of everything a step returns plus the whole env state."""
-    obs, reward, terminated, truncated, info = outputs
-    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
-    row.update({f"info.{k}": v for k, v in info.items()})
-    row.update(env.get_state())
-    return {k: v.clone() for k, v in row.items()}
 
 
 def rollout(env: swarp.Environment, noise: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
@@ -106,35 +105,6 @@ def count_events(trajectory: list[dict]) -> tuple[int, int]:
 
 
 # --- the hot loop's invariants -------------------------------------------------------------------------
-
-HOST_TRANSFERS = ("item", "cpu", "numpy", "tolist", "__bool__", "__int__", "__float__", "nonzero")
-
-
-class HostTransferError(AssertionError):
-    pass
-
-
-@contextlib.contextmanager
-def forbid_host_transfers():
-    """Make every ``HOST_TRANSFERS`` method of ``torch.Tensor`` raise; restore them on exit."""
-    saved = {name: torch.Tensor.__dict__.get(name) for name in HOST_TRANSFERS}
-
-    def forbidden(name):
-        def method(self, *args, **kwargs):
-            raise HostTransferError(f"host transfer in the hot loop: Tensor.{name}()")
-
-        return method
-
-    try:
-        for name in HOST_TRANSFERS:
-            setattr(torch.Tensor, name, forbidden(name))
-        yield
-    finally:
-        for name, original in saved.items():
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
 
 
 def step_and_reset_without_host_transfers(env, noise: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
@@ -179,7 +149,6 @@ def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 10
 # --- fused scenarios against their torch reference ----------------------------------------------------
 
 #: Fused kernels against the torch reference, float32 [m], [m/s], [-] (obs, reward, distances, state).
-PARITY_ATOL = 1e-5
 PARITY_RTOL = 0.0
 N_PARITY_ENVS = 16
 
@@ -190,13 +159,6 @@ def make_pair(name: str, **options) -> tuple[swarp.Environment, swarp.Environmen
     """The fused env and the torch reference env of one configuration (same seed, auto-reset, CPU)."""
     options = dict(dict(n_envs=N_PARITY_ENVS, device="cpu", seed=7, auto_reset=True), **options)
     return swarp.make(name, fused=True, **options), swarp.make(name, fused=False, **options)
-
-
-def random_actions(env: swarp.Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
-    """Uniform random actions, ``overshoot`` beyond the action bounds on both sides (so clamping acts)."""
-    low, high = (b.cpu() for b in env.action_bounds)
-    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
-    return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
 
 
 def mixed_actions(env: swarp.Environment, generator: torch.Generator) -> torch.Tensor:
@@ -262,9 +224,7 @@ def _outputs(env: swarp.Environment) -> tuple:
     return env.obs, env.reward, env.terminated, env.truncated, env.info
 
 
-def rollout_actions(env: swarp.Environment, actions: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
-    """Step ``env`` through pre-drawn actions, recording every step."""
-    return [record(env, env.step(a)) for a in actions]
+rollout_actions = rollout_on  # pre-drawn actions, every step recorded (swarp.testing.rollout)
 
 
 def episode_success_rate(env: swarp.Environment, policy: Policy, generator: torch.Generator) -> float:

@@ -22,7 +22,7 @@ LAYERS = [
     ("swarp.env",),
     ("swarp.interop", "swarp.distributed", "swarp.vmas"),
     ("swarp.train",),
-    ("swarp", "swarp.demo", "swarp.render.demo", "swarp.benchmark"),
+    ("swarp", "swarp.demo", "swarp.render.demo", "swarp.benchmark", "swarp.testing", "swarp.scenario"),
 ]
 
 

@@ -49,7 +49,7 @@ import swarp
 from swarp.benchmark.common import parse_option, print_table
 from swarp.benchmark.throughput import bench, make_env
 from swarp.core.config import DynamicsModel
-from swarp.scenarios.framework.base import get_scenario
+from swarp.scenarios.framework.base import add_import_flag, get_scenario, import_scenario_modules
 
 MODES = ("eager", "fused", "graph")
 #: ``--models`` choices: each scenario's own dynamics, or a ``DynamicsModel`` by name.
@@ -222,8 +222,10 @@ def target_lines(results: list[Result]) -> list[str]:
 
 
 def main(argv=None) -> list[Result]:
+    import_scenario_modules(argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenarios", nargs="+", default=None, help="default: every registered scenario")
+    add_import_flag(parser)
     parser.add_argument("--devices", nargs="+", default=None, help="default: cpu, and cuda:0 when present")
     parser.add_argument("--shapes", nargs="+", type=parse_shape, default=None, help="N_ENVSxN_AGENTS, e.g. 4096x16")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))

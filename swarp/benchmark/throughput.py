@@ -26,6 +26,7 @@ import warp as wp
 
 import swarp
 from swarp.benchmark.common import check_health, parse_option, print_table, synchronize, time_wall
+from swarp.scenarios.framework.base import add_import_flag, import_scenario_modules
 
 #: Parameter ranges of the per-env parameter cases (SI units; within navigation's defaults).
 RANDOM_PARAMS = {"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)}
@@ -101,9 +102,11 @@ def bench(env: swarp.Environment, n_iters: int, repeats: int) -> float:
 
 
 def main(argv=None) -> None:
+    import_scenario_modules(argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if available)")
     parser.add_argument("--scenario", default="navigation", choices=swarp.scenario_names())
+    add_import_flag(parser)
     parser.add_argument("--envs", type=int, nargs="+", default=None)
     parser.add_argument("--agents", type=int, nargs="+", default=None)
     parser.add_argument("--use-graph", type=_flag, nargs="+", default=["auto"], help="auto/true/false values")

@@ -266,6 +266,8 @@ class Environment:
         # The auto-reset's lidar scan forks onto this stream, beside the neighbor refresh and observation.
         self._lidar_stream = wp.Stream(self.device) if self.plan.lidar_side_stream else None
         self.info = dict(scenario.info_buffers())
+        #: The keys the torch reference's ``info()`` must return (``info_buffers``' keys).
+        self.scenario_info_keys = self.info.keys() - {"final_obs"}
         if self.auto_reset:
             self.info["final_obs"] = self.final_obs
         self.streams = TorchStreamScope(self.device)

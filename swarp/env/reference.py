@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-import warp as wp
 
 from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
@@ -22,9 +21,29 @@ if TYPE_CHECKING:
     from swarp.env.environment import Environment
 
 
+def checked(value, env: Environment, method: str, shape: tuple, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``value`` if it is a tensor of ``shape`` (and ``dtype``), else a ``ValueError`` naming the
+    scenario method that returned it (a shape comparison on the host: no device sync)."""
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(shape) or (dtype and value.dtype != dtype):
+        is_tensor = isinstance(value, torch.Tensor)
+        got = f"a tensor {tuple(value.shape)} {value.dtype}" if is_tensor else repr(value)
+        want = f"{list(shape)}" + (f" {dtype}" if dtype else "")
+        raise ValueError(f"{type(env.scenario).__name__}.{method}() returned {got}; expected a tensor {want}")
+    return value
+
+
+def scenario_info(env: Environment) -> dict[str, torch.Tensor]:
+    """The scenario's ``info()``, its keys checked against ``info_buffers()``' (the env's ``info``)."""
+    info = env.scenario.info()
+    if info.keys() != env.scenario_info_keys:
+        raise ValueError(f"{type(env.scenario).__name__}.info() returned keys {sorted(info)}; info_buffers() "
+                         f"declares {sorted(env.scenario_info_keys)}: the two must match")  # fmt: skip
+    return info
+
+
 def observations(env: Environment) -> torch.Tensor:
     """Torch reference observation [E, A, obs_dim] of ``env.state``: the scenario's, then the lidar's."""
-    obs = env.scenario.observations()
+    obs = checked(env.scenario.observations(), env, "observations", (env.n_envs, env.n_agents, env.scenario.obs_dim))
     if env.lidar is None:
         return obs
     return torch.cat([obs, env.lidar.reference(env.state.pos, env.state.theta).distance], dim=-1)
@@ -36,10 +55,9 @@ def torch_step(env: Environment) -> None:
     env.world.run_step()
     sc.post_step()
     env.obs.copy_(observations(env))
-    env.reward.copy_(sc.rewards())
-    flag_non_finite(env, env.obs, env.reward)
-    env.terminated.copy_(sc.done())
-    for key, value in sc.info().items():
+    env.reward.copy_(checked(sc.rewards(), env, "rewards", env.reward.shape))
+    env.terminated.copy_(checked(sc.done(), env, "done", env.terminated.shape, torch.bool))
+    for key, value in scenario_info(env).items():
         env.info[key].copy_(value)
     _end_step(env)
     if env.auto_reset:
@@ -52,7 +70,7 @@ def torch_reset(env: Environment) -> None:
         env._launch_begin_episodes(EAGER)
     reset_envs(env, env.reset_mask)
     # An explicit reset refreshes the info of the reset envs (an auto-reset keeps the step's).
-    for key, value in env.scenario.info().items():
+    for key, value in scenario_info(env).items():
         mask = env.reset_mask.view(-1, *([1] * (value.dim() - 1)))
         env.info[key].copy_(torch.where(mask, value, env.info[key]))
 
@@ -70,22 +88,8 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     with env.streams.scope():
         env.world.build_neighbors(mask_wp)
     env.obs.copy_(torch.where(mask.view(-1, 1, 1), observations(env), env.obs))
-    flag_non_finite(env, env.obs, env_mask=mask)
-
-
-def flag_non_finite(
-    env: Environment, obs: torch.Tensor, reward: torch.Tensor | None = None, env_mask: torch.Tensor | None = None
-) -> None:
-    """Raise the health flag (``env.non_finite()``) of every env, or every env of ``env_mask`` [E]
-    bool, whose ``obs`` [E, A, W] rows or ``reward`` [E, A] hold a NaN or infinity (the torch
-    twin of the fused kernels' checks; device-side, no host sync)."""
-    bad = ~torch.isfinite(obs).flatten(1).all(dim=1)
-    if reward is not None:
-        bad |= ~torch.isfinite(reward).all(dim=1)
-    if env_mask is not None:
-        bad &= env_mask
-    flags = wp.to_torch(env.world.non_finite_flags)
-    flags.bitwise_or_(bad.to(flags.dtype))
+    with env.streams.scope():
+        env._launch_check_outputs(EAGER, mask_wp)
 
 
 def grad_step(env: Environment, actions: torch.Tensor):
@@ -124,7 +128,7 @@ def grad_step(env: Environment, actions: torch.Tensor):
         obs = observations(env)
         reward = sc.rewards()
         terminated = sc.done()
-        step_info = sc.info()
+        step_info = scenario_info(env)
     finally:
         env._grad_state = None
     for name, tensor in sc.state_tensors().items():
@@ -136,7 +140,6 @@ def grad_step(env: Environment, actions: torch.Tensor):
     with torch.no_grad():
         env.obs.copy_(obs)
         env.reward.copy_(reward)
-        flag_non_finite(env, env.obs, env.reward)
         env.terminated.copy_(terminated)
         for key, value in step_info.items():
             env.info[key].copy_(value)
@@ -153,8 +156,11 @@ def grad_step(env: Environment, actions: torch.Tensor):
 
 
 def _end_step(env: Environment) -> None:
-    """The fused path's bookkeeping, eagerly: count the step, flag time limits, and with
-    auto-reset save the finished envs' rows to ``final_obs`` and start their next episode."""
+    """The fused path's bookkeeping, eagerly: count the step, flag time limits, with auto-reset
+    save the finished envs' rows to ``final_obs`` and start their next episode, and raise the
+    health flag of envs whose rows, rewards or saved rows are not finite (one kernel reading them
+    back; cheaper than torch's isfinite passes, measured 0.44 ms of a 2.3 ms step at 256 x 8)."""
     with env.streams.scope():
         env._launch_advance(EAGER)
         env._launch_save_final_obs(EAGER)
+        env._launch_check_outputs(EAGER, None)

@@ -12,7 +12,7 @@ import argparse
 import ast
 import json
 
-from swarp.scenarios.framework.base import scenario_names
+from swarp.scenarios.framework.base import add_import_flag, import_scenario_modules, scenario_names
 from swarp.train.config import TrainConfig, add_fields, load_config_file
 from swarp.train.evaluate import evaluate
 from swarp.train.run import train
@@ -30,9 +30,11 @@ def scenario_option(text: str) -> tuple[str, object]:
 
 
 def main(argv=None) -> list:
+    import_scenario_modules(argv)
     parser = argparse.ArgumentParser(prog="python -m swarp.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("scenario", choices=scenario_names())
+    add_import_flag(parser)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed (default: 0)")
     parser.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda when available)")
     parser.add_argument("--config", default=None, help="a JSON file of TrainConfig fields")
@@ -41,6 +43,7 @@ def main(argv=None) -> list:
                         help="a scenario option over the task record's (repeatable; VALUE a literal)")  # fmt: skip
     add_fields(parser, TrainConfig, defaults=False)
     args = vars(parser.parse_args(argv))
+    args.pop("modules")
     scenario, seeds, device = args.pop("scenario"), args.pop("seeds"), args.pop("device")
     episodes, path, options = args.pop("eval_episodes"), args.pop("config"), dict(args.pop("option"))
     overrides = load_config_file(path) if path else {}

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarp.scenarios.framework.base import scenario_names
+from swarp.scenarios.framework.base import import_scenario_modules, scenario_names
 
 #: The bar of "solved": greedy success on fresh episodes.
 SOLVED = 0.90
@@ -192,6 +192,7 @@ def write_gifs(runs: list[Run], folder: Path, steps: int = 100) -> list[Path]:
 
 
 def main(argv=None) -> None:
+    import_scenario_modules(argv)  # --import MODULE: also passed on to each training process
     parser = argparse.ArgumentParser(prog="python -m swarp.train.results", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True)

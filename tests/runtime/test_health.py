@@ -125,13 +125,16 @@ class UncheckedNavigation(NavigationScenario):
 
 def test_scenarios_that_do_not_check_their_outputs_get_the_read_back_check():
     swarp.register_scenario(UncheckedNavigation.name, UncheckedNavigation)
-    env = make(UncheckedNavigation.name)
-    gen = torch.Generator().manual_seed(5)
-    steps(env, gen)
-    assert not env.non_finite()
-    env.scenario.state_tensors()["goals"][2] = float("nan")
-    steps(env, gen, 1)
-    assert env.non_finite_envs().tolist() == [2]
+    try:
+        env = make(UncheckedNavigation.name)
+        gen = torch.Generator().manual_seed(5)
+        steps(env, gen)
+        assert not env.non_finite()
+        env.scenario.state_tensors()["goals"][2] = float("nan")
+        steps(env, gen, 1)
+        assert env.non_finite_envs().tolist() == [2]
+    finally:
+        swarp.unregister_scenario(UncheckedNavigation.name)
 
 
 def test_the_read_back_kernel_checks_rows_rewards_and_final_rows_of_finished_envs():

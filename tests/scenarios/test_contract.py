@@ -1,7 +1,9 @@
 """The contract every fused scenario of the library keeps (``swarp/scenarios/base.py``), checked for
-each registered scenario with its defaults and a short time limit: fused vs torch parity with
-exact flags, identical reset draws, graph vs eager bit-identity, masked resets touching only their
-envs, a single-launch capturable reset, determinism per seed, and no host transfers.
+each registered scenario with its defaults and a short time limit: ``swarp.testing.check_scenario``
+(the contract user scenarios are checked with: shapes, determinism, masked resets, resets writing
+every field, final observations, no host transfers, fused == torch), and what only built-in
+scenarios promise: identical reset draws, graph vs eager bit-identity, a single-launch capturable
+reset, shard draws, plan layouts with the same bits.
 
 Scenario-specific behaviour (layouts, reward terms, controllers, options) lives in each
 scenario's own test module.
@@ -13,11 +15,11 @@ import warp as wp
 
 import swarp
 from swarp.scenarios.framework.base import get_scenario
+from swarp.testing import check_scenario
 from tests.support import (
     PARITY_ATOL,
     CountingLauncher,
     assert_bit_identical,
-    forbid_host_transfers,
     make_pair,
     mixed_actions,
     parity_rollout,
@@ -48,6 +50,16 @@ def make_env(name: str, device: str = "cpu", **kwargs) -> swarp.Environment:
 
 def action_sequence(env: swarp.Environment, n_steps: int, generator: torch.Generator) -> list[torch.Tensor]:
     return [random_actions(env, generator) for _ in range(n_steps)]
+
+
+@SCENARIOS
+def test_the_scenario_contract_holds(name):
+    """``swarp.testing.check_scenario``, the contract user scenarios are checked with: declared
+    shapes and info keys, determinism per seed, ``reset_at`` masks, resets writing every state
+    field, ``final_obs``, no host transfers in step/reset_at (fused and torch paths), fused == torch."""
+    report = check_scenario(name, n_envs=N_ENVS, n_steps=N_STEPS, parity_atol=ROUNDED_RESETS.get(name, PARITY_ATOL),
+                            **OPTIONS[name])  # fmt: skip
+    assert all(value == "ok" for value in report.values()), report
 
 
 @SCENARIOS
@@ -123,34 +135,6 @@ def test_eager_replay_and_graph_are_bit_identical(name, generator):
 
 
 @SCENARIOS
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
-def test_reset_at_changes_only_masked_envs(name, fused, generator):
-    env = make_env(name, fused=fused, auto_reset=False)
-    for actions in action_sequence(env, 5, generator):
-        env.step(actions)
-    before = env.get_state()
-    mask = torch.arange(N_ENVS) % 2 == 1
-    env.reset_at(mask)
-    after = env.get_state()
-    for key, value in before.items():
-        if value.shape[:1] != (N_ENVS,):
-            assert torch.equal(after[key], value), key  # batch-wide entries (the seed)
-            continue
-        assert torch.equal(after[key][~mask], value[~mask]), f"{key} changed in an env outside the mask"
-    assert not torch.equal(after["state.pos"][mask], before["state.pos"][mask])
-    assert bool((after["env.step_count"][mask] == 0).all())
-    assert torch.equal(after["env.episode"][mask], before["env.episode"][mask] + 1)
-    # Counter-based resets: a masked env's new episode depends on (seed, env, episode) only.
-    full = make_env(name, fused=fused, auto_reset=False)
-    full.reset_at(torch.ones(N_ENVS, dtype=torch.bool))
-    assert torch.equal(full.state.pos[mask], env.state.pos[mask])
-    assert torch.equal(full.obs[mask], env.obs[mask])
-    # An empty mask is a no-op.
-    env.reset_at(torch.zeros(N_ENVS, dtype=torch.bool))
-    assert_bit_identical([env.get_state()], [after])
-
-
-@SCENARIOS
 @pytest.mark.parametrize("lidar_rays, list_resets", [(0, False), (3, False), (3, True)])
 def test_final_obs_is_the_row_the_reset_overwrote(name, lidar_rays, list_resets, generator):
     """With auto-reset, ``info["final_obs"]`` of a finished env is bit for bit the observation
@@ -205,37 +189,6 @@ def test_cuda_layouts_give_the_cpu_layout_bits(name, generator):
     reference = rollout_actions(make_env(name), actions)
     cuda_like = make_env(name, plan={"one_thread_per_env": False, "register_lists": True})
     assert_bit_identical(reference, rollout_actions(cuda_like, actions))
-
-
-@SCENARIOS
-def test_same_seed_same_bits_other_seed_other_bits(name, generator):
-    first = make_env(name, seed=5)
-    actions = action_sequence(first, 30, generator)
-    initial = first.obs.clone()
-    trajectory = rollout_actions(first, actions)
-    assert_bit_identical(trajectory, rollout_actions(make_env(name, seed=5), actions))
-    other = make_env(name, seed=6)
-    assert not torch.equal(other.obs, initial)
-    obs, _ = other.reset(seed=5)
-    assert torch.equal(obs, initial)
-
-
-@SCENARIOS
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
-def test_step_and_reset_at_make_no_host_transfers(name, fused, generator):
-    env = make_env(name, fused=fused)
-    actions = action_sequence(env, 20, generator)
-    mask = torch.arange(N_ENVS) % 2 == 0
-    env.step(actions[0])  # the first call records the launches (and may compile)
-    env.reset_at(mask)
-    episode_before = env.episode.clone()
-    with forbid_host_transfers():
-        for step_actions in actions[1:]:
-            env.step(step_actions)
-        env.reset_at(mask)
-        env.reset_at(~mask)
-    assert bool((env.step_count == 0).all())
-    assert bool((env.episode >= episode_before + 1).all())
 
 
 @SCENARIOS

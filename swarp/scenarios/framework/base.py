@@ -258,13 +258,55 @@ class FusedScenario(Scenario):
 _REGISTRY: dict[str, type[Scenario]] = {}
 
 
-def register_scenario(name: str, cls: type[Scenario]) -> None:
-    """Register a scenario class under ``name`` for ``swarp.make``."""
+def register_scenario(name: str, cls: type[Scenario] | None = None):
+    """Register a scenario class under ``name`` for ``swarp.make``: ``register_scenario("mine", Mine)``,
+    or as a class decorator, ``@register_scenario("mine")`` (returns the class).
+
+    Raises:
+        ValueError: ``name`` is not a non-empty string.
+        TypeError: ``cls`` is not a ``Scenario`` subclass, or its ``Config`` is not a dataclass.
+    """
     if not isinstance(name, str) or not name:
         raise ValueError(f"scenario name must be a non-empty string, got {name!r}")
+    if cls is None:
+        return lambda decorated: register_scenario(name, decorated)
     if not (isinstance(cls, type) and issubclass(cls, Scenario)):
         raise TypeError(f"register_scenario({name!r}, ...) needs a Scenario subclass, got {cls!r}")
+    if not (isinstance(cls.Config, type) and dataclasses.is_dataclass(cls.Config)):
+        raise TypeError(f"register_scenario({name!r}, {cls.__name__}): {cls.__name__}.Config must be a dataclass "
+                        f"of the scenario's options (@dataclass(frozen=True)), got {cls.Config!r}")  # fmt: skip
+    if not cls.name:
+        cls.name = name
     _REGISTRY[name] = cls
+    return cls
+
+
+def unregister_scenario(name: str) -> None:
+    """Remove ``name`` from the registry (a scenario re-defined in a notebook, a test's scenario)."""
+    get_scenario(name)  # a clear error for an unknown name
+    del _REGISTRY[name]
+
+
+def import_scenario_modules(argv: list[str] | None) -> list[str]:
+    """Import the module of every ``--import MODULE`` in ``argv`` (default: ``sys.argv[1:]``), so
+    the scenarios it registers exist before a command line lists its scenario choices; returns the
+    modules imported. The command line declares the flag too (``add_import_flag``), for ``--help``."""
+    import argparse
+    import importlib
+    import sys
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--import", dest="modules", action="append", default=[])
+    known, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    for module in known.modules:
+        importlib.import_module(module)
+    return known.modules
+
+
+def add_import_flag(parser) -> None:
+    """Declare ``--import MODULE`` (repeatable) on an ``argparse`` parser (see ``import_scenario_modules``)."""
+    parser.add_argument("--import", dest="modules", action="append", default=[], metavar="MODULE",
+                        help="import this module first (it registers your scenarios; repeatable)")  # fmt: skip
 
 
 def scenario_names() -> list[str]:

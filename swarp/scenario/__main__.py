@@ -1,0 +1,41 @@
+"""``python -m swarp.scenario new NAME [--dir DIR] [--force]``: write a new scenario from the template.
+
+Writes ``DIR/NAME.py`` (the scenario, registered as NAME when imported) and ``DIR/test_NAME.py`` (its
+pytest file). Refuses, with exit status 2, a name that is no snake_case identifier, a built-in
+scenario's name, or files that exist (unless ``--force``).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from swarp.scenario.template import write_scenario
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m swarp.scenario", description="Start a swarp scenario of your own.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    new = commands.add_parser("new", help="write NAME.py (a template scenario) and test_NAME.py")
+    new.add_argument("name", help="snake_case scenario name, also the module name (NAME.py)")
+    new.add_argument("--dir", type=Path, default=Path("."), help="directory to write into (default: .)")
+    new.add_argument("--force", action="store_true", help="overwrite files that exist")
+    args = parser.parse_args(argv)
+    try:
+        paths = write_scenario(args.name, args.dir, force=args.force)
+    except (ValueError, FileExistsError) as error:
+        print(f"python -m swarp.scenario: error: {error}", file=sys.stderr)
+        return 2
+    for path in paths:
+        print(f"wrote {path}")
+    module, test = paths
+    print(
+        f"next: python -m pytest -q {test}\n"
+        f"      in Python: sys.path.insert(0, {str(module.parent)!r}); import {args.name}; "
+        f"env = swarp.make({args.name!r}, n_envs=64)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,378 @@
+"""``check_scenario``: the contract every scenario keeps, runnable on yours.
+
+The built-in scenarios' contract tests (``tests/scenarios/test_contract.py``) call the same checks.
+Each check builds small CPU environments of the scenario, steps them with random actions (beyond
+the action bounds, so clamping acts) and raises ``ScenarioContractError`` naming the check and the
+scenario method at fault.
+
+    import swarp.testing
+    swarp.testing.check_scenario("my_scenario", n_agents=4)   # {"declared shapes": "ok", ...}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+
+import torch
+
+from swarp.env.environment import Environment
+from swarp.env.make import make
+from swarp.scenarios.framework.base import (
+    Scenario,
+    get_scenario,
+    register_scenario,
+    scenario_names,
+    unregister_scenario,
+)
+
+#: Tensor methods that copy to the host (or sync with it): none may run inside ``step``/``reset_at``.
+HOST_TRANSFERS = ("item", "cpu", "numpy", "tolist", "__bool__", "__int__", "__float__", "nonzero")
+#: Largest float difference between a fused twin and its torch reference [units of the value].
+PARITY_ATOL = 1e-5
+#: The physical state a scenario's reset must write for the envs it resets (planar agents).
+RESET_STATE = ("state.pos", "state.vel", "state.theta")
+
+
+class ScenarioContractError(AssertionError):
+    """A scenario broke the contract: the message names the check and the method at fault."""
+
+
+class HostTransferError(AssertionError):
+    """A host transfer ran where none may (``forbid_host_transfers``)."""
+
+
+@contextlib.contextmanager
+def forbid_host_transfers():
+    """Within the block, every ``HOST_TRANSFERS`` method of ``torch.Tensor`` raises ``HostTransferError``."""
+    saved = {name: torch.Tensor.__dict__.get(name) for name in HOST_TRANSFERS}
+
+    def forbidden(name):
+        def method(self, *args, **kwargs):
+            raise HostTransferError(f"host transfer: Tensor.{name}()")
+
+        return method
+
+    try:
+        for name in HOST_TRANSFERS:
+            setattr(torch.Tensor, name, forbidden(name))
+        yield
+    finally:
+        for name, original in saved.items():
+            if original is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, original)
+
+
+def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
+    """[E, A, act_dim] uniform random actions of the env's dtype and device, ``overshoot`` (a share
+    of the box's width) beyond the action bounds on both sides, so clamping acts."""
+    low, high = (b.cpu() for b in env.action_bounds)
+    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
+    return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
+
+
+def record(env: Environment, outputs: tuple) -> dict[str, torch.Tensor]:
+    """Clones of what a step (or ``(obs, reward, terminated, truncated, info)``) returned, and the
+    whole ``env.get_state()``, under flat keys (``obs``, ``info.<key>``, ``state.pos``...)."""
+    obs, reward, terminated, truncated, info = outputs
+    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
+    row.update({f"info.{k}": v for k, v in info.items()})
+    row.update(env.get_state())
+    return {k: v.clone() for k, v in row.items()}
+
+
+def rollout(env: Environment, actions: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """Step ``env`` through pre-drawn actions, recording every step (``record``)."""
+    return [record(env, env.step(a)) for a in actions]
+
+
+def first_difference(first: list[dict], second: list[dict]) -> str | None:
+    """``"step t: key"`` of the first entry where two recorded rollouts differ in any bit, or None."""
+    for t, (a, b) in enumerate(zip(first, second, strict=True)):
+        for key in a:
+            if key not in b or not torch.equal(a[key], b[key]):
+                return f"step {t}: {key}"
+    return None
+
+
+def check_scenario(
+    scenario: str | type[Scenario],
+    *,
+    n_envs: int = 6,
+    n_steps: int = 40,
+    seed: int = 0,
+    device: str = "cpu",
+    parity_atol: float = PARITY_ATOL,
+    **options,
+) -> dict[str, str]:
+    """Run the scenario contract on a registered scenario name or a ``Scenario`` subclass.
+
+    Checks, each on fresh environments of ``n_envs`` envs with auto-reset (``options`` are the
+    scenario's options and ``swarp.make`` keywords, e.g. ``max_steps=15`` so episodes end):
+
+    * declared shapes: observations ``[E, A, obs_dim]``, rewards ``[E, A]``, ``done`` ``[E]`` bool,
+      ``info`` keys equal to ``info_buffers``' keys, each with leading dim E;
+    * determinism: the same seed and actions give the same bits; another seed other starts;
+    * ``reset_at`` changes only the masked envs, and an env's new episode depends only on (seed,
+      env, episode);
+    * a reset writes every state field (positions, velocities, headings, ``state_tensors``) of
+      the envs it resets;
+    * ``final_obs`` is the observation the auto-reset overwrote;
+    * no host transfers inside ``step`` or ``reset_at``;
+    * the fused twin (if any) matches the torch reference (flags exactly, floats to ``parity_atol``;
+      the body scenarios round their resets' cos/sin in float32 and pass ``1e-4``).
+
+    Torch-only scenarios run every check but the last on their torch path; fused ones run each
+    on both paths.
+
+    Returns:
+        ``{check name: "ok" or "skipped: reason"}``.
+
+    Raises:
+        ScenarioContractError: the first check that fails, with the scenario method at fault.
+    """
+    name, registered_here = _registered_name(scenario)
+    try:
+        return _check(name, n_envs, n_steps, seed, device, parity_atol, options)
+    finally:
+        if registered_here:
+            unregister_scenario(name)
+
+
+def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_atol: float, options: dict):
+    fused_available = get_scenario(name).fused_available
+    paths = (True, False) if fused_available else (False,)
+
+    def build(fused: bool, **overrides) -> Environment:
+        kwargs = dict(n_envs=n_envs, device=device, seed=seed, auto_reset=True, fused=fused)
+        kwargs.update(options)
+        kwargs.update(overrides)
+        return make(name, **kwargs)
+
+    generator = torch.Generator().manual_seed(seed)
+    try:  # the torch path checks each method's output shape and keys as it runs (swarp.env.reference)
+        probe = build(paths[-1])
+    except ValueError as error:
+        raise ScenarioContractError(f"{name}: declared shapes: {error}") from None
+    actions = [random_actions(probe, generator) for _ in range(n_steps)]
+    probe.close()
+    report: dict[str, str] = {}
+    checks: list[tuple[str, Callable[[bool], str | None]]] = [
+        ("declared shapes", lambda fused: _check_shapes(build(fused), actions)),
+        ("determinism", lambda fused: _check_determinism(build, fused, actions, seed)),
+        ("reset_at masks", lambda fused: _check_reset_at(build, fused, actions)),
+        ("reset writes every state field", lambda fused: _check_reset_writes(build, fused, actions)),
+        ("final_obs", lambda fused: _check_final_obs(build, fused, actions)),
+        ("no host transfers", lambda fused: _check_host_transfers(build(fused), actions)),
+    ]
+    for check, run in checks:
+        for fused in paths:
+            label = f"{check} ({'fused' if fused else 'torch'})" if fused_available else check
+            try:
+                report[label] = run(fused) or "ok"
+            except (ScenarioContractError, ValueError) as error:
+                raise ScenarioContractError(f"{name}: {label}: {error}") from None
+    if fused_available:
+        try:
+            report["fused == torch"] = _check_parity(build, actions, parity_atol) or "ok"
+        except ScenarioContractError as error:
+            raise ScenarioContractError(f"{name}: fused == torch: {error}") from None
+    else:
+        report["fused == torch"] = "skipped: no fused twin"
+    return report
+
+
+def _registered_name(scenario: str | type[Scenario]) -> tuple[str, bool]:
+    """``(registry name of scenario, whether this call registered it)``: a class not registered yet
+    is registered under its ``name`` for the duration of the check."""
+    if isinstance(scenario, str):
+        get_scenario(scenario)  # a clear error for an unknown name
+        return scenario, False
+    if not (isinstance(scenario, type) and issubclass(scenario, Scenario)):
+        raise TypeError(f"check_scenario needs a scenario name or a Scenario subclass, got {scenario!r}")
+    for name in scenario_names():
+        if get_scenario(name) is scenario:
+            return name, False
+    if not scenario.name:
+        raise ValueError(f"{scenario.__name__} has no name: set the class attribute name = '...'")
+    if scenario.name in scenario_names():
+        raise ValueError(f"{scenario.name!r} is registered to another class ({get_scenario(scenario.name).__name__})")
+    register_scenario(scenario.name, scenario)
+    return scenario.name, True
+
+
+def _fail(method: str, message: str) -> None:
+    raise ScenarioContractError(f"{message} (the method at fault: {method})")
+
+
+def _check_shapes(env: Environment, actions: list[torch.Tensor]) -> None:
+    E, A = env.n_envs, env.n_agents
+    sc = env.scenario
+    declared = sorted(sc.info_buffers())
+    for t, step_actions in enumerate(actions[:3]):
+        obs, reward, terminated, truncated, info = env.step(step_actions)
+        where = f"step {t}"
+        if tuple(obs.shape) != (E, A, sc.obs_dim):
+            _fail(
+                "observations / obs_dim", f"{where}: observations {tuple(obs.shape)}, declared [{E}, {A}, {sc.obs_dim}]"
+            )
+        if tuple(reward.shape) != (E, A):
+            _fail("rewards", f"{where}: rewards {tuple(reward.shape)}, expected [{E}, {A}]")
+        if tuple(terminated.shape) != (E,) or terminated.dtype != torch.bool:
+            _fail("done", f"{where}: terminated {tuple(terminated.shape)} {terminated.dtype}, expected [{E}] bool")
+        if not env.fused:
+            returned = sc.info()
+            if sorted(returned) != declared:
+                _fail("info / info_buffers", f"info() keys {sorted(returned)} != info_buffers() keys {declared}")
+        for key in declared:
+            if info[key].shape[:1] != (E,):
+                _fail("info_buffers", f"info[{key!r}] has shape {tuple(info[key].shape)}: leading dim must be E={E}")
+
+
+def _check_determinism(build, fused: bool, actions: list[torch.Tensor], seed: int) -> str | None:
+    first, second = build(fused), build(fused)
+    start = first.obs.clone()
+    difference = first_difference([record(first, _outputs(first))], [record(second, _outputs(second))])
+    if difference is not None:
+        where = difference.split(": ", 1)[1]
+        _fail("reset_world", f"two envs of the same seed start differently ({where}): draw with swarp's keyed RNG "
+                             "(scenarios.framework.arena.env_draws_torch), not torch.rand")  # fmt: skip
+    difference = first_difference(rollout(first, actions), rollout(second, actions))
+    if difference is not None:
+        _fail("reset_world / rewards / post_step", f"two envs of the same seed and actions differ at {difference}")
+    if torch.equal(build(fused, seed=seed + 1).obs, start):
+        return "ok (another seed gives the same first observation: the starts draw nothing)"
+    return None
+
+
+def _outputs(env: Environment) -> tuple:
+    return env.obs, env.reward, env.terminated, env.truncated, env.info
+
+
+def _check_reset_at(build, fused: bool, actions: list[torch.Tensor]) -> None:
+    env = build(fused, auto_reset=False)
+    for step_actions in actions[:5]:
+        env.step(step_actions)
+    before = env.get_state()
+    mask = torch.arange(env.n_envs, device=env.torch_device) % 2 == 1
+    env.reset_at(mask)
+    after = env.get_state()
+    for key, value in before.items():
+        if value.shape[:1] != (env.n_envs,):
+            continue  # batch-wide entries (the seed, shared obstacles)
+        if not torch.equal(after[key][~mask], value[~mask]):
+            _fail("reset_world", f"reset_at changed {key} in envs outside the mask")
+    full = build(fused, auto_reset=False)
+    full.reset_at(torch.ones(env.n_envs, dtype=torch.bool, device=env.torch_device))
+    for key in ("state.pos", "env.obs"):
+        if not torch.equal(full.get_state()[key][mask], after[key][mask]):
+            message = (f"{key}: an env's new episode depends on more than (seed, env, episode): draw with swarp's "
+                       "keyed RNG (scenarios.framework.arena.env_draws_torch), not torch.rand")  # fmt: skip
+            _fail("reset_world", message)
+    env.reset_at(torch.zeros(env.n_envs, dtype=torch.bool, device=env.torch_device))
+    if first_difference([env.get_state()], [after]) is not None:
+        _fail("reset_world", "reset_at with an empty mask changed the state")
+
+
+def _check_reset_writes(build, fused: bool, actions: list[torch.Tensor]) -> None:
+    """Two twin envs step alike; the state of half of one's envs is poisoned (floats NaN, bools
+    flipped, integers shifted), then both reset those envs: the reset envs must agree again."""
+    env, twin = build(fused, auto_reset=False), build(fused, auto_reset=False)
+    for step_actions in actions[:3]:
+        env.step(step_actions)
+        twin.step(step_actions)
+    mask = torch.arange(env.n_envs, device=env.torch_device) % 2 == 0
+    fields = {key: getattr(env.state, key.split(".", 1)[1]) for key in RESET_STATE}
+    fields.update({f"scenario.{k}": v for k, v in env.scenario.state_tensors().items()})
+    poisoned = []
+    for key, tensor in fields.items():
+        if tensor.shape[:1] != (env.n_envs,):
+            continue
+        if tensor.is_floating_point():
+            tensor[mask] = math.nan
+        elif tensor.dtype == torch.bool:
+            tensor[mask] = ~tensor[mask]
+        else:
+            tensor[mask] += 1000
+        poisoned.append(key)
+    env.reset_at(mask)
+    twin.reset_at(mask)
+    state, expected = env.get_state(), twin.get_state()
+    method = "launch_reset" if env.fused else "reset_world"
+    for key in poisoned:
+        if not torch.equal(state[key][mask], expected[key][mask]):
+            _fail(method, f"a reset left {key} unwritten in the envs it reset")
+    if not torch.equal(env.obs[mask], twin.obs[mask]):
+        _fail("launch_observe" if env.fused else "observations", "observations after a reset read a stale field")
+
+
+def _check_final_obs(build, fused: bool, actions: list[torch.Tensor]) -> str | None:
+    auto, plain = build(fused), build(fused, auto_reset=False)
+    finished = 0
+    for t, step_actions in enumerate(actions):
+        _, _, terminated, truncated, info = auto.step(step_actions)
+        p_obs, _, p_terminated, p_truncated, _ = plain.step(step_actions)
+        done = terminated | truncated
+        if not torch.equal(done, p_terminated | p_truncated):
+            _fail("done", f"step {t}: auto-reset and a plain env disagree on which episodes ended")
+        if not torch.equal(info["final_obs"][done], p_obs[done]):
+            _fail("observations", f"step {t}: final_obs is not the observation the reset overwrote")
+        plain.reset_at(done)
+        if not torch.equal(auto.obs, plain.obs):
+            _fail("reset_world", f"step {t}: the auto-reset's restart differs from reset_at's")
+        finished += int(done.sum())
+    if finished == 0:
+        return "skipped: no episode ended (pass max_steps=... below n_steps)"
+    return None
+
+
+def _check_host_transfers(env: Environment, actions: list[torch.Tensor]) -> None:
+    mask = torch.arange(env.n_envs, device=env.torch_device) % 2 == 0
+    env.step(actions[0])  # the first call records launches and may compile
+    env.reset_at(mask)
+    try:
+        with forbid_host_transfers():
+            for step_actions in actions[1:6]:
+                env.step(step_actions)
+            env.reset_at(mask)
+    except HostTransferError as error:
+        _fail(_host_culprit(env), str(error))
+
+
+def _host_culprit(env: Environment) -> str:
+    """The first torch-reference method that transfers to the host (called one by one)."""
+    sc = env.scenario
+    mask = torch.zeros(env.n_envs, dtype=torch.bool, device=env.torch_device)
+    for method, call in (("reset_world", lambda: sc.reset_world(mask)), ("post_step", sc.post_step),
+                         ("observations", sc.observations), ("rewards", sc.rewards), ("done", sc.done),
+                         ("info", sc.info)):  # fmt: skip
+        try:
+            with forbid_host_transfers():
+                call()
+        except HostTransferError:
+            return method
+    return "step / reset_at (no single scenario method alone)"
+
+
+def _check_parity(build, actions: list[torch.Tensor], atol: float) -> None:
+    fused, reference = build(True), build(False)
+    for t, step_actions in enumerate([None, *actions]):
+        if step_actions is None:
+            a, b = record(fused, _outputs(fused)), record(reference, _outputs(reference))
+        else:
+            a, b = record(fused, fused.step(step_actions)), record(reference, reference.step(step_actions))
+        for key, value in a.items():
+            other = b[key]
+            if key in ("env.final_obs", "info.final_obs"):  # rows of envs that did not finish are stale
+                done = (a["terminated"] | a["truncated"]).view(-1, *([1] * (value.dim() - 1)))
+                value, other = value * done, other * done
+            if value.is_floating_point():
+                close = torch.allclose(value, other, atol=atol, rtol=0.0, equal_nan=True)
+            else:
+                close = torch.equal(value, other)
+            if not close:
+                _fail("launch_observe / launch_reset", f"{'reset' if t == 0 else f'step {t}'}: {key} differs from the "
+                                                       "torch reference")  # fmt: skip

@@ -1,0 +1,165 @@
+"""``swarp.testing.check_scenario`` on broken scenarios: each break is caught by its check, with the
+method at fault named; ``register_scenario`` as a decorator and its checks; the torch path names
+the method whose output has the wrong shape or keys."""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import swarp
+from swarp.scenarios.spread import SpreadScenario
+from swarp.testing import ScenarioContractError, check_scenario
+
+OPTIONS = dict(n_envs=4, n_steps=12, max_steps=5)
+
+
+class TorchSpread(SpreadScenario):
+    """spread's torch reference alone: a torch-only scenario to break."""
+
+    name = "torch_spread_for_tests"
+    fused_available = False
+
+
+class WideObservation(TorchSpread):
+    name = "wide_observation"
+
+    @property
+    def obs_dim(self) -> int:
+        return super().obs_dim + 1
+
+
+class HostSyncReward(TorchSpread):
+    name = "host_sync_reward"
+
+    def rewards(self):
+        reward = super().rewards()
+        return reward * (1.0 + 0.0 * float(reward.sum()))  # a host sync
+
+
+class TorchRandReset(TorchSpread):
+    name = "torch_rand_reset"
+
+    def reset_world(self, env_mask):
+        super().reset_world(env_mask)
+        noise = torch.rand(self.landmarks.shape, dtype=self.dtype, device=self.landmarks.device)
+        self.landmarks.copy_(torch.where(env_mask.view(-1, 1, 1), noise, self.landmarks))
+
+
+class ForgetfulReset(TorchSpread):
+    """Keeps its extra memory across episodes: the reset does not write it."""
+
+    name = "forgetful_reset"
+
+    def bind(self, env):
+        super().bind(env)
+        self.memory = torch.zeros(self.n_envs, device=self.landmarks.device, dtype=self.dtype)
+
+    def state_tensors(self):
+        return {**super().state_tensors(), "memory": self.memory}
+
+
+class ForgetfulFlag(TorchSpread):
+    """A per-env flag set by the steps that no reset clears."""
+
+    name = "forgetful_flag"
+
+    def bind(self, env):
+        super().bind(env)
+        self.flag = torch.zeros(self.n_envs, device=self.landmarks.device, dtype=torch.bool)
+
+    def post_step(self):
+        self.flag.fill_(True)
+
+    def state_tensors(self):
+        return {**super().state_tensors(), "flag": self.flag}
+
+
+class ExtraInfo(TorchSpread):
+    name = "extra_info"
+
+    def info(self):
+        return {**super().info(), "undeclared": torch.zeros(self.n_envs, device=self.landmarks.device)}
+
+
+def test_a_torch_only_scenario_passes_and_is_unregistered_afterwards():
+    report = check_scenario(TorchSpread, **OPTIONS)
+    assert report["fused == torch"].startswith("skipped")
+    assert all(value == "ok" for key, value in report.items() if key != "fused == torch"), report
+    assert TorchSpread.name not in swarp.scenario_names()
+
+
+def test_a_built_in_fused_scenario_checks_both_paths():
+    report = check_scenario("spread", **OPTIONS)
+    assert {"declared shapes (fused)", "declared shapes (torch)", "fused == torch"} <= set(report)
+    assert all(value == "ok" for value in report.values()), report
+
+
+@pytest.mark.parametrize(
+    ("cls", "match"),
+    [
+        (WideObservation, r"declared shapes.*WideObservation.observations\(\) returned a tensor \(4, 3, 14\)"),
+        (ExtraInfo, r"declared shapes.*ExtraInfo.info\(\) returned keys"),
+        (HostSyncReward, r"no host transfers.*method at fault: rewards"),
+        (TorchRandReset, r"determinism.*start differently.*keyed RNG.*method at fault: reset_world"),
+        (ForgetfulReset, r"reset writes every state field.*scenario.memory.*method at fault: reset_world"),
+        (ForgetfulFlag, r"reset writes every state field.*scenario.flag.*method at fault: reset_world"),
+    ],
+)
+def test_each_break_is_caught_with_the_method_at_fault(cls, match):
+    with pytest.raises(ScenarioContractError, match=match):
+        check_scenario(cls, **OPTIONS)
+    assert cls.name not in swarp.scenario_names()
+
+
+def test_the_torch_path_names_the_method_with_a_wrong_shape_or_keys():
+    swarp.register_scenario(WideObservation.name, WideObservation)
+    swarp.register_scenario(ExtraInfo.name, ExtraInfo)
+    try:
+        with pytest.raises(ValueError, match=r"WideObservation.observations\(\) returned a tensor \(2, 3, 14\)"):
+            swarp.make(WideObservation.name, n_envs=2, device="cpu")
+        with pytest.raises(ValueError, match=r"ExtraInfo.info\(\) returned keys .*'undeclared'.*info_buffers"):
+            swarp.make(ExtraInfo.name, n_envs=2, device="cpu")
+    finally:
+        swarp.unregister_scenario(WideObservation.name)
+        swarp.unregister_scenario(ExtraInfo.name)
+
+
+def test_register_scenario_as_a_decorator_and_its_refusals():
+    @swarp.register_scenario("decorated_spread")
+    class Decorated(TorchSpread):
+        pass
+
+    try:
+        assert swarp.make("decorated_spread", n_envs=2, device="cpu").scenario.__class__ is Decorated
+    finally:
+        swarp.unregister_scenario("decorated_spread")
+    assert "decorated_spread" not in swarp.scenario_names()
+
+    class NoDataclass(TorchSpread):
+        class Config:
+            n_agents = 3
+
+    with pytest.raises(TypeError, match=r"NoDataclass.Config must be a dataclass"):
+        swarp.register_scenario("no_dataclass", NoDataclass)
+    with pytest.raises(TypeError, match="needs a Scenario subclass"):
+        swarp.register_scenario("not_a_scenario", dataclass(type("Plain", (), {})))
+    with pytest.raises(ValueError, match="unknown scenario"):
+        swarp.unregister_scenario("never_registered")
+
+
+def test_command_lines_import_user_scenario_modules(tmp_path, monkeypatch, capsys):
+    """``--import MODULE`` registers a user's scenario before the scenario choices are built."""
+    (tmp_path / "user_scenarios_for_tests.py").write_text(
+        "import swarp\nfrom tests.test_testing import TorchSpread\n\n\n"
+        "class Mine(TorchSpread):\n    name = 'mine_for_tests'\n\n\nswarp.register_scenario('mine_for_tests', Mine)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from swarp.benchmark import throughput
+
+    try:
+        throughput.main(["--import", "user_scenarios_for_tests", "--scenario", "mine_for_tests", "--device", "cpu",
+                         "--envs", "8", "--agents", "3", "--iters", "5", "--repeats", "1"])  # fmt: skip
+        assert "mine_for_tests" in capsys.readouterr().out
+    finally:
+        swarp.unregister_scenario("mine_for_tests")
