@@ -4,7 +4,8 @@
 [--max-seconds 300] [--target 0.95] [--parallel 1]`` trains each (scenario, algorithm) with its task
 record, the seeds batched in one process (``python -m swarp.train``), ``parallel`` processes at a
 time on one device, each stopping when every seed's greedy evaluation reaches ``target`` or after
-``max-seconds`` of training. Runs land in ``OUT/<scenario>/<algorithm>/``.
+``max-seconds`` of training. Runs land in ``OUT/<scenario>/<algorithm>/``; ``--resume`` skips the
+pairs already scored there, so one table can be trained over several calls.
 
 ``python -m swarp.train.results table OUT [--markdown FILE] [--figure PNG] [--threshold 0.9]``
 writes the table (one row per run: greedy success on fresh episodes with its 95% interval, mean
@@ -57,9 +58,15 @@ class Run:
         return next(((f, s) for f, s, success in self.curve if success >= threshold), None)
 
 
+def _scored(folder: Path) -> int:
+    """Runs under ``folder`` (one (scenario, algorithm)) that finished with a ``score.json``."""
+    return len(list(folder.glob("*/score.json")))
+
+
 def run_all(out: Path, scenarios, algorithms, seeds, max_seconds: float, target: float, parallel: int,
-            device: str | None, extra: list[str]) -> list[int]:  # fmt: skip
-    """Train every (scenario, algorithm) in subprocesses, ``parallel`` at a time; returns their exit codes."""
+            device: str | None, extra: list[str], resume: bool = False) -> list[int]:  # fmt: skip
+    """Train every (scenario, algorithm) in subprocesses, ``parallel`` at a time (with ``resume``,
+    not those whose folder already holds a score per seed); returns their exit codes."""
 
     def one(job: tuple[str, str]) -> int:
         scenario, algorithm = job
@@ -74,7 +81,10 @@ def run_all(out: Path, scenarios, algorithms, seeds, max_seconds: float, target:
         print(f"{scenario} {algorithm}: exit {code}", flush=True)
         return code
 
-    jobs = [(s, a) for s in scenarios for a in algorithms]
+    jobs = [(s, a) for s in scenarios for a in algorithms if not (resume and _scored(out / s / a) >= len(seeds))]
+    if resume:
+        print(f"{len(scenarios) * len(algorithms) - len(jobs)} of {len(scenarios) * len(algorithms)} already scored",
+              flush=True)  # fmt: skip
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(one, jobs))
 
@@ -207,6 +217,8 @@ def main(argv=None) -> None:
                      help="processes at a time on the device (GPU processes time-slice: 12 at once ran each ~10x "
                           "slower than 2 at once, docs/results.md)")  # fmt: skip
     run.add_argument("--device", default=None)
+    run.add_argument("--resume", action="store_true",
+                     help="skip the (scenario, algorithm) pairs already scored under OUT")  # fmt: skip
     table = sub.add_parser("table", help="the table and the learning-curve figure")
     table.add_argument("out", type=Path)
     table.add_argument("--markdown", type=Path, default=None, help="write the table here (default: print it)")
@@ -218,7 +230,7 @@ def main(argv=None) -> None:
     args, extra = parser.parse_known_args(argv)
     if args.command == "run":
         codes = run_all(args.out, args.scenarios, args.algorithms, args.seeds, args.max_seconds, args.target,
-                        args.parallel, args.device, extra)  # fmt: skip
+                        args.parallel, args.device, extra, args.resume)  # fmt: skip
         sys.exit(max(codes, default=0))
     if extra:
         parser.error(f"unrecognized arguments: {extra}")

@@ -11,7 +11,7 @@ import swarp
 from swarp.scenarios.framework.base import get_scenario
 from swarp.train import Evaluator, evaluate, get_task, train
 from swarp.train.__main__ import scenario_option
-from swarp.train.results import load_runs, markdown_table, plot_curves, summary_table
+from swarp.train.results import load_runs, markdown_table, plot_curves, run_all, summary_table
 from swarp.train.tasks import TASKS
 
 #: Env-steps of the CPU run per scenario (32 envs x 32 steps per iteration): 20 iterations,
@@ -96,6 +96,8 @@ def test_the_results_table_reads_run_folders(tmp_path):
     assert "not reached" in markdown_table(runs, threshold=1.01)
     assert "| navigation | mappo | 2 of 2 |" in summary_table(runs, threshold=0.0)
     assert "| navigation | mappo | 0 of 2 |" in summary_table(runs, threshold=1.01)
+    # --resume skips the pair already scored (no process is started for it).
+    assert run_all(tmp_path, ["navigation"], ["mappo"], [0, 1], 1.0, 0.9, 1, "cpu", [], resume=True) == []
     pytest.importorskip("matplotlib")
     plot_curves(runs, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 1000
