@@ -50,8 +50,7 @@ def check_outputs_kernel(scalar: type):
     final_obs [E, A, W'], done [E] bool, with_final, flags [E])`` over ``dim=(E, A)``: raise the
     flag of every env (of ``env_mask`` where ``use_mask``) with a non-finite observation entry,
     reward (``with_reward``) or saved final observation entry (``with_final``, envs of ``done``).
-    The torch path's check, and the fallback for fused scenarios whose kernels do not check their
-    own outputs (256 x 8 x 28 on the CPU: 0.22 ms, against 0.30 ms for torch's isfinite passes)."""
+    The fallback for fused scenarios whose kernels do not check their own outputs."""
 
     @wp.kernel(enable_backward=False, module="unique")
     def check_outputs(
