@@ -116,6 +116,27 @@ def test_the_torch_paths_raise_the_flag(path):
     assert env.non_finite_envs().tolist() == [1]
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 3.0e38])
+def test_the_torch_paths_check_flags_exactly_the_non_finite_entries(value):
+    """The torch path's check (``reference.flag_non_finite``: ``x * 0`` summed per env) flags
+    NaN and both infinities in rows and rewards, in the env that holds them, and no large finite
+    value (a sum of the values themselves could overflow)."""
+    from swarp.env.reference import flag_non_finite
+
+    env = make("navigation", fused=False)
+    for target in ("obs", "reward"):
+        env.clear_flags()
+        obs, reward = env.obs.clone(), env.reward.clone()
+        (obs if target == "obs" else reward)[2, 1, ...] = value
+        flag_non_finite(env, obs, reward)
+        assert env.non_finite_envs().tolist() == ([] if value == 3.0e38 else [2]), target
+    env.clear_flags()
+    obs = env.obs.clone()
+    obs[1, 0, 0] = value
+    flag_non_finite(env, obs, env_mask=torch.arange(env.n_envs) != 1)  # env 1 is outside the mask
+    assert env.non_finite_envs().tolist() == []
+
+
 class UncheckedNavigation(NavigationScenario):
     """Navigation as a scenario that does not check its own outputs: the environment's fallback does."""
 
