@@ -90,11 +90,27 @@ def rollout(env: Environment, actions: list[torch.Tensor]) -> list[dict[str, tor
 
 
 def first_difference(first: list[dict], second: list[dict]) -> str | None:
-    """``"step t: key"`` of the first entry where two recorded rollouts differ in any bit, or None."""
+    """``"step t: key"`` of the first entry where two recorded rollouts differ in any bit (or in
+    their keys), or None."""
     for t, (a, b) in enumerate(zip(first, second, strict=True)):
+        if a.keys() != b.keys():
+            return f"step {t}: keys {sorted(a.keys() ^ b.keys())}"
         for key in a:
-            if key not in b or not torch.equal(a[key], b[key]):
+            if not torch.equal(a[key], b[key]):
                 return f"step {t}: {key}"
+    return None
+
+
+def row_difference(first: dict, second: dict, atol: float = PARITY_ATOL) -> str | None:
+    """The first key where two recorded rows (``record``) disagree, or None: flags and counts
+    (non-float dtypes) must be equal, floats within ``atol`` (NaN equal to NaN)."""
+    if first.keys() != second.keys():
+        return f"keys {sorted(first.keys() ^ second.keys())}"
+    for key, a in first.items():
+        b = second[key]
+        same = torch.allclose(a, b, atol=atol, rtol=0.0, equal_nan=True) if a.is_floating_point() else torch.equal(a, b)
+        if not same:
+            return key
     return None
 
 
@@ -364,15 +380,12 @@ def _check_parity(build, actions: list[torch.Tensor], atol: float) -> None:
             a, b = record(fused, _outputs(fused)), record(reference, _outputs(reference))
         else:
             a, b = record(fused, fused.step(step_actions)), record(reference, reference.step(step_actions))
-        for key, value in a.items():
-            other = b[key]
-            if key in ("env.final_obs", "info.final_obs"):  # rows of envs that did not finish are stale
-                done = (a["terminated"] | a["truncated"]).view(-1, *([1] * (value.dim() - 1)))
-                value, other = value * done, other * done
-            if value.is_floating_point():
-                close = torch.allclose(value, other, atol=atol, rtol=0.0, equal_nan=True)
-            else:
-                close = torch.equal(value, other)
-            if not close:
-                _fail("launch_observe / launch_reset", f"{'reset' if t == 0 else f'step {t}'}: {key} differs from the "
-                                                       "torch reference")  # fmt: skip
+        done = a["terminated"] | a["truncated"]
+        for row in (a, b):  # final rows of envs that did not finish are stale on both paths
+            for key in ("env.final_obs", "info.final_obs"):
+                if key in row:
+                    row[key] = torch.where(done.view(-1, 1, 1), row[key], torch.zeros_like(row[key]))
+        key = row_difference(a, b, atol)
+        if key is not None:
+            _fail("launch_observe / launch_reset", f"{'reset' if t == 0 else f'step {t}'}: {key} differs from the "
+                                                   "torch reference")  # fmt: skip

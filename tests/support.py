@@ -22,11 +22,13 @@ from swarp.testing import (  # noqa: F401 (re-exported: the contract's pieces ar
     HOST_TRANSFERS,
     PARITY_ATOL,
     HostTransferError,
+    first_difference,
     forbid_host_transfers,
     random_actions,
     record,
+    row_difference,
 )
-from swarp.testing import rollout as rollout_on
+from swarp.testing import rollout as rollout_actions  # noqa: F401 (pre-drawn actions, every step recorded)
 
 #: The CPU everywhere; CUDA (where the fused path runs as one captured graph) on GPU machines.
 DEVICES = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
@@ -79,10 +81,8 @@ def rollout(env: swarp.Environment, noise: list[torch.Tensor]) -> list[dict[str,
 
 def assert_bit_identical(first: list[dict], second: list[dict]) -> None:
     assert len(first) == len(second)
-    for t, (a, b) in enumerate(zip(first, second, strict=True)):
-        assert a.keys() == b.keys()
-        for key in a:
-            assert torch.equal(a[key], b[key]), f"step {t}: {key} differs"
+    difference = first_difference(first, second)
+    assert difference is None, f"{difference} differs"
 
 
 def without_stale_rows(trajectory: list[dict]) -> list[dict]:
@@ -179,13 +179,8 @@ def is_exact(tensor: torch.Tensor) -> bool:
 
 
 def assert_rows_match(fused: dict, reference: dict, where: str, atol: float = PARITY_ATOL) -> None:
-    assert fused.keys() == reference.keys()
-    for key in fused:
-        a, b = fused[key], reference[key]
-        if is_exact(a):
-            assert torch.equal(a, b), f"{where}: {key} differs: fused {a.tolist()} vs reference {b.tolist()}"
-        else:
-            torch.testing.assert_close(a, b, atol=atol, rtol=PARITY_RTOL, msg=lambda m, k=key: f"{where}: {k}: {m}")
+    key = row_difference(fused, reference, atol)
+    assert key is None, f"{where}: {key} differs: fused {fused.get(key)} vs reference {reference.get(key)}"
 
 
 def parity_rollout(
@@ -222,9 +217,6 @@ def parity_rollout(
 
 def _outputs(env: swarp.Environment) -> tuple:
     return env.obs, env.reward, env.terminated, env.truncated, env.info
-
-
-rollout_actions = rollout_on  # pre-drawn actions, every step recorded (swarp.testing.rollout)
 
 
 def episode_success_rate(env: swarp.Environment, policy: Policy, generator: torch.Generator) -> float:
