@@ -146,8 +146,8 @@ def grad_step(env: Environment, actions: torch.Tensor):
     try:
         sc.post_step()
         obs = observations(env)
-        reward = sc.rewards()
-        terminated = sc.done()
+        reward = checked(sc.rewards(), env, "rewards", env.reward.shape)
+        terminated = checked(sc.done(), env, "done", env.terminated.shape, torch.bool)
         step_info = scenario_info(env)
     finally:
         env._grad_state = None
