@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
+import warnings
 from collections.abc import Callable
 
 import torch
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
+from swarp.runtime import host
 from swarp.scenarios.framework.base import (
     Scenario,
     get_scenario,
@@ -28,7 +31,14 @@ from swarp.scenarios.framework.base import (
 )
 
 #: Tensor methods that copy to the host (or sync with it): none may run inside ``step``/``reset_at``.
-HOST_TRANSFERS = ("item", "cpu", "numpy", "tolist", "__bool__", "__int__", "__float__", "nonzero")
+HOST_TRANSFERS = ("item", "cpu", "numpy", "tolist", "__bool__", "__int__", "__float__")
+#: torch functions that copy host data to the device when given Python values (a CUDA graph cannot
+#: capture that): none may run inside ``step``/``reset_at`` either.
+HOST_UPLOADS = ("tensor", "as_tensor")
+#: torch functions whose output size depends on the data: the host waits for the device to size it.
+DATA_SIZED = ("nonzero", "argwhere", "masked_select", "unique")
+#: Indexing with a boolean mask is a ``nonzero`` inside: a host sync.
+MASK_INDEXING = ("__getitem__", "__setitem__")
 #: Largest float difference between a fused twin and its torch reference [units of the value].
 PARITY_ATOL = 1e-5
 #: The physical state a scenario's reset must write for the envs it resets (planar agents).
@@ -45,25 +55,80 @@ class HostTransferError(AssertionError):
 
 @contextlib.contextmanager
 def forbid_host_transfers():
-    """Within the block, every ``HOST_TRANSFERS`` method of ``torch.Tensor`` raises ``HostTransferError``."""
-    saved = {name: torch.Tensor.__dict__.get(name) for name in HOST_TRANSFERS}
+    """Within the block, what syncs a CUDA step with the host (or cannot be captured in a CUDA graph)
+    raises ``HostTransferError``, on any device: the ``HOST_TRANSFERS`` methods of ``torch.Tensor``,
+    the ``DATA_SIZED`` functions and methods, indexing with a boolean mask, and the ``HOST_UPLOADS``
+    functions of ``torch`` given a Python number, list or tuple (a host-to-device copy on CUDA).
+    swarp's own CPU-only host reads (``swarp.runtime.host.host_rows``) pass."""
+    saved = {name: torch.Tensor.__dict__.get(name) for name in (*HOST_TRANSFERS, *DATA_SIZED, *MASK_INDEXING)}
+    saved_uploads = {name: getattr(torch, name) for name in HOST_UPLOADS}
+
+    originals = {name: getattr(torch.Tensor, name) for name in (*HOST_TRANSFERS, *DATA_SIZED)}
 
     def forbidden(name):
         def method(self, *args, **kwargs):
+            if host.reading():  # swarp's own CPU-only reads (swarp.runtime.host)
+                return originals[name](self, *args, **kwargs)
             raise HostTransferError(f"host transfer: Tensor.{name}()")
 
         return method
 
+    def forbidden_upload(name):
+        original = saved_uploads[name]
+
+        def function(data, *args, **kwargs):
+            if isinstance(data, (numbers.Number, list, tuple)):
+                raise HostTransferError(
+                    f"host-to-device copy: torch.{name}() of a Python value (make constants once, in bind, "
+                    "or with torch.full)"
+                )
+            return original(data, *args, **kwargs)
+
+        return function
+
+    def forbidden_sized(name):
+        def function(*args, **kwargs):
+            if host.reading():
+                return saved_functions[name](*args, **kwargs)
+            raise HostTransferError(f"host sync: torch.{name}() (its output size depends on the data)")
+
+        return function
+
+    def forbidden_mask_index(name):
+        original = getattr(torch.Tensor, name)
+
+        def method(self, index, *args):
+            parts = index if isinstance(index, tuple) else (index,)
+            if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+                raise HostTransferError(
+                    f"host sync: Tensor.{name}() with a boolean mask (use torch.where, or integer indices made in bind)"
+                )
+            return original(self, index, *args)
+
+        return method
+
+    saved_functions = {name: getattr(torch, name) for name in DATA_SIZED}
     try:
         for name in HOST_TRANSFERS:
             setattr(torch.Tensor, name, forbidden(name))
+        for name in DATA_SIZED:
+            setattr(torch.Tensor, name, forbidden(name))
+            setattr(torch, name, forbidden_sized(name))
+        for name in MASK_INDEXING:
+            setattr(torch.Tensor, name, forbidden_mask_index(name))
+        for name in HOST_UPLOADS:
+            setattr(torch, name, forbidden_upload(name))
         yield
     finally:
+        for name, original in saved_functions.items():
+            setattr(torch, name, original)
         for name, original in saved.items():
             if original is None:
                 delattr(torch.Tensor, name)
             else:
                 setattr(torch.Tensor, name, original)
+        for name, original in saved_uploads.items():
+            setattr(torch, name, original)
 
 
 def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
@@ -138,6 +203,8 @@ def check_scenario(
       the envs it resets;
     * ``final_obs`` is the observation the auto-reset overwrote;
     * no host transfers inside ``step`` or ``reset_at``;
+    * on CUDA, the step captured in a CUDA graph gives the bits of the step without one (a torch
+      step that is not capture-safe is reported ``"skipped: why"``, not failed: it runs eagerly);
     * the fused twin (if any) matches the torch reference (flags exactly, floats to ``parity_atol``;
       the body scenarios round their resets' cos/sin in float32 and pass ``1e-4``).
 
@@ -184,6 +251,8 @@ def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_
         ("final_obs", lambda fused: _check_final_obs(build, fused, actions)),
         ("no host transfers", lambda fused: _check_host_transfers(build(fused), actions)),
     ]
+    if str(device).startswith("cuda"):
+        checks.append(("CUDA graph", lambda fused: _check_graph(build, fused, actions)))
     for check, run in checks:
         for fused in paths:
             label = f"{check} ({'fused' if fused else 'torch'})" if fused_available else check
@@ -356,6 +425,19 @@ def _check_host_transfers(env: Environment, actions: list[torch.Tensor]) -> None
             env.reset_at(mask)
     except HostTransferError as error:
         _fail(_host_culprit(env), str(error))
+
+
+def _check_graph(build, fused: bool, actions: list[torch.Tensor]) -> str | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the reason is reported below
+        graph_env = build(fused, use_graph="auto")
+        graph = rollout(graph_env, actions)
+    if not graph_env.graph_mode:
+        return f"skipped: {graph_env.no_graph_reason or 'the step cannot be captured'}"
+    difference = first_difference(graph, rollout(build(fused, use_graph=False), actions))
+    if difference is not None:
+        _fail("the step (captured)", f"{difference} differs from the step without a graph")
+    return None
 
 
 def _host_culprit(env: Environment) -> str:

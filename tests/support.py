@@ -125,9 +125,9 @@ def step_and_reset_without_host_transfers(env, noise: list[torch.Tensor], mask: 
     return episode_before
 
 
-def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 1000) -> None:
-    """Step a CUDA ``env`` ``n_steps`` times on random actions (and ``reset_at`` its finished
-    envs): neither torch's allocator nor Warp's mempool may grow, even transiently."""
+def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 1000, reset: bool = True) -> None:
+    """Step a CUDA ``env`` ``n_steps`` times on random actions (and, with ``reset``, ``reset_at``
+    its finished envs): neither torch's allocator nor Warp's mempool may grow, even transiently."""
     actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, device=env.torch_device)
     for _ in range(10):
         env.step(actions)
@@ -139,7 +139,8 @@ def assert_no_steady_state_allocations(env: swarp.Environment, n_steps: int = 10
     for _ in range(n_steps):
         actions.uniform_(-1.0, 1.0)
         env.step(actions)
-    env.reset_at(env.done)
+    if reset:
+        env.reset_at(env.done)
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == torch_before
     assert torch.cuda.max_memory_allocated() == torch_before, "transient torch allocations in the step"

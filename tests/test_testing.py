@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import swarp
+from swarp.runtime.host import host_rows
 from swarp.scenarios.spread import SpreadScenario
-from swarp.testing import ScenarioContractError, check_scenario
+from swarp.testing import HostTransferError, ScenarioContractError, check_scenario, forbid_host_transfers
 
 OPTIONS = dict(n_envs=4, n_steps=12, max_steps=5)
 
@@ -35,6 +36,22 @@ class HostSyncReward(TorchSpread):
     def rewards(self):
         reward = super().rewards()
         return reward * (1.0 + 0.0 * float(reward.sum()))  # a host sync
+
+
+class MaskIndexedObservation(TorchSpread):
+    name = "mask_indexed_observation"
+
+    def observations(self):
+        obs = super().observations()
+        obs[obs.isnan()] = 0.0  # a boolean mask: a nonzero inside, a host sync
+        return obs
+
+
+class UploadedConstant(TorchSpread):
+    name = "uploaded_constant"
+
+    def post_step(self):
+        self.scale = torch.tensor(2.0, device=self.landmarks.device)  # a host-to-device copy on CUDA
 
 
 class TorchRandReset(TorchSpread):
@@ -101,6 +118,8 @@ def test_a_built_in_fused_scenario_checks_both_paths():
         (WideObservation, r"declared shapes.*WideObservation.observations\(\) returned a tensor \(4, 3, 14\)"),
         (ExtraInfo, r"declared shapes.*ExtraInfo.info\(\) returned keys"),
         (HostSyncReward, r"no host transfers.*method at fault: rewards"),
+        (MaskIndexedObservation, r"no host transfers.*boolean mask.*method at fault: observations"),
+        (UploadedConstant, r"no host transfers.*torch.tensor\(\) of a Python value.*method at fault: post_step"),
         (TorchRandReset, r"determinism.*start differently.*keyed RNG.*method at fault: reset_world"),
         (ForgetfulReset, r"reset writes every state field.*scenario.memory.*method at fault: reset_world"),
         (ForgetfulFlag, r"reset writes every state field.*scenario.flag.*method at fault: reset_world"),
@@ -110,6 +129,46 @@ def test_each_break_is_caught_with_the_method_at_fault(cls, match):
     with pytest.raises(ScenarioContractError, match=match):
         check_scenario(cls, **OPTIONS)
     assert cls.name not in swarp.scenario_names()
+
+
+def test_forbid_host_transfers_refuses_what_a_cuda_graph_cannot_capture_and_allows_the_rest():
+    x = torch.arange(6.0)
+    mask = x > 2
+    index = torch.tensor([0, 2])
+    refused = {
+        "item": lambda: x.sum().item(),
+        "bool": lambda: bool(x.sum()),
+        "mask read": lambda: x[mask],
+        "mask write": lambda: x.__setitem__(mask, 0.0),
+        "mask in a tuple": lambda: x.view(6, 1)[mask, 0],
+        "torch.nonzero": lambda: torch.nonzero(x),
+        "Tensor.nonzero": lambda: x.nonzero(),
+        "unique": lambda: torch.unique(x),
+        "masked_select": lambda: torch.masked_select(x, mask),
+        "tensor of a list": lambda: torch.tensor([1.0, 2.0]),
+        "as_tensor of a number": lambda: torch.as_tensor(3),
+    }
+    with forbid_host_transfers():
+        for name, call in refused.items():
+            with pytest.raises(HostTransferError):
+                call()
+                pytest.fail(f"{name} ran")
+        y = x.clone()
+        y[1:3] = 7.0  # slices and integer indices are fine, and so is torch.where
+        picked = y[index]
+        kept = torch.where(mask, x, 0.0)
+        same = torch.as_tensor(x)
+    assert torch.equal(picked, torch.tensor([0.0, 7.0])) and torch.equal(kept, torch.tensor([0, 0, 0, 3, 4, 5.0]))
+    assert same is x and x[mask].numel() == 3 and torch.tensor(1.0).item() == 1.0  # all restored afterwards
+
+
+def test_swarps_own_cpu_host_reads_pass_the_guard():
+    mask, expected = torch.tensor([False, True, True, False]), torch.tensor([1, 2])
+    with forbid_host_transfers():
+        rows = host_rows(mask)  # swarp.runtime.host: sanctioned
+        with pytest.raises(HostTransferError):
+            mask.nonzero()  # the same read elsewhere is refused
+    assert torch.equal(rows, expected)
 
 
 def test_the_torch_path_names_the_method_with_a_wrong_shape_or_keys():

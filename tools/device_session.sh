@@ -6,9 +6,19 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+authoring)
+  # Issue 30: the GPU suite, then a torch-only scenario (the generated template) captured in one
+  # CUDA graph against its uncaptured self and fused built-ins, at 4,096 x 16 and 1,024 x 8.
+  timeout 240 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  $py -m swarp.scenario new dispersion2 --dir /tmp/scn --force > /dev/null
+  PYTHONPATH="$PYTHONPATH:/tmp/scn" timeout 240 $py -m swarp.benchmark.scenarios --import dispersion2 \
+    --scenarios dispersion2 spread navigation --devices cuda:0 --shapes 4096x16 1024x8 --lidar-rays 0 \
+    --models default --modes eager torch_graph graph --json "$out/authoring.json" 2>&1 \
+    | grep -v "^Module\|^Warp" | tee "$out/authoring.log"
+  ;;
 trainer2)
   # Issue 26, second lease: the GPU suite, batched seeds at three sizes, a kernel profile, NCCL under
   # torchrun (one rank: the collectives inside the captured update), defaults and bf16 against time to solve.

@@ -13,8 +13,10 @@ Modes (one ``Environment`` per cell, ``auto_reset=True``, episode clocks spread 
 so a realistic share of envs resets every step; fixed random actions; the time is the wall time of
 ``env.step(actions)``, action copy included, median of ``--repeats``):
 
-* ``eager``: the scenario's torch reference (``fused=False``): observations, rewards and resets
-  as torch ops launched one by one; the physics replays its recorded Warp launches.
+* ``eager``: the scenario's torch reference (``fused=False``, ``use_graph=False``): observations,
+  rewards and resets as torch ops launched one by one; the physics replays its recorded Warp launches.
+* ``torch_graph``: the torch reference's whole step captured in one CUDA graph by torch (CUDA only;
+  "ran as" says ``replay`` where the step was not capture-safe).
 * ``fused``: the scenario's Warp kernels, launched as recorded launches (``use_graph=False``).
 * ``graph``: the fused step, auto-reset included, captured in one graph (the default of ``make``).
 
@@ -51,15 +53,16 @@ from swarp.benchmark.throughput import bench, make_env
 from swarp.core.config import DynamicsModel
 from swarp.scenarios.framework.base import add_import_flag, get_scenario, import_scenario_modules
 
-MODES = ("eager", "fused", "graph")
+MODES = ("eager", "torch_graph", "fused", "graph")
 #: ``--models`` choices: each scenario's own dynamics, or a ``DynamicsModel`` by name.
 MODELS = ("default", *(m.name.lower() for m in DynamicsModel))
 DEFAULT_LIDAR_RAYS = (0, 32)
 #: (fused, use_graph) of ``make`` for each mode.
-MODE_FLAGS = {"eager": (False, False), "fused": (True, False), "graph": (True, "auto")}
+MODE_FLAGS = {"eager": (False, False), "torch_graph": (False, "auto"), "fused": (True, False), "graph": (True, "auto")}
 DEFAULT_SHAPES = {"cuda": ["1024x8", "4096x16", "16384x16"], "cpu": ["64x8", "256x16"]}
 #: Timed steps per repetition, by device kind and mode (the torch reference is slow on big batches).
-DEFAULT_ITERS = {("cuda", "eager"): 20, ("cuda", "fused"): 200, ("cuda", "graph"): 500, ("cpu", "eager"): 5}
+DEFAULT_ITERS = {("cuda", "eager"): 20, ("cuda", "torch_graph"): 200, ("cuda", "fused"): 200, ("cuda", "graph"): 500,
+                 ("cpu", "eager"): 5}  # fmt: skip
 DEFAULT_CPU_ITERS = 20
 #: Issue 6: every scenario at 4,096 x 16 with defaults, graph mode on the GPU.
 TARGET_SHAPE = (4096, 16)
@@ -169,7 +172,9 @@ def cases(args) -> list[Case]:
         kind = "cuda" if device.startswith("cuda") else "cpu"
         shapes = args.shapes or [parse_shape(s) for s in DEFAULT_SHAPES[kind]]
         for name in names:
-            modes = [m for m in args.modes if m == "eager" or get_scenario(name).fused_available]
+            fused_modes = ("fused", "graph") if get_scenario(name).fused_available else ()
+            torch_modes = ("eager", "torch_graph") if kind == "cuda" else ("eager",)  # no torch graph on a CPU
+            modes = [m for m in args.modes if m in torch_modes or m in fused_modes]
             for model in scenario_models(name, models):
                 for n_rays in rays:
                     for n_envs, n_agents in shapes:

@@ -235,7 +235,7 @@ def sample_agent_params(
     for column, (low, high) in columns.items():
         index = DRAW_PARAMS + agents * len(PARAM_NAMES) + column
         u = uniform_u24_torch(keys.view(-1, 1), index).to(table.dtype) * INV_2_24  # [E, A] in [0, 1)
-        low_t, high_t = (torch.tensor(b, dtype=table.dtype, device=table.device) for b in (low, high))
+        low_t, high_t = (torch.full((), b, dtype=table.dtype, device=table.device) for b in (low, high))
         value = low_t + (high_t - low_t) * u
         table[..., column] = value * table[..., column] if relative else value
     return table

@@ -109,8 +109,10 @@ def stream_key_torch(seed: torch.Tensor, env: torch.Tensor, episode: torch.Tenso
 
 
 def uniform_u24_torch(key: torch.Tensor, index: int | torch.Tensor) -> torch.Tensor:
-    """Torch twin of ``uniform_u24``: int64 in [0, 2^24)."""
-    index = torch.as_tensor(index, device=key.device, dtype=torch.int64)
+    """Torch twin of ``uniform_u24``: int64 in [0, 2^24). An int ``index`` is hashed on the host (the
+    same bits as a tensor's: every product is masked to 32 bits), so no constant goes to the device."""
+    if not isinstance(index, torch.Tensor):
+        index = int(index)
     return _hash_torch(key ^ _hash_torch(index & _MASK32)) >> 8
 
 

@@ -57,9 +57,10 @@ class Environment:
         fused: ``"auto"`` uses the scenario's Warp kernels when it has them; ``True`` requires them;
             ``False`` runs the torch reference.
         use_graph: ``"auto"`` captures the whole step (auto-reset included) in one graph (CUDA, or
-            Warp's CPU graph replayed in C++) when possible; ``True`` demands it (warns once and
-            replays recorded launches where no graph is possible); ``False`` never captures
-            (recorded-launch replay).
+            Warp's CPU graph replayed in C++) when possible (the torch reference: on CUDA, where
+            its step is capture-safe, ``no_graph_reason`` says why not); ``True`` demands it
+            (warns once and replays recorded launches where no graph is possible); ``False``
+            never captures (recorded-launch replay).
         clone_outputs: Return clones instead of the persistent output buffers. By default the
             tensors returned by ``step``/``reset`` are overwritten in place by the next call.
         dtype: ``"float32"`` (default) or ``"float64"``.
@@ -183,15 +184,17 @@ class Environment:
 
         # The plan first: it decides the layout of everything allocated below.
         hooks = scenario.step_end_hooks(spec) if self.fused and isinstance(scenario, FusedScenario) else None
+        device = resolve_device(device)
+        cuda = device.startswith("cuda")
         can = Capabilities(
-            capturable=self.fused and scenario.supports_graph_reset(),
+            # The torch reference is captured whole by torch on CUDA (swarp.env.reference).
+            capturable=scenario.supports_graph_reset() if self.fused else cuda,
             fused=self.fused,
             auto_reset=self.auto_reset,
             lidar=lidar_config is not None,
             fuses_end=hooks is not None and hooks.fuses_end,
             prepares_ahead=hooks is not None and hooks.prepares_ahead,
         )
-        device = resolve_device(device)
         #: The constructor's arguments, checked and resolved: what a pickle or a copy rebuilds from.
         self._rebuild_kwargs = dict(
             n_envs=n_envs,
@@ -274,6 +277,8 @@ class Environment:
         if self.fused:
             self._step_seq = CompiledSequence(self._fused_step, self.plan.launch, self.device, self.streams)
             self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
+        #: The torch reference's step on CUDA: captured, or launched into the caller's capture.
+        self._torch_step = reference.CapturedTorchStep(self) if cuda and not self.fused else None
         self.seed_value = int(seed)
         self.reset(seed=seed)
 
@@ -291,8 +296,15 @@ class Environment:
 
     @property
     def graph_mode(self) -> bool:
-        """Whether the step runs as a captured graph (a CUDA graph, or Warp's C++-replayed CPU graph)."""
-        return self.fused and self.plan.launch == "graph"
+        """Whether the step runs as a captured graph (a CUDA graph, or Warp's C++-replayed CPU graph;
+        the torch reference on CUDA: one torch CUDA graph, unless ``no_graph_reason`` says why not)."""
+        return self.plan.launch == "graph"
+
+    @property
+    def no_graph_reason(self) -> str | None:
+        """Why the torch reference's step runs without the CUDA graph ``plan`` chose (it was not
+        capture-safe: swarp.env.reference), or ``None``; also warned once when found."""
+        return None if self._torch_step is None else self._torch_step.reason
 
     @property
     def execution_mode(self) -> str:
@@ -402,11 +414,14 @@ class Environment:
         self._random_high = wp.array([float(b[1]) for _, b in ranges], dtype=scalar, device=dev)
         self._random_base = wp.from_torch(base.contiguous(), dtype=scalar)
 
-    def rng_keys(self) -> torch.Tensor:
+    def rng_keys(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
-        keyed by global env index ``env_offset + i``."""
-        envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
-        return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
+        keyed by global env index ``env_offset + i``; with ``rows`` ([k] int64 env indices), the [k]
+        keys of those envs."""
+        if rows is None:
+            envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
+            return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
+        return stream_key_torch(self.seed_tensor.long(), rows + self.env_offset, self.episode[rows].long())
 
     def _prepare_all_again(self) -> None:
         """Prepare every env's next start again (after anything it depends on changed outside the
@@ -615,6 +630,8 @@ class Environment:
         """One no-grad step from the action buffer, writing the output buffers."""
         if self.fused:
             self._step_seq()
+        elif self._torch_step is not None:
+            self._torch_step()
         else:
             reference.torch_step(self)
 
@@ -749,6 +766,8 @@ class Environment:
         if self.fused:
             self._step_seq.invalidate()
             self._reset_seq.invalidate()
+        if self._torch_step is not None:
+            self._torch_step.invalidate()
 
     def close(self) -> None:
         """Release what the environment holds beyond its buffers: the worker thread of CPU

@@ -5,10 +5,22 @@ Both run the physics' Warp launches and then the scenario's torch reference (the
 writing the environment's persistent output buffers as the fused step does, so a fused and a
 reference environment hand out the same tensors. The episode bookkeeping is the fused path's own
 kernels, launched eagerly.
+
+On CUDA the no-grad torch step runs as one CUDA graph (``CapturedTorchStep``, ``plan.launch ==
+"graph"``): physics, the scenario's torch methods, the bookkeeping and the auto-reset of finished
+envs, captured on the second step and replayed from then on. A step is capture-safe when it makes
+no host sync (``.item()``, ``if tensor:``, boolean indexing, ``nonzero``), keeps its shapes, and
+keeps all its state in tensors written in place: the graph replays the captured kernels on the
+captured memory, and Python code in the scenario's methods runs only while capturing. The first
+step runs eagerly and checks the last rule (no scenario attribute is rebound or resized); a step
+that breaks a rule runs without a graph from then on, with a warning that says why
+(``Environment.no_graph_reason``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,7 +28,9 @@ import warp as wp
 
 from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
+from swarp.runtime.host import host_rows
 from swarp.runtime.launch import EAGER
+from swarp.runtime.sequence import collected_first
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -50,10 +64,14 @@ def observations(env: Environment) -> torch.Tensor:
     return torch.cat([obs, env.lidar.reference(env.state.pos, env.state.theta).distance], dim=-1)
 
 
-def torch_step(env: Environment) -> None:
-    """One no-grad step of the torch reference from the action buffer, writing the output buffers."""
+def torch_step(env: Environment, capturing: bool = False) -> None:
+    """One no-grad step of the torch reference from the action buffer, writing the output buffers;
+    ``capturing``: the physics launches go into an open capture (no recorded replay)."""
     sc = env.scenario
-    env.world.run_step()
+    if capturing:
+        env.world.simulate(EAGER)
+    else:
+        env.world.run_step()
     sc.post_step()
     env.obs.copy_(observations(env))
     env.reward.copy_(checked(sc.rewards(), env, "rewards", env.reward.shape))
@@ -64,6 +82,139 @@ def torch_step(env: Environment) -> None:
     _end_step(env)
     if env.auto_reset:
         reset_envs(env, env.done)
+
+
+def torch_step_into_capture(env: Environment, stream: wp.Stream) -> None:
+    """The torch step launched into the CUDA capture torch has open on ``stream``: Warp is told of
+    it (``external=True``) so its launches join the capture on the same stream as torch's ops."""
+    with wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
+        wp.capture_begin(stream=stream, external=True, force_module_load=False)
+        try:
+            torch_step(env, capturing=True)
+        finally:
+            wp.capture_end(stream=stream)
+
+
+class CapturedTorchStep:
+    """The torch reference's no-grad step on CUDA: eager on the first call, captured into one CUDA
+    graph on the second (that call's work is the graph's first replay), replayed after; eager for
+    good, with a warning naming the reason, where the step is not capture-safe (module doc).
+
+    Under a capture the caller has open (``torch.cuda.graph`` around a rollout), the step's
+    launches go into that capture instead.
+
+    Attributes:
+        graph: The captured step, or ``None``.
+        reason: Why the step runs without a graph, or ``None``.
+    """
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.reason: str | None = None
+        self._eager_steps = 0
+
+    def __call__(self) -> None:
+        env = self.env
+        stream = env.streams.current()
+        if stream is not None and torch.cuda.is_current_stream_capturing():
+            torch_step_into_capture(env, stream)
+        elif self.graph is not None:
+            self.graph.replay()
+        elif env.plan.launch != "graph":  # use_graph=False, or given up
+            self._eager()
+        elif self._eager_steps == 0:
+            before = scenario_fingerprint(env.scenario)
+            self._eager()
+            changed = changed_attributes(before, scenario_fingerprint(env.scenario))
+            if changed:
+                self.give_up(
+                    f"the step changes the attribute(s) {', '.join(changed)}: a graph replays the captured "
+                    "kernels on the captured memory and runs no Python, so keep state in tensors written in "
+                    "place (x.copy_(...), x[...] = ...)"
+                )
+        else:
+            self._capture()
+
+    def _eager(self) -> None:
+        with self.env.streams.scope():
+            torch_step(self.env)
+        self._eager_steps += 1
+
+    def _capture(self) -> None:
+        env = self.env
+        before = scenario_fingerprint(env.scenario)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with collected_first(), torch.cuda.graph(graph):
+                torch_step_into_capture(env, env.streams.current())
+        except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
+            end_failed_capture(env.torch_device)
+            while error.__context__ is not None:  # the first failure, not the capture's end failing after it
+                error = error.__context__
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            self.give_up(
+                f"capturing it failed ({type(error).__name__}: {first_line}); swarp.testing.check_scenario on the "
+                "CPU names the method that syncs with the host"
+            )
+            self._eager()
+            return
+        changed = changed_attributes(before, scenario_fingerprint(env.scenario))
+        if changed:
+            self.give_up(f"the step changes the attribute(s) {', '.join(changed)} while captured")
+            self._eager()  # the capture ran no work: this call's step
+            return
+        self.graph = graph
+        graph.replay()
+
+    def give_up(self, why: str) -> None:
+        """Run every later step eagerly, warning once with ``why``."""
+        env = self.env
+        self.reason = f"{type(env.scenario).__name__}'s torch step runs without a CUDA graph: {why}"
+        env.plan = dataclasses.replace(env.plan, launch="replay")
+        warnings.warn(self.reason, stacklevel=4)
+
+    def invalidate(self) -> None:
+        """Forget the graph (after a change to anything it captured); the next step captures again."""
+        self.graph = None
+        self._eager_steps = 0
+
+
+def end_failed_capture(device: torch.device) -> None:
+    """Leave the state a failed ``torch.cuda.graph`` capture leaves behind: torch ends a capture's
+    random-number bookkeeping only when the capture succeeds, and until then every draw from the
+    default CUDA generator raises ("Offset increment outside graph capture"). A capture of one fill
+    ends it; a failed capture ran nothing, so nothing else is left queued."""
+    torch.cuda.synchronize(device)
+    with torch.cuda.device(device):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            torch.zeros(1, device=device)
+    torch.cuda.synchronize(device)
+
+
+def scenario_fingerprint(scenario) -> dict[str, tuple]:
+    """What a captured step must not change in ``scenario``'s attributes: the value of each number
+    or string, the identity of other objects, and the storage, shape and dtype of each tensor (of
+    tensors in a dict, list or tuple attribute too)."""
+
+    def of(value) -> tuple:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return ("value", value)
+        if isinstance(value, torch.Tensor):
+            return ("tensor", value.data_ptr(), tuple(value.shape), value.dtype)
+        if isinstance(value, dict):
+            return ("dict", id(value), tuple((k, of(v)) for k, v in value.items()))
+        if isinstance(value, (list, tuple)):
+            return ("seq", id(value), tuple(of(v) for v in value))
+        return ("object", id(value))
+
+    return {name: of(value) for name, value in vars(scenario).items()}
+
+
+def changed_attributes(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    """The attribute names whose fingerprints differ (added and removed ones included), sorted."""
+    return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
 
 def torch_reset(env: Environment) -> None:
@@ -79,7 +230,11 @@ def torch_reset(env: Environment) -> None:
 
 def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     """Start new episodes in the envs of ``mask`` [E] bool (one of the environment's own mask
-    buffers, ``done`` or ``reset_mask``): parameters, state, neighbor lists, observation rows."""
+    buffers, ``done`` or ``reset_mask``): parameters, state, neighbor lists, observation rows.
+    On the CPU nothing runs when ``mask`` is empty (``swarp.runtime.host``)."""
+    rows = host_rows(mask)
+    if rows is not None and rows.numel() == 0:
+        return
     r = env.randomization
     if r is not None:
         base = env.configured_params()

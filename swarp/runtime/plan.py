@@ -120,7 +120,8 @@ class Capabilities:
     """What a plan may use, besides the device: the facts ``choose_plan`` decides from.
 
     Attributes:
-        capturable: The whole step can be captured (fused kernels, a capture-safe reset).
+        capturable: The whole step can be captured (fused kernels and a capture-safe reset; the
+            torch reference on CUDA, by torch).
         fused: The scenario's Warp twin runs the step (``fused=False``: the torch reference).
         auto_reset: Finished envs restart inside the step.
         lidar: The observation ends with a lidar scan.
@@ -237,7 +238,7 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
     if plan.launch == "graph" and not can.capturable:
         fail(
             "launch",
-            "this step cannot be captured (the torch reference, fused=False, or a reset that is not capture-safe)",
+            "this step cannot be captured (the torch reference on the CPU, or a fused reset that is not capture-safe)",
         )
     if plan.tiled_rows and not cuda and not getattr(wp.config, "enable_cpu_blocks", False):
         fail(

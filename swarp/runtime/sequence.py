@@ -26,6 +26,7 @@ happens on Warp's own stream: capturing the legacy stream is a CUDA error; repla
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable
 
 import torch
@@ -36,6 +37,12 @@ from swarp.runtime.launch import EAGER, Launcher, Preloader, Program, Recorder
 Sequence_ = Callable[[Launcher], None]
 
 
+#: Warp's wrapper of each torch stream, by raw handle, shared by every environment of the process:
+#: Warp keeps one registration per raw stream and a wrapper's deletion drops it ("unknown stream"
+#: in a later launch through another wrapper of the same stream). Torch never frees its streams.
+_WRAPPED_STREAMS: dict[int, wp.Stream] = {}
+
+
 class TorchStreamScope:
     """Cheaply answers "is torch on a user stream?" and scopes Warp onto it when it is."""
 
@@ -43,7 +50,6 @@ class TorchStreamScope:
         self.device = device
         self.cuda = device.startswith("cuda")
         self._index = wp.get_device(device).ordinal if self.cuda else -1
-        self._streams: dict[int, wp.Stream] = {}
 
     def current(self) -> wp.Stream | None:
         """The Warp stream wrapping torch's current stream, or ``None`` on the legacy default stream."""
@@ -52,10 +58,10 @@ class TorchStreamScope:
         raw = torch._C._cuda_getCurrentRawStream(self._index)
         if raw == 0:
             return None
-        stream = self._streams.get(raw)
+        stream = _WRAPPED_STREAMS.get(raw)
         if stream is None:
             stream = wp.Stream(self.device, cuda_stream=raw)
-            self._streams[raw] = stream
+            _WRAPPED_STREAMS[raw] = stream
         return stream
 
     def scope(self):
@@ -64,6 +70,21 @@ class TorchStreamScope:
         if stream is None:
             return contextlib.nullcontext()
         return wp.ScopedStream(stream, sync_enter=False, sync_exit=False)
+
+
+@contextlib.contextmanager
+def collected_first():
+    """Context for a CUDA capture: collect garbage before it and none during it. An object freed
+    by the collector mid-capture (an old environment's stream, say) can make a CUDA call that
+    invalidates a global-mode capture (Warp CUDA error 901, seen rarely in long test sessions)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def fork(side: wp.Stream | None, device: str):
@@ -133,7 +154,7 @@ class CompiledSequence:
         self.sequence(Preloader())
         # Work already queued by torch on the default stream (e.g. buffer initialisation) must land
         # before the captured work is first replayed; capture itself never runs anything.
-        with wp.ScopedCapture(device=self.device, force_module_load=False) as capture:
+        with collected_first(), wp.ScopedCapture(device=self.device, force_module_load=False) as capture:
             self.sequence(EAGER)
         self._graph = capture.graph
 

@@ -152,7 +152,7 @@ class DiscoveryScenario(FusedScenario):
     def _coverage(self) -> torch.Tensor:
         """[E, T] int: agents within ``covering_range`` of each target."""
         delta = self.targets.unsqueeze(1) - self.env.state.pos.unsqueeze(2)  # [E, A, T, 2]
-        reach = torch.tensor(self.cfg.covering_range, dtype=self.dtype, device=delta.device)
+        reach = torch.full((), self.cfg.covering_range, dtype=self.dtype, device=delta.device)
         return (delta.square().sum(-1) <= reach * reach).sum(dim=1)
 
     def post_step(self) -> None:

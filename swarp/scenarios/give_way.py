@@ -211,14 +211,14 @@ class GiveWayScenario(NavigationScenario):
         agents = torch.arange(N_AGENTS, device=dev).view(1, N_AGENTS)
         side = (2 * agents - 1).to(dtype)  # agent 0 on the left (-1), agent 1 on the right (+1)
         draws = torch.cat(common.env_draws_torch(self, 2 * N_AGENTS), -1).view(E, N_AGENTS, 2)  # agent a: 2 a, 2 a + 1
-        inner = torch.tensor(self.spawn_inner, dtype=dtype, device=dev)
-        jitter_x = torch.tensor(self.spawn_jitter[0], dtype=dtype, device=dev)
-        jitter_y = torch.tensor(self.spawn_jitter[1], dtype=dtype, device=dev)
+        inner = torch.full((), self.spawn_inner, dtype=dtype, device=dev)
+        jitter_x = torch.full((), self.spawn_jitter[0], dtype=dtype, device=dev)
+        jitter_y = torch.full((), self.spawn_jitter[1], dtype=dtype, device=dev)
         x = side * (inner + draws[..., 0] * jitter_x)
         y = (draws[..., 1] * 2.0 - 1.0) * jitter_y
         spawn = torch.stack([x, y], dim=-1)
         common.spawn_agents_torch(self, env_mask, spawn)
-        goal_x = torch.tensor(self.goal_x, dtype=dtype, device=dev)
+        goal_x = torch.full((), self.goal_x, dtype=dtype, device=dev)
         goals = torch.stack([-side * goal_x, torch.zeros_like(side)], dim=-1).expand(E, N_AGENTS, 2)
         m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
         self.goals.copy_(torch.where(m3, goals, self.goals))

@@ -195,8 +195,8 @@ class SamplingScenario(FusedScenario):
     def _cells(self) -> torch.Tensor:
         """[E, A] int64 index of each agent's field cell."""
         G = self.cfg.grid_cells
-        scale = torch.tensor(self.inv_cell_width, dtype=self.dtype, device=self.field.device)
-        world_size = torch.tensor(self.cfg.world_size, dtype=self.dtype, device=self.field.device)
+        scale = torch.full((), self.inv_cell_width, dtype=self.dtype, device=self.field.device)
+        world_size = torch.full((), self.cfg.world_size, dtype=self.dtype, device=self.field.device)
         ij = torch.floor((self.env.state.pos + world_size) * scale).long().clamp(0, G - 1)
         return ij[..., 1] * G + ij[..., 0]
 

@@ -130,6 +130,9 @@ class SpreadScenario(FusedScenario):
         self._covered = wp.zeros((E, A), dtype=wp.bool, device=dev)
         self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
         self.landmarks = wp.to_torch(self._landmarks)
+        # (i, j) of every pair of distinct agents, row by row: integer indices, no host sync per step.
+        pairs = (~torch.eye(A, dtype=torch.bool)).nonzero()
+        self._others = tuple(pairs.T.to(self.landmarks.device))
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
         return {
@@ -154,7 +157,7 @@ class SpreadScenario(FusedScenario):
     def reset_world(self, env_mask: torch.Tensor) -> None:
         E, A = self.n_envs, self.n_agents
         common.spawn_torch(self, env_mask, A)
-        extent = torch.tensor(self.landmark_extent, dtype=self.dtype, device=self.landmarks.device)
+        extent = torch.full((), self.landmark_extent, dtype=self.dtype, device=self.landmarks.device)
         draws = torch.cat(common.env_draws_torch(self, 2 * A), -1).view(E, A, 2)  # landmark l: draws 2 l, 2 l + 1
         landmarks = (draws * 2.0 - 1.0) * extent
         self.landmarks.copy_(torch.where(env_mask.view(E, 1, 1), landmarks, self.landmarks))
@@ -168,8 +171,7 @@ class SpreadScenario(FusedScenario):
         E, A = self.n_envs, self.n_agents
         pos = self.env.state.pos
         to_landmarks = self.landmarks.unsqueeze(1) - pos.unsqueeze(2)  # [E, A(agent), A(landmark), 2]
-        others = ~torch.eye(A, dtype=torch.bool, device=pos.device)
-        to_others = self._offsets()[:, others].view(E, A, A - 1, 2)
+        to_others = self._offsets()[:, self._others[0], self._others[1]].view(E, A, A - 1, 2)
         return torch.cat([self.env.state.vel, pos, to_landmarks.flatten(2), to_others.flatten(2)], dim=-1)
 
     def _landmark_distances(self) -> torch.Tensor:
@@ -179,7 +181,7 @@ class SpreadScenario(FusedScenario):
 
     def _collisions_torch(self) -> torch.Tensor:
         d2 = self._offsets().square().sum(-1)
-        reach = torch.tensor(2.0 * self.cfg.agent_radius, dtype=self.dtype, device=d2.device)
+        reach = torch.full((), 2.0 * self.cfg.agent_radius, dtype=self.dtype, device=d2.device)
         eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
         return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
 

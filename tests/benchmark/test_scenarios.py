@@ -23,7 +23,9 @@ def test_default_sweep_covers_every_registered_scenario_mode_model_and_lidar():
     assert {m for name, m in models if name == "navigation"} == {"default", "diff_drive", "kinematic_bicycle"}
     assert {m for name, m in models if name != "navigation"} == {"default"}  # fixed dynamics, or only drones
     per_cell = len(cases) // len(set(models)) // 2  # cells per (scenario, model, rays)
-    assert per_cell == len(sweep.DEFAULT_SHAPES["cpu"]) * len(sweep.MODES)
+    assert per_cell == len(sweep.DEFAULT_SHAPES["cpu"]) * (len(sweep.MODES) - 1)  # no torch graph on the CPU
+    args.devices = ["cuda:0"]
+    assert {c.mode for c in sweep.cases(args)} == set(sweep.MODES)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConf
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.physics import neighbors
+from swarp.runtime.host import host_rows
 from swarp.runtime.rows import launch_observe_rows
 from swarp.scenarios.framework import spawn
 from swarp.scenarios.framework.base import OBSERVE_ONLY, WorldSpec
@@ -115,14 +116,22 @@ def arena_world(
 def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
     """Torch twin of the fused resets' spawn: ``n_points`` points in the cells of the smallest keys
     (point p in the p-th, jittered), agents first; writes the agents' state (``spawn_agents_torch``)
-    in the envs of ``env_mask`` [E] bool and returns every point [E, n_points, 2] (all envs)."""
+    in the envs of ``env_mask`` [E] bool and returns the points [E, n_points, 2] [m] of those envs
+    (other rows are zero: keep them out with ``torch.where(env_mask, ...)``). On the CPU only the
+    envs of ``env_mask`` are drawn (``swarp.runtime.host``)."""
     c, E, dtype = scenario.cfg, scenario.n_envs, scenario.dtype
-    key = scenario.env.rng_keys().view(E, 1)
+    rows = host_rows(env_mask)
+    key = scenario.env.rng_keys(rows).view(-1, 1)
     cells = spawn.smallest_cells_torch(spawn.cell_keys_torch(key, DRAW_CELLS, scenario.side**2), n_points)
     index = torch.arange(n_points, device=cells.device).view(1, n_points)
-    points = spawn.cell_point_torch(
+    drawn = spawn.cell_point_torch(
         cells, scenario.side, c.world_size, scenario.jitter, key, DRAW_JITTER + 2 * index, dtype
     )
+    if rows is None:
+        points = torch.where(env_mask.view(E, 1, 1), drawn, torch.zeros_like(drawn))
+    else:
+        points = drawn.new_zeros(E, n_points, 2)
+        points[rows] = drawn
     spawn_agents_torch(scenario, env_mask, points[:, : scenario.n_agents])
     return points
 
@@ -132,13 +141,20 @@ def spawn_agents_torch(
 ) -> None:
     """Torch twin of ``spawn_agent`` for every agent: agent a at ``points[:, a]`` ([E, A, 2] [m]), at
     rest, with its random heading in [-pi, pi) (draw ``heading_draw + a``), in the envs of
-    ``env_mask`` [E] bool (the others keep their state)."""
+    ``env_mask`` [E] bool (the others keep their state; on the CPU only those rows are written)."""
     E, A = points.shape[:2]
-    key = scenario.env.rng_keys().view(E, 1)
-    agents = torch.arange(A, device=points.device).view(1, A)
-    heading = (spawn.uniform_torch(key, heading_draw + agents, points.dtype) * 2.0 - 1.0) * math.pi
-    m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
     state = scenario.env.state
+    rows = host_rows(env_mask)
+    agents = torch.arange(A, device=points.device).view(1, A)
+    key = scenario.env.rng_keys(rows).view(-1, 1)
+    heading = (spawn.uniform_torch(key, heading_draw + agents, points.dtype) * 2.0 - 1.0) * math.pi
+    if rows is not None:
+        state.pos[rows] = points[rows]
+        state.theta[rows] = heading
+        for at_rest in (state.vel, state.speed, state.ang_vel):
+            at_rest[rows] = 0.0
+        return
+    m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
     state.pos.copy_(torch.where(m3, points, state.pos))
     state.theta.copy_(torch.where(m2, heading, state.theta))
     state.vel.masked_fill_(m3, 0.0)
@@ -194,7 +210,7 @@ def neighbor_features(
 
 def collisions(d2: torch.Tensor, agent_radius: float) -> torch.Tensor:
     """[E, A] int32: other agents each agent overlaps (centre distance < 2 r), from ``d2`` [E, A, A]."""
-    reach = torch.tensor(2.0 * agent_radius, dtype=d2.dtype, device=d2.device)
+    reach = torch.full((), 2.0 * agent_radius, dtype=d2.dtype, device=d2.device)
     eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
     return ((d2 < reach * reach) & ~eye).sum(-1).to(torch.int32)
 
@@ -202,7 +218,7 @@ def collisions(d2: torch.Tensor, agent_radius: float) -> torch.Tensor:
 def separation(d2: torch.Tensor, distance: float) -> torch.Tensor:
     """[E, A] separation penalty: ``sum_j max(0, 1 - d_ij / distance)`` over other agents j."""
     eye = torch.eye(d2.shape[-1], dtype=torch.bool, device=d2.device)
-    sep = torch.tensor(distance, dtype=d2.dtype, device=d2.device)
+    sep = torch.full((), distance, dtype=d2.dtype, device=d2.device)
     close = (d2 < sep * sep) & ~eye
     # Far pairs and the diagonal take sqrt(1) instead, then drop out: no NaN gradient at d2 = 0.
     term = 1.0 - torch.where(close, d2, torch.ones_like(d2)).sqrt() / sep

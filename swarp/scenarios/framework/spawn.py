@@ -144,11 +144,11 @@ def cell_point_torch(
     dtype: torch.dtype,
 ) -> torch.Tensor:
     """Torch twin of ``cell_point``: cells [...] int64 -> points [..., 2]."""
-    world_size_t = torch.tensor(world_size, dtype=dtype, device=cell.device)
-    width = 2.0 * world_size_t / torch.tensor(float(side), dtype=dtype, device=cell.device)
+    world_size_t = torch.full((), world_size, dtype=dtype, device=cell.device)
+    width = 2.0 * world_size_t / torch.full((), float(side), dtype=dtype, device=cell.device)
     cx = (cell % side).to(dtype)
     cy = torch.div(cell, side, rounding_mode="floor").to(dtype)
-    jitter_t = torch.tensor(jitter, dtype=dtype, device=cell.device)
+    jitter_t = torch.full((), jitter, dtype=dtype, device=cell.device)
     ux = uniform_torch(key, draw, dtype) * 2.0 - 1.0
     uy = uniform_torch(key, draw + 1, dtype) * 2.0 - 1.0
     x = -world_size_t + (cx + 0.5) * width + ux * jitter_t

@@ -114,13 +114,13 @@ def lidar_reference(
     phi = theta.unsqueeze(-1) + (2.0 * math.pi) * rays / config.n_rays  # [E, A, N]
     d = torch.stack([torch.cos(phi), torch.sin(phi)], -1).unsqueeze(-2)  # [E, A, N, 1, 2]
     o = pos.view(n_envs, n_agents, 1, 1, 2)
-    candidates, kinds = [], []
+    candidates, kinds = [], []  # kinds: (HIT_* kind, number of candidates) per group
     if config.see_agents:
         centers = pos.view(n_envs, 1, 1, n_agents, 2)
         t = ray_circle_torch(o, d, centers, radius.view(-1, 1, 1, n_agents))  # [E, A, N, A]
         self_hit = torch.eye(n_agents, dtype=torch.bool, device=pos.device).view(1, n_agents, 1, n_agents)
         candidates.append(torch.where(self_hit, torch.full_like(t, math.inf), t))
-        kinds.append(torch.full((n_agents,), HIT_AGENT))
+        kinds.append((HIT_AGENT, n_agents))
     if obstacles is not None and obstacles["shape"].shape[1] > 0:
         n_obs = obstacles["shape"].shape[1]
         t = ray_obstacles_torch(
@@ -132,7 +132,7 @@ def lidar_reference(
             obstacles["size"].view(-1, 1, 1, n_obs, 2),
         )
         candidates.append(t.expand(n_envs, n_agents, config.n_rays, n_obs))
-        kinds.append(torch.full((n_obs,), HIT_OBSTACLE))
+        kinds.append((HIT_OBSTACLE, n_obs))
     body_of_shape = None
     if bodies is not None and bodies["shape"].shape[0] > 0:
         n_shapes = bodies["shape"].shape[0]
@@ -145,24 +145,22 @@ def lidar_reference(
             bodies["size"].view(1, 1, 1, n_shapes, 2),
         )
         candidates.append(t.expand(n_envs, n_agents, config.n_rays, n_shapes))
-        kinds.append(torch.full((n_shapes,), HIT_BODY))
+        kinds.append((HIT_BODY, n_shapes))
         body_of_shape = bodies["body"]
     if config.see_walls and bounds is not None:
-        lower = torch.tensor(bounds[0], dtype=pos.dtype, device=pos.device)
-        upper = torch.tensor(bounds[1], dtype=pos.dtype, device=pos.device)
+        # Built from fills, not copied from the host: the step stays capturable in a CUDA graph.
+        lower, upper = (torch.stack([torch.full((), v, dtype=pos.dtype, device=pos.device) for v in b]) for b in bounds)
         candidates.append(ray_walls_torch(o.squeeze(-2), d.squeeze(-2), lower, upper).unsqueeze(-1))
-        kinds.append(torch.full((1,), HIT_WALL))
+        kinds.append((HIT_WALL, 1))
     shape = (n_envs, n_agents, config.n_rays)
     if not candidates:
         distance = torch.full(shape, config.max_range, dtype=pos.dtype, device=pos.device)
         none = torch.full(shape, HIT_NONE, dtype=torch.int32, device=pos.device)
         return LidarScan(distance, none, none - 1)
     all_t = torch.cat(candidates, -1)
-    kind_of = torch.cat(kinds).to(pos.device)
+    kind_of = torch.cat([torch.full((n,), k, device=pos.device, dtype=torch.int64) for k, n in kinds])
     # What ``index`` reports per candidate: its position in its group, the owning body for shapes.
-    offsets = torch.cat(
-        [body_of_shape if int(k[0]) == HIT_BODY else torch.arange(k.numel(), device=pos.device) for k in kinds]
-    )
+    offsets = torch.cat([body_of_shape if k == HIT_BODY else torch.arange(n, device=pos.device) for k, n in kinds])
     t, which = all_t.min(-1)
     hit = t < config.max_range
     distance = torch.where(hit, t, torch.full_like(t, config.max_range))
