@@ -279,6 +279,8 @@ class Environment:
             self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
         #: The torch reference's step on CUDA: captured, or launched into the caller's capture.
         self._torch_step = reference.CapturedTorchStep(self) if cuda and not self.fused else None
+        #: The torch paths' recorded end-of-step launches (``reference._end_step``), or ``None``.
+        self._end_step_program = None
         self.seed_value = int(seed)
         self.reset(seed=seed)
 
@@ -308,8 +310,8 @@ class Environment:
 
     @property
     def execution_mode(self) -> str:
-        """``"graph"``, ``"replay"`` (recorded launches) or ``"eager"``; the torch path reports how
-        its physics launches run."""
+        """``"graph"``, ``"replay"`` (recorded launches) or ``"eager"``. The torch path: ``"graph"``
+        where its whole step runs as one CUDA graph, else how its physics launches run."""
         return self.plan.launch
 
     @property
@@ -768,6 +770,7 @@ class Environment:
             self._reset_seq.invalidate()
         if self._torch_step is not None:
             self._torch_step.invalidate()
+        self._end_step_program = None
 
     def close(self) -> None:
         """Release what the environment holds beyond its buffers: the worker thread of CPU

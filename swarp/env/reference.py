@@ -29,7 +29,7 @@ import warp as wp
 from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
 from swarp.runtime.host import host_rows
-from swarp.runtime.launch import EAGER
+from swarp.runtime.launch import EAGER, Recorder
 from swarp.runtime.sequence import collected_first
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def torch_step(env: Environment, capturing: bool = False) -> None:
     env.terminated.copy_(checked(sc.done(), env, "done", env.terminated.shape, torch.bool))
     for key, value in scenario_info(env).items():
         env.info[key].copy_(value)
-    _end_step(env)
+    _end_step(env, capturing)
     if env.auto_reset:
         reset_envs(env, env.done)
 
@@ -244,19 +244,29 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     mask_wp = env.buffers.done if mask is env.done else env.buffers.reset_mask
     with env.streams.scope():
         env.world.build_neighbors(mask_wp)
-    env.obs.copy_(torch.where(mask.view(-1, 1, 1), observations(env), env.obs))
-    flag_non_finite(env, env.obs, env_mask=mask)
+    if rows is None:
+        env.obs.copy_(torch.where(mask.view(-1, 1, 1), observations(env), env.obs))
+        flag_non_finite(env, env.obs, env_mask=mask)
+        return
+    fresh = observations(env)[rows]
+    env.obs[rows] = fresh
+    flag_non_finite(env, fresh, rows=rows)
 
 
 def flag_non_finite(
-    env: Environment, obs: torch.Tensor, reward: torch.Tensor | None = None, env_mask: torch.Tensor | None = None
+    env: Environment,
+    obs: torch.Tensor,
+    reward: torch.Tensor | None = None,
+    env_mask: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
 ) -> None:
     """Raise the health flag (``env.non_finite()``) of every env, or every env of ``env_mask`` [E]
     bool, whose ``obs`` [E, A, W] rows or ``reward`` [E, A] hold a NaN or infinity (device-side,
-    no host sync). ``x * 0`` is 0 for a finite ``x`` and NaN otherwise, so one multiply and one sum
-    per env find them, with no false alarm from large finite values (256 x 8 x 28 on the CPU: 56 us,
-    against 230 us for the fused path's check kernel and 300 us for torch's isfinite passes). The
-    saved final rows need no check of their own: they are rows this check saw."""
+    no host sync); with ``rows`` ([k] int64 env indices), ``obs`` is those envs' [k, A, W] rows.
+    ``x * 0`` is 0 for a finite ``x`` and NaN otherwise, so one multiply and one sum per env find
+    them, with no false alarm from large finite values (256 x 8 x 28 on the CPU: 56 us, against 230
+    us for the fused path's check kernel and 300 us for torch's isfinite passes). The saved final
+    rows need no check of their own: they are rows this check saw."""
     bad = (obs * 0).sum(dim=(1, 2))
     if reward is not None:
         bad = bad + (reward * 0).sum(dim=1)
@@ -264,6 +274,9 @@ def flag_non_finite(
     if env_mask is not None:
         bad &= env_mask
     flags = wp.to_torch(env.world.non_finite_flags)
+    if rows is not None:
+        flags[rows] |= bad.to(flags.dtype)
+        return
     flags.bitwise_or_(bad.to(flags.dtype))
 
 
@@ -331,9 +344,21 @@ def grad_step(env: Environment, actions: torch.Tensor):
     return obs, reward, env.terminated, env.truncated, info
 
 
-def _end_step(env: Environment) -> None:
-    """The fused path's bookkeeping, eagerly: count the step, flag time limits, and with
-    auto-reset save the finished envs' rows to ``final_obs`` and start their next episode."""
+def _end_step(env: Environment, capturing: bool = False) -> None:
+    """The fused path's bookkeeping: count the step, flag time limits, and with auto-reset save the
+    finished envs' rows to ``final_obs`` and start their next episode. Its two launches are recorded
+    on first use and replayed (plain launches in an open capture, or with ``plan.launch == "eager"``)."""
+
+    def launches(launcher) -> None:
+        env._launch_advance(launcher)
+        env._launch_save_final_obs(launcher)
+
     with env.streams.scope():
-        env._launch_advance(EAGER)
-        env._launch_save_final_obs(EAGER)
+        if capturing or env.plan.launch == "eager":
+            launches(EAGER)
+        elif env._end_step_program is None:
+            recorder = Recorder()
+            launches(recorder)
+            env._end_step_program = recorder.program(source=launches)
+        else:
+            env._end_step_program()

@@ -114,7 +114,7 @@ class ${Class}Scenario(Scenario):
     # keyed counter-based stream (arena.spawn_torch; more per-env uniforms: arena.env_draws_torch).
     def reset_world(self, env_mask: torch.Tensor) -> None:
         E, N = self.n_envs, self.cfg.n_agents
-        points = arena.spawn_torch(self, env_mask, 2 * N)  # places the agents; [E, 2 N, 2] every env
+        points = arena.spawn_torch(self, env_mask, 2 * N)  # places the agents; [E, 2 N, 2], 0 off the mask
         self.landmarks.copy_(torch.where(env_mask.view(E, 1, 1), points[:, N:], self.landmarks))
         self.eaten.masked_fill_(env_mask.view(E, 1), False)
         self.newly_eaten.masked_fill_(env_mask, 0)

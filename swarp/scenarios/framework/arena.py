@@ -114,19 +114,55 @@ def arena_world(
 
 
 def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
-    """Torch twin of the fused resets' spawn: ``n_points`` points in the cells of the smallest keys
-    (point p in the p-th, jittered), agents first; writes the agents' state (``spawn_agents_torch``)
-    in the envs of ``env_mask`` [E] bool and returns the points [E, n_points, 2] [m] of those envs
-    (other rows are zero: keep them out with ``torch.where(env_mask, ...)``). On the CPU only the
-    envs of ``env_mask`` are drawn (``swarp.runtime.host``)."""
+    """The ranked spawn of the torch paths: ``n_points`` points in the cells of the smallest keys
+    (point p in the p-th, jittered), agents first; writes the agents' state (``spawn_agent``) in
+    the envs of ``env_mask`` [E] bool and returns the points [E, n_points, 2] [m] of those envs (other
+    rows are zero: keep them out with ``torch.where(env_mask, ...)``).
+
+    One Warp launch (``spawn_points_kernel``, the fused resets' own functions) instead of the ~150
+    torch ops of ``spawn_torch_twin``, its specification: the same bits (tests check it)."""
+    env = scenario.env
+    E, A = scenario.n_envs, scenario.n_agents
+    scalar = env.stepper.scalar
+    points = torch.zeros(E, n_points, 2, dtype=scenario.dtype, device=env.torch_device)
+    per_thread, threads = env.plan.split(scenario.side * scenario.side)
+    args = _spawn_launch_args(scenario, env_mask, per_thread)
+    with env.streams.scope():
+        wp.launch(
+            spawn_points_kernel(scalar),
+            dim=(E, threads),
+            inputs=[args, A],
+            outputs=[wp.from_torch(points, dtype=vec2_type(scalar))],
+            device=env.device,
+        )
+    return points
+
+
+def _spawn_launch_args(scenario, env_mask: torch.Tensor, per_thread: int):
+    """The ``spawn_struct`` of a torch-path spawn over ``env_mask``. Those over the environment's
+    own masks (``done``, ``reset_mask``: every torch step's) are made together on the first call
+    and kept, so no later step changes the scenario's attributes (a captured step checks that)."""
+    env = scenario.env
+    own = scenario.__dict__.get("_spawn_args")
+    if own is None:
+        own = scenario.__dict__["_spawn_args"] = {
+            mask.data_ptr(): spawn_args(scenario, wp.from_torch(mask, dtype=wp.bool), per_thread)
+            for mask in (env.done, env.reset_mask)
+        }
+    args = own.get(env_mask.data_ptr())
+    return args if args is not None else spawn_args(scenario, wp.from_torch(env_mask, dtype=wp.bool), per_thread)
+
+
+def spawn_torch_twin(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
+    """``spawn_torch`` in torch ops: the specification its kernel must match bit for bit (and the
+    fused resets' spawn through it). Same arguments and result."""
     c, E, dtype = scenario.cfg, scenario.n_envs, scenario.dtype
     rows = host_rows(env_mask)
     key = scenario.env.rng_keys(rows).view(-1, 1)
     cells = spawn.smallest_cells_torch(spawn.cell_keys_torch(key, DRAW_CELLS, scenario.side**2), n_points)
     index = torch.arange(n_points, device=cells.device).view(1, n_points)
-    drawn = spawn.cell_point_torch(
-        cells, scenario.side, c.world_size, scenario.jitter, key, DRAW_JITTER + 2 * index, dtype
-    )
+    draws = DRAW_JITTER + 2 * index
+    drawn = spawn.cell_point_torch(cells, scenario.side, c.world_size, scenario.jitter, key, draws, dtype)
     if rows is None:
         points = torch.where(env_mask.view(E, 1, 1), drawn, torch.zeros_like(drawn))
     else:
@@ -394,6 +430,33 @@ def reset_funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
+def spawn_points_kernel(scalar: type):
+    """The torch paths' ranked spawn (``spawn_torch``): over (env, thread), the masked envs' spawn
+    points ``points_out`` [E, n_points] (ranks below n_points) and their first ``n_agents`` agents'
+    state. No FMA contraction: the bits of ``spawn_torch_twin``."""
+    vec2 = vec2_type(scalar)
+    f = reset_funcs(scalar)
+    Spawn = spawn_struct(scalar)
+
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    def spawn_points(spawn: Spawn, n_agents: int, points_out: wp.array2d(dtype=vec2)):
+        env, thread = wp.tid()
+        if not spawn.env_mask[env]:
+            return
+        key = f.spawn_key(spawn, env)
+        cells = f.spawn_cells(spawn, thread)
+        for cell in range(cells[0], cells[1]):
+            rank = f.cell_rank(key, spawn.side * spawn.side, cell)
+            if rank < points_out.shape[1]:
+                point = f.spawn_point(spawn, key, cell, rank)
+                points_out[env, rank] = point
+                if rank < n_agents:
+                    f.spawn_agent(spawn, key, env, rank, point)
+
+    return spawn_points
+
+
+@functools.cache
 def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool = False) -> SimpleNamespace:
     """Warp functions for one precision, neighbor-list configuration (width K, backend, layout:
     ``ExecutionPlan.register_lists``) and count k of observed neighbors (a compile-time constant: the
@@ -523,13 +586,14 @@ def kernel_key(sc) -> tuple:
 
 def spawn_args(sc, env_mask, slots_per_thread: int = 0, grid: bool = True):
     """A filled ``spawn_struct`` for a masked reset of the bound scenario ``sc``: ``env_mask`` [E]
-    bool, the envs' random streams and agent state, ``slots_per_thread`` and, with ``grid``, the
-    spawn grid that ``arena_world`` set (``sc.side``, ``sc.cfg.world_size``, ``sc.jitter``); without
-    it the grid fields stay zero (a reset that places its agents itself, through ``spawn_agent``)."""
+    bool (a Warp array), the envs' random streams and agent state, ``slots_per_thread`` and, with
+    ``grid``, the spawn grid that ``arena_world`` set (``sc.side``, ``sc.cfg.world_size``,
+    ``sc.jitter``); without it the grid fields stay zero (a reset that places its agents itself,
+    through ``spawn_agent``)."""
     state, scalar = sc.world.state, sc.env.stepper.scalar
     args = spawn_struct(scalar)()
     args.env_mask = env_mask
-    args.streams = sc.buffers.reset_streams
+    args.streams = sc.env.buffers.reset_streams
     if grid:
         args.side = sc.side
         args.world_size = scalar(sc.cfg.world_size)
