@@ -181,7 +181,7 @@ class CapturedTorchStep:
 
 
 def end_failed_capture(device: torch.device) -> None:
-    """Leave the state a failed ``torch.cuda.graph`` capture leaves behind: torch ends a capture's
+    """Undo what a failed ``torch.cuda.graph`` capture leaves behind: torch ends a capture's
     random-number bookkeeping only when the capture succeeds, and until then every draw from the
     default CUDA generator raises ("Offset increment outside graph capture"). A capture of one fill
     ends it; a failed capture ran nothing, so nothing else is left queued."""
