@@ -30,7 +30,7 @@ from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
 from swarp.runtime.host import host_rows
 from swarp.runtime.launch import EAGER, Recorder
-from swarp.runtime.sequence import collected_first
+from swarp.runtime.sequence import collector_paused
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -146,7 +146,7 @@ class CapturedTorchStep:
         before = scenario_fingerprint(env.scenario)
         graph = torch.cuda.CUDAGraph()
         try:
-            with collected_first(), torch.cuda.graph(graph):
+            with collector_paused(), torch.cuda.graph(graph):
                 torch_step_into_capture(env, env.streams.current())
         except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
             end_failed_capture(env.torch_device)
