@@ -279,8 +279,9 @@ class Environment:
             self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
         #: The torch reference's step on CUDA: captured, or launched into the caller's capture.
         self._torch_step = reference.CapturedTorchStep(self) if cuda and not self.fused else None
-        #: The torch paths' recorded end-of-step launches (``reference._end_step``), or ``None``.
-        self._end_step_program = None
+        #: The torch paths' end-of-step launches, recorded on first use (plain under ``"eager"``).
+        end_mode = "eager" if self.plan.launch == "eager" else "replay"
+        self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
         self.seed_value = int(seed)
         self.reset(seed=seed)
 
@@ -416,14 +417,11 @@ class Environment:
         self._random_high = wp.array([float(b[1]) for _, b in ranges], dtype=scalar, device=dev)
         self._random_base = wp.from_torch(base.contiguous(), dtype=scalar)
 
-    def rng_keys(self, rows: torch.Tensor | None = None) -> torch.Tensor:
+    def rng_keys(self) -> torch.Tensor:
         """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
-        keyed by global env index ``env_offset + i``; with ``rows`` ([k] int64 env indices), the [k]
-        keys of those envs."""
-        if rows is None:
-            envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
-            return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
-        return stream_key_torch(self.seed_tensor.long(), rows + self.env_offset, self.episode[rows].long())
+        keyed by global env index ``env_offset + i``."""
+        envs = torch.arange(self.env_offset, self.env_offset + self.n_envs, device=self.torch_device)
+        return stream_key_torch(self.seed_tensor.long(), envs, self.episode.long())
 
     def _prepare_all_again(self) -> None:
         """Prepare every env's next start again (after anything it depends on changed outside the
@@ -589,6 +587,12 @@ class Environment:
             outputs=[b.final_obs],
             device=self.device,
         )
+
+    def _torch_end_step(self, launcher: Launcher) -> None:
+        """The torch paths' end of a step: the fused path's bookkeeping (``_launch_advance``) and the
+        save of finished envs' rows (``_launch_save_final_obs``)."""
+        self._launch_advance(launcher)
+        self._launch_save_final_obs(launcher)
 
     def _launch_advance(self, launcher: Launcher) -> None:
         """Count the step, flag time limits, and with auto-reset start the next episode of finished
@@ -770,7 +774,7 @@ class Environment:
             self._reset_seq.invalidate()
         if self._torch_step is not None:
             self._torch_step.invalidate()
-        self._end_step_program = None
+        self._torch_end_seq.invalidate()
 
     def close(self) -> None:
         """Release what the environment holds beyond its buffers: the worker thread of CPU

@@ -29,8 +29,8 @@ import warp as wp
 from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
 from swarp.runtime.host import host_rows
-from swarp.runtime.launch import EAGER, Recorder
-from swarp.runtime.sequence import collector_paused
+from swarp.runtime.launch import EAGER
+from swarp.runtime.sequence import collector_paused, joined_capture
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -87,12 +87,8 @@ def torch_step(env: Environment, capturing: bool = False) -> None:
 def torch_step_into_capture(env: Environment, stream: wp.Stream) -> None:
     """The torch step launched into the CUDA capture torch has open on ``stream``: Warp is told of
     it (``external=True``) so its launches join the capture on the same stream as torch's ops."""
-    with wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
-        wp.capture_begin(stream=stream, external=True, force_module_load=False)
-        try:
-            torch_step(env, capturing=True)
-        finally:
-            wp.capture_end(stream=stream)
+    with joined_capture(stream):
+        torch_step(env, capturing=True)
 
 
 class CapturedTorchStep:
@@ -346,19 +342,9 @@ def grad_step(env: Environment, actions: torch.Tensor):
 
 def _end_step(env: Environment, capturing: bool = False) -> None:
     """The fused path's bookkeeping: count the step, flag time limits, and with auto-reset save the
-    finished envs' rows to ``final_obs`` and start their next episode. Its two launches are recorded
-    on first use and replayed (plain launches in an open capture, or with ``plan.launch == "eager"``)."""
-
-    def launches(launcher) -> None:
-        env._launch_advance(launcher)
-        env._launch_save_final_obs(launcher)
-
-    with env.streams.scope():
-        if capturing or env.plan.launch == "eager":
-            launches(EAGER)
-        elif env._end_step_program is None:
-            recorder = Recorder()
-            launches(recorder)
-            env._end_step_program = recorder.program(source=launches)
-        else:
-            env._end_step_program()
+    finished envs' rows to ``final_obs`` and start their next episode (recorded launches; plain
+    ones in an open capture, which they join)."""
+    if capturing:
+        env._torch_end_step(EAGER)
+    else:
+        env._torch_end_seq()

@@ -87,6 +87,18 @@ def collector_paused():
             gc.enable()
 
 
+@contextlib.contextmanager
+def joined_capture(stream: wp.Stream):
+    """Context whose Warp launches join the CUDA capture torch has open on ``stream`` (Warp is told
+    of it, ``external=True``, so it allocates nothing outside it)."""
+    with wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
+        wp.capture_begin(stream=stream, external=True, force_module_load=False)
+        try:
+            yield
+        finally:
+            wp.capture_end(stream=stream)
+
+
 def fork(side: wp.Stream | None, device: str):
     """Context for launches forked onto the CUDA stream ``side`` after the work queued so far on
     the current stream (live or under graph capture: a branch of the graph); ``join`` it back.
@@ -143,12 +155,8 @@ class CompiledSequence:
         if not self._loaded:
             self.sequence(Preloader())  # module loads inside a capture need a CUDA 12.3+ driver
             self._loaded = True
-        with wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
-            wp.capture_begin(stream=stream, external=True, force_module_load=False)
-            try:
-                self.sequence(EAGER)
-            finally:
-                wp.capture_end(stream=stream)
+        with joined_capture(stream):
+            self.sequence(EAGER)
 
     def _capture(self) -> None:
         self.sequence(Preloader())

@@ -26,7 +26,6 @@ from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, WorldConf
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.physics import neighbors
-from swarp.runtime.host import host_rows
 from swarp.runtime.rows import launch_observe_rows
 from swarp.scenarios.framework import spawn
 from swarp.scenarios.framework.base import OBSERVE_ONLY, WorldSpec
@@ -117,21 +116,17 @@ def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor
     """The ranked spawn of the torch paths: ``n_points`` points in the cells of the smallest keys
     (point p in the p-th, jittered), agents first; writes the agents' state (``spawn_agent``) in
     the envs of ``env_mask`` [E] bool and returns the points [E, n_points, 2] [m] of those envs (other
-    rows are zero: keep them out with ``torch.where(env_mask, ...)``).
-
-    One Warp launch (``spawn_points_kernel``, the fused resets' own functions) instead of the ~150
-    torch ops of ``spawn_torch_twin``, its specification: the same bits (tests check it)."""
+    rows are zero: keep them out with ``torch.where(env_mask, ...)``). One launch of the fused
+    resets' functions (``spawn_points_kernel``); ``spawn_torch_twin`` is its specification."""
     env = scenario.env
-    E, A = scenario.n_envs, scenario.n_agents
     scalar = env.stepper.scalar
-    points = torch.zeros(E, n_points, 2, dtype=scenario.dtype, device=env.torch_device)
+    points = torch.zeros(scenario.n_envs, n_points, 2, dtype=scenario.dtype, device=env.torch_device)
     per_thread, threads = env.plan.split(scenario.side * scenario.side)
-    args = _spawn_launch_args(scenario, env_mask, per_thread)
     with env.streams.scope():
         wp.launch(
             spawn_points_kernel(scalar),
-            dim=(E, threads),
-            inputs=[args, A],
+            dim=(scenario.n_envs, threads),
+            inputs=[_spawn_launch_args(scenario, env_mask, per_thread), scenario.n_agents],
             outputs=[wp.from_torch(points, dtype=vec2_type(scalar))],
             device=env.device,
         )
@@ -139,9 +134,10 @@ def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor
 
 
 def _spawn_launch_args(scenario, env_mask: torch.Tensor, per_thread: int):
-    """The ``spawn_struct`` of a torch-path spawn over ``env_mask``. Those over the environment's
-    own masks (``done``, ``reset_mask``: every torch step's) are made together on the first call
-    and kept, so no later step changes the scenario's attributes (a captured step checks that)."""
+    """The ``spawn_struct`` of a torch-path spawn over ``env_mask``. Filling one costs ~110 us on
+    the CPU (of a ~260 us spawn), so those over the environment's own masks (``done``,
+    ``reset_mask``: every torch step's) are made together on the first call and kept; no later
+    step changes the scenario's attributes then (a captured step checks that)."""
     env = scenario.env
     own = scenario.__dict__.get("_spawn_args")
     if own is None:
@@ -157,17 +153,12 @@ def spawn_torch_twin(scenario, env_mask: torch.Tensor, n_points: int) -> torch.T
     """``spawn_torch`` in torch ops: the specification its kernel must match bit for bit (and the
     fused resets' spawn through it). Same arguments and result."""
     c, E, dtype = scenario.cfg, scenario.n_envs, scenario.dtype
-    rows = host_rows(env_mask)
-    key = scenario.env.rng_keys(rows).view(-1, 1)
+    key = scenario.env.rng_keys().view(E, 1)
     cells = spawn.smallest_cells_torch(spawn.cell_keys_torch(key, DRAW_CELLS, scenario.side**2), n_points)
     index = torch.arange(n_points, device=cells.device).view(1, n_points)
     draws = DRAW_JITTER + 2 * index
     drawn = spawn.cell_point_torch(cells, scenario.side, c.world_size, scenario.jitter, key, draws, dtype)
-    if rows is None:
-        points = torch.where(env_mask.view(E, 1, 1), drawn, torch.zeros_like(drawn))
-    else:
-        points = drawn.new_zeros(E, n_points, 2)
-        points[rows] = drawn
+    points = torch.where(env_mask.view(E, 1, 1), drawn, torch.zeros_like(drawn))
     spawn_agents_torch(scenario, env_mask, points[:, : scenario.n_agents])
     return points
 
@@ -177,20 +168,13 @@ def spawn_agents_torch(
 ) -> None:
     """Torch twin of ``spawn_agent`` for every agent: agent a at ``points[:, a]`` ([E, A, 2] [m]), at
     rest, with its random heading in [-pi, pi) (draw ``heading_draw + a``), in the envs of
-    ``env_mask`` [E] bool (the others keep their state; on the CPU only those rows are written)."""
+    ``env_mask`` [E] bool (the others keep their state)."""
     E, A = points.shape[:2]
-    state = scenario.env.state
-    rows = host_rows(env_mask)
+    key = scenario.env.rng_keys().view(E, 1)
     agents = torch.arange(A, device=points.device).view(1, A)
-    key = scenario.env.rng_keys(rows).view(-1, 1)
     heading = (spawn.uniform_torch(key, heading_draw + agents, points.dtype) * 2.0 - 1.0) * math.pi
-    if rows is not None:
-        state.pos[rows] = points[rows]
-        state.theta[rows] = heading
-        for at_rest in (state.vel, state.speed, state.ang_vel):
-            at_rest[rows] = 0.0
-        return
     m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
+    state = scenario.env.state
     state.pos.copy_(torch.where(m3, points, state.pos))
     state.theta.copy_(torch.where(m2, heading, state.theta))
     state.vel.masked_fill_(m3, 0.0)
