@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -328,3 +330,22 @@ def random_policy(seed: int = 0) -> Controller:
         return low + (high - low) * u
 
     return act
+
+
+def template_scenario(name: str, folder) -> Iterator[type]:
+    """Generator for a module fixture: the scenario class ``python -m swarp.scenario new NAME``
+    writes into ``folder`` (torch only), imported as a module (``sys.modules``, as an import does:
+    ``torch.compile`` reads its globals) and registered; unregistered after."""
+    from swarp.scenario.template import write_scenario
+    from swarp.scenarios.framework.base import get_scenario
+
+    path, _ = write_scenario(name, folder)
+    spec = importlib.util.spec_from_file_location(f"_swarp_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    try:
+        yield get_scenario(name)
+    finally:
+        swarp.unregister_scenario(name)
+        del sys.modules[spec.name]

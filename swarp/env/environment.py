@@ -59,8 +59,9 @@ class Environment:
         use_graph: ``"auto"`` captures the whole step (auto-reset included) in one graph (CUDA, or
             Warp's CPU graph replayed in C++) when possible (the torch reference: on CUDA, where
             its step is capture-safe, ``no_graph_reason`` says why not); ``True`` demands it
-            (warns once and replays recorded launches where no graph is possible); ``False``
-            never captures (recorded-launch replay).
+            (warns once and replays recorded launches where no graph is possible; the torch
+            reference on the CPU compiles its torch work instead, ``plan.compile_torch``);
+            ``False`` never captures (recorded-launch replay).
         clone_outputs: Return clones instead of the persistent output buffers. By default the
             tensors returned by ``step``/``reset`` are overwritten in place by the next call.
         dtype: ``"float32"`` (default) or ``"float64"``.
@@ -214,7 +215,7 @@ class Environment:
             plan=plan,
         )
         self.plan = choose_plan(device, n_envs, len(spec.agents), spec.world.max_neighbors, use_graph, can, plan)
-        if use_graph is True and self.plan.launch != "graph":
+        if use_graph is True and self.plan.launch != "graph" and not self.plan.compile_torch:
             warnings.warn(
                 f"use_graph=True but the step is not capturable: running it without a graph ({self.plan.launch})",
                 stacklevel=2,
@@ -223,6 +224,8 @@ class Environment:
             spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype, plan=self.plan
         )
         self.world = World(self.stepper, n_envs)
+        #: [E] int32 torch view of the world's sticky health flags (``non_finite``).
+        self.health_flags = wp.to_torch(self.world.non_finite_flags)
         if per_env_params:
             param_table.enable_per_env_params(self.world.model, n_envs)
             self.world.invalidate()
@@ -279,6 +282,8 @@ class Environment:
             self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
         #: The torch reference's step on CUDA: captured, or launched into the caller's capture.
         self._torch_step = reference.CapturedTorchStep(self) if cuda and not self.fused else None
+        #: The torch reference's torch work, compiled where ``plan.compile_torch``.
+        self._torch_calls = reference.TorchCalls(self)
         #: The torch paths' end-of-step launches, recorded on first use (plain under ``"eager"``).
         end_mode = "eager" if self.plan.launch == "eager" else "replay"
         self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
@@ -352,7 +357,11 @@ class Environment:
         takes effect on the next step without recapturing anything. ``action_bounds`` keeps the
         configured limits; the kernels clamp each env's actions to its own.
         """
-        return wp.to_torch(self.world.model.params)
+        params = self.world.model.params
+        view = self.__dict__.get("_params_view")
+        if view is None or view[0] is not params:  # kept: one view per table (compiled code reads it too)
+            view = self.__dict__["_params_view"] = (params, wp.to_torch(params))
+        return view[1]
 
     # --- agent parameters ---------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import warp as wp
 
 from swarp.core import params as param_table
 from swarp.physics.autograd import warp_step
-from swarp.runtime.host import host_rows
+from swarp.runtime.host import host_any, host_rows
 from swarp.runtime.launch import EAGER
 from swarp.runtime.sequence import collector_paused, joined_capture
 
@@ -67,11 +67,20 @@ def observations(env: Environment) -> torch.Tensor:
 def torch_step(env: Environment, capturing: bool = False) -> None:
     """One no-grad step of the torch reference from the action buffer, writing the output buffers;
     ``capturing``: the physics launches go into an open capture (no recorded replay)."""
-    sc = env.scenario
     if capturing:
         env.world.simulate(EAGER)
     else:
         env.world.run_step()
+    env._torch_calls.outputs(env)
+    _end_step(env, capturing)
+    if env.auto_reset:
+        reset_envs(env, env.done)
+
+
+def scenario_outputs(env: Environment) -> None:
+    """The torch work of a step after its physics: the scenario's ``post_step``, then its
+    observation, reward, ``done`` and info into the output buffers, and the health check."""
+    sc = env.scenario
     sc.post_step()
     env.obs.copy_(observations(env))
     env.reward.copy_(checked(sc.rewards(), env, "rewards", env.reward.shape))
@@ -79,9 +88,50 @@ def torch_step(env: Environment, capturing: bool = False) -> None:
     env.terminated.copy_(checked(sc.done(), env, "done", env.terminated.shape, torch.bool))
     for key, value in scenario_info(env).items():
         env.info[key].copy_(value)
-    _end_step(env, capturing)
-    if env.auto_reset:
-        reset_envs(env, env.done)
+
+
+def masked_observations(env: Environment, mask: torch.Tensor) -> None:
+    """The fresh observation rows of the envs of ``mask`` [E] bool (just reset) into ``env.obs``,
+    health-checked; the other rows stay."""
+    env.obs.copy_(torch.where(mask.view(-1, 1, 1), observations(env), env.obs))
+    flag_non_finite(env, env.obs, env_mask=mask)
+
+
+class TorchCalls:
+    """The torch reference's two torch-only parts of a step, ``outputs`` (``scenario_outputs``) and
+    ``fresh`` (``masked_observations``): plain calls, or with ``plan.compile_torch`` the same
+    functions through ``torch.compile`` (compiled on first use; an env of another shape or scenario
+    compiles its own, and past torch's recompile limit, 8 per function, torch runs them eagerly
+    with its own warning). Compiled, they compute the same values up to float rounding (fused loops
+    may reorder a sum). Where compiling fails, both run plain from then on, with one warning."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.compiled = env.plan.compile_torch
+        if self.compiled:
+            self._outputs = torch.compile(scenario_outputs, dynamic=False)
+            self._fresh = torch.compile(masked_observations, dynamic=False)
+
+    def outputs(self, env: Environment) -> None:
+        self._call(self._outputs if self.compiled else None, scenario_outputs, env)
+
+    def fresh(self, env: Environment, mask: torch.Tensor) -> None:
+        self._call(self._fresh if self.compiled else None, masked_observations, env, mask)
+
+    def _call(self, compiled, plain, *args) -> None:
+        if compiled is None:
+            plain(*args)
+            return
+        try:
+            compiled(*args)
+        except torch._dynamo.exc.TorchDynamoException as error:  # compiling failed: nothing ran yet
+            self.compiled = False
+            env = self.env
+            env.plan = dataclasses.replace(env.plan, compile_torch=False)
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            warnings.warn(f"plan.compile_torch: torch.compile failed ({first_line}); running the torch step "
+                          "uncompiled", stacklevel=4)  # fmt: skip
+            plain(*args)
 
 
 def torch_step_into_capture(env: Environment, stream: wp.Stream) -> None:
@@ -228,8 +278,9 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     """Start new episodes in the envs of ``mask`` [E] bool (one of the environment's own mask
     buffers, ``done`` or ``reset_mask``): parameters, state, neighbor lists, observation rows.
     On the CPU nothing runs when ``mask`` is empty (``swarp.runtime.host``)."""
-    rows = host_rows(mask)
-    if rows is not None and rows.numel() == 0:
+    compiled = env._torch_calls.compiled
+    rows = None if compiled else host_rows(mask)
+    if (rows is not None and rows.numel() == 0) or (compiled and not host_any(mask)):
         return
     r = env.randomization
     if r is not None:
@@ -240,9 +291,8 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     mask_wp = env.buffers.done if mask is env.done else env.buffers.reset_mask
     with env.streams.scope():
         env.world.build_neighbors(mask_wp)
-    if rows is None:
-        env.obs.copy_(torch.where(mask.view(-1, 1, 1), observations(env), env.obs))
-        flag_non_finite(env, env.obs, env_mask=mask)
+    if rows is None:  # CUDA, or compiled (a fixed shape: one compile)
+        env._torch_calls.fresh(env, mask)
         return
     fresh = observations(env)[rows]
     env.obs[rows] = fresh
@@ -263,13 +313,18 @@ def flag_non_finite(
     them, with no false alarm from large finite values (256 x 8 x 28 on the CPU: 56 us, against 230
     us for the fused path's check kernel and 300 us for torch's isfinite passes). The saved final
     rows need no check of their own: they are rows this check saw."""
-    bad = (obs * 0).sum(dim=(1, 2))
-    if reward is not None:
-        bad = bad + (reward * 0).sum(dim=1)
-    bad = bad.isnan()
+    if torch.compiler.is_compiling():  # inductor folds x * 0 to 0; fused, the plain test costs little
+        bad = ~torch.isfinite(obs).flatten(1).all(dim=1)
+        if reward is not None:
+            bad |= ~torch.isfinite(reward).all(dim=1)
+    else:
+        bad = (obs * 0).sum(dim=(1, 2))
+        if reward is not None:
+            bad = bad + (reward * 0).sum(dim=1)
+        bad = bad.isnan()
     if env_mask is not None:
         bad &= env_mask
-    flags = wp.to_torch(env.world.non_finite_flags)
+    flags = env.health_flags
     if rows is not None:
         flags[rows] |= bad.to(flags.dtype)
         return

@@ -346,6 +346,11 @@ class NeighborBuffers:
         self.agent_cell = wp.zeros(grid_shape, dtype=wp.vec2i, device=device)
         self.agent_slot = wp.zeros(grid_shape, dtype=wp.int32, device=device)
         self.sorted_agents = wp.zeros(n_envs * n_agents if grid else 1, dtype=wp.int32, device=device)
+        #: Zero-copy torch views of ``nbr``, ``count``, ``near`` and ``total``, made once (torch code
+        #: reads them every step; ``torch.compile`` cannot trace a conversion).
+        self.torch = SimpleNamespace(
+            **{name: wp.to_torch(getattr(self, name)) for name in ("nbr", "count", "near", "total")}
+        )
         # A one-element placeholder for kernels launched without an env mask.
         self.no_mask = wp.zeros(1, dtype=wp.bool, device=device)
         self.scalar = scalar

@@ -38,3 +38,12 @@ def host_rows(mask: torch.Tensor) -> torch.Tensor | None:
         return None
     with _sanctioned():
         return torch.nonzero(mask).flatten()
+
+
+def host_any(mask: torch.Tensor) -> bool:
+    """Whether any entry of ``mask`` [E] bool is set, read on the host: on the CPU only (a sync
+    elsewhere; there ``True``, and callers work under the mask)."""
+    if mask.device.type != "cpu":
+        return True
+    with _sanctioned():
+        return bool(mask.any())

@@ -72,6 +72,10 @@ class ExecutionPlan:
             neighbor refresh and observation (CUDA).
         async_cpu: Where a CPU ``send()`` runs its step: ``"measure"`` (inline or in a worker
             thread, whichever the caller's loop measures faster), ``"inline"`` or ``"thread"``.
+        compile_torch: The torch reference's torch work on the CPU (the scenario's methods after the
+            physics, the health check, the auto-reset's fresh observation) runs through
+            ``torch.compile``: fused C++ loops instead of one dispatch per op, after a compile of
+            seconds on the first step (``swarp.env.reference``).
     """
 
     launch: str = "replay"
@@ -85,6 +89,7 @@ class ExecutionPlan:
     lidar_rays_per_thread: int = 0
     lidar_side_stream: bool = False
     async_cpu: str = "measure"
+    compile_torch: bool = False
 
     def __post_init__(self) -> None:
         if self.launch not in LAUNCH_MODES:
@@ -92,7 +97,7 @@ class ExecutionPlan:
         if self.async_cpu not in ASYNC_CPU_PLACEMENTS:
             raise ValueError(f"plan.async_cpu must be one of {ASYNC_CPU_PLACEMENTS}, got {self.async_cpu!r}")
         for name in ("one_thread_per_env", "register_lists", "tiled_rows", "fused_step_end", "list_resets",
-                     "reset_ahead", "lidar_side_stream"):  # fmt: skip
+                     "reset_ahead", "lidar_side_stream", "compile_torch"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"plan.{name} must be a bool, got {getattr(self, name)!r}")
         block = self.env_block
@@ -204,6 +209,10 @@ def choose_plan(
     # 4,096 x 16 x 32 rays (H200).
     rule("lidar_side_stream", cuda and can.lidar and can.auto_reset and not chosen["reset_ahead"])
     rule("async_cpu", "measure")
+    # The CPU torch reference, asked for a graph (``use_graph=True``): compiled, its torch work one
+    # fused loop nest per method instead of an op-by-op dispatch (the 256 x 8 template step ~2,300
+    # -> ~1,100 us, 2-core EPYC). Not by default: the first step compiles for seconds.
+    rule("compile_torch", not cuda and not can.fused and use_graph is True)
     plan = ExecutionPlan(**chosen)
     _check(plan, device, n_agents, can, given)
     return plan
@@ -261,3 +270,8 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
         )
     if plan.lidar_side_stream and not cuda and "lidar_side_stream" in given:
         fail("lidar_side_stream", "side streams are CUDA streams")
+    if plan.compile_torch:
+        if can.fused:
+            fail("compile_torch", "it compiles the torch reference's step: it needs fused=False")
+        if cuda:
+            fail("compile_torch", "on CUDA the torch reference's step is captured as one CUDA graph instead")

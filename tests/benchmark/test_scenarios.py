@@ -13,7 +13,7 @@ from swarp.benchmark import scenarios as sweep
 def test_default_sweep_covers_every_registered_scenario_mode_model_and_lidar():
     """Every scenario x (its own dynamics, and each other model its ``model`` option accepts) x
     lidar rays 0 and 32 x shape x mode."""
-    args = sweep.argparse.Namespace(scenarios=None, devices=["cpu"], shapes=None, modes=list(sweep.MODES), option=[])
+    args = sweep.argparse.Namespace(scenarios=None, devices=["cpu"], shapes=None, modes=None, option=[])
     cases = sweep.cases(args)
     assert {c.scenario for c in cases} == set(swarp.scenario_names())
     assert {(c.n_envs, c.n_agents) for c in cases} == {(64, 8), (256, 16)}
@@ -23,9 +23,11 @@ def test_default_sweep_covers_every_registered_scenario_mode_model_and_lidar():
     assert {m for name, m in models if name == "navigation"} == {"default", "diff_drive", "kinematic_bicycle"}
     assert {m for name, m in models if name != "navigation"} == {"default"}  # fixed dynamics, or only drones
     per_cell = len(cases) // len(set(models)) // 2  # cells per (scenario, model, rays)
-    assert per_cell == len(sweep.DEFAULT_SHAPES["cpu"]) * (len(sweep.MODES) - 1)  # no torch graph on the CPU
+    assert per_cell == len(sweep.DEFAULT_SHAPES["cpu"]) * (len(sweep.MODES) - 1)  # the CPU compiles only if asked
     args.devices = ["cuda:0"]
     assert {c.mode for c in sweep.cases(args)} == set(sweep.MODES)
+    args.devices, args.modes = ["cpu"], ["torch_graph"]
+    assert {c.mode for c in sweep.cases(args)} == {"torch_graph"}
 
 
 @pytest.mark.parametrize(

@@ -517,10 +517,11 @@ def test_torch_only_scenario_runs_without_kernels(registry, generator):
 
 
 def test_use_graph_true_without_a_capturable_step_warns_once_and_replays():
-    # The torch reference runs host-side torch code between launches: no graph is possible.
+    # The torch reference on the CPU cannot be captured; asked for a graph it compiles its torch
+    # work instead (plan.compile_torch), silently. With compiling turned off: one warning, replay.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        env = make_env(use_graph=True, fused=False)
+        env = make_env(use_graph=True, fused=False, plan={"compile_torch": False})
         env.step(torch.zeros(N_ENVS, N_AGENTS, 2))
         env.step(torch.zeros(N_ENVS, N_AGENTS, 2))
         env.reset()
@@ -528,6 +529,10 @@ def test_use_graph_true_without_a_capturable_step_warns_once_and_replays():
     assert len(messages) == 1, messages
     assert "use_graph=True but the step is not capturable" in messages[0] and "(replay)" in messages[0]
     assert env.execution_mode == "replay" and not env.graph_mode
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = make_env(use_graph=True, fused=False)
+    assert compiled.plan.compile_torch and not [w for w in caught if "not capturable" in str(w.message)]
 
 
 def test_cpu_steps_run_as_a_graph_by_default_and_match_replay():

@@ -3,7 +3,6 @@ on the second step, the bits of the step without a graph, no allocations; a step
 capture-safe runs eagerly from then on, with one warning that names why. On the CPU, the torch
 path's auto-reset runs only when some env finished."""
 
-import importlib.util
 import warnings
 
 import pytest
@@ -11,10 +10,9 @@ import torch
 
 import swarp
 from swarp.env.reference import changed_attributes, scenario_fingerprint
-from swarp.scenario.template import write_scenario
 from swarp.scenarios.navigation import NavigationScenario
 from swarp.testing import check_scenario, first_difference, random_actions, rollout
-from tests.support import assert_no_steady_state_allocations
+from tests.support import assert_no_steady_state_allocations, template_scenario
 
 NAME = "graph_dispersion"
 N_ENVS, N_AGENTS, N_STEPS = 64, 4, 50
@@ -23,12 +21,7 @@ N_ENVS, N_AGENTS, N_STEPS = 64, 4, 50
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     """The scenario class ``python -m swarp.scenario new`` writes (torch only), registered."""
-    path, _ = write_scenario(NAME, tmp_path_factory.mktemp("template"))
-    spec = importlib.util.spec_from_file_location(f"_swarp_{NAME}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module.GraphDispersionScenario
-    swarp.unregister_scenario(NAME)
+    yield from template_scenario(NAME, tmp_path_factory.mktemp("template"))
 
 
 def build(scenario, device="cuda:0", **kwargs) -> swarp.Environment:

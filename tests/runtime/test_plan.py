@@ -30,6 +30,17 @@ def test_the_cpu_plan():
     assert not throughput_bound("cpu", 1 << 20, 64)
 
 
+def test_the_cpu_torch_reference_compiles_only_when_asked_for_a_graph():
+    """``use_graph=True`` on the CPU torch reference compiles its torch work (the first step costs
+    seconds, so not by default); fused steps and CUDA never do."""
+    torch_ref = Capabilities(auto_reset=True)
+    assert choose_plan("cpu", 256, 8, 8, use_graph=True, can=torch_ref).compile_torch
+    assert not choose_plan("cpu", 256, 8, 8, can=torch_ref).compile_torch
+    assert not choose_plan("cpu", 256, 8, 8, use_graph=False, can=torch_ref).compile_torch
+    assert not choose_plan("cpu", 256, 8, 8, use_graph=True, can=FUSED).compile_torch
+    assert choose_plan("cpu", 256, 8, 8, can=torch_ref, fixed={"compile_torch": True}).compile_torch
+
+
 def test_the_launch_mode_escape_hatch(monkeypatch):
     """``SWARP_LAUNCH_MODE=eager`` turns replayed launches into plain ones (graphs stay graphs)."""
     monkeypatch.setenv("SWARP_LAUNCH_MODE", "eager")
@@ -63,6 +74,8 @@ def test_fixed_fields_stay_and_the_rules_choose_around_them():
         ({"env_block": 0}, FUSED, "env_block must be None or an int >= 1"),
         ({"register_lists": 1}, FUSED, "register_lists must be a bool"),
         ({"async_cpu": "often"}, FUSED, "plan.async_cpu must be one of"),
+        ({"compile_torch": True}, FUSED, "plan.compile_torch=True is not possible here: .* fused=False"),
+        ({"compile_torch": "yes"}, Capabilities(), "plan.compile_torch must be a bool"),
     ],
 )
 def test_impossible_or_malformed_plans_are_refused_by_name(fixed, can, match):
@@ -118,3 +131,5 @@ def test_the_cuda_plan_of_small_and_large_batches():
     assert not choose_plan("cuda:0", 4096, 16, 32, can=FUSED).register_lists  # wider than 16
     side = choose_plan("cuda:0", 4096, 16, 8, can=dataclasses.replace(FUSED, lidar=True, prepares_ahead=False))
     assert side.lidar_side_stream and not side.reset_ahead
+    with pytest.raises(ValueError, match="captured as one CUDA graph instead"):
+        choose_plan("cuda:0", 64, 4, 8, can=Capabilities(capturable=True), fixed={"compile_torch": True})

@@ -17,6 +17,7 @@ rely on:
 
 import functools
 import math
+import weakref
 from types import SimpleNamespace
 
 import torch
@@ -119,34 +120,65 @@ def spawn_torch(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor
     rows are zero: keep them out with ``torch.where(env_mask, ...)``). One launch of the fused
     resets' functions (``spawn_points_kernel``); ``spawn_torch_twin`` is its specification."""
     env = scenario.env
-    scalar = env.stepper.scalar
-    points = torch.zeros(scenario.n_envs, n_points, 2, dtype=scenario.dtype, device=env.torch_device)
-    per_thread, threads = env.plan.split(scenario.side * scenario.side)
+    spawn = _torch_spawn(scenario, env_mask, n_points)
+    if spawn is None:  # a mask of the caller's own: arguments filled for this call
+        spawn = _TorchSpawn(scenario, wp.from_torch(env_mask, dtype=wp.bool), n_points, record=False)
+    spawn.points.zero_()
     with env.streams.scope():
-        wp.launch(
-            spawn_points_kernel(scalar),
+        spawn()
+    return spawn.points.clone()
+
+
+class _TorchSpawn:
+    """One ``spawn_points_kernel`` launch of ``spawn_torch`` over a mask, into its own points buffer;
+    on the CPU recorded on the first call and replayed (~25 us against ~200 us of Warp's argument
+    packing per launch at 256 x 8, 2-core EPYC)."""
+
+    def __init__(self, scenario, env_mask: wp.array, n_points: int, record: bool):
+        env = scenario.env
+        scalar = env.stepper.scalar
+        self.points = torch.zeros(scenario.n_envs, n_points, 2, dtype=scenario.dtype, device=env.torch_device)
+        per_thread, threads = env.plan.split(scenario.side * scenario.side)
+        self._launch = dict(
+            kernel=spawn_points_kernel(scalar),
             dim=(scenario.n_envs, threads),
-            inputs=[_spawn_launch_args(scenario, env_mask, per_thread), scenario.n_agents],
-            outputs=[wp.from_torch(points, dtype=vec2_type(scalar))],
+            inputs=[spawn_args(scenario, env_mask, per_thread), scenario.n_agents],
+            outputs=[wp.from_torch(self.points, dtype=vec2_type(scalar))],
             device=env.device,
         )
-    return points
+        self._record = record and env.device == "cpu"
+        self._cmd = None
+
+    def __call__(self) -> None:
+        if self._cmd is not None:
+            self._cmd.launch()
+        elif self._record:
+            self._cmd = wp.launch(**self._launch, record_cmd=True)
+            self._cmd.launch()
+        else:
+            wp.launch(**self._launch)
 
 
-def _spawn_launch_args(scenario, env_mask: torch.Tensor, per_thread: int):
-    """The ``spawn_struct`` of a torch-path spawn over ``env_mask``. Filling one costs ~110 us on
-    the CPU (of a ~260 us spawn), so those over the environment's own masks (``done``,
-    ``reset_mask``: every torch step's) are made together on the first call and kept; no later
-    step changes the scenario's attributes then (a captured step checks that)."""
+#: Each bound scenario's ``_TorchSpawn`` over the environment's own masks (``done``, ``reset_mask``:
+#: every torch step's), by (mask, n_points). Kept beside the scenario rather than in it: a captured
+#: step checks that the scenario's attributes stay as they were.
+_TORCH_SPAWNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _torch_spawn(scenario, env_mask: torch.Tensor, n_points: int) -> _TorchSpawn | None:
+    """The kept ``_TorchSpawn`` of ``scenario`` over ``env_mask`` (made on first use), or ``None``
+    where ``env_mask`` is not one of the environment's own masks."""
     env = scenario.env
-    own = scenario.__dict__.get("_spawn_args")
-    if own is None:
-        own = scenario.__dict__["_spawn_args"] = {
-            mask.data_ptr(): spawn_args(scenario, wp.from_torch(mask, dtype=wp.bool), per_thread)
-            for mask in (env.done, env.reset_mask)
-        }
-    args = own.get(env_mask.data_ptr())
-    return args if args is not None else spawn_args(scenario, wp.from_torch(env_mask, dtype=wp.bool), per_thread)
+    own = {env.done.data_ptr(): env.done, env.reset_mask.data_ptr(): env.reset_mask}
+    mask = own.get(env_mask.data_ptr())
+    if mask is None:
+        return None
+    kept = _TORCH_SPAWNS.setdefault(scenario, {})
+    key = (id(env), mask.data_ptr(), n_points)
+    spawn = kept.get(key)
+    if spawn is None:
+        spawn = kept[key] = _TorchSpawn(scenario, wp.from_torch(mask, dtype=wp.bool), n_points, record=True)
+    return spawn
 
 
 def spawn_torch_twin(scenario, env_mask: torch.Tensor, n_points: int) -> torch.Tensor:
@@ -247,9 +279,8 @@ def separation(d2: torch.Tensor, distance: float) -> torch.Tensor:
 
 def neighbor_overflow(world) -> torch.Tensor:
     """[E] bool: was some agent's neighbor list of this env truncated at the last build?"""
-    total = wp.to_torch(world.neighbors.total)
-    count = wp.to_torch(world.neighbors.count)
-    return (total > count).any(dim=1)
+    views = world.neighbors.torch
+    return (views.total > views.count).any(dim=1)
 
 
 def contact_overflow(world) -> torch.Tensor:
@@ -258,8 +289,8 @@ def contact_overflow(world) -> torch.Tensor:
     distance lose only entries farther than their last, so a list with a farther-than-contact entry
     lost no contact (torch twin of ``contact_overflow`` in the kernels)."""
     nb = world.neighbors
-    total, count, near = (wp.to_torch(a) for a in (nb.total, nb.count, nb.near))
-    return ((total > count) & (near == nb.max_neighbors)).any(dim=1)
+    views = nb.torch
+    return ((views.total > views.count) & (views.near == nb.max_neighbors)).any(dim=1)
 
 
 #: Time constant [s] over which ``track_velocity`` closes a velocity error under acceleration control
