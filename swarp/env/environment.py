@@ -285,7 +285,7 @@ class Environment:
         #: The torch reference's torch work, compiled where ``plan.compile_torch``.
         self._torch_calls = reference.TorchCalls(self)
         #: The torch paths' end-of-step launches, recorded on first use (plain under ``"eager"``).
-        end_mode = "eager" if self.plan.launch == "eager" else "replay"
+        end_mode = "eager" if self.plan.launch == "eager" else "graph" if self.plan.compile_torch else "replay"
         self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
         self.seed_value = int(seed)
         self.reset(seed=seed)

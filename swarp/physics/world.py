@@ -15,6 +15,7 @@ from swarp.core.types import State
 from swarp.physics.neighbors import bin_agents
 from swarp.physics.step import Stepper
 from swarp.runtime.launch import EAGER, Launcher, Program, Recorder
+from swarp.runtime.sequence import CompiledSequence, TorchStreamScope
 
 
 class World:
@@ -105,9 +106,15 @@ class World:
 
     def run_step(self) -> None:
         """One step from whatever is in ``actions``: replay the recorded program (eager launches
-        where ``stepper.plan.launch`` is ``"eager"``)."""
-        if self.stepper.plan.launch == "eager":
+        where ``stepper.plan.launch`` is ``"eager"``; with ``plan.compile_torch``, the CPU torch
+        step compiled, a Warp CPU graph of the launches)."""
+        plan = self.stepper.plan
+        if plan.launch == "eager":
             self.simulate(EAGER)
+        elif plan.compile_torch:
+            if self._program is None:
+                self._program = CompiledSequence(self.simulate, "graph", self.stepper.device, TorchStreamScope("cpu"))
+            self._program()
         elif self._program is None:
             recorder = Recorder()
             self.simulate(recorder)
