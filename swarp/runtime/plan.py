@@ -75,7 +75,8 @@ class ExecutionPlan:
         compile_torch: The torch reference's torch work on the CPU (the scenario's methods after the
             physics, the health check, the auto-reset's fresh observation) runs through
             ``torch.compile``: fused C++ loops instead of one dispatch per op, after a compile of
-            seconds on the first step (``swarp.env.reference``).
+            seconds on the first step (``swarp.env.reference``); its physics and bookkeeping
+            launches run as Warp CPU graphs.
     """
 
     launch: str = "replay"
@@ -209,9 +210,9 @@ def choose_plan(
     # 4,096 x 16 x 32 rays (H200).
     rule("lidar_side_stream", cuda and can.lidar and can.auto_reset and not chosen["reset_ahead"])
     rule("async_cpu", "measure")
-    # The CPU torch reference, asked for a graph (``use_graph=True``): compiled, its torch work one
-    # fused loop nest per method instead of an op-by-op dispatch (the 256 x 8 template step ~2,300
-    # -> ~1,100 us, 2-core EPYC). Not by default: the first step compiles for seconds.
+    # The CPU torch reference, asked for a graph (``use_graph=True``): compiled, its torch work fused
+    # loop nests instead of an op-by-op dispatch (the 256 x 8 template step 2.7-3.1x -> 1.7-2.1x
+    # spread's fused step, interleaved, 2-core EPYC). Not by default: the first steps compile 11-15 s.
     rule("compile_torch", not cuda and not can.fused and use_graph is True)
     plan = ExecutionPlan(**chosen)
     _check(plan, device, n_agents, can, given)
