@@ -224,6 +224,7 @@ class Environment:
             spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype, plan=self.plan
         )
         self.world = World(self.stepper, n_envs)
+        self._params_view = None  # (parameter table, its torch view): agent_params
         #: [E] int32 torch view of the world's sticky health flags (``non_finite``).
         self.health_flags = wp.to_torch(self.world.non_finite_flags)
         if per_env_params:
@@ -358,10 +359,9 @@ class Environment:
         configured limits; the kernels clamp each env's actions to its own.
         """
         params = self.world.model.params
-        view = self.__dict__.get("_params_view")
-        if view is None or view[0] is not params:  # kept: one view per table (compiled code reads it too)
-            view = self.__dict__["_params_view"] = (params, wp.to_torch(params))
-        return view[1]
+        if self._params_view is None or self._params_view[0] is not params:  # one view per table:
+            self._params_view = (params, wp.to_torch(params))  # compiled code reads it too
+        return self._params_view[1]
 
     # --- agent parameters ---------------------------------------------------------------------
 

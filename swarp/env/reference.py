@@ -124,7 +124,7 @@ class TorchCalls:
             return
         try:
             compiled(*args)
-        except torch._dynamo.exc.TorchDynamoException as error:  # compiling failed: nothing ran yet
+        except torch._dynamo.exc.TorchDynamoException as error:  # compiling failed, at the first graph: nothing ran
             self.compiled = False
             env = self.env
             env.plan = dataclasses.replace(env.plan, compile_torch=False)

@@ -45,7 +45,7 @@ class World:
             (n_envs, stepper.n_agents, stepper.act_dim), dtype=stepper.scalar, device=stepper.device
         )
         self.actions = wp.to_torch(self._actions_wp)
-        self._program: Program | None = None
+        self._program: Program | CompiledSequence | None = None
         self.build_neighbors()
         # The zeroed placeholder state stacks every agent on the origin; truncating those lists is
         # no event the caller should see, so the sticky flag starts lowered.
