@@ -30,7 +30,10 @@ slice      size   content
 =========  =====  ==============================================================
 
 Reward of agent i: ``shaping_factor * (d_prev - d)``, the mean progress of both agents to their
-goals (``shared_reward``, the default, as in VMAS, which sums the two; or its own progress), minus
+goals (``shared_reward``, the default, as in VMAS, which sums the two; or its own progress), where
+``d`` is the remaining length of the route that lets both pass (``route_shaping``, the default:
+one agent through the bay, the other waiting short of it; ``route_lengths_torch``) or, without it,
+the straight distance to the goal; minus
 ``collision_penalty`` while the agents overlap, plus ``final_reward`` for both on the step both
 are on goal. Terminated (and success) when both are within ``goal_radius`` of their goals. Info:
 ``dist_to_goal`` [E, 2], ``on_goal`` [E, 2] bool, ``collisions`` [E, 2] int32,
@@ -40,20 +43,24 @@ Resets draw each agent's spawn uniformly in a ``2 r`` long stretch at its end of
 across the lane's free width; agent a: per-env draws ``2 a``, ``2 a + 1``, ``common.DRAW_ENV``) and
 a uniform heading (``common.spawn_agents_torch``), from the counter-based RNG; goals are fixed at
 ``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
-``give_way_kernels.give_way_reset``; ``scripted_actions`` is a scripted controller.
+``give_way_kernels.give_way_reset`` and, with ``route_shaping``, ``give_way_route`` between
+navigation's observe and finish kernels; ``scripted_actions`` is a scripted controller.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
+import warp as wp
 
 from swarp.core.config import AgentConfig, Obstacle, WorldConfig
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import give_way_kernels as gk
+from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework.base import WorldSpec, register_scenario
+from swarp.scenarios.framework.base import OBSERVE_STEP, WorldSpec, register_scenario
 from swarp.scenarios.framework.options import OptionChecker
 from swarp.scenarios.navigation import NavigationScenario
 
@@ -87,6 +94,9 @@ class GiveWayConfig:
         max_speed: Speed limit [m/s] (holonomic agents, velocity control).
         shared_reward: Reward each agent with the mean progress of both (the team's), not its own:
             then the agent that steps into the bay loses nothing by letting the other pass.
+        route_shaping: Measure progress along the route that lets both pass (one agent through
+            the bay, the other waiting short of it until then: ``route_lengths_torch``) instead of
+            straight to the goal. Without it no policy we trained left the standoff (docs/results.md).
         shaping_factor: Weight of the progress term [1/m].
         collision_penalty: Penalty per step while the two agents overlap (>= 0).
         final_reward: Bonus for both agents on the step both are on goal.
@@ -107,6 +117,7 @@ class GiveWayConfig:
     agent_radius: float = 0.1
     max_speed: float = 1.0
     shared_reward: bool = True
+    route_shaping: bool = True
     shaping_factor: float = 1.0
     collision_penalty: float = 1.0
     final_reward: float = 1.0
@@ -122,6 +133,7 @@ class GiveWayConfig:
             raise ValueError(f"give_way option n_agents must be {N_AGENTS} (a two-agent task), got {self.n_agents!r}")
         check.number("difficulty", allow_zero=True, high=1.0)
         check.bool("shared_reward")
+        check.bool("route_shaping")
         check.number("bay_position", allow_zero=True)
         if self.bay_position >= 1.0:
             raise ValueError(f"give_way option bay_position must be < 1, got {self.bay_position!r}")
@@ -190,6 +202,15 @@ class GiveWayScenario(NavigationScenario):
             box_between(left_end, right_end, bay_top, far),
         )
         self.walls = walls
+        # The route of ``route_lengths_torch``: the bay's centre and mouth, where the other agent
+        # waits (beside the bay, on the lane's axis), and the lead at which the two have passed.
+        self.route = SimpleNamespace(
+            bay=(bay_x, h + 0.5 * self.bay_depth),
+            mouth=(bay_x, 0.0),
+            wait_x=(bay_x - self.bay_half_width - r, bay_x + self.bay_half_width + r),
+            lane_half_width=h,
+            pass_gap=2.0 * r,
+        )
         self.spawn_jitter = (SPAWN_LENGTH * r, max(h - 1.05 * r, 0.0))
         self.spawn_inner = H - SPAWN_GAP * r
         self.goal_x = H - GOAL_GAP * r
@@ -203,6 +224,25 @@ class GiveWayScenario(NavigationScenario):
             obstacles=walls,
         )
         return WorldSpec(agents=(agent,) * N_AGENTS, world=world, dt=c.dt, substeps=c.substeps, max_steps=c.max_steps)
+
+    def bind(self, env) -> None:
+        super().bind(env)
+        self._prev_route = wp.zeros((self.n_envs, N_AGENTS), dtype=env.stepper.scalar, device=self.device)
+        self.prev_route = wp.to_torch(self._prev_route)
+        g, dtype = self.route, self.prev_route.dtype
+        # The route's points as tensors, made once (no host-to-device copy in a step).
+        g.bay_t = torch.tensor(g.bay, dtype=dtype, device=self.prev_route.device)
+        g.mouth_t = torch.tensor(g.mouth, dtype=dtype, device=self.prev_route.device)
+        g.wait_t = torch.tensor([[g.wait_x[0], 0.0], [g.wait_x[1], 0.0]], dtype=dtype, device=self.prev_route.device)
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        tensors = super().state_tensors()
+        if self.cfg.route_shaping:
+            tensors["prev_route"] = self.prev_route
+        return tensors
+
+    def observes_like_navigation(self) -> bool:
+        return not self.cfg.route_shaping
 
     # --- torch reference --------------------------------------------------------------------
 
@@ -224,6 +264,17 @@ class GiveWayScenario(NavigationScenario):
         self.goals.copy_(torch.where(m3, goals, self.goals))
         dist = (goals - spawn).square().sum(-1).sqrt()
         self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
+        if self.cfg.route_shaping:
+            self.prev_route.copy_(torch.where(m2, route_lengths_torch(self, spawn, goals), self.prev_route))
+
+    def _step_progress(self) -> torch.Tensor:
+        progress = super()._step_progress()
+        if not self.cfg.route_shaping:
+            return progress
+        route = route_lengths_torch(self, self.env.state.pos, self.goals)
+        progress = self.prev_route - route
+        self.prev_route.copy_(route.detach())
+        return progress
 
     def scripted_actions(self) -> torch.Tensor:
         """[E, A, 2] actions of this scenario's scripted controller (``scripted_actions``) for the current state."""
@@ -231,8 +282,54 @@ class GiveWayScenario(NavigationScenario):
 
     # --- fused twin -------------------------------------------------------------------------
 
+    def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
+        if not self.cfg.route_shaping:
+            nk.launch_observe(self, launcher, env_mask, mode)
+            return
+
+        def route(launcher: Launcher) -> None:
+            gk.launch_route(self, launcher, env_mask, mode)
+
+        nk.launch_observe(self, launcher, env_mask, mode, before_finish=route)
+
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         gk.launch_reset(self, launcher, env_mask)
+
+
+def route_lengths_torch(sc: GiveWayScenario, pos: torch.Tensor, goals: torch.Tensor) -> torch.Tensor:
+    """[E, 2] each agent's remaining route length [m] (``route_shaping``) from positions ``pos`` and
+    goals ``goals`` ([E, 2, 2], m).
+
+    The routes run along the corridor: an agent out of the lane (centre above its top edge, in the
+    bay) goes back through the bay's mouth ``M`` (on the lane's axis under the bay's centre ``B``).
+    Once agent 0 leads agent 1 by ``2 r`` the two have passed: each route is then straight to the
+    goal, or through ``M`` from the bay. Before, one agent yields: its route runs through ``B``
+    and ``M``; the other's runs straight to its goal when it is on its side of the bay (agent 0
+    left of ``bay_x - (bay half-width + r)``, agent 1 right of ``bay_x + ...``) or the yielder is
+    already out of the lane, else through that waiting point on the lane's axis. The yielder is the
+    agent whose choice makes the two routes' sum shorter (agent 1 on a tie). The sum's decrease is
+    the team's progress: backing up to the bay pays at once, as do stepping in and, once the other
+    has passed, stepping out.
+    """
+    g = sc.route
+    bay, mouth, wait_at = g.bay_t, g.mouth_t, g.wait_t  # wait_at: agent 0's, agent 1's waiting point
+
+    def length(v: torch.Tensor) -> torch.Tensor:
+        return v.square().sum(-1).sqrt()
+
+    x, out_of_lane = pos[..., 0], pos[..., 1] > g.lane_half_width
+    from_mouth = length(mouth - goals)
+    home = torch.where(out_of_lane, length(pos - mouth) + from_mouth, length(goals - pos))
+    via_bay = length(pos - bay) + length(bay - mouth) + from_mouth
+    via_wait = length(wait_at - pos) + length(goals - wait_at)
+    clear0 = (x[:, 0] <= wait_at[0, 0]) | out_of_lane[:, 1]
+    clear1 = (x[:, 1] >= wait_at[1, 0]) | out_of_lane[:, 0]
+    waiting = torch.where(torch.stack([clear0, clear1], -1), home, via_wait)
+    one_yields = (via_bay[:, 1] + waiting[:, 0] <= via_bay[:, 0] + waiting[:, 1]).unsqueeze(-1)
+    one_yielding = torch.stack([waiting[:, 0], via_bay[:, 1]], -1)
+    zero_yielding = torch.stack([via_bay[:, 0], waiting[:, 1]], -1)
+    passed = (x[:, 0] - x[:, 1] > g.pass_gap).unsqueeze(-1)
+    return torch.where(passed, home, torch.where(one_yields, one_yielding, zero_yielding))
 
 
 def scripted_actions(env) -> torch.Tensor:

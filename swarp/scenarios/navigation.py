@@ -319,16 +319,20 @@ class NavigationScenario(FusedScenario):
 
     def rewards(self) -> torch.Tensor:
         c = self.cfg
-        dist = self._distances()
-        progress = self.prev_dist - dist
+        progress = self._step_progress()
         if c.shared_reward:
             progress = progress.mean(dim=1, keepdim=True).expand_as(progress)
         reward = c.shaping_factor * progress - c.collision_penalty * self._collisions_torch().to(self.dtype)
-        reward = reward + c.final_reward * self.done().to(self.dtype).unsqueeze(1)
+        return reward + c.final_reward * self.done().to(self.dtype).unsqueeze(1)
+
+    def _step_progress(self) -> torch.Tensor:
+        """[E, A] each agent's progress this step [m] (``prev_dist - dist``), updating ``prev_dist``."""
+        dist = self._distances()
+        progress = self.prev_dist - dist
         # Memory, not part of this step's differentiable output (a grad-mode step must not leave
         # autograd history in persistent buffers).
         self.prev_dist.copy_(dist.detach())
-        return reward
+        return progress
 
     def done(self) -> torch.Tensor:
         return (self._distances() < self.goal_radius).all(dim=1)
@@ -350,11 +354,16 @@ class NavigationScenario(FusedScenario):
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         nk.launch_reset(self, launcher, env_mask)
 
+    def observes_like_navigation(self) -> bool:
+        """Whether this scenario's fused observation is navigation's alone (a variant that adds
+        columns or reward terms between observe and finish returns False: its steps end split)."""
+        return type(self).launch_observe is NavigationScenario.launch_observe
+
     def step_end_hooks(self, spec: WorldSpec) -> NavigationStepEnd:
         # A variant that replaces the observation (drone_navigation's columns) ends its steps
         # split; one that replaces the reset (give_way) does not prepare starts ahead.
         cls = type(self)
-        fuses = cls.launch_observe is NavigationScenario.launch_observe
+        fuses = self.observes_like_navigation()
         own_reset = cls.launch_reset is NavigationScenario.launch_reset
         planar = all(a.model != DynamicsModel.DRONE for a in spec.agents)
         brute = spec.world.neighbor_method_for(len(spec.agents)) == "brute"

@@ -36,7 +36,7 @@ class TrainConfig:
     clip_coef: float = 0.2
     """PPO ratio clipping"""
     ent_coef: float = 0.0
-    """entropy bonus weight"""
+    """entropy bonus weight (the entropy of the squashed actions, estimated at reparameterized samples)"""
     vf_coef: float = 0.5
     """value loss weight"""
     epochs: int = 2

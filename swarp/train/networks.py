@@ -13,6 +13,7 @@ import copy
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import swarp.distributed as sd
@@ -142,6 +143,19 @@ class Actor(nn.Module):
     def entropy(self) -> torch.Tensor:
         """[K] entropy of each run's pre-squash Gaussian (state independent)."""
         return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(-1)
+
+    def squashed_entropy(self, mean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """[K] entropy of each run's squashed actions (tanh of the Gaussian, before the box's
+        constant scale), estimated at the reparameterized samples ``mean + std * noise`` (``mean``
+        and standard-normal ``noise`` [K, ..., A, U]) and averaged over them.
+
+        The pre-squash Gaussian's entropy (``entropy``) grows with the standard deviation even where
+        a saturated mean makes every sample the same action at the box's edge; this one falls there
+        (the tanh's log-Jacobian, ``log(1 - tanh(u)^2)``, is very negative), so a bonus on it keeps
+        the actions exploring instead of paying for saturation."""
+        u = mean + self.std(mean) * noise
+        log_jacobian = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))  # log(1 - tanh(u)^2), stable
+        return self.entropy() + log_jacobian.sum(-1).flatten(1).mean(1)
 
 
 class Critic(nn.Module):

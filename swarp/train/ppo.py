@@ -271,7 +271,9 @@ class Trainer:
         clipped = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
         policy_loss = -torch.minimum(ratio * advantage, clipped * advantage).mean((1, 2))  # [K]
         value_loss = 0.5 * (value.float() - returns).square().mean((1, 2))  # [K]
-        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * self.actor.entropy()
+        loss = policy_loss + cfg.vf_coef * value_loss
+        if cfg.ent_coef:
+            loss = loss - cfg.ent_coef * self.actor.squashed_entropy(mean.float(), self.noise(mean))
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # runs share no parameter: each run's gradient is its own loss's
         sd.all_reduce_gradients(self.parameters())  # data-parallel: the mean over ranks (no-op alone)

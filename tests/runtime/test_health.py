@@ -15,7 +15,7 @@ N_ENVS = 4
 REWARD_MEMORY = {
     "navigation": "prev_dist",
     "drone_navigation": "prev_dist",
-    "give_way": "prev_dist",
+    "give_way": "prev_route",  # route_shaping (default): the progress is the route's
     "flocking": "prev_dist",
     "formation": "prev_dist",
     "balance": "prev_err",

@@ -176,9 +176,11 @@ def test_which_scenarios_prepare_ahead_and_fuse_the_end():
     for name in ("give_way", "drone_navigation"):  # their own reset, their own columns
         with pytest.raises(ValueError, match="plan.reset_ahead=True is not possible"):
             swarp.make(name, n_envs=2, device="cpu", auto_reset=True, plan=AHEAD)
-    sc = swarp.scenarios.give_way.GiveWayScenario()
+    sc = swarp.scenarios.give_way.GiveWayScenario(route_shaping=False)
     hooks = sc.step_end_hooks(sc.make_world())
     assert hooks.fuses_end and not hooks.prepares_ahead
+    sc = swarp.scenarios.give_way.GiveWayScenario()  # the route's progress runs between observe and finish
+    assert not sc.step_end_hooks(sc.make_world()).fuses_end
     sc = swarp.scenarios.drone_navigation.DroneNavigationScenario()
     assert not sc.step_end_hooks(sc.make_world()).fuses_end
     assert swarp.scenarios.flocking.FlockingScenario().step_end_hooks(None) is None

@@ -143,6 +143,34 @@ def test_the_policy_acts_inside_the_action_bounds():
     assert (actions <= high).all() and (actions >= low).all()
 
 
+def test_the_entropy_bonus_is_the_squashed_actions_entropy():
+    """The estimate equals a Monte Carlo of tanh(N(mean, std)) entropy, falls where the mean
+    saturates (the pre-squash Gaussian's does not), and its gradient pulls a saturated mean back."""
+    trainer = small_trainer()
+    actor, generator = trainer.actor, torch.Generator().manual_seed(0)
+    noise = torch.randn(1, 200_000, 1, actor.log_std.shape[1], generator=generator)
+    centred, saturated = torch.zeros_like(noise), torch.full_like(noise, 4.0)
+    with torch.no_grad():
+        actor.log_std.fill_(0.0)
+        # h(tanh(u)) = h(u) + E[log(1 - tanh(u)^2)], here straight from the samples.
+        u = centred + noise
+        direct = actor.entropy() + torch.log1p(-torch.tanh(u).square()).sum(-1).mean()
+        assert torch.allclose(actor.squashed_entropy(centred, noise), direct, atol=1e-3)
+        assert actor.squashed_entropy(saturated, noise) < actor.squashed_entropy(centred, noise) - 1.0
+    mean = torch.full((1, 64, 1, actor.log_std.shape[1]), 4.0, requires_grad=True)
+    actor.squashed_entropy(mean, noise[:, :64]).sum().backward()
+    assert (mean.grad < 0).all()  # ascending the bonus moves the mean towards 0
+
+
+def test_an_entropy_bonus_trains_and_keeps_runs_reproducible():
+    first, second = small_trainer(ent_coef=0.01), small_trainer(ent_coef=0.01)
+    for trainer in (first, second):
+        for _ in range(2):
+            trainer.iterate()
+    assert torch.equal(first.actor.log_std, second.actor.log_std)
+    assert torch.isfinite(first.actor.log_std).all()
+
+
 def test_ippo_has_a_per_agent_critic_and_trains():
     trainer = small_trainer(algorithm="ippo")
     assert not trainer.critic.centralized
