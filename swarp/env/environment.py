@@ -289,6 +289,12 @@ class Environment:
         end_mode = "eager" if self.plan.launch == "eager" else "graph" if self.plan.compile_torch else "replay"
         self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
         self.seed_value = int(seed)
+        user_stream = self.streams.current()
+        if user_stream is not None:
+            # Building queued zero-fills and table kernels on Warp's own stream, which orders itself
+            # against torch's legacy default stream only: a user stream must wait for them before
+            # the reset writes the same buffers.
+            user_stream.wait_stream(wp.get_stream(self.device))
         self.reset(seed=seed)
 
     # --- properties -------------------------------------------------------------------------

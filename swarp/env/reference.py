@@ -191,10 +191,14 @@ class CapturedTorchStep:
         env = self.env
         before = scenario_fingerprint(env.scenario)
         graph = torch.cuda.CUDAGraph()
+        caller_stream = torch.cuda.current_stream(env.torch_device)
         try:
             with collector_paused(), torch.cuda.graph(graph):
                 torch_step_into_capture(env, env.streams.current())
         except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
+            # torch.cuda.graph restores the caller's stream only after its capture ends cleanly: a
+            # failed capture would leave torch on the capture's side stream for the whole process.
+            torch.cuda.set_stream(caller_stream)
             end_failed_capture(env.torch_device)
             while error.__context__ is not None:  # the first failure, not the capture's end failing after it
                 error = error.__context__

@@ -160,8 +160,9 @@ def test_a_step_that_is_not_capture_safe_runs_eagerly_and_says_why(cls, reason):
     assert env.no_graph_reason == messages[0] and not env.graph_mode and env.execution_mode == "replay"
     assert env._torch_step.graph is None
     assert first_difference(rows, rollout(eager_env, actions)) is None
-    # A failed capture leaves torch's CUDA random numbers working.
+    # A failed capture leaves torch's CUDA random numbers working, and torch on the caller's stream.
     assert torch.rand(4, device="cuda:0").shape == (4,)
+    assert torch.cuda.current_stream() == torch.cuda.default_stream()
 
 
 @pytest.mark.gpu

@@ -232,6 +232,24 @@ def test_cuda_graph_prepares_ahead_with_the_direct_bits(user_stream, generator):
 
 
 @pytest.mark.gpu
+def test_an_env_built_under_a_user_stream_gives_the_default_streams_bits(generator):
+    """Construction queues zero-fills and kernels on Warp's stream; a user stream waits for them
+    before the first reset writes the same buffers (the race showed only on a loaded GPU)."""
+    default_env = make("cuda:0", n_envs=256, n_agents=5)
+    noise = noise_sequence(default_env, 50, generator)
+    expected = scripted_rollout(default_env, noise)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    warp_stream = torch.cuda.ExternalStream(wp.get_stream("cuda:0").cuda_stream)
+    with torch.cuda.stream(warp_stream):
+        torch.cuda._sleep(200_000_000)  # Warp's stream runs construction's work late, as under load
+    with torch.cuda.stream(stream):
+        rows = scripted_rollout(make("cuda:0", n_envs=256, n_agents=5), noise)
+    torch.cuda.current_stream().wait_stream(stream)
+    assert_bit_identical(expected, rows)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("n_agents", [3, 16])
 def test_cuda_fused_step_end_gives_the_split_bits(n_agents, generator):
     """On CUDA (graph, starts prepared ahead by default): 200 steps with auto-resets, the fused
