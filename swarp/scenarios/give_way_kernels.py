@@ -81,10 +81,6 @@ def route_kernel(scalar: type):
     vec2 = vec2_type(scalar)
     zero = scalar(0.0)
 
-    @wp.func
-    def length(v: vec2) -> scalar:
-        return wp.sqrt(v[0] * v[0] + v[1] * v[1])
-
     # No FMA contraction: route lengths come out bit for bit as in the torch reference.
     @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
     def give_way_route(
@@ -114,24 +110,24 @@ def route_kernel(scalar: type):
         p0, p1 = pos[env, 0], pos[env, 1]
         g0, g1 = goals[env, 0], goals[env, 1]
         out0, out1 = p0[1] > lane_half_width, p1[1] > lane_half_width
-        from_mouth0, from_mouth1 = length(mouth - g0), length(mouth - g1)
-        route0, route1 = length(g0 - p0), length(g1 - p1)
+        from_mouth0, from_mouth1 = wp.length(mouth - g0), wp.length(mouth - g1)
+        route0, route1 = wp.length(g0 - p0), wp.length(g1 - p1)
         if out0:
-            route0 = length(p0 - mouth) + from_mouth0
+            route0 = wp.length(p0 - mouth) + from_mouth0
         if out1:
-            route1 = length(p1 - mouth) + from_mouth1
+            route1 = wp.length(p1 - mouth) + from_mouth1
         if not (p0[0] - p1[0] > pass_gap):
-            drop = length(bay - mouth)
-            via0 = length(p0 - bay) + drop + from_mouth0
-            via1 = length(p1 - bay) + drop + from_mouth1
+            drop = wp.length(bay - mouth)
+            via0 = wp.length(p0 - bay) + drop + from_mouth0
+            via1 = wp.length(p1 - bay) + drop + from_mouth1
             wait0_at = vec2(wait0_x, zero)
             wait1_at = vec2(wait1_x, zero)
             wait0 = route0
             if not (p0[0] <= wait0_at[0] or out1):
-                wait0 = length(wait0_at - p0) + length(g0 - wait0_at)
+                wait0 = wp.length(wait0_at - p0) + wp.length(g0 - wait0_at)
             wait1 = route1
             if not (p1[0] >= wait1_at[0] or out0):
-                wait1 = length(wait1_at - p1) + length(g1 - wait1_at)
+                wait1 = wp.length(wait1_at - p1) + wp.length(g1 - wait1_at)
             if via1 + wait0 <= via0 + wait1:
                 route0, route1 = wait0, via1
             else:

@@ -1,5 +1,5 @@
-"""The give-way scenario (``swarp/scenarios/give_way.py``, reset kernel ``give_way_kernels.py``; its
-observation and reward kernels are navigation's)."""
+"""The give-way scenario (``swarp/scenarios/give_way.py``, reset and route kernels
+``give_way_kernels.py``; its observation and reward kernels are navigation's)."""
 
 import pytest
 import torch
@@ -15,6 +15,8 @@ PARITY_CASES = {
     "hard": dict(max_steps=60),
     "easy_float64": dict(difficulty=0.0, dtype="float64", max_steps=60),
     "mid_substeps": dict(difficulty=0.5, substeps=6, collision_k=2000.0, collision_penalty=0.3, max_steps=60),
+    "own_reward": dict(shared_reward=False, max_steps=60),  # the route kernel writes the whole reward
+    "straight_progress": dict(route_shaping=False, max_steps=60),  # navigation's fused step end
 }
 
 
