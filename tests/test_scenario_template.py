@@ -15,6 +15,8 @@ import swarp
 import swarp.render
 from swarp.scenario.__main__ import main
 from swarp.scenario.template import class_stem, write_scenario
+from swarp.scenarios.framework.base import get_scenario
+from swarp.testing import check_scenario
 
 NAME = "tmpl_dispersion"
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +74,28 @@ def test_generated_scenario_steps_resets_and_is_solved(tmp_path, registered, gen
     assert env.scenario.eaten.all() and env.info["n_eaten"].eq(4).all()
 
 
+def test_generated_fused_twin_passes_the_contract_and_matches_its_reference(tmp_path, registered, generator):
+    """``--fused``: the module's twin is what the name registers; every contract check passes on both
+    paths and the twin gives its torch reference's outputs (``fused == torch``), in float32 and 64."""
+    name = "tmpl_dispersion_fused"
+    module_path, _ = write_scenario(name, tmp_path, fused=True)
+    module = import_path(module_path, f"_swarp_template_{name}")
+    assert get_scenario(name) is module.TmplDispersionFusedFusedScenario
+    report = check_scenario(name, max_steps=20)
+    assert report["fused == torch"] == "ok" and report["reset writes every state field (fused)"] == "ok"
+    assert all(v == "ok" for v in report.values()), report
+    for dtype in ("float32", "float64"):
+        fused = swarp.make(name, n_envs=8, device="cpu", auto_reset=True, max_steps=6, dtype=dtype, seed=3)
+        reference = swarp.make(name, n_envs=8, device="cpu", auto_reset=True, max_steps=6, dtype=dtype, seed=3,
+                               fused=False)  # fmt: skip
+        assert fused.fused and not reference.fused
+        for _ in range(10):  # crosses the time limit: auto-resets on both paths
+            actions = random_actions(fused, generator)
+            a, b = fused.step(actions), reference.step(actions)
+            assert all(torch.equal(x, y) for x, y in zip(a[:4], b[:4], strict=True))
+        assert torch.equal(fused.info["n_eaten"], reference.info["n_eaten"])
+
+
 def test_generated_test_file_runs_the_contract(tmp_path):
     _, test_path = write_scenario("dispersion_x", tmp_path)
     text = test_path.read_text()
@@ -116,7 +140,9 @@ def test_cli_refuses_existing_files_without_force(tmp_path, capsys):
     assert "--force" in capsys.readouterr().err
     assert module.read_text() == "# edited\n"
     assert main(["new", "dispersion_y", "--dir", str(tmp_path / "new"), "--force"]) == 0
-    assert "register_scenario" in module.read_text()
+    assert "register_scenario" in module.read_text() and "FusedScenario" not in module.read_text()
+    assert main(["new", "dispersion_y", "--dir", str(tmp_path / "new"), "--force", "--fused"]) == 0
+    assert 'register_scenario("dispersion_y", DispersionYFusedScenario)' in module.read_text()
 
 
 #: Optional dependencies (extras) none of the template's paths may import.

@@ -33,7 +33,7 @@ from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan
 from swarp.runtime.rows import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP
-from swarp.runtime.sequence import CompiledSequence, TorchStreamScope, fork, join
+from swarp.runtime.sequence import CompiledSequence, TorchStreamScope, fork, join, on_callers_stream
 from swarp.runtime.step_end import PreparedStarts
 from swarp.scenarios.framework.base import FusedScenario, Scenario
 from swarp.sensors.lidar import Lidar, LidarConfig
@@ -220,82 +220,78 @@ class Environment:
                 f"use_graph=True but the step is not capturable: running it without a graph ({self.plan.launch})",
                 stacklevel=2,
             )
-        self.stepper = Stepper(
-            spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype, plan=self.plan
-        )
-        self.world = World(self.stepper, n_envs)
-        self._params_view = None  # (parameter table, its torch view): agent_params
-        #: [E] int32 torch view of the world's sticky health flags (``non_finite``).
-        self.health_flags = wp.to_torch(self.world.non_finite_flags)
-        if per_env_params:
-            param_table.enable_per_env_params(self.world.model, n_envs)
-            self.world.invalidate()
-        if spec.n_obstacle_slots:
-            self.world.model.set_obstacle_slots(n_envs, spec.n_obstacle_slots)
-            self.world.invalidate()
-        self.device = self.stepper.device
-        self.torch_device = self.stepper.torch_device
-        self.dtype = self.stepper.torch_dtype
-        if randomize_params is not None:
-            self._setup_randomization(randomize_params)
+        # Torch's writes into new buffers (on its current stream) and Warp's fills: one stream for both.
+        with on_callers_stream(device):
+            self.stepper = Stepper(
+                spec.agents, spec.dt, device, spec.world, spec.substeps, spec.integrator, dtype, plan=self.plan
+            )
+            self.world = World(self.stepper, n_envs)
+            self._params_view = None  # (parameter table, its torch view): agent_params
+            #: [E] int32 torch view of the world's sticky health flags (``non_finite``).
+            self.health_flags = wp.to_torch(self.world.non_finite_flags)
+            if per_env_params:
+                param_table.enable_per_env_params(self.world.model, n_envs)
+                self.world.invalidate()
+            if spec.n_obstacle_slots:
+                self.world.model.set_obstacle_slots(n_envs, spec.n_obstacle_slots)
+                self.world.invalidate()
+            self.device = self.stepper.device
+            self.torch_device = self.stepper.torch_device
+            self.dtype = self.stepper.torch_dtype
+            if randomize_params is not None:
+                self._setup_randomization(randomize_params)
 
-        b = self.buffers = EnvBuffers(
-            self.plan,
-            n_envs,
-            self.n_agents,
-            self.stepper.scalar,
-            self.device,
-            max_steps,
-            self.auto_reset,
-            env_offset,
-            self.world.non_finite_flags,
-        )
-        self.seed_tensor = wp.to_torch(b.seed)
-        self.episode = wp.to_torch(b.episode)
-        self.step_count = wp.to_torch(b.step_count)
-        self.terminated = wp.to_torch(b.terminated)
-        self.truncated = wp.to_torch(b.truncated)
-        self.done = wp.to_torch(b.done)
-        self.reset_mask = wp.to_torch(b.reset_mask)
-        self.reward = wp.to_torch(b.reward)
-        scenario.bind(self)
-        self.scenario_obs_dim = scenario.obs_dim
-        self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
-        self.obs_dim = self.scenario_obs_dim + lidar_rays
-        b.allocate_rows(self.obs_dim, self.scenario_obs_dim)
-        self.obs = wp.to_torch(b.obs)
-        self.final_obs = wp.to_torch(b.final_obs)
-        #: Starts prepared ahead (``plan.reset_ahead``), or ``None``.
-        self.prepared = None
-        if self.plan.reset_ahead:
-            scan_ahead = randomize_params is None  # re-drawn radii: scan after the swap instead
-            self.prepared = PreparedStarts(b, hooks, self.lidar, scan_ahead, scenario.saves_final_obs)
-        # The auto-reset's lidar scan forks onto this stream, beside the neighbor refresh and observation.
-        self._lidar_stream = wp.Stream(self.device) if self.plan.lidar_side_stream else None
-        self.info = dict(scenario.info_buffers())
-        #: The keys the torch reference's ``info()`` must return (``info_buffers``' keys).
-        self.scenario_info_keys = self.info.keys() - {"final_obs"}
-        if self.auto_reset:
-            self.info["final_obs"] = self.final_obs
-        self.streams = TorchStreamScope(self.device)
-        if self.fused:
-            self._step_seq = CompiledSequence(self._fused_step, self.plan.launch, self.device, self.streams)
-            self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
-        #: The torch reference's step on CUDA: captured, or launched into the caller's capture.
-        self._torch_step = reference.CapturedTorchStep(self) if cuda and not self.fused else None
-        #: The torch reference's torch work, compiled where ``plan.compile_torch``.
-        self._torch_calls = reference.TorchCalls(self)
-        #: The torch paths' end-of-step launches, recorded on first use (plain under ``"eager"``).
-        end_mode = "eager" if self.plan.launch == "eager" else "graph" if self.plan.compile_torch else "replay"
-        self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
-        self.seed_value = int(seed)
-        user_stream = self.streams.current()
-        if user_stream is not None:
-            # Building queued zero-fills and table kernels on Warp's own stream, which orders itself
-            # against torch's legacy default stream only: a user stream must wait for them before
-            # the reset writes the same buffers.
-            user_stream.wait_stream(wp.get_stream(self.device))
-        self.reset(seed=seed)
+            b = self.buffers = EnvBuffers(
+                self.plan,
+                n_envs,
+                self.n_agents,
+                self.stepper.scalar,
+                self.device,
+                max_steps,
+                self.auto_reset,
+                env_offset,
+                self.world.non_finite_flags,
+            )
+            self.seed_tensor = wp.to_torch(b.seed)
+            self.episode = wp.to_torch(b.episode)
+            self.step_count = wp.to_torch(b.step_count)
+            self.terminated = wp.to_torch(b.terminated)
+            self.truncated = wp.to_torch(b.truncated)
+            self.done = wp.to_torch(b.done)
+            self.reset_mask = wp.to_torch(b.reset_mask)
+            self.reward = wp.to_torch(b.reward)
+            scenario.bind(self)
+            self.scenario_obs_dim = scenario.obs_dim
+            self.lidar = Lidar(self.world, lidar_config) if lidar_config else None
+            self.obs_dim = self.scenario_obs_dim + lidar_rays
+            b.allocate_rows(self.obs_dim, self.scenario_obs_dim)
+            self.obs = wp.to_torch(b.obs)
+            self.final_obs = wp.to_torch(b.final_obs)
+            #: Starts prepared ahead (``plan.reset_ahead``), or ``None``.
+            self.prepared = None
+            if self.plan.reset_ahead:
+                scan_ahead = randomize_params is None  # re-drawn radii: scan after the swap instead
+                self.prepared = PreparedStarts(b, hooks, self.lidar, scan_ahead, scenario.saves_final_obs)
+            # The auto-reset's lidar scan forks onto this stream, beside the neighbor refresh and observation.
+            self._lidar_stream = wp.Stream(self.device) if self.plan.lidar_side_stream else None
+            self.info = dict(scenario.info_buffers())
+            #: The keys the torch reference's ``info()`` must return (``info_buffers``' keys).
+            self.scenario_info_keys = self.info.keys() - {"final_obs"}
+            if self.auto_reset:
+                self.info["final_obs"] = self.final_obs
+            self.streams = TorchStreamScope(self.device)
+            if self.fused:
+                self._step_seq = CompiledSequence(self._fused_step, self.plan.launch, self.device, self.streams)
+                self._reset_seq = CompiledSequence(self._fused_reset, self.plan.launch, self.device, self.streams)
+            #: The torch reference's step on CUDA: captured, or launched into the caller's capture.
+            self._torch_step = reference.CapturedTorchStep(self) if cuda and not self.fused else None
+            #: The torch reference's torch work, compiled where ``plan.compile_torch``.
+            self._torch_calls = reference.TorchCalls(self)
+            #: The torch paths' end-of-step launches, recorded on first use (plain under ``"eager"``).
+            end_mode = "eager" if self.plan.launch == "eager" else "graph" if self.plan.compile_torch else "replay"
+            self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
+            self.seed_value = int(seed)
+            self.reset(seed=seed)
 
     # --- properties -------------------------------------------------------------------------
 

@@ -73,6 +73,21 @@ class TorchStreamScope:
 
 
 @contextlib.contextmanager
+def on_callers_stream(device: str):
+    """Context for building an environment under a torch user stream: Warp's allocations and
+    launches go onto that stream, after the work queued on Warp's own, and Warp's stream waits for
+    them on exit. Torch's writes into the new buffers (on torch's stream) and Warp's zero-fills and
+    kernels then keep their program order: Warp's own stream orders itself against torch's legacy
+    default stream only. A no-op on the CPU and on the legacy default stream."""
+    stream = TorchStreamScope(device).current()
+    if stream is None:
+        yield
+        return
+    with wp.ScopedStream(stream, sync_enter=True, sync_exit=True):
+        yield
+
+
+@contextlib.contextmanager
 def collector_paused():
     """Context for a CUDA capture: Python's garbage collector does not run during it. An object
     it frees mid-capture (an old environment's stream, say) can make a CUDA call that invalidates

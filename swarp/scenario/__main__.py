@@ -1,7 +1,8 @@
-"""``python -m swarp.scenario new NAME [--dir DIR] [--force]``: write a new scenario from the template.
+"""``python -m swarp.scenario new NAME [--dir DIR] [--force] [--fused]``: write a new scenario from the template.
 
 Writes ``DIR/NAME.py`` (the scenario, registered as NAME when imported) and ``DIR/test_NAME.py`` (its
-pytest file). Refuses, with exit status 2, a name that is no snake_case identifier, a built-in
+pytest file); with ``--fused`` the module also holds the scenario's fused twin (Warp kernels).
+Refuses, with exit status 2, a name that is no snake_case identifier, a built-in
 scenario's name, or files that exist (unless ``--force``).
 """
 
@@ -20,9 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("name", help="snake_case scenario name, also the module name (NAME.py)")
     new.add_argument("--dir", type=Path, default=Path("."), help="directory to write into (default: .)")
     new.add_argument("--force", action="store_true", help="overwrite files that exist")
+    new.add_argument("--fused", action="store_true", help="also write the fused twin (Warp kernels) into NAME.py")
     args = parser.parse_args(argv)
     try:
-        paths = write_scenario(args.name, args.dir, force=args.force)
+        paths = write_scenario(args.name, args.dir, force=args.force, fused=args.fused)
     except (ValueError, FileExistsError) as error:
         print(f"python -m swarp.scenario: error: {error}", file=sys.stderr)
         return 2

@@ -5,7 +5,8 @@ The scenario is a VMAS ``dispersion``-like task: N agents, N landmarks, a landma
 agent comes close, the team shares +1 per landmark eaten, the episode ends when all are eaten.
 docs/writing-scenarios.md walks through it block by block. The placeholders (``string.Template``):
 ``${name}``, the snake_case scenario name (also the module name), and ``${Class}``, its CamelCase
-form (``${Class}Scenario``, ``${Class}Config``).
+form (``${Class}Scenario``, ``${Class}Config``); the imports, the paths named in the docstring and,
+with ``fused``, the twin (``TWIN_TEMPLATE``: Warp kernels and ``${Class}FusedScenario``).
 """
 
 import importlib.util
@@ -17,7 +18,7 @@ from pathlib import Path
 from swarp.scenarios.framework.base import get_scenario, scenario_names
 
 SCENARIO_TEMPLATE = '''\
-"""${name}: N agents eat N landmarks (a VMAS ``dispersion``-like task, torch reference only).
+"""${name}: N agents eat N landmarks (a VMAS ``dispersion``-like task, ${paths}).
 
 Holonomic agents with velocity control in the soft-walled arena ``[-L, L]^2``. A landmark is eaten
 when an agent centre comes closer than ``eat_radius``; the team shares +1 per landmark eaten on a
@@ -28,13 +29,7 @@ l - own position [m] for every landmark (2 N), and every landmark's eaten flag, 
 Info: ``n_eaten`` [E] int32 (landmarks eaten so far), ``eaten`` [E, N] bool.
 """
 
-from dataclasses import dataclass
-
-import torch
-
-from swarp.scenarios.framework import arena
-from swarp.scenarios.framework.base import Scenario, WorldSpec, register_scenario
-from swarp.scenarios.framework.drawables import Circles, Crosses
+${imports}from swarp.scenarios.framework.drawables import Circles, Crosses
 from swarp.scenarios.framework.options import OptionChecker
 
 #: Renderer colors (RGB) of landmarks still to eat and of eaten ones.
@@ -175,8 +170,203 @@ class ${Class}Scenario(Scenario):
         return arena.track_velocity(self.env, command)
 
 
+${twin}
 # swarp.make("${name}", ...) works in every process that imports this module.
-register_scenario("${name}", ${Class}Scenario)
+register_scenario("${name}", ${registered})
+'''
+
+#: The imports of the torch-only scenario module.
+TORCH_IMPORTS = """\
+from dataclasses import dataclass
+
+import torch
+
+from swarp.scenarios.framework import arena
+from swarp.scenarios.framework.base import Scenario, WorldSpec, register_scenario
+"""
+
+#: The imports of the module with a fused twin (``--fused``).
+FUSED_IMPORTS = """\
+import functools
+from dataclasses import dataclass
+
+import torch
+import warp as wp
+
+from swarp.scenarios.framework import arena
+from swarp.scenarios.framework.base import (
+    OBSERVE_ONLY,
+    OBSERVE_STEP,
+    FusedScenario,
+    Scenario,
+    WorldSpec,
+    register_scenario,
+)
+"""
+
+#: The fused twin (``--fused``): the torch class above kept as its reference, Warp kernels for the
+#: step's observation, reward, termination and info and for the reset. No ``from __future__ import
+#: annotations`` in a module with kernels (Warp reads the annotations as objects).
+TWIN_TEMPLATE = '''
+
+# --- going fast: the fused twin ------------------------------------------------------------------
+
+#: The observe mode of a step (kernels compare the launch's mode against it).
+STEP = wp.constant(OBSERVE_STEP)
+
+
+@functools.cache
+def fused_kernels(scalar):
+    """The twin's kernels for one precision (``wp.float32`` or ``wp.float64``). No fused multiply-adds
+    (``fuse_fp``): squared distances round as the torch reference's do, so both eat the same bits."""
+    vec2 = wp.types.vector(2, scalar)
+    zero, one = scalar(0.0), scalar(1.0)
+    spawn = arena.reset_funcs(scalar)
+    options = {"fuse_fp": False}
+
+    # One thread per env. On a step: eat (the torch post_step), then termination; on a step or a
+    # reset: the info of the current state (the torch info()).
+    @wp.kernel(enable_backward=False, module="unique", module_options=options)
+    def finish(
+        mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        pos: wp.array2d(dtype=vec2),
+        landmarks: wp.array2d(dtype=vec2),
+        r2: scalar,
+        eaten: wp.array2d(dtype=wp.bool),
+        newly: wp.array(dtype=wp.int32),
+        terminated: wp.array(dtype=wp.bool),
+        n_eaten_out: wp.array(dtype=wp.int32),
+        eaten_out: wp.array2d(dtype=wp.bool),
+    ):
+        env = wp.tid()
+        if use_mask != 0 and not mask[env]:
+            return
+        n = landmarks.shape[1]
+        new = int(0)  # int(0), not 0: a variable the loops may change (a bare literal is a constant)
+        count = int(0)
+        for m in range(n):
+            hit = eaten[env, m]
+            if mode == STEP and not hit:
+                for a in range(pos.shape[1]):
+                    d = landmarks[env, m] - pos[env, a]
+                    if d[0] * d[0] + d[1] * d[1] < r2:
+                        hit = True
+                if hit:
+                    eaten[env, m] = True
+                    new += 1
+            if hit:
+                count += 1
+            eaten_out[env, m] = hit
+        n_eaten_out[env] = count
+        if mode == STEP:
+            newly[env] = new
+            terminated[env] = count == n
+
+    # One thread per agent: its observation row, in the torch reference's column order, and on a
+    # step the shared reward.
+    @wp.kernel(enable_backward=False, module="unique", module_options=options)
+    def observe(
+        mask: wp.array(dtype=wp.bool),
+        use_mask: int,
+        mode: int,
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        landmarks: wp.array2d(dtype=vec2),
+        eaten: wp.array2d(dtype=wp.bool),
+        newly: wp.array(dtype=wp.int32),
+        obs: wp.array3d(dtype=scalar),
+        reward: wp.array2d(dtype=scalar),
+    ):
+        env, a = wp.tid()
+        if use_mask != 0 and not mask[env]:
+            return
+        p, v, n = pos[env, a], vel[env, a], landmarks.shape[1]
+        obs[env, a, 0] = p[0]
+        obs[env, a, 1] = p[1]
+        obs[env, a, 2] = v[0]
+        obs[env, a, 3] = v[1]
+        for m in range(n):
+            d = landmarks[env, m] - p
+            obs[env, a, 4 + 2 * m] = d[0]
+            obs[env, a, 5 + 2 * m] = d[1]
+            obs[env, a, 4 + 2 * n + m] = wp.where(eaten[env, m], one, zero)
+        if mode == STEP:
+            reward[env, a] = scalar(newly[env])
+
+    # One thread per (env, slot of spawn cells), masked: the twin of reset_world. Points are ranked
+    # as spawn_torch ranks them: agents take ranks 0..A-1, landmark l rank A + l.
+    @wp.kernel(enable_backward=False, module="unique", module_options=options)
+    def reset(
+        args: spawn.Spawn,
+        landmarks: wp.array2d(dtype=vec2),
+        eaten: wp.array2d(dtype=wp.bool),
+        newly: wp.array(dtype=wp.int32),
+    ):
+        env, slot = wp.tid()
+        if not args.env_mask[env]:
+            return
+        key = spawn.spawn_key(args, env)
+        n_cells, n_agents = args.side * args.side, args.pos.shape[1]
+        cells = spawn.spawn_cells(args, slot)
+        for cell in range(cells[0], cells[1]):
+            rank = spawn.cell_rank(key, n_cells, cell)
+            if rank < n_agents + landmarks.shape[1]:
+                point = spawn.spawn_point(args, key, cell, rank)
+                if rank < n_agents:
+                    spawn.spawn_agent(args, key, env, rank, point)
+                else:
+                    landmarks[env, rank - n_agents] = point
+                    eaten[env, rank - n_agents] = False
+        if slot == 0:
+            newly[env] = 0
+
+    return finish, observe, reset
+
+
+class ${Class}FusedScenario(FusedScenario, ${Class}Scenario):
+    """${name} with its fused twin: every torch method above stays the reference
+    (``swarp.make("${name}", fused=False)`` runs it); the default step runs the kernels."""
+
+    # The state as Warp arrays, and the torch names as views of the same memory: both paths (and
+    # env.get_state) read and write one copy.
+    def bind(self, env) -> None:
+        super().bind(env)  # the torch reference's tensors, replaced here
+        E, N, dev, scalar = self.n_envs, self.cfg.n_agents, env.device, env.stepper.scalar
+        self._landmarks = wp.zeros((E, N), dtype=wp.types.vector(2, scalar), device=dev)
+        self._eaten = wp.zeros((E, N), dtype=wp.bool, device=dev)
+        self._newly = wp.zeros(E, dtype=wp.int32, device=dev)
+        self._info_wp = [wp.zeros(E, dtype=wp.int32, device=dev), wp.zeros((E, N), dtype=wp.bool, device=dev)]
+        self.landmarks, self.eaten, self.newly_eaten = map(wp.to_torch, (self._landmarks, self._eaten, self._newly))
+        self._info = {"n_eaten": wp.to_torch(self._info_wp[0]), "eaten": wp.to_torch(self._info_wp[1])}
+        self._r2 = scalar(self.eat_radius2.item())  # a host float, once: launches are recorded
+        self._finish, self._observe, self._reset = fused_kernels(scalar)
+
+    # Per mode (docs/writing-scenarios.md): a step eats, terminates, rewards and observes; an
+    # auto-reset (OBSERVE_ONLY) only observes; an explicit reset observes and writes the info.
+    def launch_observe(self, launcher, env_mask=None, mode=OBSERVE_STEP) -> None:
+        b, s = self.buffers, self.world.state
+        head = [b.no_mask if env_mask is None else env_mask, int(env_mask is not None), int(mode)]
+        if mode != OBSERVE_ONLY:
+            launcher.launch(
+                self._finish,
+                dim=self.n_envs,
+                inputs=[*head, s.pos, self._landmarks, self._r2],
+                outputs=[self._eaten, self._newly, b.terminated, *self._info_wp],
+                device=self.device,
+            )
+        launcher.launch(
+            self._observe,
+            dim=(self.n_envs, self.n_agents),
+            inputs=[*head, s.pos, s.vel, self._landmarks, self._eaten, self._newly],
+            outputs=[b.obs, b.reward],
+            device=self.device,
+        )
+
+    def launch_reset(self, launcher, env_mask) -> None:
+        arena.launch_reset(self, launcher, self._reset, env_mask, [], [self._landmarks, self._eaten, self._newly])
+
 '''
 
 TEST_TEMPLATE = '''\
@@ -269,13 +459,23 @@ def check_name(name: str, folder: Path | None = None) -> None:
         raise ValueError(f"scenario name {name!r} would shadow the importable module {name!r}; choose another name")
 
 
-def render_template(name: str) -> tuple[str, str]:
-    """``(scenario module source, test file source)`` for scenario ``name`` (not checked)."""
+def render_template(name: str, fused: bool = False) -> tuple[str, str]:
+    """``(scenario module source, test file source)`` for scenario ``name`` (not checked); ``fused``:
+    the module also holds the fused twin, registered under ``name``."""
     fields = {"name": name, "Class": class_stem(name)}
-    return string.Template(SCENARIO_TEMPLATE).substitute(fields), string.Template(TEST_TEMPLATE).substitute(fields)
+    twin = string.Template(TWIN_TEMPLATE).substitute(fields) if fused else ""
+    registered = f"{fields['Class']}FusedScenario" if fused else f"{fields['Class']}Scenario"
+    module = string.Template(SCENARIO_TEMPLATE).substitute(
+        fields,
+        imports=FUSED_IMPORTS if fused else TORCH_IMPORTS,
+        twin=twin,
+        registered=registered,
+        paths="with a fused twin" if fused else "torch reference only",
+    )
+    return module, string.Template(TEST_TEMPLATE).substitute(fields)
 
 
-def write_scenario(name: str, folder, force: bool = False) -> list[Path]:
+def write_scenario(name: str, folder, force: bool = False, fused: bool = False) -> list[Path]:
     """Write a new scenario from the template: ``folder/name.py`` (the scenario, registered as
     ``name`` when imported) and ``folder/test_name.py`` (its pytest file).
 
@@ -283,6 +483,8 @@ def write_scenario(name: str, folder, force: bool = False) -> list[Path]:
         name: The scenario name, snake_case; also the module name (see ``check_name``).
         folder: Directory (str or ``Path``) to write into; created if missing.
         force: Overwrite files that exist (otherwise they are an error and nothing is written).
+        fused: Also write the fused twin (Warp kernels) into the module; it is what ``name``
+            registers, and ``fused=False`` in ``swarp.make`` runs the torch reference.
 
     Returns:
         The two paths written, ``[scenario module, test file]``.
@@ -298,6 +500,6 @@ def write_scenario(name: str, folder, force: bool = False) -> list[Path]:
     if existing and not force:
         raise FileExistsError(f"{', '.join(existing)} already exist(s); pass --force (force=True) to overwrite")
     folder.mkdir(parents=True, exist_ok=True)
-    for path, text in zip(paths, render_template(name), strict=True):
+    for path, text in zip(paths, render_template(name, fused), strict=True):
         path.write_text(text)
     return paths
