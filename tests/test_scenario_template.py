@@ -103,7 +103,11 @@ def test_generated_test_file_runs_the_contract(tmp_path):
     assert 'check_scenario("dispersion_x"' in text and "import dispersion_x" in text
     assert "scripted_actions()" in text and "assert scripted > random" in text
     compile(text, str(test_path), "exec")
-    assert "class DispersionXScenario(Scenario)" in (tmp_path / "dispersion_x.py").read_text()
+    module = (tmp_path / "dispersion_x.py").read_text()
+    assert "class DispersionXScenario(Scenario)" in module
+    assert "\n\n\n\n" not in module  # no more than two blank lines (PEP 8), with or without the twin
+    write_scenario("dispersion_x", tmp_path, force=True, fused=True)
+    assert "\n\n\n\n" not in (tmp_path / "dispersion_x.py").read_text()
 
 
 def test_class_stem():

@@ -168,9 +168,8 @@ class ${Class}Scenario(Scenario):
         target = torch.where(self.eaten.all(dim=1).view(E, 1, 1), pos, torch.gather(self.landmarks, 1, nearest))
         command = arena.seek_velocity(target, pos, self.env.stepper.dt, self.cfg.max_speed)
         return arena.track_velocity(self.env, command)
-
-
 ${twin}
+
 # swarp.make("${name}", ...) works in every process that imports this module.
 register_scenario("${name}", ${registered})
 '''
@@ -366,7 +365,6 @@ class ${Class}FusedScenario(FusedScenario, ${Class}Scenario):
 
     def launch_reset(self, launcher, env_mask) -> None:
         arena.launch_reset(self, launcher, self._reset, env_mask, [], [self._landmarks, self._eaten, self._newly])
-
 '''
 
 TEST_TEMPLATE = '''\
