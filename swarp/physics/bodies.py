@@ -428,7 +428,8 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
         body_theta_out[env, body] = th
         body_vel_out[env, body] = v
         body_ang_vel_out[env, body] = om
-        health.flag_env(non_finite_out, env, wp.isfinite(p) and wp.isfinite(th) and wp.isfinite(v) and wp.isfinite(om))
+        finite = health.finite(p) and health.finite(th) and health.finite(v) and health.finite(om)
+        health.flag_env(non_finite_out, env, finite)
 
     # The fused variant (integrate=True) runs on the no-grad paths only: Warp's adjoint of it (array
     # stores inside a dynamic loop through a function) came out wrong, so the tape uses the pair.

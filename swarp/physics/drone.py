@@ -116,7 +116,7 @@ def funcs(scalar: type) -> SimpleNamespace:
         """``v`` scaled down to norm ``limit`` when longer, for every finite ``v`` (as
         ``dynamics.funcs(scalar).clip_norm``, in 3-D)."""
         n2 = wp.dot(v, v)
-        if wp.isfinite(n2):
+        if health.finite(n2):
             if n2 > limit * limit:
                 return v * (limit / wp.sqrt(n2))
             return v
@@ -168,7 +168,7 @@ def kernels(scalar: type) -> SimpleNamespace:
         invalid_out: wp.array(dtype=wp.int32),
     ) -> scalar:
         u = actions[env, agent, k]
-        if not wp.isfinite(u):
+        if not health.finite(u):
             invalid_out[0] = 1
             return zero
         return wp.clamp(u, zero, limit)
@@ -292,8 +292,8 @@ def kernels(scalar: type) -> SimpleNamespace:
                 attitude_out[env, agent] = q
                 omega_out[env, agent] = w
                 # The planar projections (speed, yaw, yaw rate) are finite when these are.
-                finite = finite and wp.isfinite(p2) and wp.isfinite(v2) and wp.isfinite(z) and wp.isfinite(vz)
-                finite = finite and wp.isfinite(q) and wp.isfinite(w)
+                finite = finite and health.finite(p2) and health.finite(v2) and health.finite(z) and health.finite(vz)
+                finite = finite and health.finite(q) and health.finite(w)
         health.flag_env(non_finite_out, env, finite)
 
     return SimpleNamespace(integrate_drone=integrate_drone)

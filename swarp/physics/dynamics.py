@@ -80,7 +80,7 @@ def funcs(scalar: type) -> SimpleNamespace:
     def clip_norm(v: vec2, limit: scalar) -> vec2:
         """``v`` scaled down to norm ``limit`` [same unit] when longer, for every finite ``v``."""
         n2 = wp.dot(v, v)
-        if wp.isfinite(n2):
+        if health.finite(n2):
             if n2 > limit * limit:
                 return v * (limit / wp.sqrt(n2))
             return v
@@ -222,8 +222,8 @@ def kernels(
             if kind == _DRONE:
                 continue  # 6-DOF: physics/drone.py integrates it
             # Non-finite commands act as 0 and raise the invalid-action flag.
-            finite0 = wp.isfinite(raw0)
-            finite1 = wp.isfinite(raw1)
+            finite0 = health.finite(raw0)
+            finite1 = health.finite(raw1)
             if not (finite0 and finite1):
                 invalid_out[0] = 1
             u0 = wp.where(finite0, raw0, zero)
@@ -324,8 +324,8 @@ def kernels(
             vel_out[env, agent] = v
             speed_out[env, agent] = s
             ang_vel_out[env, agent] = om
-            finite = finite and wp.isfinite(p) and wp.isfinite(th) and wp.isfinite(v)
-            finite = finite and wp.isfinite(s) and wp.isfinite(om)
+            finite = finite and health.finite(p) and health.finite(th) and health.finite(v)
+            finite = finite and health.finite(s) and health.finite(om)
         health.flag_env(non_finite_out, env, finite)
 
     return SimpleNamespace(integrate=integrate, vec3=vec3)

@@ -21,6 +21,7 @@ from typing import Optional
 import warp as wp
 
 from swarp.core.precision import vec2_type
+from swarp.runtime import health
 from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.plan import ExecutionPlan, choose_plan
 
@@ -101,9 +102,9 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         cx = wp.clamp(wp.floor(p[0] * inv_cell), -cell_limit, cell_limit)
         cy = wp.clamp(wp.floor(p[1] * inv_cell), -cell_limit, cell_limit)
         # NaN survives clamp: route it to cell 0 rather than an undefined int conversion.
-        if not wp.isfinite(cx):
+        if not health.finite(cx):
             cx = scalar(0.0)
-        if not wp.isfinite(cy):
+        if not health.finite(cy):
             cy = scalar(0.0)
         return wp.vec2i(int(cx), int(cy))
 

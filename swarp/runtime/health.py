@@ -16,8 +16,20 @@ step that reads every row and reward back.
 
 import functools
 from types import SimpleNamespace
+from typing import Any
 
 import warp as wp
+
+
+@wp.func
+def finite(x: Any) -> bool:
+    """Whether ``x`` (a float, a vector, a quaternion: every component) is finite: ``x - x`` is
+    exactly zero for a finite value and NaN for an infinite or NaN one, and NaN is the only value
+    unequal to itself. Arithmetic, so it compiles inline on the CPU, where ``wp.isfinite`` is a call
+    into Warp's runtime per component that makes the compiler spill every live register around it
+    (the navigation observation kernel ran 1.9x slower checking its rows that way)."""
+    d = x - x
+    return d == d
 
 
 @wp.func
@@ -36,10 +48,7 @@ def funcs(scalar: type, width: int) -> SimpleNamespace:
 
     @wp.func
     def finite_row(row: row_type) -> bool:
-        ok = bool(True)
-        for c in range(wp.static(width)):
-            ok = ok and wp.isfinite(row[c])
-        return ok
+        return finite(row)
 
     return SimpleNamespace(finite_row=finite_row)
 
@@ -69,12 +78,12 @@ def check_outputs_kernel(scalar: type):
             return
         ok = bool(True)
         for c in range(obs.shape[2]):
-            ok = ok and wp.isfinite(obs[env, agent, c])
+            ok = ok and finite(obs[env, agent, c])
         if with_reward != 0:
-            ok = ok and wp.isfinite(reward[env, agent])
+            ok = ok and finite(reward[env, agent])
         if with_final != 0 and done[env]:
             for c in range(final_obs.shape[2]):
-                ok = ok and wp.isfinite(final_obs[env, agent, c])
+                ok = ok and finite(final_obs[env, agent, c])
         flag_env(flags, env, ok)
 
     return check_outputs

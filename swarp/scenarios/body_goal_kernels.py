@@ -94,11 +94,11 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
         delta = goal_angle - th_t
         cos_delta = wp.cos(delta)
         sin_delta = wp.sin(delta)
-        finite = wp.isfinite(to_goal) and wp.isfinite(cos_delta) and wp.isfinite(sin_delta)
+        finite = health.finite(to_goal) and health.finite(cos_delta) and health.finite(sin_delta)
         for a in range(wp.static(n_agents)):
             p = pos[env, a]
             v = vel[env, a]
-            finite = finite and wp.isfinite(p) and wp.isfinite(v)
+            finite = finite and health.finite(p) and health.finite(v)
             obs_out[env, a, 0] = p[0]
             obs_out[env, a, 1] = p[1]
             obs_out[env, a, 2] = v[0]
@@ -114,7 +114,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
                 obs_out[env, a, o + 3] = bv[1]
                 obs_out[env, a, o + 4] = wp.cos(th)
                 obs_out[env, a, o + 5] = wp.sin(th)
-                finite = finite and wp.isfinite(rel) and wp.isfinite(bv) and wp.isfinite(th)
+                finite = finite and health.finite(rel) and health.finite(bv) and health.finite(th)
             o = 4 + 6 * wp.static(n_bodies)
             obs_out[env, a, o + 0] = to_goal[0]
             obs_out[env, a, o + 1] = to_goal[1]
@@ -135,7 +135,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
                 reward = reward - task.failure_penalty
             for a in range(wp.static(n_agents)):
                 reward_out[env, a] = reward
-            finite = finite and wp.isfinite(reward)
+            finite = finite and health.finite(reward)
         health.flag_env(ep.non_finite, env, finite)
         if mode != _OBSERVE_ONLY:
             task.dist[env] = dist

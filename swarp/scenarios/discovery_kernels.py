@@ -146,7 +146,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         for a in range(wp.static(fleet_size)):
             reward = prior[a] + bonus
             reward_out[env, a] = reward
-            finite = finite and wp.isfinite(reward)
+            finite = finite and health.finite(reward)
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, n_found == wp.static(n_targets))
 

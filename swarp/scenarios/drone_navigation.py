@@ -103,12 +103,12 @@ def kernels(scalar: type) -> SimpleNamespace:
                 obs_out[env, agent, column + 2 + k] = q[k]
             for k in range(3):
                 obs_out[env, agent, column + 6 + k] = w[k]
-            finite = wp.isfinite(error) and wp.isfinite(vz) and wp.isfinite(q) and wp.isfinite(w)
+            finite = health.finite(error) and health.finite(vz) and health.finite(q) and health.finite(w)
             if mode == _OBSERVE_STEP:
                 # Navigation's finish adds its shared terms after this and checks the sum.
                 reward = reward_out[env, agent] - altitude_penalty * wp.abs(error)
                 reward_out[env, agent] = reward
-                finite = finite and wp.isfinite(reward)
+                finite = finite and health.finite(reward)
             health.flag_env(non_finite_out, env, finite)
 
     return SimpleNamespace(drone_observe=drone_observe)

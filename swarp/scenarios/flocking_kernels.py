@@ -196,7 +196,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             if mode == _OBSERVE_STEP:
                 reward = prior[a] - cohesion_weight * cohesion - alignment_weight * alignment
                 reward_out[env, a] = reward
-                finite = finite and wp.isfinite(reward)
+                finite = finite and health.finite(reward)
         cohesion_out[env] = spread * inv_fleet
         alignment_out[env] = wp.sqrt(wp.dot(mean_vel, mean_vel)) / (sum_speed * inv_fleet + align_eps)
         overflow_out[env] = overflow

@@ -133,7 +133,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
                 own = mean
             reward = shaping_factor * own + prior[a] + bonus
             reward_out[env, a] = reward
-            finite = finite and wp.isfinite(reward)
+            finite = finite and health.finite(reward)
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, complete)
 

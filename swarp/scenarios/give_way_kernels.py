@@ -145,7 +145,7 @@ def route_kernel(scalar: type):
                     collision = -(collision_penalty * scalar(collisions[env, agent]))
                     reward = shaping_factor * progress + collision + zero
                     reward_out[env, agent] = reward
-                    finite = finite and wp.isfinite(reward)
+                    finite = finite and health.finite(reward)
             health.flag_env(non_finite_out, env, finite)
         prev_route[env, 0] = route0
         prev_route[env, 1] = route1

@@ -146,7 +146,7 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
                 # zero keeps the bits of ``... + bonus`` with no bonus: -0 + 0 is +0).
                 reward = a.shaping_factor * progress + collision + zero
                 a.reward_out[env, agent] = reward
-                health.flag_env(a.non_finite_out, env, wp.isfinite(reward))
+                health.flag_env(a.non_finite_out, env, health.finite(reward))
         if mode != _OBSERVE_ONLY:
             on_goal = dist < a.goal_radius
             a.dist_out[env, agent] = dist
@@ -253,11 +253,11 @@ def finish_kernels(scalar: type, fleet_size: int):
         if f.shared_reward != 0:
             reward = f.shaping_factor * values[1] + f.reward_out[env, agent] + values[2]
             f.reward_out[env, agent] = reward
-            health.flag_env(f.ep.non_finite, env, wp.isfinite(reward))
+            health.flag_env(f.ep.non_finite, env, health.finite(reward))
         elif values[3] != zero:
             reward = f.reward_out[env, agent] + values[2]
             f.reward_out[env, agent] = reward
-            health.flag_env(f.ep.non_finite, env, wp.isfinite(reward))
+            health.flag_env(f.ep.non_finite, env, health.finite(reward))
 
     @wp.func
     def finish_env(f: NavFinish, env: int):
@@ -275,7 +275,7 @@ def finish_kernels(scalar: type, fleet_size: int):
             for a in range(wp.static(fleet_size)):
                 reward = f.shaping_factor * values[1] + prior[a] + values[2]
                 f.reward_out[env, a] = reward
-                finite = finite and wp.isfinite(reward)
+                finite = finite and health.finite(reward)
             health.flag_env(f.ep.non_finite, env, finite)
         elif values[3] != zero:
             for a in range(fleet_size):

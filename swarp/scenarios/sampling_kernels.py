@@ -93,7 +93,7 @@ def kernels(
             obs_out[env, agent, 1] = p[1]
             obs_out[env, agent, 2] = v[0]
             obs_out[env, agent, 3] = v[1]
-            finite = wp.isfinite(p) and wp.isfinite(v)
+            finite = health.finite(p) and health.finite(v)
             home = cell_of(p, world_size, inv_cell, G)
             owner = bool(True)
             taken = int(0)  # bit (dy + P) * width + (dx + P): a patch cell under some agent
@@ -112,7 +112,7 @@ def kernels(
                 if ((taken >> b) & 1) == 0 and cx >= 0 and cx < G and cy >= 0 and cy < G:
                     value = field[env, cy * G + cx]
                 obs_out[env, agent, 4 + b] = value
-                finite = finite and wp.isfinite(value)
+                finite = finite and health.finite(value)
             health.flag_env(non_finite_out, env, finite)
             sample = zero
             if owner:
@@ -151,7 +151,7 @@ def kernels(
                 if shared_reward != 0:
                     own = step_total
                 reward_out[env, a] = own
-                finite = finite and wp.isfinite(own)
+                finite = finite and health.finite(own)
             health.flag_env(ep.non_finite, env, finite)
             total = total + step_total
             collected[env] = total

@@ -101,7 +101,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
                 value = obs_pair(pos, vel, landmarks, env, agent, pair)
                 obs_out[env, agent, 2 * pair] = value[0]
                 obs_out[env, agent, 2 * pair + 1] = value[1]
-                finite = finite and wp.isfinite(value)
+                finite = finite and health.finite(value)
         health.flag_env(non_finite_out, env, finite)
 
     @wp.struct
@@ -203,7 +203,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         for a in range(wp.static(fleet_size)):
             reward = -total + prior[a]
             reward_out[env, a] = reward
-            finite = finite and wp.isfinite(reward)
+            finite = finite and health.finite(reward)
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, False)
 

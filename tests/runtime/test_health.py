@@ -291,3 +291,38 @@ def test_the_flag_on_cuda_graphs_needs_no_host_sync(n_envs):
         flag = env.non_finite()
     assert flag.device.type == "cuda" and bool(flag)
     assert env.non_finite_envs().tolist() == [7, n_envs - 1]
+
+
+@wp.kernel
+def _finite_scalars_kernel(
+    x: wp.array(dtype=wp.float32), y: wp.array(dtype=wp.float64), out: wp.array2d(dtype=wp.int32)
+):
+    i = wp.tid()
+    out[0, i] = wp.where(health.finite(x[i]), 1, 0)
+    out[1, i] = wp.where(health.finite(y[i]), 1, 0)
+
+
+@wp.kernel
+def _finite_vectors_kernel(v: wp.array(dtype=wp.vec3), q: wp.array(dtype=wp.quat), out: wp.array2d(dtype=wp.int32)):
+    i = wp.tid()
+    out[0, i] = wp.where(health.finite(v[i]), 1, 0)
+    out[1, i] = wp.where(health.finite(q[i]), 1, 0)
+
+
+def test_finite_is_false_exactly_for_infinite_and_nan_values():
+    inf, nan = float("inf"), float("nan")
+    values = [0.0, -0.0, 1.0, -3.0e38, 3.4e38, 1.0e-45, inf, -inf, nan]  # 1e-45: a float32 denormal
+    expected = [1, 1, 1, 1, 1, 1, 0, 0, 0]
+    out = wp.zeros((2, len(values)), dtype=wp.int32, device="cpu")
+    x = wp.array(values, dtype=wp.float32, device="cpu")
+    y = wp.array([*values[:-4], 1.7e308, inf, -inf, nan], dtype=wp.float64, device="cpu")
+    wp.launch(_finite_scalars_kernel, dim=len(values), inputs=[x, y], outputs=[out], device="cpu")
+    assert out.numpy().tolist() == [expected, expected]
+    # Vectors and quaternions: finite only when every component is.
+    vectors = [[1.0, 2.0, 3.0], [inf, 0.0, 0.0], [0.0, nan, 0.0], [0.0, 0.0, -inf], [3.0e38, -3.0e38, 0.0]]
+    quats = [[0.0, 0.0, 0.0, 1.0], [nan, 0.0, 0.0, 1.0], [0.0, inf, 0.0, 1.0], [0.0, 0.0, 0.0, -inf], [0.5] * 4]
+    out = wp.zeros((2, len(vectors)), dtype=wp.int32, device="cpu")
+    v = wp.array(vectors, dtype=wp.vec3, device="cpu")
+    q = wp.array(quats, dtype=wp.quat, device="cpu")
+    wp.launch(_finite_vectors_kernel, dim=len(vectors), inputs=[v, q], outputs=[out], device="cpu")
+    assert out.numpy().tolist() == [[1, 0, 0, 0, 1], [1, 0, 0, 0, 1]]

@@ -210,7 +210,7 @@ class FusedScenario(Scenario):
 
     * ``checks_finite``: every observation and reward its kernels store is checked where it is
       stored (the row wrappers of ``swarp.runtime.rows`` check the rows; the scenario checks each
-      final reward with ``health.flag_env(buffers.non_finite, env, wp.isfinite(r))``), so the
+      final reward with ``health.flag_env(buffers.non_finite, env, health.finite(r))``), so the
       environment launches no kernel that reads them back (``health.check_outputs_kernel``).
     """
 
