@@ -26,6 +26,7 @@ from swarp.core.params import ParamRandomization
 from swarp.core.precision import resolve_device
 from swarp.core.rng import stream_key_torch
 from swarp.env import reference
+from swarp.env.shards import Shards
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
 from swarp.runtime import episode, health
@@ -86,6 +87,9 @@ class Environment:
             the device, the sizes and the scenario; a mapping fixes some fields (``{"reset_ahead":
             False}``) and lets the rules choose the rest; an ``ExecutionPlan`` fixes all. A field
             the device or the scenario cannot honour raises.
+        cpu_threads: Threads a CPU step may use (default ``torch.get_num_threads()``): from
+            ``plan.MIN_SHARD_THREADS`` threads the plan steps the envs in shards, one thread each
+            (``plan.cpu_shards``, ``swarp.env.shards``), to the same bits as one thread.
 
     Attributes:
         plan: The ``ExecutionPlan`` in use.
@@ -113,6 +117,8 @@ class Environment:
     #: Set by ``close()``; the methods that step, reset, snapshot, re-parameterise or draw the env
     #: check it first (``_check_open``).
     _closed = False
+    #: The ``Shards`` that run the step and reset launches where ``plan.cpu_shards > 1``, else ``None``.
+    _shards: Shards | None = None
 
     def __init__(
         self,
@@ -132,6 +138,7 @@ class Environment:
         per_env_params: bool = False,
         randomize_params: ParamRandomization | dict | None = None,
         plan: ExecutionPlan | Mapping[str, Any] | None = None,
+        cpu_threads: int | None = None,
     ):
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
@@ -152,6 +159,9 @@ class Environment:
             raise ValueError(f"lidar_rays must be an int >= 0, got {lidar_rays!r}")
         if not isinstance(per_env_params, bool):
             raise TypeError(f"per_env_params must be a bool, got {per_env_params!r}")
+        threads = torch.get_num_threads() if cpu_threads is None else cpu_threads
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"cpu_threads must be None or an int >= 1, got {cpu_threads!r}")
         if plan is not None and not isinstance(plan, (ExecutionPlan, Mapping)):
             raise TypeError(
                 f"plan must be an ExecutionPlan, a mapping of its fields or None, got {type(plan).__name__}"
@@ -213,8 +223,13 @@ class Environment:
             per_env_params=per_env_params,
             randomize_params=randomize_params,
             plan=plan,
+            cpu_threads=cpu_threads,
         )
-        self.plan = choose_plan(device, n_envs, len(spec.agents), spec.world.max_neighbors, use_graph, can, plan)
+        self.plan = choose_plan(
+            device, n_envs, len(spec.agents), spec.world.max_neighbors, use_graph, can, plan, cpu_threads=threads
+        )
+        if self.plan.cpu_shards > n_envs:
+            raise ValueError(f"plan.cpu_shards={self.plan.cpu_shards} is more shards than envs ({n_envs})")
         if use_graph is True and self.plan.launch != "graph" and not self.plan.compile_torch:
             warnings.warn(
                 f"use_graph=True but the step is not capturable: running it without a graph ({self.plan.launch})",
@@ -292,6 +307,13 @@ class Environment:
             self._torch_end_seq = CompiledSequence(self._torch_end_step, end_mode, self.device, self.streams)
             self.seed_value = int(seed)
             self.reset(seed=seed)
+            if self.plan.cpu_shards > 1:
+                self._shards = Shards(self, self._build_shard)
+
+    def _build_shard(self, n_envs: int, env_offset: int, plan: ExecutionPlan) -> Environment:
+        """A one-thread environment like this one over ``n_envs`` envs from global env ``env_offset``."""
+        kwargs = {**self._rebuild_kwargs, "n_envs": n_envs, "env_offset": env_offset, "plan": plan, "cpu_threads": 1}
+        return Environment(copy.deepcopy(self._scenario_as_given), **kwargs)
 
     # --- properties -------------------------------------------------------------------------
 
@@ -645,7 +667,9 @@ class Environment:
 
     def _run_step(self) -> None:
         """One no-grad step from the action buffer, writing the output buffers."""
-        if self.fused:
+        if self._shards is not None:
+            self._shards.step()
+        elif self.fused:
             self._step_seq()
         elif self._torch_step is not None:
             self._torch_step()
@@ -737,7 +761,9 @@ class Environment:
         return self.obs.clone() if self.clone_outputs else self.obs
 
     def _run_reset(self) -> None:
-        if self.fused:
+        if self._shards is not None:
+            self._shards.reset()
+        elif self.fused:
             self._reset_seq()
         else:
             reference.torch_reset(self)
@@ -786,6 +812,8 @@ class Environment:
         if self._torch_step is not None:
             self._torch_step.invalidate()
         self._torch_end_seq.invalidate()
+        if self._shards is not None:
+            self._shards.invalidate()
 
     def close(self) -> None:
         """Release what the environment holds beyond its buffers: the worker thread of CPU
@@ -802,6 +830,8 @@ class Environment:
         if self._async is not None:
             self._async.close()
         self.invalidate()
+        if self._shards is not None:
+            self._shards.close()
 
     # --- pickling and copying -------------------------------------------------------------------
 

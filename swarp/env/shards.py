@@ -1,0 +1,175 @@
+"""CPU shards: one ``Environment``'s envs stepped in slices, one thread each.
+
+Warp runs a CPU kernel's threads one after another on one core. An environment whose plan has
+``cpu_shards = S > 1`` (the CPU, fused kernels, enough envs: ``swarp.runtime.plan``) keeps its own
+buffers as the batch's one set of tensors and builds S shard ``Environment``s beside it, shard s
+holding envs ``[lo, hi)`` (built with ``env_offset = env_offset + lo``, so its resets draw what
+those envs of the whole batch draw: ``swarp.core.rng``). Its step and reset launches run on the
+shards: shard 0 on the caller's thread, the others on a thread pool (a graph replay releases the
+GIL). Each shard's step (and reset) is one compiled sequence, a graph where the plan has one, that
+
+1. copies its slice of the environment's buffers in: every buffer a snapshot holds
+   (``Environment.get_state``: state, counters, scenario memory, parameters, obstacles, outputs),
+   ``done``, the neighbor lists, the health flags, the actions and the reset mask;
+2. runs the shard's own step or reset launches;
+3. copies its slice of the same buffers back (the sticky one-element flags: or-ed over the shards
+   after the threads join).
+
+Recorded inside the graph the copies cost next to nothing (as 36 torch copies per shard they cost
+as much as the shard's step at 1,024 x 4).
+
+So after every call the environment's buffers hold exactly what one unsharded environment's would,
+bit for bit (the kernels are per env and the draws keyed by global env index), and everything that
+reads them (``state``, ``get_state``, ``render``, a scripted controller reading the scenario's
+memory) or writes them between steps (``set_state``, ``set_agent_params``, ``reset``, a write
+through ``env.state``) works as without shards. How many threads and envs a shard needs to pay
+is the plan's measured rule (``plan.MIN_SHARD_THREADS``, ``plan.MIN_SHARD_ENVS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import torch
+import warp as wp
+
+from swarp.runtime.launch import Launcher
+from swarp.runtime.sequence import CompiledSequence
+
+if TYPE_CHECKING:
+    from swarp.env.environment import Environment
+
+
+def shard_bounds(n_envs: int, n_shards: int) -> list[tuple[int, int]]:
+    """``[(lo, hi), ...]``: ``n_shards`` contiguous slices of ``n_envs`` envs, sizes differing by at most one."""
+    base, extra = divmod(n_envs, n_shards)
+    bounds, lo = [], 0
+    for s in range(n_shards):
+        hi = lo + base + (1 if s < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def _linked_buffers(env: Environment) -> dict[str, torch.Tensor]:
+    """The buffers of ``env`` that a shard's step or reset reads or writes, by name."""
+    world = env.world
+    buffers = dict(env._snapshot_tensors())
+    # The parameter table as stored ([E or 1, P, A]: ``swarp.core.types.param_array``), contiguous.
+    buffers["env.agent_params"] = wp.to_torch(world.model.params).permute(0, 2, 1)
+    buffers["env.done"] = env.done
+    buffers["env.reset_mask"] = env.reset_mask
+    buffers["world.actions"] = env.world.actions
+    buffers["neighbors.nbr"] = wp.to_torch(world.neighbors.nbr)
+    buffers["neighbors.count"] = wp.to_torch(world.neighbors.count)
+    buffers["flags.non_finite"] = wp.to_torch(world.non_finite_flags)
+    buffers["flags.invalid_actions"] = wp.to_torch(world.invalid_action_flag)
+    buffers["flags.neighbor_overflow"] = wp.to_torch(world.neighbors.overflow)
+    return buffers
+
+
+class Shards:
+    """The shard environments of ``env`` and the copies that link them to it (see the module doc).
+
+    Args:
+        env: The environment (fully built and reset); its ``plan.cpu_shards`` is the shard count.
+        build: ``build(n_envs, env_offset, plan)`` -> a new ``Environment`` like ``env`` over those
+            envs (the environment's own constructor arguments otherwise).
+
+    Attributes:
+        bounds: ``[(lo, hi), ...]`` the env slice of each shard.
+        envs: The shard ``Environment`` objects.
+    """
+
+    def __init__(self, env: Environment, build: Callable[[int, int, object], Environment]):
+        self.env = env
+        n_shards = env.plan.cpu_shards
+        self.bounds = shard_bounds(env.n_envs, n_shards)
+        plan = dataclasses.replace(env.plan, cpu_shards=1)
+        self.envs = [build(hi - lo, env.env_offset + lo, plan) for lo, hi in self.bounds]
+        self._link()
+        self._pool = ThreadPoolExecutor(max_workers=n_shards - 1, thread_name_prefix="swarp-shard")
+
+    def _link(self) -> None:
+        """Pair every linked buffer of the environment with each shard's, and build the sequences
+        that copy them around a shard's step or reset (one graph per shard and sequence)."""
+        mine = _linked_buffers(self.env)
+        #: The environment's linked tensors and their addresses: relinked if one was reallocated.
+        self._addresses = [(t, t.data_ptr()) for t in mine.values()]
+        self._flags = [(full, []) for name, full in mine.items() if name.startswith("flags.") and full.shape == (1,)]
+        self._step_seqs, self._reset_seqs = [], []
+        for shard, (lo, hi) in zip(self.envs, self.bounds, strict=True):
+            theirs = _linked_buffers(shard)
+            copies_in, copies_out = [], []
+            for name, full in mine.items():
+                part = theirs[name]
+                if name.startswith("flags.") and full.shape == (1,):
+                    next(parts for f, parts in self._flags if f is full).append(part)
+                    copies_in.append((wp.from_torch(part), wp.from_torch(full)))
+                elif full.shape[:1] == (self.env.n_envs,) and part.shape == (hi - lo, *full.shape[1:]):
+                    pair = (wp.from_torch(part), wp.from_torch(full[lo:hi]))
+                    copies_in.append(pair)
+                    copies_out.append(pair[::-1])
+                elif part.shape == full.shape:
+                    copies_in.append((wp.from_torch(part), wp.from_torch(full)))
+                else:
+                    raise RuntimeError(
+                        f"shard buffer {name!r} {list(part.shape)} is neither a slice of nor equal to "
+                        f"{list(full.shape)}: the shards cannot be linked"
+                    )
+            self._step_seqs.append(self._linked(shard, shard._fused_step, copies_in, copies_out))
+            self._reset_seqs.append(self._linked(shard, shard._fused_reset, copies_in, copies_out))
+
+    @staticmethod
+    def _linked(shard: Environment, sequence, copies_in, copies_out) -> CompiledSequence:
+        """``sequence`` of ``shard`` between the copies of its slice in and out, as one compiled sequence."""
+
+        def linked(launcher: Launcher) -> None:
+            for dst, src in copies_in:
+                launcher.copy(dst, src)
+            sequence(launcher)
+            for dst, src in copies_out:
+                launcher.copy(dst, src)
+
+        return CompiledSequence(linked, shard.plan.launch, shard.device, shard.streams)
+
+    def step(self) -> None:
+        """One step of every shard from the environment's buffers (actions included), written back."""
+        self._run("step")
+
+    def reset(self) -> None:
+        """Reset the envs of the environment's ``reset_mask`` on every shard, written back."""
+        self._run("reset")
+
+    def _run(self, what: str) -> None:
+        if any(t.data_ptr() != ptr for t, ptr in self._addresses):
+            self._link()  # a buffer of the environment was reallocated: the copies must follow it
+        sequences = self._step_seqs if what == "step" else self._reset_seqs
+        for seq in sequences:
+            seq.prepare()  # captures happen here, one at a time: two concurrent CPU captures crash Warp
+        futures = [self._pool.submit(seq) for seq in sequences[1:]]
+        try:
+            sequences[0]()
+        finally:
+            for future in futures:
+                future.result()
+        with torch.no_grad():
+            for full, parts in self._flags:
+                for part in parts:
+                    torch.maximum(full, part, out=full)
+
+    def invalidate(self) -> None:
+        """Drop every shard's captured graphs (``Environment.invalidate``)."""
+        for shard in self.envs:
+            shard.invalidate()
+        for seq in self._step_seqs + self._reset_seqs:
+            seq.invalidate()
+
+    def close(self) -> None:
+        """Close the shards and stop the pool's threads."""
+        self._pool.shutdown(wait=True)
+        for shard in self.envs:
+            shard.close()
