@@ -176,8 +176,7 @@ class AsyncStep:
         else:
             # Copy now, so the caller may overwrite its action tensor while the step runs.
             env.world.actions.copy_(actions)
-            if env.fused:
-                env._step_seq.prepare()  # capture on this thread: never two captures at once
+            env._prepare_step()  # capture on this thread: never two captures at once
             self.last_threaded = self.placement.next(self.step_time_s)
             if self.last_threaded:
                 self._future = self._executor.submit(self._timed_step)

@@ -676,6 +676,14 @@ class Environment:
         else:
             reference.torch_step(self)
 
+    def _prepare_step(self) -> None:
+        """Capture the step's graphs now where they are missing (its shards' with ``cpu_shards``);
+        runs nothing. For a caller that runs the step on a worker thread (``send``)."""
+        if self._shards is not None:
+            self._shards.prepare("step")
+        elif self.fused:
+            self._step_seq.prepare()
+
     def send(self, actions: torch.Tensor) -> None:
         """Start a step with ``actions`` [E, A, act_dim] and return at once; ``recv()`` returns it.
 

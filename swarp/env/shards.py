@@ -144,12 +144,18 @@ class Shards:
         """Reset the envs of the environment's ``reset_mask`` on every shard, written back."""
         self._run("reset")
 
-    def _run(self, what: str) -> None:
+    def prepare(self, what: str) -> list[CompiledSequence]:
+        """The shards' ``"step"`` or ``"reset"`` sequences, each captured now where it has no graph
+        yet, one at a time on this thread (two concurrent CPU captures abort Warp)."""
         if any(t.data_ptr() != ptr for t, ptr in self._addresses):
             self._link()  # a buffer of the environment was reallocated: the copies must follow it
         sequences = self._step_seqs if what == "step" else self._reset_seqs
         for seq in sequences:
-            seq.prepare()  # captures happen here, one at a time: two concurrent CPU captures crash Warp
+            seq.prepare()
+        return sequences
+
+    def _run(self, what: str) -> None:
+        sequences = self.prepare(what)
         futures = [self._pool.submit(seq) for seq in sequences[1:]]
         try:
             sequences[0]()

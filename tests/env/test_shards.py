@@ -15,8 +15,8 @@ N_ENVS = 7  # uneven slices: 4 + 3, 3 + 2 + 2
 
 
 def make(name: str, shards: int, **kwargs) -> swarp.Environment:
-    kwargs = {"auto_reset": True, "max_steps": 9, **kwargs}
-    return swarp.make(name, n_envs=N_ENVS, device="cpu", seed=3, plan={"cpu_shards": shards}, **kwargs)
+    kwargs = {"auto_reset": True, "max_steps": 9, "plan": {"cpu_shards": shards}, **kwargs}
+    return swarp.make(name, n_envs=N_ENVS, device="cpu", seed=3, **kwargs)
 
 
 def trajectory(env: swarp.Environment, steps: int = 24) -> list[dict]:
@@ -151,3 +151,15 @@ def test_a_reallocated_buffer_is_linked_again_before_the_next_step():
     rows += [record(env, env.step(a)) for a in actions[2:]]
     assert env._shards._step_seqs is not old
     assert_bit_identical(rows, first)
+
+
+def test_send_on_a_worker_thread_captures_the_shards_graphs_on_the_caller_s_thread():
+    env = make("navigation", 2, plan={"cpu_shards": 2, "async_cpu": "thread"})
+    expected = make("navigation", 1)
+    gen = torch.Generator().manual_seed(6)
+    actions = random_actions(env, gen, overshoot=0.0)
+    env._shards.invalidate()  # no graph until the first send captures them
+    env.send(actions)
+    assert all(seq._graph is not None for seq in env._shards._step_seqs)
+    assert env._async.last_threaded
+    assert_bit_identical([record(env, env.recv())], [record(expected, expected.step(actions))])
