@@ -88,7 +88,7 @@ class Environment:
             False}``) and lets the rules choose the rest; an ``ExecutionPlan`` fixes all. A field
             the device or the scenario cannot honour raises.
         cpu_threads: Threads a CPU step may use (default ``torch.get_num_threads()``): from
-            ``plan.MIN_SHARD_THREADS`` threads the plan steps the envs in shards, one thread each
+            ``plan.MIN_SHARDS`` threads the plan steps the envs in shards, one thread each
             (``plan.cpu_shards``, ``swarp.env.shards``), to the same bits as one thread.
 
     Attributes:

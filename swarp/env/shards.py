@@ -23,7 +23,7 @@ bit for bit (the kernels are per env and the draws keyed by global env index), a
 reads them (``state``, ``get_state``, ``render``, a scripted controller reading the scenario's
 memory) or writes them between steps (``set_state``, ``set_agent_params``, ``reset``, a write
 through ``env.state``) works as without shards. How many threads and envs a shard needs to pay
-is the plan's measured rule (``plan.MIN_SHARD_THREADS``, ``plan.MIN_SHARD_ENVS``).
+is the plan's measured rule (``plan.MIN_SHARDS``, ``plan.MIN_SHARD_ENVS``).
 """
 
 from __future__ import annotations

@@ -38,13 +38,14 @@ REGISTER_LIST_MAX_K = 16
 LIDAR_RAYS_PER_THREAD = 4
 #: Most agents per env whose step ends in one fused kernel (a block of 64 threads holds whole envs).
 FUSED_END_MAX_AGENTS = 64
-#: Fewest envs per CPU shard (``cpu_shards``), and fewest threads for shards at all. Navigation x 4
-#: agents on a 16-core Xeon, speed-up over one thread: 1,024 envs 1.26 / 1.40 / 0.78x at 2 / 4 / 8
-#: shards (128 envs each lose); 4,096 1.35 / 1.62 / 1.89 / 1.69x at 2 / 4 / 8 / 16; 16,384 1.12-1.15
-#: / 1.68-2.10 / 2.89-3.34 / 3.15-4.68x. Two shards on a 2-core EPYC VM: 0.62-1.09x at 1,024 envs,
-#: 0.74x at 4,096, so two threads never shard.
+#: Fewest envs per CPU shard (``cpu_shards``), and fewest shards worth the threads. Navigation x 4
+#: on the GPU machine's 16-core Xeon, speed-up over one thread at 2 / 4 / 8 / 16 shards (two runs):
+#: 1,024 envs 0.86-1.26 / 1.25-1.40 / 0.78-1.02 / 0.49-0.58x (shards of 128 and 64 envs lose);
+#: 4,096 0.93-1.35 / 1.62-1.63 / 1.89-2.13 / 1.69-1.72x; 16,384 0.99-1.15 / 1.68-2.10 / 2.86-3.34
+#: / 3.15-4.68x. Two shards gain little there and lose on the 2-core EPYC VM (0.46-1.09x at 1,024,
+#: 0.74x at 4,096): a step shards four ways or more, or not at all.
 MIN_SHARD_ENVS = 256
-MIN_SHARD_THREADS = 4
+MIN_SHARDS = 4
 
 LAUNCH_MODES = ("graph", "replay", "eager")
 ASYNC_CPU_PLACEMENTS = ("measure", "inline", "thread")
@@ -238,11 +239,12 @@ def choose_plan(
 
 def cpu_shard_count(device, n_envs: int, cpu_threads: int, can: Capabilities) -> int:
     """Shards of a CPU step over ``cpu_threads`` threads: as many as have ``MIN_SHARD_ENVS`` envs
-    each, from ``MIN_SHARD_THREADS`` threads, for fused kernels on the CPU (the torch reference's ops
-    hold the GIL); else 1."""
-    if str(device).startswith("cuda") or not can.fused or cpu_threads < MIN_SHARD_THREADS:
+    each where that is at least ``MIN_SHARDS``, for fused kernels on the CPU (the torch reference's
+    ops hold the GIL); else 1."""
+    if str(device).startswith("cuda") or not can.fused:
         return 1
-    return max(1, min(cpu_threads, n_envs // MIN_SHARD_ENVS))
+    shards = min(cpu_threads, n_envs // MIN_SHARD_ENVS)
+    return shards if shards >= MIN_SHARDS else 1
 
 
 def launch_mode(use_graph: bool | str, capturable: bool) -> str:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import swarp
-from swarp.runtime.plan import MIN_SHARD_ENVS, MIN_SHARD_THREADS
+from swarp.runtime.plan import MIN_SHARD_ENVS, MIN_SHARDS
 from tests.support import assert_bit_identical, random_actions, record
 
 N_ENVS = 7  # uneven slices: 4 + 3, 3 + 2 + 2
@@ -108,10 +108,10 @@ def test_the_rule_shards_only_with_enough_threads_and_envs():
     def shards(n_envs, threads, **kwargs):
         return swarp.make("navigation", n_envs=n_envs, device="cpu", cpu_threads=threads, **kwargs).plan.cpu_shards
 
-    assert shards(16 * MIN_SHARD_ENVS, MIN_SHARD_THREADS - 1) == 1
-    assert shards(16 * MIN_SHARD_ENVS, MIN_SHARD_THREADS) == MIN_SHARD_THREADS
-    assert shards(2 * MIN_SHARD_ENVS, 16) == 2
-    assert shards(MIN_SHARD_ENVS, 16) == 1
+    assert shards(16 * MIN_SHARD_ENVS, MIN_SHARDS - 1) == 1  # too few threads
+    assert shards(16 * MIN_SHARD_ENVS, MIN_SHARDS) == MIN_SHARDS
+    assert shards(16 * MIN_SHARD_ENVS, 64) == 16  # as many as have MIN_SHARD_ENVS envs each
+    assert shards(MIN_SHARDS * MIN_SHARD_ENVS - 1, 16) == 1  # too few envs for MIN_SHARDS shards
     assert shards(16 * MIN_SHARD_ENVS, 16, fused=False) == 1  # the torch reference holds the GIL
     env = swarp.make("navigation", n_envs=4, device="cpu")
     assert env.plan.cpu_shards == 1 and env._shards is None
