@@ -87,8 +87,8 @@ class Environment:
             the device, the sizes and the scenario; a mapping fixes some fields (``{"reset_ahead":
             False}``) and lets the rules choose the rest; an ``ExecutionPlan`` fixes all. A field
             the device or the scenario cannot honour raises.
-        cpu_threads: Threads a CPU step may use (default ``torch.get_num_threads()``): from
-            ``plan.MIN_SHARDS`` threads the plan steps the envs in shards, one thread each
+        cpu_threads: Threads a CPU step may use (default ``torch.get_num_threads()``): with two
+            or more and enough envs the plan steps the envs in shards, one thread each
             (``plan.cpu_shards``, ``swarp.env.shards``), to the same bits as one thread.
 
     Attributes:
@@ -660,6 +660,8 @@ class Environment:
         self._check_no_pending_send("step")
         self.stepper.check_actions(actions, self.n_envs)
         if actions.requires_grad and torch.is_grad_enabled():
+            if self._shards is not None:
+                self._shards.mark_dirty()  # it writes the rows here, then resets through the shards
             return reference.grad_step(self, actions)
         self.world.actions.copy_(actions)
         self._run_step()
@@ -976,6 +978,8 @@ class Environment:
                 dst.copy_(snapshot[key])
             torch.logical_or(self.terminated, self.truncated, out=self.done)
         self.seed_value = None
+        if self._shards is not None:
+            self._shards.mark_dirty()
         with self.streams.scope():
             self.world.build_neighbors()
         self._prepare_all_again()  # prepared starts follow the episode counters

@@ -38,14 +38,15 @@ REGISTER_LIST_MAX_K = 16
 LIDAR_RAYS_PER_THREAD = 4
 #: Most agents per env whose step ends in one fused kernel (a block of 64 threads holds whole envs).
 FUSED_END_MAX_AGENTS = 64
-#: Fewest envs per CPU shard (``cpu_shards``), and fewest shards worth the threads. Navigation x 4
-#: on the GPU machine's 16-core Xeon, speed-up over one thread at 2 / 4 / 8 / 16 shards (two runs):
-#: 1,024 envs 0.86-1.26 / 1.25-1.40 / 0.78-1.02 / 0.49-0.58x (shards of 128 and 64 envs lose);
-#: 4,096 0.93-1.35 / 1.62-1.63 / 1.89-2.13 / 1.69-1.72x; 16,384 0.99-1.15 / 1.68-2.10 / 2.86-3.34
-#: / 3.15-4.68x. Two shards gain little there and lose on the 2-core EPYC VM (0.46-1.09x at 1,024,
-#: 0.74x at 4,096): a step shards four ways or more, or not at all.
-MIN_SHARD_ENVS = 256
-MIN_SHARDS = 4
+#: Envs per CPU shard (``cpu_shards``): at least ``MIN_SHARD_ENVS``, at most ``MAX_SHARD_ENVS``.
+#: Navigation x 4, two shards on the 2-core EPYC VM (CI's kind), speed-up over one thread: 256 envs
+#: 0.67x, 512 1.13x, 1,024 1.41x, 4,096 1.36x, 8,192 0.69x, 16,384 0.82x (a shard's copies and
+#: working set past the cores' caches). On the GPU machine's 16-core Xeon at 2 / 4 / 8 / 16 shards:
+#: 1,024 envs 2.26 / 2.50 / 1.99 / 0.84x, 4,096 1.58 / 1.94 / 2.35 / 2.09x, 16,384 1.09 / 2.36 /
+#: 3.13 / 3.82x. A batch whose shards would exceed ``MAX_SHARD_ENVS`` on the threads there are
+#: stays on one thread (``plan={"cpu_shards": N}`` forces it).
+MIN_SHARD_ENVS = 512
+MAX_SHARD_ENVS = 2048
 
 LAUNCH_MODES = ("graph", "replay", "eager")
 ASYNC_CPU_PLACEMENTS = ("measure", "inline", "thread")
@@ -239,12 +240,12 @@ def choose_plan(
 
 def cpu_shard_count(device, n_envs: int, cpu_threads: int, can: Capabilities) -> int:
     """Shards of a CPU step over ``cpu_threads`` threads: as many as have ``MIN_SHARD_ENVS`` envs
-    each where that is at least ``MIN_SHARDS``, for fused kernels on the CPU (the torch reference's
-    ops hold the GIL); else 1."""
+    each, if that is two or more of at most ``MAX_SHARD_ENVS`` envs, for fused kernels on the CPU
+    (the torch reference's ops hold the GIL); else 1."""
     if str(device).startswith("cuda") or not can.fused:
         return 1
     shards = min(cpu_threads, n_envs // MIN_SHARD_ENVS)
-    return shards if shards >= MIN_SHARDS else 1
+    return shards if shards >= 2 and -(-n_envs // shards) <= MAX_SHARD_ENVS else 1
 
 
 def launch_mode(use_graph: bool | str, capturable: bool) -> str:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import swarp
-from swarp.runtime.plan import MIN_SHARD_ENVS, MIN_SHARDS
+from swarp.runtime.plan import MAX_SHARD_ENVS, MIN_SHARD_ENVS
 from tests.support import assert_bit_identical, random_actions, record
 
 N_ENVS = 7  # uneven slices: 4 + 3, 3 + 2 + 2
@@ -63,7 +63,7 @@ def test_writes_between_steps_reach_the_shards():
     sharded env follows each exactly as the one-thread env does."""
     donor = make("formation", 1)
     gen = torch.Generator().manual_seed(5)
-    for _ in range(4):
+    for _ in range(12):  # past the episodes' end (max_steps 9): its final rows are not the env's
         donor.step(random_actions(donor, gen, overshoot=0.0))
     snapshot = donor.get_state()
 
@@ -106,12 +106,15 @@ def test_health_flags_of_a_shard_reach_the_environment():
 
 def test_the_rule_shards_only_with_enough_threads_and_envs():
     def shards(n_envs, threads, **kwargs):
-        return swarp.make("navigation", n_envs=n_envs, device="cpu", cpu_threads=threads, **kwargs).plan.cpu_shards
+        env = swarp.make("navigation", n_envs=n_envs, n_agents=2, device="cpu", cpu_threads=threads, **kwargs)
+        return env.plan.cpu_shards
 
-    assert shards(16 * MIN_SHARD_ENVS, MIN_SHARDS - 1) == 1  # too few threads
-    assert shards(16 * MIN_SHARD_ENVS, MIN_SHARDS) == MIN_SHARDS
+    assert shards(2 * MIN_SHARD_ENVS, 2) == 2
+    assert shards(2 * MIN_SHARD_ENVS - 1, 16) == 1  # too few envs for two shards
+    assert shards(16 * MIN_SHARD_ENVS, 1) == 1  # one thread
     assert shards(16 * MIN_SHARD_ENVS, 64) == 16  # as many as have MIN_SHARD_ENVS envs each
-    assert shards(MIN_SHARDS * MIN_SHARD_ENVS - 1, 16) == 1  # too few envs for MIN_SHARDS shards
+    assert shards(2 * MAX_SHARD_ENVS, 2) == 2
+    assert shards(2 * MAX_SHARD_ENVS + 1, 2) == 1  # two threads' shards would be too large
     assert shards(16 * MIN_SHARD_ENVS, 16, fused=False) == 1  # the torch reference holds the GIL
     env = swarp.make("navigation", n_envs=4, device="cpu")
     assert env.plan.cpu_shards == 1 and env._shards is None
@@ -163,3 +166,18 @@ def test_send_on_a_worker_thread_captures_the_shards_graphs_on_the_caller_s_thre
     assert all(seq._graph is not None for seq in env._shards._step_seqs)
     assert env._async.last_threaded
     assert_bit_identical([record(env, env.recv())], [record(expected, expected.step(actions))])
+
+
+def test_a_grad_mode_step_between_sharded_steps_gives_the_same_bits():
+    def run(env):
+        gen = torch.Generator().manual_seed(8)
+        # The grad step is the 9th: every episode ends in it (max_steps 9) and restarts through the shards.
+        rows = [record(env, env.step(random_actions(env, gen, overshoot=0.0))) for _ in range(8)]
+        actions = random_actions(env, gen, overshoot=0.0).requires_grad_(True)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        reward.sum().backward()
+        rows.append({"obs": obs.detach().clone(), "grad": actions.grad.clone(), **env.get_state()})
+        rows += [record(env, env.step(random_actions(env, gen, overshoot=0.0))) for _ in range(8)]
+        return rows
+
+    assert_bit_identical(run(make("navigation", 2)), run(make("navigation", 1)))
