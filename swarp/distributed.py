@@ -45,7 +45,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from swarp.core.rng import stream_key_torch
+from swarp.core.rng import split_envs, stream_key_torch
 from swarp.env.environment import Environment
 from swarp.env.make import make
 
@@ -209,8 +209,8 @@ def shard(global_n_envs: int, rank: int | None = None, world_size: int | None = 
         raise ValueError(f"rank must be < world_size = {world}, got {index}")
     if global_n_envs < world:
         raise ValueError(f"global_n_envs ({global_n_envs}) must be >= world_size ({world}): every rank needs an env")
-    base, extra = divmod(global_n_envs, world)
-    return Shard(index, world, global_n_envs, index * base + min(index, extra), base + (index < extra))
+    offset, n_envs = split_envs(global_n_envs, world)[index]
+    return Shard(index, world, global_n_envs, offset, n_envs)
 
 
 def make_shard(

@@ -9,7 +9,7 @@ representable in float32 and float64 alike.
 The env in the key is the *global* env index: an ``Environment`` built with ``env_offset=k`` keys
 its local env i as env ``k + i``. A batch split into shards (one per process or GPU, see
 ``swarp.distributed``, or partial batches of one process) therefore draws exactly what the unsplit
-batch draws, env for env.
+batch draws, env for env. ``split_envs`` is the one rule for cutting a batch into such slices.
 """
 
 from __future__ import annotations
@@ -117,3 +117,10 @@ def uniform_u24_torch(key: torch.Tensor, index: int | torch.Tensor) -> torch.Ten
 
 
 INV_2_24 = _INV_2_24
+
+
+def split_envs(n_envs: int, parts: int) -> list[tuple[int, int]]:
+    """``[(env_offset, n_envs), ...]`` of ``parts`` contiguous slices of ``n_envs`` envs in order,
+    sizes differing by at most one (the larger first): ranks of ``swarp.distributed``, CPU shards."""
+    base, extra = divmod(n_envs, parts)
+    return [(i * base + min(i, extra), base + (i < extra)) for i in range(parts)]
