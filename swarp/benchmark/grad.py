@@ -12,8 +12,9 @@ from a fixed start with actions that require grad, reduce to a scalar loss, ``lo
 * ``rollout+ring``: the same with a ``GradRing`` (taped scratch allocated once).
 * ``graph``: the same rollout through a ``RolloutGraph``: forward and backward each one graph launch
   (CUDA graphs on the GPU, Warp's recorded operation stream on the CPU), no per-step Python.
-* ``env``: ``Environment.step`` on navigation with grads, T times; loss: the sum of rewards. Each
-  step's gradient reaches that step's actions (the env state entering a step is a constant).
+* ``env direct`` / ``env recompute``: ``Environment.step`` on navigation with grads, T times, with
+  ``plan.grad_step`` ``"direct"`` / ``"recompute"`` (``swarp.env.grad``); loss: the sum of rewards.
+  Each step's gradient reaches that step's actions (the env state entering a step is a constant).
 * ``vmas``: VMAS 1.5.2 navigation (its defaults, 4 agents), ``grad_enabled=True``, T steps;
   loss: the sum of rewards. VMAS carries the gradient through its state across steps. Skipped
   with a message when vmas is not installed (``pip install vmas==1.5.2``).
@@ -115,8 +116,10 @@ def time_rollout(n_envs: int, device: str, n_steps: int, mode: str, repeats: int
     return time_iterations(setup, iteration, device, repeats)
 
 
-def time_env(n_envs: int, device: str, n_steps: int, repeats: int) -> float:
-    env = swarp.make("navigation", n_envs=n_envs, device=device, seed=0, n_agents=N_AGENTS)
+def time_env(n_envs: int, device: str, n_steps: int, repeats: int, grad_step: str) -> float:
+    env = swarp.make(
+        "navigation", n_envs=n_envs, device=device, seed=0, n_agents=N_AGENTS, plan={"grad_step": grad_step}
+    )
     plan = random_plan(n_steps, n_envs, env.torch_device)
     start = env.get_state()
 
@@ -193,7 +196,8 @@ def main(argv=None) -> None:
             fresh = time_rollout(n_envs, device, args.steps, "fresh", args.repeats)
             ring = time_rollout(n_envs, device, args.steps, "ring", args.repeats)
             graphed = time_rollout(n_envs, device, args.steps, "graph", args.repeats)
-            env = time_env(n_envs, device, args.steps, args.repeats)
+            direct = time_env(n_envs, device, args.steps, args.repeats, "direct")
+            recompute = time_env(n_envs, device, args.steps, args.repeats, "recompute")
             vmas_seconds = time_vmas(n_envs, device, args.steps, args.repeats) if with_vmas else math.nan
             synchronize(device)
             rows.append(
@@ -205,9 +209,11 @@ def main(argv=None) -> None:
                     fresh * 1e3,
                     ring * 1e3,
                     graphed * 1e3,
-                    env * 1e3,
+                    direct * 1e3,
+                    recompute * 1e3,
                     vmas_seconds * 1e3,
-                    vmas_seconds / env,
+                    vmas_seconds / direct,
+                    vmas_seconds / recompute,
                     vmas_seconds / ring,
                     vmas_seconds / graphed,
                 ]
@@ -223,9 +229,11 @@ def main(argv=None) -> None:
             "rollout ms",
             "rollout+ring ms",
             "graph ms",
-            "env ms",
+            "env direct ms",
+            "env recompute ms",
             "vmas ms",
-            "vmas/env",
+            "vmas/direct",
+            "vmas/recompute",
             "vmas/ring",
             "vmas/graph",
         ],

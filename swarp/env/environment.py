@@ -11,6 +11,7 @@ recorded program or eager launches; the torch reference and the differentiable s
 from __future__ import annotations
 
 import copy
+import dataclasses
 import numbers
 import pickle
 import warnings
@@ -25,7 +26,7 @@ from swarp.core.config import ObstacleShape
 from swarp.core.params import ParamRandomization
 from swarp.core.precision import resolve_device
 from swarp.core.rng import stream_key_torch
-from swarp.env import reference
+from swarp.env import grad, reference
 from swarp.env.shards import Shards
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
@@ -187,6 +188,7 @@ class Environment:
         self.clone_outputs = bool(clone_outputs)
         self.fused = scenario.fused_available if fused == "auto" else bool(fused)
         self._grad_state: tuple | None = None  # the differentiable state of a grad-mode step (``state``)
+        self._recomputed_grad = None  # swarp.env.grad.RecomputedGrad, built by the first "recompute" grad step
         self._async = None  # AsyncStep, created by the first send()
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self._per_env_params = per_env_params
@@ -314,6 +316,11 @@ class Environment:
         """A one-thread environment like this one over ``n_envs`` envs from global env ``env_offset``."""
         kwargs = {**self._rebuild_kwargs, "n_envs": n_envs, "env_offset": env_offset, "plan": plan, "cpu_threads": 1}
         return Environment(copy.deepcopy(self._scenario_as_given), **kwargs)
+
+    def _build_twin(self) -> Environment:
+        """An environment built like this one over the same envs, on one thread: the grad step's
+        recompute runs there (``swarp.env.grad``)."""
+        return self._build_shard(self.n_envs, self.env_offset, dataclasses.replace(self.plan, cpu_shards=1))
 
     # --- properties -------------------------------------------------------------------------
 
@@ -654,7 +661,7 @@ class Environment:
             and ``info["final_obs"]`` holds their last observation (rows of other envs are stale).
 
         With grads (``actions.requires_grad`` under grad mode) ``obs`` and ``reward`` are fresh
-        tensors whose autograd history reaches ``actions`` (``swarp.env.reference.grad_step``).
+        tensors whose autograd history reaches ``actions`` (``swarp.env.grad``).
         """
         self._check_open("step")
         self._check_no_pending_send("step")
@@ -662,7 +669,7 @@ class Environment:
         if actions.requires_grad and torch.is_grad_enabled():
             if self._shards is not None:
                 self._shards.mark_dirty()  # it writes the rows here, then resets through the shards
-            return reference.grad_step(self, actions)
+            return grad.grad_step(self, actions)
         self.world.actions.copy_(actions)
         self._run_step()
         return self._outputs(self.obs, self.reward, self.terminated, self.truncated)
@@ -824,6 +831,8 @@ class Environment:
         self._torch_end_seq.invalidate()
         if self._shards is not None:
             self._shards.invalidate()
+        if self._recomputed_grad is not None:
+            self._recomputed_grad.invalidate()
 
     def close(self) -> None:
         """Release what the environment holds beyond its buffers: the worker thread of CPU
@@ -842,6 +851,8 @@ class Environment:
         self.invalidate()
         if self._shards is not None:
             self._shards.close()
+        if self._recomputed_grad is not None:
+            self._recomputed_grad.close()
 
     # --- pickling and copying -------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The environment's torch paths: the scenario's torch reference step and reset (``fused=False``),
-and the differentiable step (``Environment.step`` with actions that require grad).
+and the pieces of it the differentiable step uses (``swarp.env.grad``).
 
-Both run the physics' Warp launches and then the scenario's torch reference (the specification),
+The step runs the physics' Warp launches and then the scenario's torch reference (the specification),
 writing the environment's persistent output buffers as the fused step does, so a fused and a
 reference environment hand out the same tensors. The episode bookkeeping is the fused path's own
 kernels, launched eagerly.
@@ -27,7 +27,6 @@ import torch
 import warp as wp
 
 from swarp.core import params as param_table
-from swarp.physics.autograd import warp_step
 from swarp.runtime.host import host_any, host_rows
 from swarp.runtime.launch import EAGER
 from swarp.runtime.sequence import collector_paused, joined_capture
@@ -72,7 +71,7 @@ def torch_step(env: Environment, capturing: bool = False) -> None:
     else:
         env.world.run_step()
     env._torch_calls.outputs(env)
-    _end_step(env, capturing)
+    end_step(env, capturing)
     if env.auto_reset:
         reset_envs(env, env.done)
 
@@ -335,71 +334,7 @@ def flag_non_finite(
     flags.bitwise_or_(bad.to(flags.dtype))
 
 
-def grad_step(env: Environment, actions: torch.Tensor):
-    """The differentiable step: physics through ``warp_step``, then the scenario's torch reference
-    on the new state, so ``loss.backward()`` reaches ``actions`` (the fused kernels are no-grad only).
-
-    The physics starts from a copy of the persistent state, a constant: gradients reach this
-    step's actions, not earlier ones through the state (``swarp.rollout`` does backpropagation
-    through time). The new state is written back, detached, into the persistent buffers, and
-    every persistent output buffer is updated as on the no-grad path, so the env stays
-    consistent; the returned ``obs`` and ``reward`` are fresh tensors with grad history.
-
-    With auto-reset, an env that finished this step is reset as usual: its ``obs`` rows start
-    the new episode (constants, zero gradient), its ``reward`` is the finishing transition's
-    (with gradient), and ``info["final_obs"]`` is a fresh tensor with grad history holding
-    every env's observation before the resets (the last observation of finished envs).
-
-    Returns:
-        What ``Environment.step`` returns.
-    """
-    sc = env.scenario
-    current = env.world.state.torch
-    state_in = type(current)(*(t.clone() for t in current))
-    world = env.world
-    state = warp_step(
-        env.stepper, state_in, actions, invalid_flag=world.invalid_action_flag, non_finite_flag=world.non_finite_flags
-    )
-    with torch.no_grad():
-        for dst, src in zip(env.world.state.torch, state, strict=True):
-            dst.copy_(src)
-    with env.streams.scope():
-        env.world.build_neighbors()
-    env._grad_state = state
-    try:
-        sc.post_step()
-        obs = observations(env)
-        reward = checked(sc.rewards(), env, "rewards", env.reward.shape)
-        terminated = checked(sc.done(), env, "done", env.terminated.shape, torch.bool)
-        step_info = scenario_info(env)
-    finally:
-        env._grad_state = None
-    for name, tensor in sc.state_tensors().items():
-        if tensor.requires_grad:
-            raise RuntimeError(
-                f"scenario {sc.name!r} stored a tensor with autograd history in its persistent memory "
-                f"{name!r} during a grad-mode step; store a detached value (tensor.copy_(value.detach()))"
-            )
-    with torch.no_grad():
-        env.obs.copy_(obs)
-        env.reward.copy_(reward)
-        flag_non_finite(env, env.obs, env.reward)
-        env.terminated.copy_(terminated)
-        for key, value in step_info.items():
-            env.info[key].copy_(value)
-    _end_step(env)
-    info = dict(env.info)
-    if env.auto_reset:
-        reset_envs(env, env.done)
-        info["final_obs"] = obs
-        obs = torch.where(env.done.view(-1, 1, 1), env.obs, obs)
-    if env.clone_outputs:
-        info = {k: v if k == "final_obs" else v.clone() for k, v in info.items()}
-        return obs, reward, env.terminated.clone(), env.truncated.clone(), info
-    return obs, reward, env.terminated, env.truncated, info
-
-
-def _end_step(env: Environment, capturing: bool = False) -> None:
+def end_step(env: Environment, capturing: bool = False) -> None:
     """The fused path's bookkeeping: count the step, flag time limits, and with auto-reset save the
     finished envs' rows to ``final_obs`` and start their next episode (recorded launches; plain
     ones in an open capture, which they join)."""

@@ -280,13 +280,20 @@ def record_step(
 
 
 def replay_backward(
-    step: TapedStep, inputs: tuple[torch.Tensor, ...], grad_outputs: tuple[torch.Tensor | None, ...]
-) -> tuple[torch.Tensor, ...]:
+    step: TapedStep,
+    inputs: tuple[torch.Tensor, ...],
+    grad_outputs: tuple[torch.Tensor | None, ...],
+    needs: tuple[bool, ...] | None = None,
+) -> tuple[torch.Tensor | None, ...]:
     """Seed the output adjoints with ``grad_outputs``, replay the tape in reverse, and return the
-    gradients of the inputs as fresh tensors (state fields, then actions)."""
-    grads = tuple(torch.zeros_like(t) for t in inputs)
+    gradients of the inputs as fresh tensors (state fields, then actions); with ``needs`` (one
+    bool per input), ``None`` for the inputs it marks False, whose adjoints are never formed (a
+    kernel's adjoint skips an array without one)."""
+    needs = needs or (True,) * len(inputs)
+    grads = tuple(torch.zeros_like(t) if need else None for t, need in zip(inputs, needs, strict=True))
     for array, grad, name in zip(step.inputs, grads, (*step.output.fields, "actions"), strict=True):
-        array.grad = _wrap(grad, name, step.output.scalar)
+        if grad is not None:
+            array.grad = _wrap(grad, name, step.output.scalar)
     # Zeroed every time: a ring slot holds the last iteration's adjoints, and a retained graph
     # may be backpropagated twice.
     step.scratch.zero_grads()
@@ -332,13 +339,12 @@ class _WarpStep(torch.autograd.Function):
                 "a GradRing slot this step's tape reads was reused by a later step, so the tape is stale; "
                 "with retain_graph=True, backpropagate before the next rollout on the same ring"
             )
+        needs = ctx.needs_input_grad
         with _cache(ctx.stepper).streams.scope():
-            grads = replay_backward(ctx.step, inputs, grad_outputs)
+            grads = replay_backward(ctx.step, inputs, grad_outputs, (*needs[4:], needs[3]))
         if ctx.slot is not None:
             ctx.slot.backpropagated = True
-        needs = ctx.needs_input_grad
-        state_grads = tuple(g if needs[4 + i] else None for i, g in enumerate(grads[:-1]))
-        return None, None, None, grads[-1] if needs[3] else None, *state_grads
+        return None, None, None, grads[-1], *grads[:-1]
 
 
 def _no_grad_step(

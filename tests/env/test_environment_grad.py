@@ -1,4 +1,4 @@
-"""``Environment.step`` with gradients (``swarp/env/environment.py``, ``_grad_step``): gradients reach
+"""``Environment.step`` with gradients (``swarp/env/grad.py``): gradients reach
 the actions and match finite differences, and a grad-mode step leaves the env exactly where a
 no-grad step would."""
 
@@ -32,8 +32,9 @@ def test_loss_backward_reaches_the_actions(generator):
     assert int(env.episode.sum()) > 0, "the rollout should cross an auto-reset"
 
 
-def test_action_gradient_matches_finite_differences(generator):
-    env = make_env(dtype="float64", fused=False, **CROWDED)
+@pytest.mark.parametrize("fused, grad_step", [(False, "direct"), (True, "recompute")], ids=["direct", "recompute"])
+def test_action_gradient_matches_finite_differences(fused, grad_step, generator):
+    env = make_env(dtype="float64", fused=fused, plan={"grad_step": grad_step}, **CROWDED)
     low, high = env.action_bounds
     for _ in range(3):  # walk into the crowd first
         env.step(0.3 * noise_sequence(env, 1, generator)[0])
@@ -130,3 +131,107 @@ def test_scenario_memory_with_autograd_history_is_an_error():
     env = swarp.Environment(Leaky(n_agents=2), n_envs=1, device="cpu")
     with pytest.raises(RuntimeError, match="persistent memory 'prev_dist'"):
         env.step(torch.zeros(1, 2, 2, requires_grad=True))
+
+
+# --- plan.grad_step: "direct" and "recompute" (swarp/env/grad.py) -----------------------------------
+
+
+def grad_rollout(env: swarp.Environment, plan: list[torch.Tensor]):
+    """Steps with grads through ``plan`` (leaf actions), one backward of a loss over every step's
+    obs, final obs and reward; returns the actions' gradients and the outputs, detached."""
+    leaves = [actions.clone().requires_grad_() for actions in plan]
+    loss, outputs = 0.0, []
+    for actions in leaves:
+        obs, reward, terminated, truncated, info = env.step(actions)
+        loss = loss + scalar_loss(obs, reward) + 0.5 * scalar_loss(info.get("final_obs", obs), reward)
+        outputs.append(record(env, (obs.detach(), reward.detach(), terminated, truncated, info)))
+    loss.backward()
+    return [actions.grad for actions in leaves], outputs
+
+
+@pytest.mark.parametrize("name", swarp.scenario_names())
+def test_recompute_gives_the_direct_gradient_and_the_no_grad_outputs(name, generator):
+    """Every scenario, across auto-resets: from the same state the recomputed gradient is the
+    direct path's bit for bit (both are the torch reference's on the same taped physics), and
+    the recompute's outputs and state are what the same steps without grads give, bit for bit
+    (its forward is that step)."""
+    options = dict(n_envs=3, device="cpu", seed=0, max_steps=4, auto_reset=True)
+    direct = swarp.make(name, plan={"grad_step": "direct"}, **options)
+    recompute = swarp.make(name, plan={"grad_step": "recompute"}, **options)
+    plain = swarp.make(name, **options)
+    plan = noise_sequence(direct, 6, generator)
+    direct_grads, recompute_grads, recompute_outputs = [], [], []
+    for actions in plan:
+        direct.set_state(recompute.get_state())  # the direct path's resets round as the reference does
+        for env, grads in ((direct, direct_grads), (recompute, recompute_grads)):
+            leaf = actions.clone().requires_grad_()
+            obs, reward, terminated, truncated, info = env.step(leaf)
+            loss = scalar_loss(obs, reward) + 0.5 * scalar_loss(info["final_obs"], reward)
+            grads.append(torch.autograd.grad(loss, leaf)[0])
+        recompute_outputs.append(record(recompute, (obs.detach(), reward.detach(), terminated, truncated, info)))
+    for t, (a, b) in enumerate(zip(direct_grads, recompute_grads, strict=True)):
+        assert torch.equal(a, b), f"{name} step {t}: the gradients differ"
+    assert any(g.abs().sum() > 0 for g in recompute_grads), name
+    with torch.no_grad():
+        plain_outputs = [record(plain, plain.step(actions)) for actions in plan]
+    for a, b in zip(plain_outputs, recompute_outputs, strict=True):
+        # The grad step hands out every env's pre-reset obs as final_obs; the buffer, finished rows only.
+        done = (a["terminated"] | a["truncated"]).view(-1, 1, 1)
+        b["info.final_obs"] = torch.where(done, b["info.final_obs"], a["info.final_obs"])
+        assert_bit_identical([a], [b])
+    assert int(plain.episode.sum()) > 0, "the rollout should cross an auto-reset"
+
+
+@pytest.mark.parametrize("grad_step", ["direct", "recompute"])
+def test_a_step_keeps_its_inputs_until_its_backward(grad_step, generator):
+    """A step's gradient does not depend on what the env did after it (later steps, a set_state,
+    an invalidate), through its observation too (whose auto-reset mask the next step rewrites),
+    and a retained graph backpropagates twice to the same gradient. With ``"recompute"`` each
+    step backpropagates from the inputs it saved in a slot, reused once its graph is gone."""
+    env = make_env(plan={"grad_step": grad_step}, auto_reset=True, **CROWDED)
+    start = env.get_state()
+    plan = noise_sequence(env, 5, generator)
+    actions = plan[0].clone().requires_grad_()
+    (alone,) = torch.autograd.grad(scalar_loss(*env.step(actions)[:2]), actions)
+    env.set_state(start)
+    actions = plan[0].clone().requires_grad_()
+    loss = scalar_loss(*env.step(actions)[:2])
+    for later in plan[1:]:
+        env.step(later.clone().requires_grad_())
+    env.invalidate()
+    env.set_state(start)
+    (first,) = torch.autograd.grad(loss, actions, retain_graph=True)
+    (again,) = torch.autograd.grad(loss, actions)
+    assert torch.equal(alone, first) and torch.equal(first, again)
+    del loss
+    if grad_step == "recompute":
+        grad = env._recomputed_grad
+        for _ in range(4):
+            grad_rollout(env, plan)
+        assert len(grad._free) == len(plan), "one slot a live step: slots of finished backwards are reused"
+
+
+def test_grad_step_rule_and_errors():
+    assert make_env().plan.grad_step == "direct"  # the CPU: no graph to replay a recompute
+    with pytest.raises(ValueError, match="plan.grad_step must be one of"):
+        make_env(plan={"grad_step": "fast"})
+
+
+@pytest.mark.gpu
+def test_recompute_on_cuda_is_one_graph_with_the_direct_gradient(generator):
+    """On CUDA the rule is "recompute": from the second backward each step's backward replays one
+    captured graph, with the direct path's gradient up to float rounding (Warp's atomic adjoints
+    add in their own order)."""
+    options = dict(device="cuda:0", auto_reset=True, **CROWDED)
+    env = make_env(**options)
+    direct = make_env(plan={"grad_step": "direct"}, **options)
+    assert env.plan.grad_step == "recompute"
+    plan = noise_sequence(env, 6, generator)
+    start = env.get_state()
+    for _ in range(3):
+        env.set_state(start)
+        grads, _ = grad_rollout(env, plan)
+    assert env._recomputed_grad._graph is not None and env._recomputed_grad.no_graph_reason is None
+    direct_grads, _ = grad_rollout(direct, plan)
+    for t, (a, b) in enumerate(zip(direct_grads, grads, strict=True)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=f"step {t}")

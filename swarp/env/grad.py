@@ -1,0 +1,331 @@
+"""The differentiable step: ``Environment.step`` with actions that require grad.
+
+A grad-mode step returns ``obs`` and ``reward`` whose autograd history reaches that step's actions
+(the state entering the step is a constant: ``swarp.rollout`` does backpropagation through time).
+Its gradient is always the torch reference's: the scenario's ``post_step``, ``observations`` and
+``rewards`` on the physics' taped state (``warp_step``), the specification every scenario has,
+built-in or user-written. ``plan.grad_step`` chooses how a step gets there:
+
+* ``"direct"``: the physics through ``warp_step``, then the torch reference recorded by autograd
+  (``direct_step``); the env's outputs and bookkeeping come from the reference too.
+* ``"recompute"``: the forward is the environment's ordinary no-grad step (its fused kernels, one
+  graph), bit for bit what the same step without grads returns; the inputs of the step (the
+  state, the scenario's memory, parameters, counters and actions) are copied into a slot. The
+  backward copies the slot into a twin environment and recomputes the step's pre-reset
+  observation and reward there (taped physics plus the torch reference), then backpropagates into
+  the actions. On CUDA that recompute and its backward are captured as one torch CUDA graph
+  (Warp's launches join it), so each step's backward is one graph launch (``RecomputedGrad``).
+
+The values ``"recompute"`` returns are the fused kernels', the gradient the reference's; the two
+agree to float rounding (the twin tests). On the CPU ``"direct"`` is the rule: with no graph to
+replay, recomputing costs a second forward.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import TYPE_CHECKING
+
+import torch
+import warp as wp
+
+from swarp.env import reference
+from swarp.physics.autograd import GradRing, step_fields, warp_step
+from swarp.runtime.launch import Launcher
+from swarp.runtime.sequence import CompiledSequence, collector_paused, joined_capture
+
+if TYPE_CHECKING:
+    from swarp.env.environment import Environment
+
+#: Snapshot entries a step only writes: outputs, not inputs of the recompute.
+OUTPUT_KEYS = ("env.obs", "env.reward", "env.terminated", "env.truncated", "env.final_obs")
+
+
+def taped_physics(env: Environment, actions: torch.Tensor, ring: GradRing | None = None):
+    """The step's physics through ``warp_step`` from a copy of ``env``'s state (a constant), its
+    result written back, detached, into the persistent state and the neighbor lists rebuilt.
+
+    Returns:
+        The new state (``TorchState``: fresh tensors, or views into ``ring``) with autograd
+        history reaching ``actions``.
+    """
+    world = env.world
+    current = world.state.torch
+    # The fields the step integrates, copied: the write-back below must not change what the tape
+    # read. The others (a planar fleet's drone fields) pass through as the buffers themselves.
+    integrated = step_fields(env.stepper)
+    state_in = current._replace(**{name: getattr(current, name).clone() for name in integrated})
+    state = warp_step(
+        env.stepper,
+        state_in,
+        actions,
+        ring=ring,
+        invalid_flag=world.invalid_action_flag,
+        non_finite_flag=world.non_finite_flags,
+    )
+    with torch.no_grad():
+        for name in integrated:
+            getattr(current, name).copy_(getattr(state, name))
+    with env.streams.scope():
+        world.build_neighbors()
+    return state
+
+
+def reference_outputs(env: Environment, state) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scenario's ``post_step``, then its observation [E, A, obs_dim] and reward [E, A] with
+    ``env.state`` reading the taped ``state``; the caller clears ``env._grad_state`` after."""
+    env._grad_state = state
+    env.scenario.post_step()
+    obs = reference.observations(env)
+    reward = reference.checked(env.scenario.rewards(), env, "rewards", env.reward.shape)
+    return obs, reward
+
+
+def _check_memory_detached(env: Environment) -> None:
+    sc = env.scenario
+    for name, tensor in sc.state_tensors().items():
+        if tensor.requires_grad:
+            raise RuntimeError(
+                f"scenario {sc.name!r} stored a tensor with autograd history in its persistent memory "
+                f"{name!r} during a grad-mode step; store a detached value (tensor.copy_(value.detach()))"
+            )
+
+
+def grad_step(env: Environment, actions: torch.Tensor):
+    """``Environment.step`` with grads, by ``env.plan.grad_step``.
+
+    With auto-reset, an env that finished this step is reset as usual: its ``obs`` rows start
+    the new episode (constants, zero gradient), its ``reward`` is the finishing transition's
+    (with gradient), and ``info["final_obs"]`` is a fresh tensor with grad history holding
+    every env's observation before the resets (the last observation of finished envs).
+
+    Returns:
+        What ``Environment.step`` returns.
+    """
+    if env.plan.grad_step == "recompute":
+        if env._recomputed_grad is None:
+            env._recomputed_grad = RecomputedGrad(env)
+        obs, reward = _RecomputedStep.apply(env._recomputed_grad, actions)
+    else:
+        obs, reward = direct_step(env, actions)
+    info = dict(env.info)
+    if env.auto_reset:
+        info["final_obs"] = obs
+        # A copy of ``done``: autograd keeps the mask for the backward, and the next step rewrites it.
+        obs = torch.where(env.done.view(-1, 1, 1).clone(), env.obs, obs)
+    if env.clone_outputs:
+        info = {k: v if k == "final_obs" else v.clone() for k, v in info.items()}
+        return obs, reward, env.terminated.clone(), env.truncated.clone(), info
+    return obs, reward, env.terminated, env.truncated, info
+
+
+def direct_step(env: Environment, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``"direct"`` grad step: taped physics, then the torch reference recorded by autograd;
+    every persistent buffer updated as on the no-grad path (the reference's values), finished
+    envs reset. Returns the pre-reset ``obs`` and the ``reward``, with grad history."""
+    sc = env.scenario
+    state = taped_physics(env, actions)
+    try:
+        obs, reward = reference_outputs(env, state)
+        terminated = reference.checked(sc.done(), env, "done", env.terminated.shape, torch.bool)
+        step_info = reference.scenario_info(env)
+    finally:
+        env._grad_state = None
+    _check_memory_detached(env)
+    with torch.no_grad():
+        env.obs.copy_(obs)
+        env.reward.copy_(reward)
+        reference.flag_non_finite(env, env.obs, env.reward)
+        env.terminated.copy_(terminated)
+        for key, value in step_info.items():
+            env.info[key].copy_(value)
+    reference.end_step(env)
+    if env.auto_reset:
+        reference.reset_envs(env, env.done)
+    return obs, reward
+
+
+class RecomputedGrad:
+    """The ``"recompute"`` grad step of one environment: its slots and its twin (module doc).
+
+    A slot holds copies of what a step reads (``inputs``) and the step's actions, from the step's
+    forward until its autograd node is gone; slots are reused after that, so a loop of T steps and
+    one backward keeps about T slots. The twin is an environment built like ``env``; each backward
+    copies a slot into it and runs ``_recompute`` there: eagerly on the first backward (it warms
+    every kernel and checks the step), then captured as one CUDA graph on CUDA. A step that cannot
+    be captured (a torch reference that syncs with the host) keeps running eagerly, with one warning.
+
+    Args:
+        env: The environment (built and reset).
+    """
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.twin = env._build_twin()
+        self.twin._recomputed_grad = None
+        twin = self.twin
+        device = env.torch_device
+        self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=env.dtype, device=device)
+        self._actions.requires_grad_()
+        self._seed_obs = torch.zeros_like(env.obs)
+        self._seed_reward = torch.zeros_like(env.reward)
+        self._grad = torch.zeros_like(self._actions, requires_grad=False)
+        self._ring = GradRing(twin.stepper, env.n_envs, env.act_dim, 1)
+        self._twin_inputs = [*self.inputs(twin)[:-1], self._actions.detach()]
+        self._inputs = self.inputs(env)
+        self._free: list[_Slot] = []
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._eager_runs = 0
+        #: Why the backward runs eagerly on CUDA, or ``None``.
+        self.no_graph_reason: str | None = None
+
+    @staticmethod
+    def inputs(env: Environment) -> list[torch.Tensor]:
+        """The buffers of ``env`` a step reads (its snapshot without the step's outputs, then the
+        action buffer), in key order."""
+        tensors = env._snapshot_tensors()
+        keys = [key for key in sorted(tensors) if key not in OUTPUT_KEYS and not key.startswith("info.")]
+        return [*(tensors[key] for key in keys), env.world.actions]
+
+    def invalidate(self) -> None:
+        """Read the environment's buffers afresh and drop every graph (``Environment.invalidate``)."""
+        self._inputs = self.inputs(self.env)
+        self._free = []
+        self._graph = None
+        self._eager_runs = 0
+
+    def save(self) -> _Slot:
+        """A slot holding the step's inputs now (the action buffer written): one compiled copy."""
+        slot = self._free.pop() if self._free else _Slot(self, [torch.empty_like(t) for t in self._inputs])
+        slot.save()
+        return slot
+
+    def release(self, slot: _Slot) -> None:
+        """Give ``slot`` back (its step's autograd node is gone)."""
+        if slot.sources is self._inputs:
+            self._free.append(slot)
+
+    def vjp(self, slot: _Slot, grad_obs: torch.Tensor | None, grad_reward: torch.Tensor | None):
+        """d(<grad_obs, pre-reset obs> + <grad_reward, reward>) / d(actions) [E, A, act_dim] of the
+        step saved in ``slot``: a fresh tensor."""
+        slot.load()
+        for seed, grad in ((self._seed_obs, grad_obs), (self._seed_reward, grad_reward)):
+            if grad is None:
+                seed.zero_()
+            else:
+                seed.copy_(grad)
+        if self._graph is not None:
+            self._graph.replay()
+        elif self.twin.device.startswith("cuda") and self.no_graph_reason is None and self._eager_runs > 0:
+            self._capture()
+        else:
+            self._recompute()
+            self._eager_runs += 1
+        return self._grad.clone()
+
+    def _recompute(self) -> None:
+        """In the twin, from the slot copied in: the step's taped physics and torch reference, then
+        the backward of the seeded outputs into ``_grad``."""
+        twin = self.twin
+        with torch.enable_grad():
+            state = taped_physics(twin, self._actions, self._ring)
+            try:
+                obs, reward = reference_outputs(twin, state)
+            finally:
+                twin._grad_state = None
+            _check_memory_detached(twin)
+            # An output with no path to the actions (a reward of discrete events, say) adds nothing.
+            seeded = ((obs, self._seed_obs), (reward, self._seed_reward))
+            pairs = [(out, seed) for out, seed in seeded if out.requires_grad]
+            grad = None
+            if pairs:
+                outputs, seeds = zip(*pairs, strict=True)
+                (grad,) = torch.autograd.grad(outputs, self._actions, seeds, allow_unused=True)
+        if grad is None:
+            self._grad.zero_()
+        else:
+            self._grad.copy_(grad)
+
+    def _capture(self) -> None:
+        twin = self.twin
+        graph = torch.cuda.CUDAGraph()
+        caller_stream = torch.cuda.current_stream(twin.torch_device)
+        try:
+            with collector_paused(), torch.cuda.graph(graph), joined_capture(twin.streams.current()):
+                self._recompute()
+        except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
+            torch.cuda.set_stream(caller_stream)
+            reference.end_failed_capture(twin.torch_device)
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            self.no_graph_reason = (
+                f"{type(twin.scenario).__name__}'s grad-mode backward runs without a CUDA graph: capturing "
+                f"it failed ({type(error).__name__}: {first_line})"
+            )
+            warnings.warn(self.no_graph_reason, stacklevel=5)
+            self._recompute()
+            return
+        self._graph = graph
+        graph.replay()
+
+    def close(self) -> None:
+        """Release the twin and the graph."""
+        self._graph = None
+        self.twin.close()
+
+
+class _Slot:
+    """One step's saved inputs (``tensors``) and the two compiled copies around them: ``save``
+    (the environment's buffers in) and ``load`` (out into the twin's). As torch copies of the
+    ~25 buffers they cost 150 us of host time each on CUDA (navigation x 4)."""
+
+    def __init__(self, owner: RecomputedGrad, tensors: list[torch.Tensor]):
+        self.owner = owner
+        self.sources = owner._inputs
+        self.tensors = tensors
+        env = owner.env
+        mode = "graph" if env.device.startswith("cuda") else env.plan.launch
+        saved = [_dense(t) for t in tensors]
+        pairs_in = list(zip(saved, map(_dense, self.sources), strict=True))
+        pairs_out = list(zip(map(_dense, owner._twin_inputs), saved, strict=True))
+        self.save = CompiledSequence(_copies(pairs_in), mode, env.device, env.streams)
+        self.load = CompiledSequence(_copies(pairs_out), mode, env.device, env.streams)
+
+
+def _dense(tensor: torch.Tensor) -> wp.array:
+    """``tensor`` as a contiguous Warp array over its memory: a permuted view (the parameter table's
+    [E, A, P] over its stored [E, P, A]) in its stored order, which a CPU graph can copy."""
+    order = sorted(range(tensor.dim()), key=lambda i: -tensor.stride(i))
+    dense = tensor.permute(order)
+    if not dense.is_contiguous():
+        raise RuntimeError(f"a buffer of strides {tensor.stride()} is no permutation of a dense one")
+    return wp.from_torch(dense)
+
+
+def _copies(pairs: list[tuple[wp.array, wp.array]]):
+    """A launch sequence of the copies ``(dst, src)``."""
+
+    def sequence(launcher: Launcher) -> None:
+        for dst, src in pairs:
+            launcher.copy(dst, src)
+
+    return sequence
+
+
+class _RecomputedStep(torch.autograd.Function):
+    """The ``"recompute"`` step as an autograd node: (grad, actions) -> (pre-reset obs, reward)."""
+
+    @staticmethod
+    def forward(ctx, grad: RecomputedGrad, actions: torch.Tensor):
+        env = grad.env
+        ctx.grad = grad
+        env.world.actions.copy_(actions)
+        ctx.slot = grad.save()
+        weakref.finalize(ctx, grad.release, ctx.slot)
+        env._run_step()
+        pre_reset = torch.where(env.done.view(-1, 1, 1), env.final_obs, env.obs) if env.auto_reset else env.obs.clone()
+        return pre_reset, env.reward.clone()
+
+    @staticmethod
+    def backward(ctx, grad_obs, grad_reward):
+        return None, ctx.grad.vjp(ctx.slot, grad_obs, grad_reward)
