@@ -15,7 +15,7 @@ CROWDED = dict(n_envs=2, n_agents=4, world_size=0.3, n_obstacles=0, max_steps=6)
 
 def scalar_loss(obs: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
     """A fixed functional of everything differentiable a step returns."""
-    weights = torch.linspace(-1.0, 1.0, obs.shape[-1], dtype=obs.dtype)
+    weights = torch.linspace(-1.0, 1.0, obs.shape[-1], dtype=obs.dtype, device=obs.device)
     return (obs * weights).sum() + 3.0 * reward.sum()
 
 
