@@ -162,9 +162,7 @@ class RecomputedGrad:
 
     def __init__(self, env: Environment):
         self.env = env
-        self.twin = env._build_twin()
-        self.twin._recomputed_grad = None
-        twin = self.twin
+        self.twin = twin = env._build_twin()
         device = env.torch_device
         self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=env.dtype, device=device)
         self._actions.requires_grad_()
