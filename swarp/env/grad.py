@@ -33,7 +33,7 @@ import warp as wp
 from swarp.env import reference
 from swarp.physics.autograd import GradRing, step_fields, warp_step
 from swarp.runtime.launch import Launcher
-from swarp.runtime.sequence import CompiledSequence, collector_paused, joined_capture
+from swarp.runtime.sequence import CompiledSequence, joined_capture
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -175,6 +175,8 @@ class RecomputedGrad:
         self._free: list[_Slot] = []
         self._graph: torch.cuda.CUDAGraph | None = None
         self._eager_runs = 0
+        #: A CUDA environment whose plan runs graphs: the recompute is captured after its first run.
+        self._captures = env.device.startswith("cuda") and env.plan.launch == "graph"
         #: Why the backward runs eagerly on CUDA, or ``None``.
         self.no_graph_reason: str | None = None
 
@@ -215,7 +217,7 @@ class RecomputedGrad:
                 seed.copy_(grad)
         if self._graph is not None:
             self._graph.replay()
-        elif self.twin.device.startswith("cuda") and self.no_graph_reason is None and self._eager_runs > 0:
+        elif self._captures and self.no_graph_reason is None and self._eager_runs > 0:
             self._capture()
         else:
             self._recompute()
@@ -247,21 +249,17 @@ class RecomputedGrad:
 
     def _capture(self) -> None:
         twin = self.twin
-        graph = torch.cuda.CUDAGraph()
-        caller_stream = torch.cuda.current_stream(twin.torch_device)
-        try:
-            with collector_paused(), torch.cuda.graph(graph), joined_capture(twin.streams.current()):
+
+        def recompute_in_capture() -> None:
+            with joined_capture(twin.streams.current()):
                 self._recompute()
-        except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
-            torch.cuda.set_stream(caller_stream)
-            reference.end_failed_capture(twin.torch_device)
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            self.no_graph_reason = (
-                f"{type(twin.scenario).__name__}'s grad-mode backward runs without a CUDA graph: capturing "
-                f"it failed ({type(error).__name__}: {first_line})"
-            )
+
+        graph, why = reference.capture_torch(twin.torch_device, twin.scenario, recompute_in_capture)
+        if graph is None:
+            name = type(twin.scenario).__name__
+            self.no_graph_reason = f"{name}'s grad-mode backward runs without a CUDA graph: {why}"
             warnings.warn(self.no_graph_reason, stacklevel=5)
-            self._recompute()
+            self._recompute()  # the capture ran no work: this call's recompute
             return
         self._graph = graph
         graph.replay()
@@ -278,11 +276,10 @@ class _Slot:
     ~25 buffers they cost 150 us of host time each on CUDA (navigation x 4)."""
 
     def __init__(self, owner: RecomputedGrad, tensors: list[torch.Tensor]):
-        self.owner = owner
         self.sources = owner._inputs
-        self.tensors = tensors
+        self.tensors = tensors  # the slot's memory, which the copies address
         env = owner.env
-        mode = "graph" if env.device.startswith("cuda") else env.plan.launch
+        mode = env.plan.launch
         saved = [_dense(t) for t in tensors]
         pairs_in = list(zip(saved, map(_dense, self.sources), strict=True))
         pairs_out = list(zip(map(_dense, owner._twin_inputs), saved, strict=True))

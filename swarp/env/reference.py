@@ -188,29 +188,11 @@ class CapturedTorchStep:
 
     def _capture(self) -> None:
         env = self.env
-        before = scenario_fingerprint(env.scenario)
-        graph = torch.cuda.CUDAGraph()
-        caller_stream = torch.cuda.current_stream(env.torch_device)
-        try:
-            with collector_paused(), torch.cuda.graph(graph):
-                torch_step_into_capture(env, env.streams.current())
-        except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
-            # torch.cuda.graph restores the caller's stream only after its capture ends cleanly: a
-            # failed capture would leave torch on the capture's side stream for the whole process.
-            torch.cuda.set_stream(caller_stream)
-            end_failed_capture(env.torch_device)
-            while error.__context__ is not None:  # the first failure, not the capture's end failing after it
-                error = error.__context__
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            self.give_up(
-                f"capturing it failed ({type(error).__name__}: {first_line}); swarp.testing.check_scenario on the "
-                "CPU names the method that syncs with the host"
-            )
-            self._eager()
-            return
-        changed = changed_attributes(before, scenario_fingerprint(env.scenario))
-        if changed:
-            self.give_up(f"the step changes the attribute(s) {', '.join(changed)} while captured")
+        graph, why = capture_torch(
+            env.torch_device, env.scenario, lambda: torch_step_into_capture(env, env.streams.current())
+        )
+        if graph is None:
+            self.give_up(why)
             self._eager()  # the capture ran no work: this call's step
             return
         self.graph = graph
@@ -227,6 +209,35 @@ class CapturedTorchStep:
         """Forget the graph (after a change to anything it captured); the next step captures again."""
         self.graph = None
         self._eager_steps = 0
+
+
+def capture_torch(device: torch.device, scenario, work) -> tuple[torch.cuda.CUDAGraph | None, str | None]:
+    """Capture ``work()`` (torch ops and Warp launches joined to torch's capture) as one torch CUDA
+    graph: ``(graph, None)``, or ``(None, why)`` where the capture failed or changed an attribute
+    of ``scenario`` (a replay would then be wrong). A failed capture ran nothing; the caller's
+    stream and the default generator are repaired."""
+    before = scenario_fingerprint(scenario)
+    graph = torch.cuda.CUDAGraph()
+    caller_stream = torch.cuda.current_stream(device)
+    try:
+        with collector_paused(), torch.cuda.graph(graph):
+            work()
+    except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
+        # torch.cuda.graph restores the caller's stream only after its capture ends cleanly: a
+        # failed capture would leave torch on the capture's side stream for the whole process.
+        torch.cuda.set_stream(caller_stream)
+        end_failed_capture(device)
+        while error.__context__ is not None:  # the first failure, not the capture's end failing after it
+            error = error.__context__
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return None, (
+            f"capturing it failed ({type(error).__name__}: {first_line}); swarp.testing.check_scenario on the "
+            "CPU names the method that syncs with the host"
+        )
+    changed = changed_attributes(before, scenario_fingerprint(scenario))
+    if changed:
+        return None, f"the step changes the attribute(s) {', '.join(changed)} while captured"
+    return graph, None
 
 
 def end_failed_capture(device: torch.device) -> None:

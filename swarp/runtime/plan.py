@@ -242,7 +242,7 @@ def choose_plan(
     # spread's fused step, interleaved, 2-core EPYC). Not by default: the first steps compile 11-15 s.
     rule("compile_torch", not cuda and not can.fused and use_graph is True)
     # The no-grad step forward and a captured recompute a step backward, against the torch reference
-    # recorded op by op: navigation 1,024 x 4, T = 30 forward + backward on the H200 138 -> 13.3 ms;
+    # recorded op by op: navigation 1,024 x 4, T = 30 forward + backward on the H200 189.6 -> 12.92 ms;
     # on the CPU, with no graph to replay, the recompute is a second forward: 113 -> 141 ms (2-core EPYC).
     rule("grad_step", "recompute" if cuda else "direct")
     plan = ExecutionPlan(**chosen)
