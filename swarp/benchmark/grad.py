@@ -12,8 +12,9 @@ from a fixed start with actions that require grad, reduce to a scalar loss, ``lo
 * ``rollout+ring``: the same with a ``GradRing`` (taped scratch allocated once).
 * ``graph``: the same rollout through a ``RolloutGraph``: forward and backward each one graph launch
   (CUDA graphs on the GPU, Warp's recorded operation stream on the CPU), no per-step Python.
-* ``env direct`` / ``env recompute``: ``Environment.step`` on navigation with grads, T times, with
-  ``plan.grad_step`` ``"direct"`` / ``"recompute"`` (``swarp.env.grad``); loss: the sum of rewards.
+* ``env direct`` / ``env recompute`` / ``env compiled``: ``Environment.step`` on navigation with
+  grads, T times, with ``plan.grad_step`` ``"direct"`` / ``"recompute"`` / ``"compiled"``
+  (``swarp.env.grad``; the warm-up iteration compiles); loss: the sum of rewards.
   Each step's gradient reaches that step's actions (the env state entering a step is a constant).
 * ``vmas``: VMAS 1.5.2 navigation (its defaults, 4 agents), ``grad_enabled=True``, T steps;
   loss: the sum of rewards. VMAS carries the gradient through its state across steps. Skipped
@@ -198,6 +199,7 @@ def main(argv=None) -> None:
             graphed = time_rollout(n_envs, device, args.steps, "graph", args.repeats)
             direct = time_env(n_envs, device, args.steps, args.repeats, "direct")
             recompute = time_env(n_envs, device, args.steps, args.repeats, "recompute")
+            compiled = time_env(n_envs, device, args.steps, args.repeats, "compiled")
             vmas_seconds = time_vmas(n_envs, device, args.steps, args.repeats) if with_vmas else math.nan
             synchronize(device)
             rows.append(
@@ -211,9 +213,11 @@ def main(argv=None) -> None:
                     graphed * 1e3,
                     direct * 1e3,
                     recompute * 1e3,
+                    compiled * 1e3,
                     vmas_seconds * 1e3,
                     vmas_seconds / direct,
                     vmas_seconds / recompute,
+                    vmas_seconds / compiled,
                     vmas_seconds / ring,
                     vmas_seconds / graphed,
                 ]
@@ -231,9 +235,11 @@ def main(argv=None) -> None:
             "graph ms",
             "env direct ms",
             "env recompute ms",
+            "env compiled ms",
             "vmas ms",
             "vmas/direct",
             "vmas/recompute",
+            "vmas/compiled",
             "vmas/ring",
             "vmas/graph",
         ],

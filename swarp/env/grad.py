@@ -15,14 +15,20 @@ built-in or user-written. ``plan.grad_step`` chooses how a step gets there:
   observation and reward there (taped physics plus the torch reference), then backpropagates into
   the actions. On CUDA that recompute and its backward are captured as one torch CUDA graph
   (Warp's launches join it), so each step's backward is one graph launch (``RecomputedGrad``).
+* ``"compiled"``: ``"recompute"`` with the twin's torch reference (``reference_outputs``) through
+  ``torch.compile``: inductor fuses its ~100 small kernels and their adjoints into a few, which the
+  captured graph then replays. The first backward compiles (seconds); where compiling fails the
+  step runs as ``"recompute"`` from then on, with one warning.
 
 The values ``"recompute"`` returns are the fused kernels', the gradient the reference's; the two
-agree to float rounding (the twin tests). On the CPU ``"direct"`` is the rule: with no graph to
-replay, recomputing costs a second forward.
+agree to float rounding (the twin tests); ``"compiled"``'s gradient is the reference's up to the
+rounding of inductor's fused sums. On the CPU ``"direct"`` is the rule: with no graph to replay,
+recomputing costs a second forward.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -103,7 +109,7 @@ def grad_step(env: Environment, actions: torch.Tensor):
     Returns:
         What ``Environment.step`` returns.
     """
-    if env.plan.grad_step == "recompute":
+    if env.plan.grad_step != "direct":
         if env._recomputed_grad is None:
             env._recomputed_grad = RecomputedGrad(env)
         obs, reward = _RecomputedStep.apply(env._recomputed_grad, actions)
@@ -155,6 +161,7 @@ class RecomputedGrad:
     copies a slot into it and runs ``_recompute`` there: eagerly on the first backward (it warms
     every kernel and checks the step), then captured as one CUDA graph on CUDA. A step that cannot
     be captured (a torch reference that syncs with the host) keeps running eagerly, with one warning.
+    With ``plan.grad_step="compiled"`` the twin's torch reference runs through ``torch.compile``.
 
     Args:
         env: The environment (built and reset).
@@ -177,6 +184,10 @@ class RecomputedGrad:
         self._eager_runs = 0
         #: A CUDA environment whose plan runs graphs: the recompute is captured after its first run.
         self._captures = env.device.startswith("cuda") and env.plan.launch == "graph"
+        #: The twin's torch reference: plain, or compiled (``plan.grad_step="compiled"``).
+        self._outputs = reference_outputs
+        if env.plan.grad_step == "compiled":
+            self._outputs = torch.compile(reference_outputs, dynamic=False)
         #: Why the backward runs eagerly on CUDA, or ``None``.
         self.no_graph_reason: str | None = None
 
@@ -220,9 +231,26 @@ class RecomputedGrad:
         elif self._captures and self.no_graph_reason is None and self._eager_runs > 0:
             self._capture()
         else:
-            self._recompute()
+            failure = None
+            try:
+                self._recompute()
+            except torch._dynamo.exc.TorchDynamoException as error:  # compiling failed: the plain reference
+                failure = reference.first_line(error)  # (the traceback would keep the failed step's tape alive)
+            if failure is not None:
+                self._stop_compiling(failure)
+                slot.load()  # what ran before the failure (the physics, a graph before a break) ran on the slot
+                self._recompute()
             self._eager_runs += 1
         return self._grad.clone()
+
+    def _stop_compiling(self, failure: str) -> None:
+        self._outputs = reference_outputs
+        env = self.env
+        env.plan = dataclasses.replace(env.plan, grad_step="recompute")
+        warnings.warn(
+            f"plan.grad_step='compiled': torch.compile failed ({failure}); the grad step runs as 'recompute'",
+            stacklevel=6,
+        )
 
     def _recompute(self) -> None:
         """In the twin, from the slot copied in: the step's taped physics and torch reference, then
@@ -231,7 +259,7 @@ class RecomputedGrad:
         with torch.enable_grad():
             state = taped_physics(twin, self._actions, self._ring)
             try:
-                obs, reward = reference_outputs(twin, state)
+                obs, reward = self._outputs(twin, state)
             finally:
                 twin._grad_state = None
             _check_memory_detached(twin)

@@ -127,10 +127,15 @@ class TorchCalls:
             self.compiled = False
             env = self.env
             env.plan = dataclasses.replace(env.plan, compile_torch=False)
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            warnings.warn(f"plan.compile_torch: torch.compile failed ({first_line}); running the torch step "
+            warnings.warn(f"plan.compile_torch: torch.compile failed ({first_line(error)}); running the torch step "
                           "uncompiled", stacklevel=4)  # fmt: skip
             plain(*args)
+
+
+def first_line(error: Exception) -> str:
+    """``error``'s type and the first line of its message: a one-line warning's reason."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
 
 
 def torch_step_into_capture(env: Environment, stream: wp.Stream) -> None:
@@ -229,9 +234,8 @@ def capture_torch(device: torch.device, scenario, work) -> tuple[torch.cuda.CUDA
         end_failed_capture(device)
         while error.__context__ is not None:  # the first failure, not the capture's end failing after it
             error = error.__context__
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return None, (
-            f"capturing it failed ({type(error).__name__}: {first_line}); swarp.testing.check_scenario on the "
+            f"capturing it failed ({first_line(error)}); swarp.testing.check_scenario on the "
             "CPU names the method that syncs with the host"
         )
     changed = changed_attributes(before, scenario_fingerprint(scenario))

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import swarp
+from swarp.runtime.plan import has_triton
 from swarp.scenarios.navigation import NavigationScenario
 from tests.support import DEVICES, PATHS, assert_bit_identical, make_env, noise_sequence, record
 
@@ -211,6 +212,57 @@ def test_a_step_keeps_its_inputs_until_its_backward(grad_step, generator):
         assert len(grad._free) == len(plan), "one slot a live step: slots of finished backwards are reused"
 
 
+@pytest.mark.parametrize("name", ["navigation", "transport"])
+def test_compiled_gives_the_direct_gradient_and_the_no_grad_outputs(name, generator):
+    """``"compiled"``: the recompute with the twin's torch reference through torch.compile (C++
+    loops on the CPU): the direct gradient up to the rounding of fused sums, the same outputs as
+    ``"recompute"`` bit for bit (both forwards are the no-grad step), across auto-resets."""
+    options = dict(n_envs=3, device="cpu", seed=0, max_steps=4, auto_reset=True)
+    direct = swarp.make(name, plan={"grad_step": "direct"}, **options)
+    compiled = swarp.make(name, plan={"grad_step": "compiled"}, **options)
+    recompute = swarp.make(name, plan={"grad_step": "recompute"}, **options)
+    plan = noise_sequence(direct, 6, generator)
+    for t, actions in enumerate(plan):
+        direct.set_state(compiled.get_state())
+        grads, outputs = [], []
+        for env in (direct, compiled, recompute):
+            leaf = actions.clone().requires_grad_()
+            obs, reward, terminated, truncated, info = env.step(leaf)
+            loss = scalar_loss(obs, reward) + 0.5 * scalar_loss(info["final_obs"], reward)
+            grads.append(torch.autograd.grad(loss, leaf)[0])
+            outputs.append(record(env, (obs.detach(), reward.detach(), terminated, truncated, info)))
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-6, msg=f"{name} step {t}")
+        assert_bit_identical([outputs[1]], [outputs[2]])
+    assert compiled.plan.grad_step == "compiled" and int(compiled.episode.sum()) > 0
+
+
+def test_compiled_falls_back_to_recompute_where_compiling_fails(monkeypatch, generator):
+    """A compile that fails (here after the reference's ``post_step`` ran, as a graph before a break
+    would) warns once and leaves the step ``"recompute"``: the slot is loaded again, so the
+    gradient is the direct path's bit for bit."""
+
+    def failing_compile(fn, **options):
+        def compiled(env, state):
+            env.scenario.post_step()
+            raise torch._dynamo.exc.InternalTorchDynamoError("no backend here")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    env = make_env(plan={"grad_step": "compiled"}, **CROWDED)
+    direct = make_env(plan={"grad_step": "direct"}, **CROWDED)
+    actions = noise_sequence(env, 1, generator)[0]
+
+    def gradient(e: swarp.Environment) -> torch.Tensor:
+        leaf = actions.clone().requires_grad_()
+        return torch.autograd.grad(scalar_loss(*e.step(leaf)[:2]), leaf)[0]
+
+    expected = gradient(direct)
+    with pytest.warns(UserWarning, match="torch.compile failed .*no backend here.*runs as 'recompute'"):
+        got = gradient(env)
+    assert torch.equal(expected, got) and env.plan.grad_step == "recompute"
+
+
 def test_grad_step_rule_and_errors():
     assert make_env().plan.grad_step == "direct"  # the CPU: no graph to replay a recompute
     with pytest.raises(ValueError, match="plan.grad_step must be one of"):
@@ -218,20 +270,22 @@ def test_grad_step_rule_and_errors():
 
 
 @pytest.mark.gpu
-def test_recompute_on_cuda_is_one_graph_with_the_direct_gradient(generator):
-    """On CUDA the rule is "recompute": from the second backward each step's backward replays one
-    captured graph, with the direct path's gradient up to float rounding (Warp's atomic adjoints
-    add in their own order)."""
+@pytest.mark.parametrize("grad_step", ["recompute", "compiled"])
+def test_recompute_on_cuda_is_one_graph_with_the_direct_gradient(grad_step, generator):
+    """On CUDA the rule is "compiled" (where triton is installed): from the second backward each
+    step's backward replays one captured graph (the compiled reference's kernels in it), with the
+    direct path's gradient up to float rounding (Warp's atomic adjoints add in their own order)."""
     options = dict(device="cuda:0", auto_reset=True, **CROWDED)
-    env = make_env(**options)
+    env = make_env(plan={"grad_step": grad_step}, **options)
     direct = make_env(plan={"grad_step": "direct"}, **options)
-    assert env.plan.grad_step == "recompute"
+    assert make_env(**options).plan.grad_step == ("compiled" if has_triton() else "recompute")
     plan = noise_sequence(env, 6, generator)
     start = env.get_state()
     for _ in range(3):
         env.set_state(start)
         grads, _ = grad_rollout(env, plan)
     assert env._recomputed_grad._graph is not None and env._recomputed_grad.no_graph_reason is None
+    assert env.plan.grad_step == grad_step  # compiling did not fall back
     direct_grads, _ = grad_rollout(direct, plan)
     for t, (a, b) in enumerate(zip(direct_grads, grads, strict=True)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=f"step {t}")

@@ -12,6 +12,7 @@ from swarp.runtime.plan import (
     Capabilities,
     ExecutionPlan,
     choose_plan,
+    has_triton,
     throughput_bound,
 )
 
@@ -124,6 +125,7 @@ def test_the_cuda_plan_of_small_and_large_batches():
         fused_step_end=True,
         reset_ahead=True,
         lidar_rays_per_thread=LIDAR_RAYS_PER_THREAD,
+        grad_step="compiled" if has_triton() else "recompute",
     )
     big = choose_plan("cuda:0", 262144, 16, 8, can=FUSED)
     assert throughput_bound("cuda:0", 262144, 16) and not throughput_bound("cuda:0", 16384, 16)
