@@ -29,6 +29,7 @@ recomputing costs a second forward.
 from __future__ import annotations
 
 import dataclasses
+import types
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -187,7 +188,10 @@ class RecomputedGrad:
         #: The twin's torch reference: plain, or compiled (``plan.grad_step="compiled"``).
         self._outputs = reference_outputs
         if env.plan.grad_step == "compiled":
-            self._outputs = torch.compile(reference_outputs, dynamic=False)
+            # Over a code object of its own: torch keeps compiled graphs per code object, at most 8
+            # (one per scenario type and shape), and runs the function eagerly past that.
+            code = reference_outputs.__code__.replace()
+            self._outputs = torch.compile(types.FunctionType(code, globals(), "reference_outputs"), dynamic=False)
         #: Why the backward runs eagerly on CUDA, or ``None``.
         self.no_graph_reason: str | None = None
 
