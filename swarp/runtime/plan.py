@@ -249,7 +249,8 @@ def choose_plan(
     # recorded op by op: navigation 1,024 x 4, T = 30 forward + backward on the H200 189.6 -> 12.92 ms;
     # on the CPU, with no graph to replay, the recompute is a second forward: 113 -> 141 ms (2-core EPYC).
     # The recompute's torch reference compiled (its ~100 small kernels and their adjoints fused by
-    # inductor): 11.38 -> 6.52 ms on the H200, paired in one run. It needs triton on CUDA.
+    # inductor): 13.34 -> 7.76 ms on the H200, after a compile of 5-45 s; it needs triton. On the
+    # CPU 1.1x "direct" (203.5 -> 185.6 ms), not worth a compile of seconds in every process.
     rule("grad_step", ("compiled" if has_triton() else "recompute") if cuda else "direct")
     plan = ExecutionPlan(**chosen)
     _check(plan, device, n_agents, can, given)
