@@ -183,11 +183,11 @@ def test_recompute_gives_the_direct_gradient_and_the_no_grad_outputs(name, gener
     assert int(plain.episode.sum()) > 0, "the rollout should cross an auto-reset"
 
 
-@pytest.mark.parametrize("grad_step", ["direct", "recompute"])
+@pytest.mark.parametrize("grad_step", ["direct", "recompute", "compiled"])
 def test_a_step_keeps_its_inputs_until_its_backward(grad_step, generator):
     """A step's gradient does not depend on what the env did after it (later steps, a set_state,
     an invalidate), through its observation too (whose auto-reset mask the next step rewrites),
-    and a retained graph backpropagates twice to the same gradient. With ``"recompute"`` each
+    and a retained graph backpropagates twice to the same gradient. With a recompute each
     step backpropagates from the inputs it saved in a slot, reused once its graph is gone."""
     env = make_env(plan={"grad_step": grad_step}, auto_reset=True, **CROWDED)
     start = env.get_state()
@@ -205,7 +205,7 @@ def test_a_step_keeps_its_inputs_until_its_backward(grad_step, generator):
     (again,) = torch.autograd.grad(loss, actions)
     assert torch.equal(alone, first) and torch.equal(first, again)
     del loss
-    if grad_step == "recompute":
+    if grad_step != "direct":
         grad = env._recomputed_grad
         for _ in range(4):
             grad_rollout(env, plan)
