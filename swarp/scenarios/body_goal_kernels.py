@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core import trig
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
 from swarp.physics import bodies, dynamics
@@ -41,6 +42,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int, checks_drop: bool):
     """Kernels for one precision, reset layout, fleet size, body count, target body and failure rule."""
     vec2 = vec2_type(scalar)
+    cos_sin = trig.cos_sin(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
     wrap_angle = dynamics.funcs(scalar).wrap_angle
@@ -112,8 +114,9 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
                 obs_out[env, a, o + 1] = rel[1]
                 obs_out[env, a, o + 2] = bv[0]
                 obs_out[env, a, o + 3] = bv[1]
-                obs_out[env, a, o + 4] = wp.cos(th)
-                obs_out[env, a, o + 5] = wp.sin(th)
+                heading = cos_sin(th)
+                obs_out[env, a, o + 4] = heading[0]
+                obs_out[env, a, o + 5] = heading[1]
                 finite = finite and health.finite(rel) and health.finite(bv) and health.finite(th)
             o = 4 + 6 * wp.static(n_bodies)
             obs_out[env, a, o + 0] = to_goal[0]

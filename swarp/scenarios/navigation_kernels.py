@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core import trig
 from swarp.core.config import ObstacleShape
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
@@ -57,6 +58,7 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
     precision, neighbor count k and the world's neighbor lists (width, backend and layout: the
     observation builds each agent's list)."""
     vec2 = vec2_type(scalar)
+    cos_sin = trig.cos_sin(scalar)
     nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
@@ -129,8 +131,9 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
         row[1] = p[1]
         row[2] = v[0]
         row[3] = v[1]
-        row[4] = wp.cos(th)
-        row[5] = wp.sin(th)
+        heading = cos_sin(th)
+        row[4] = heading[0]
+        row[5] = heading[1]
         row[6] = rel_goal[0]
         row[7] = rel_goal[1]
         # Slots of neighbors not in range keep the zeros (valid flag 0) the row started with.

@@ -65,23 +65,6 @@ def ahead_root_f32(b: wp.float32, c: wp.float32) -> wp.float32:
     ...
 
 
-@wp.func_native(
-    """
-#if defined(__CUDA_ARCH__)
-    float s, c;
-    sincosf(phi, &s, &c);
-    return wp::vec2f(c, s);
-#else
-    return wp::vec2f(cosf(phi), sinf(phi));
-#endif
-"""
-)
-def cos_sin_f32(phi: wp.float32) -> wp.vec2f:
-    """``(cos phi, sin phi)``, one argument reduction for both on CUDA (``sincosf``: the same bits
-    as ``cosf`` and ``sinf``, pinned by a GPU test against the per-ray scan). No adjoint."""
-    ...
-
-
 @functools.cache
 def funcs(scalar: type) -> SimpleNamespace:
     """Ray-shape intersection functions for one precision. Each returns the hit distance along a

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core import trig
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.physics import bodies as body_physics
@@ -24,7 +25,6 @@ from swarp.sensors.lidar.geometry import (
     HIT_NONE,
     HIT_OBSTACLE,
     HIT_WALL,
-    cos_sin_f32,
     funcs,
 )
 
@@ -84,6 +84,7 @@ def kernels(
     vec2 = vec2_type(scalar)
     shape_pose = body_physics.funcs(scalar).shape_pose
     f = funcs(scalar)
+    cos_sin = trig.cos_sin(scalar)
     Scene = scene_struct(scalar)
     two_pi = scalar(2.0 * math.pi)
 
@@ -101,7 +102,7 @@ def kernels(
     def ray_direction(theta: scalar, ray: int, n_rays: int) -> vec2:
         """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
         phi = ray_angle(theta, ray, n_rays)
-        return vec2(wp.cos(phi), wp.sin(phi))
+        return cos_sin(phi)
 
     @wp.func
     def nearer_static(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i) -> wp.vec2i:
@@ -378,6 +379,7 @@ def group_kernel(
     H200: registers)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
+    cos_sin = trig.cos_sin(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
     zero = scalar(0.0)
@@ -426,10 +428,7 @@ def group_kernel(
         for r in range(wp.static(group)):
             # past n_rays in a partial group: never stored
             phi = k.ray_angle(th, first + r, wp.static(n_rays))
-            if wp.static(scalar is wp.float32):
-                d = cos_sin_f32(phi)
-            else:
-                d = vec2(wp.cos(phi), wp.sin(phi))
+            d = cos_sin(phi)
             dx[r] = d[0]
             dy[r] = d[1]
             near[r] = -scene.max_range
