@@ -19,8 +19,13 @@ from swarp.train.tasks import TASKS
 #: drone_navigation: 200. At 100 it passed with torch's 2 threads by 0.4 and failed on 1 thread
 #: (return -102.3 against random's -100.4: the reductions' order changes the run); at 200 it clears
 #: the bar by 3.2 (2 threads) and 1.3 (1 thread).
-BUDGET = {"balance": 102_400, "drone_navigation": 204_800}
+BUDGET = {"balance": 102_400, "drone_navigation": 204_800, "push_t": 40_960}
 DEFAULT_BUDGET = 20_480
+#: Seeds trained (in one batch) where one short run is a coin flip. push_t's first 20-60 k steps land
+#: below random play for about one seed in four: seeds 0-3 at 20,480, 40,960 and 61,440 steps, before
+#: and after the CPU's inline cos and sin moved its observations by an ulp. The median is asserted
+#: (at 40,960: 0.022 before, 0.043 after, against a bar of -0.059).
+SEEDS = {"push_t": (0, 1, 2)}
 #: Episodes of each comparison, and their reset seed (apart from the training seed 0).
 EPISODES, EVAL_SEED = 64, 777
 
@@ -32,12 +37,14 @@ def test_every_built_in_scenario_has_a_task_record():
 
 @pytest.mark.parametrize("name", swarp.scenario_names())
 def test_the_task_record_trains_above_random_play(name):
-    """A short CPU run of the shipped task record beats random play's mean return on the same fresh
-    episodes by 1% of random's magnitude (at least 0.02)."""
-    result = train(name, device="cpu", n_envs=32, total_steps=BUDGET.get(name, DEFAULT_BUDGET), eval_every=0,
-                   eval_envs=32, run_dir="", progress=False, log_every=1000)  # fmt: skip
+    """A short CPU run of the shipped task record (the median of ``SEEDS``' runs) beats random
+    play's mean return on the same fresh episodes by 1% of random's magnitude (at least 0.02)."""
+    seeds = SEEDS.get(name, (0,))
+    results = train(name, device="cpu", n_envs=32, total_steps=BUDGET.get(name, DEFAULT_BUDGET), eval_every=0,
+                    eval_envs=32, run_dir="", progress=False, log_every=1000, seeds=seeds)  # fmt: skip
+    results = results if len(seeds) > 1 else [results]
     evaluator = Evaluator(name, get_task(name), EPISODES, "cpu", EVAL_SEED)
-    policy = evaluator(result.policy)["return"].mean().item()
+    policy = torch.tensor([evaluator(r.policy)["return"].mean().item() for r in results]).median().item()
     random = evaluator(evaluator.random_actions(EVAL_SEED))["return"].mean().item()
     assert policy > random + max(0.02, 0.01 * abs(random)), (policy, random)
 
