@@ -1,15 +1,15 @@
-"""``cos_sin``: the cosine and sine of an angle inside a float32 kernel, cheap on both targets.
+"""``cos_sin``: the cosine and sine of an angle inside a kernel, inline on the CPU.
 
-On CUDA it is ``sincosf`` (one argument reduction for both; the same bits as ``cosf`` and
-``sinf``, pinned by a GPU test against the lidar's per-ray scan). On the CPU, ``cosf`` and ``sinf``
-are calls into the C library (~17 ns a pair on the 2-core EPYC), and a navigation step made 4,096
-of them at 1,024 x 4: 16% of its time. There it is inline instead: the angle's nearest multiple
-``q`` of pi/2 taken off in three exact parts (Cody and Waite), minimax polynomials of degree 7 and
-8 on the remainder in [-pi/4, pi/4], and the quadrant's swap and signs as selects. It is within
-2^-23 of the exact values for ``|phi| <= 1e4`` rad (0.77 of it measured; the library's own error is
-0.30: tests/core/test_trig.py). Beyond that, where the reduction's second part is no longer exact,
-it calls the library: a branch that headings (wrapped to [-pi, pi)) and ray angles never take.
-NaN and infinities give NaN, as the library does.
+On the CPU, ``cosf`` and ``sinf`` are calls into the C library, and a navigation step spends a
+sixth of its time in them (docs/journal, s22). There ``cos_sin_f32`` is inline instead: the angle's
+nearest multiple ``q`` of pi/2 taken off in three parts (Cody and Waite), minimax polynomials of
+degree 7 and 8 on the remainder in [-pi/4, pi/4], and the quadrant's swap and signs as selects
+(a branch on the quadrant mispredicts on random headings). It is within 2^-23 of the exact values
+for ``|phi| <= 1e4`` rad (tests/core/test_trig.py); beyond that, where the reduction's second part
+is no longer exact, it calls the library, a branch headings (wrapped to [-pi, pi)) and ray angles
+never take. NaN and infinities give NaN, as the library does. On CUDA it is ``cosf`` and ``sinf``,
+what ``wp.cos`` and ``wp.sin`` compile to, so its callers' CUDA code is unchanged; ``sincos_f32``,
+the lidar's grouped scan's, is ``sincosf`` there.
 """
 
 import functools
@@ -18,14 +18,8 @@ import warp as wp
 
 from swarp.core.precision import vec2_type
 
-
-@wp.func_native(
-    """
-#if defined(__CUDA_ARCH__)
-    float s, c;
-    sincosf(phi, &s, &c);
-    return wp::vec2f(c, s);
-#else
+# The CPU's inline cosine and sine of ``phi``, shared by both funcs below.
+_CPU = """
     if (__builtin_expect(fabsf(phi) > 1.0e4f, 0))
         return wp::vec2f(cosf(phi), sinf(phi));
     const float q = rintf(phi * 0.636619772367581343f);
@@ -41,11 +35,25 @@ from swarp.core.precision import vec2_type
     const float c = swap ? sn : cs;
     const float s = swap ? cs : sn;
     return wp::vec2f(quadrant == 1.0f || quadrant == 2.0f ? -c : c, quadrant >= 2.0f ? -s : s);
-#endif
 """
-)
+
+
+def _native(cuda: str) -> str:
+    return f"#if defined(__CUDA_ARCH__)\n{cuda}\n#else{_CPU}#endif\n"
+
+
+@wp.func_native(_native("    return wp::vec2f(cosf(phi), sinf(phi));"))
 def cos_sin_f32(phi: wp.float32) -> wp.vec2f:
-    """``(cos phi, sin phi)`` of an angle ``phi`` [rad], float32 (see the module doc). No adjoint."""
+    """``(cos phi, sin phi)`` of an angle ``phi`` [rad], float32; on CUDA ``cosf`` and ``sinf``
+    (see the module doc). No adjoint."""
+    ...
+
+
+@wp.func_native(_native("    float s, c;\n    sincosf(phi, &s, &c);\n    return wp::vec2f(c, s);"))
+def sincos_f32(phi: wp.float32) -> wp.vec2f:
+    """``cos_sin_f32`` with one argument reduction for both on CUDA (``sincosf``: the same bits as
+    ``cosf`` and ``sinf``, pinned by a GPU test of the lidar's grouped scan against its per-ray
+    one); the same inline code on the CPU. No adjoint."""
     ...
 
 

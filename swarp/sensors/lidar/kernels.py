@@ -379,7 +379,6 @@ def group_kernel(
     H200: registers)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
-    cos_sin = trig.cos_sin(scalar)
     k = kernels(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
     zero = scalar(0.0)
@@ -428,7 +427,10 @@ def group_kernel(
         for r in range(wp.static(group)):
             # past n_rays in a partial group: never stored
             phi = k.ray_angle(th, first + r, wp.static(n_rays))
-            d = cos_sin(phi)
+            if wp.static(scalar is wp.float32):
+                d = trig.sincos_f32(phi)
+            else:
+                d = vec2(wp.cos(phi), wp.sin(phi))
             dx[r] = d[0]
             dy[r] = d[1]
             near[r] = -scene.max_range
