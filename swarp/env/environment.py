@@ -320,7 +320,8 @@ class Environment:
     def _build_twin(self) -> Environment:
         """An environment built like this one over the same envs, on one thread: the grad step's
         recompute runs there (``swarp.env.grad``)."""
-        return self._build_shard(self.n_envs, self.env_offset, dataclasses.replace(self.plan, cpu_shards=1))
+        one_thread = dataclasses.replace(self.plan, cpu_shards=1, cpu_graph_workers=False)
+        return self._build_shard(self.n_envs, self.env_offset, one_thread)
 
     # --- properties -------------------------------------------------------------------------
 

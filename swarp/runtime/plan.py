@@ -49,6 +49,13 @@ FUSED_END_MAX_AGENTS = 64
 #: stays on one thread (``plan={"cpu_shards": N}`` forces it).
 MIN_SHARD_ENVS = 512
 MAX_SHARD_ENVS = 2048
+#: Most shards whose other threads are spinning graph workers (``cpu_graph_workers``). Navigation x 4,
+#: two shards against a thread pool, alternated processes: 1,024 envs 368 -> 257 us/step (2-core
+#: VM), 2,048 646 -> 573, 4,096 1,207 -> 1,154; on the GPU machine's 16-core host (two runs each)
+#: 1,024 envs at 2 / 4 shards 1.44-1.62x / 1.94-2.50x one thread against the pool's 1.14-1.23x /
+#: 1.17-1.59x, but at 8 and 16 shards the spinning threads lost (4,096 x 16: 2,952-4,812 against
+#: 1,374-1,439 us).
+GRAPH_WORKERS_MAX_SHARDS = 4
 
 LAUNCH_MODES = ("graph", "replay", "eager")
 GRAD_STEPS = ("direct", "recompute", "compiled")
@@ -87,6 +94,9 @@ class ExecutionPlan:
         cpu_shards: CPU: the envs are stepped in this many slices, one thread each, each a shard
             ``Environment`` whose buffers are copied in and out around its step
             (``swarp.env.shards``); 1: one thread. Warp runs a CPU kernel's threads serially.
+        cpu_graph_workers: The shards' other threads are ``swarp.runtime.workers.GraphWorker``
+            threads, which spin between steps and replay their shard's graph in native code (no
+            wake-up, no GIL at the hand-off); else a thread pool. Only for graphs (``launch="graph"``).
         compile_torch: The torch reference's torch work on the CPU (the scenario's methods after the
             physics, the health check, the auto-reset's fresh observation) runs through
             ``torch.compile``: fused C++ loops instead of one dispatch per op, after a compile of
@@ -112,6 +122,7 @@ class ExecutionPlan:
     lidar_side_stream: bool = False
     async_cpu: str = "measure"
     cpu_shards: int = 1
+    cpu_graph_workers: bool = False
     compile_torch: bool = False
     grad_step: str = "direct"
 
@@ -123,7 +134,7 @@ class ExecutionPlan:
         if self.grad_step not in GRAD_STEPS:
             raise ValueError(f"plan.grad_step must be one of {GRAD_STEPS}, got {self.grad_step!r}")
         for name in ("one_thread_per_env", "register_lists", "tiled_rows", "fused_step_end", "list_resets",
-                     "reset_ahead", "lidar_side_stream", "compile_torch"):  # fmt: skip
+                     "reset_ahead", "lidar_side_stream", "cpu_graph_workers", "compile_torch"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"plan.{name} must be a bool, got {getattr(self, name)!r}")
         block = self.env_block
@@ -241,6 +252,10 @@ def choose_plan(
     rule("lidar_side_stream", cuda and can.lidar and can.auto_reset and not chosen["reset_ahead"])
     rule("async_cpu", "measure")
     rule("cpu_shards", cpu_shard_count(device, n_envs, cpu_threads, can))
+    # Spinning native workers instead of a pool's sleeping threads: 1.4x at 1,024 x 4 over two shards
+    # (GRAPH_WORKERS_MAX_SHARDS has the measurements); past four shards the spinning threads lose.
+    graphs = chosen["launch"] == "graph"
+    rule("cpu_graph_workers", graphs and 2 <= chosen["cpu_shards"] <= GRAPH_WORKERS_MAX_SHARDS)
     # The CPU torch reference, asked for a graph (``use_graph=True``): compiled, its torch work fused
     # loop nests instead of an op-by-op dispatch (the 256 x 8 template step 2.7-3.1x -> 1.7-2.1x
     # spread's fused step, interleaved, 2-core EPYC). Not by default: the first steps compile 11-15 s.
@@ -332,6 +347,11 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
             fail("cpu_shards", "only fused kernels step in shards (the torch reference's ops hold the GIL)")
         if plan.reset_ahead:
             fail("cpu_shards", "a shard does not carry starts prepared ahead: reset_ahead must be False")
+    if plan.cpu_graph_workers:
+        if plan.cpu_shards < 2:
+            fail("cpu_graph_workers", "graph workers run the shards after the first: it needs cpu_shards >= 2")
+        if plan.launch != "graph":
+            fail("cpu_graph_workers", "a graph worker replays captured graphs: it needs launch='graph'")
     if plan.compile_torch:
         if can.fused:
             fail("compile_torch", "it compiles the torch reference's step: it needs fused=False")

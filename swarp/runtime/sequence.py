@@ -165,6 +165,11 @@ class CompiledSequence:
             else:
                 self.sequence(EAGER)
 
+    @property
+    def graph(self):
+        """The captured Warp graph (``mode == "graph"``, after the first run or ``prepare``), or ``None``."""
+        return self._graph
+
     def _launch_into_capture(self, stream: wp.Stream) -> None:
         """Launch the sequence into the capture torch has open on ``stream`` (see the module doc)."""
         if not self._loaded:

@@ -180,3 +180,13 @@ def test_a_grad_mode_step_between_sharded_steps_gives_the_same_bits():
         return rows
 
     assert_bit_identical(run(make("navigation", 2)), run(make("navigation", 1)))
+
+
+def test_shard_graphs_replay_on_native_workers_and_recorded_launches_on_a_pool():
+    graphs, launches = make("navigation", 3), make("navigation", 3, use_graph=False)
+    for env in (graphs, launches):
+        env.step(torch.zeros(N_ENVS, env.n_agents, env.act_dim))
+    assert len(graphs._shards._workers) == 2 and graphs._shards._pool is None
+    assert launches._shards._workers is None and launches._shards._pool is not None
+    graphs.close()
+    assert not any(worker._thread.is_alive() for worker in graphs._shards._workers)

@@ -8,6 +8,7 @@ import torch
 import swarp
 from swarp.runtime.plan import (
     ENV_BLOCK,
+    GRAPH_WORKERS_MAX_SHARDS,
     LIDAR_RAYS_PER_THREAD,
     Capabilities,
     ExecutionPlan,
@@ -29,6 +30,21 @@ def test_the_cpu_plan():
     assert choose_plan("cpu", 1024, 4, 8, can=Capabilities()).launch == "replay"  # nothing capturable
     assert not choose_plan("cpu", 1024, 4, 8, can=dataclasses.replace(FUSED, auto_reset=False)).list_resets
     assert not throughput_bound("cpu", 1 << 20, 64)
+
+
+def test_the_shards_hand_off_to_graph_workers_up_to_four_shards_of_graphs():
+    """Graph workers for 2 to ``GRAPH_WORKERS_MAX_SHARDS`` shards of graphs; a pool past that or
+    without graphs; none on one thread."""
+
+    def plan(n_envs, threads, **kwargs):
+        return choose_plan("cpu", n_envs, 4, 8, can=FUSED, cpu_threads=threads, **kwargs)
+
+    assert plan(1024, 2).cpu_shards == 2 and plan(1024, 2).cpu_graph_workers
+    assert plan(2048, 8).cpu_shards == GRAPH_WORKERS_MAX_SHARDS and plan(2048, 8).cpu_graph_workers
+    assert plan(8192, 8).cpu_shards == 8 and not plan(8192, 8).cpu_graph_workers
+    assert not plan(1024, 2, use_graph=False).cpu_graph_workers
+    assert not plan(1024, 1).cpu_graph_workers
+    assert not plan(256, 2).cpu_graph_workers  # too few envs to shard
 
 
 def test_the_cpu_torch_reference_compiles_only_when_asked_for_a_graph():
@@ -77,6 +93,12 @@ def test_fixed_fields_stay_and_the_rules_choose_around_them():
         ({"async_cpu": "often"}, FUSED, "plan.async_cpu must be one of"),
         ({"compile_torch": True}, FUSED, "plan.compile_torch=True is not possible here: .* fused=False"),
         ({"compile_torch": "yes"}, Capabilities(), "plan.compile_torch must be a bool"),
+        ({"cpu_graph_workers": True}, FUSED, "plan.cpu_graph_workers=True is not possible here: .* cpu_shards >= 2"),
+        (
+            {"cpu_graph_workers": True, "cpu_shards": 2, "launch": "replay"},
+            FUSED,
+            "plan.cpu_graph_workers=True is not possible here: .* launch='graph'",
+        ),
     ],
 )
 def test_impossible_or_malformed_plans_are_refused_by_name(fixed, can, match):
