@@ -8,12 +8,14 @@ replays (measured on the 2-core VM: submit 29 us, start 60 us, wake-up of the ca
 158 us of work a shard).
 
 A ``GraphWorker`` is a thread that spends its idle time, and runs its work, inside one native call:
-a Warp CPU kernel whose native snippet spins on a flag (a pause instruction per turn) and, when the
-caller raises it, replays the Warp CPU graph the caller named through Warp's own C replay
-function, then raises a done flag that the caller spins on natively. No Python runs on the worker
-between steps, so neither side waits for the GIL or for a wake-up. After ``spin_s`` without work
-it leaves the native call and sleeps on an event (the next ``submit`` wakes it the slow way), so an
-idle process does not hold a core.
+a Warp CPU kernel whose native snippet spins on a flag (a pause instruction a turn, then a
+``sched_yield`` a turn, so a busy machine's other threads get the core) and, when the caller raises
+it, replays the Warp CPU graph the caller named through Warp's own C replay function, then raises a
+done flag that the caller spins on natively. No Python runs on the worker between steps, so neither
+side waits for the GIL or for a wake-up. After ``spin_s`` without work it leaves the native call
+and sleeps on an event (the next ``submit`` wakes it the slow way), so an idle process does not hold
+a core. A caller whose worker has not started its work (not scheduled) takes it back and replays it
+itself.
 
 It needs Warp's CPU graph internals (``Graph.apic_state`` and the C function that replays it);
 ``native_replay`` says whether this Warp has them, and the shards fall back to a thread pool where
@@ -172,20 +174,26 @@ def yield_address() -> int:
         return 0
 
 
+@functools.cache
+def _replay_address() -> int | None:
+    """The address of Warp's C replay of a CPU graph (``wp_apic_cpu_replay_state``), or ``None``."""
+    try:
+        from warp._src import context  # the internals this module depends on
+    except ImportError:
+        return None
+    replay = getattr(getattr(getattr(context, "runtime", None), "core", None), "wp_apic_cpu_replay_state", None)
+    return None if replay is None else ctypes.cast(replay, ctypes.c_void_p).value
+
+
 def native_replay(graph) -> tuple[int, int] | None:
     """``(address of Warp's C replay function, the graph's APICState*)`` of a Warp CPU ``graph``,
     or ``None`` where this Warp has no such internals (then a Python thread must replay it)."""
-    from warp._src import context  # the internals this module depends on, looked up at use
-
-    core = getattr(getattr(context, "runtime", None), "core", None)
-    replay = getattr(core, "wp_apic_cpu_replay_state", None)
+    replay = _replay_address()
     state = getattr(graph, "apic_state", None)
     if replay is None or state is None or getattr(graph, "_native_graph", None) is not None:
         return None
     address = state.value if isinstance(state, ctypes.c_void_p) else int(state)
-    if not address:
-        return None
-    return ctypes.cast(replay, ctypes.c_void_p).value, address
+    return (replay, address) if address else None
 
 
 class GraphWorker:
