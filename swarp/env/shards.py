@@ -9,7 +9,7 @@ shards: shard 0 on the caller's thread, the others on a thread pool (a graph rep
 GIL). Where the plan says (``plan.cpu_graph_workers``: graphs, at most four shards), the other
 shards run on ``swarp.runtime.workers.GraphWorker`` threads that replay them in native code, spinning between
 steps, so no thread wakes up or waits for the GIL at the hand-off (1,024 x 4 on the 2-core VM:
-368 -> 257 us/step against the pool); a thread pool runs sequences without graphs. Each shard's
+363 -> 255 us/step against the pool); a thread pool runs sequences without graphs. Each shard's
 step (and reset) is one compiled sequence, a graph where the plan has one, that
 
 1. copies its slice of the environment's buffers in: every buffer a snapshot holds

@@ -50,7 +50,7 @@ FUSED_END_MAX_AGENTS = 64
 MIN_SHARD_ENVS = 512
 MAX_SHARD_ENVS = 2048
 #: Most shards whose other threads are spinning graph workers (``cpu_graph_workers``). Navigation x 4,
-#: two shards against a thread pool, alternated processes: 1,024 envs 368 -> 257 us/step (2-core
+#: two shards against a thread pool, alternated processes: 1,024 envs 363 -> 255 us/step (2-core
 #: VM), 2,048 646 -> 573, 4,096 1,207 -> 1,154; on the GPU machine's 16-core host (two runs each)
 #: 1,024 envs at 2 / 4 shards 1.44-1.62x / 1.94-2.50x one thread against the pool's 1.14-1.23x /
 #: 1.17-1.59x, but at 8 and 16 shards the spinning threads lost (4,096 x 16: 2,952-4,812 against
