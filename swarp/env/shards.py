@@ -45,7 +45,7 @@ from swarp.core.rng import split_envs
 from swarp.runtime import episode
 from swarp.runtime.launch import Launcher
 from swarp.runtime.sequence import CompiledSequence
-from swarp.runtime.workers import GraphWorker, native_replay
+from swarp.runtime.workers import GraphWorker
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -94,7 +94,7 @@ class Shards:
         self.envs = [build(hi - lo, env.env_offset + lo, plan) for lo, hi in self.bounds]
         self._link()
         self._dirty = False
-        self._pool: ThreadPoolExecutor | None = None  # built when a sequence has no graph to replay natively
+        self._pool: ThreadPoolExecutor | None = None  # built at the first run without graph workers
         self._workers: list[GraphWorker] | None = None  # built at the first run of graphs
 
     def _link(self) -> None:
@@ -197,8 +197,7 @@ class Shards:
 
     def _run(self, what: str) -> None:
         sequences = self.prepare(what)
-        natively = self.env.plan.cpu_graph_workers
-        if natively and all(seq.graph is not None and native_replay(seq.graph) for seq in sequences[1:]):
+        if self.env.plan.cpu_graph_workers:  # graphs (the plan's check), captured by prepare
             self._run_on_workers(sequences)
         else:
             self._run_on_pool(sequences)
@@ -229,7 +228,7 @@ class Shards:
                 raise failure
 
     def _run_on_pool(self, sequences: list[CompiledSequence]) -> None:
-        """Shard 0's sequence here, the others' on a thread pool (sequences without graphs)."""
+        """Shard 0's sequence here, the others' on a thread pool (no graph workers in the plan)."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=len(sequences) - 1, thread_name_prefix="swarp-shard")
         futures = [self._pool.submit(seq) for seq in sequences[1:]]

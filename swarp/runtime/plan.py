@@ -24,6 +24,7 @@ from typing import Any
 
 import warp as wp
 
+from swarp.runtime import workers
 from swarp.runtime.launch import replay_enabled
 
 #: Resident threads per SM of the GPUs swarp targets (an H200: 132 SMs x 2048).
@@ -255,7 +256,8 @@ def choose_plan(
     # Spinning native workers instead of a pool's sleeping threads: 1.4x at 1,024 x 4 over two shards
     # (GRAPH_WORKERS_MAX_SHARDS has the measurements); past four shards the spinning threads lose.
     graphs = chosen["launch"] == "graph"
-    rule("cpu_graph_workers", graphs and 2 <= chosen["cpu_shards"] <= GRAPH_WORKERS_MAX_SHARDS)
+    spinning = 2 <= chosen["cpu_shards"] <= GRAPH_WORKERS_MAX_SHARDS
+    rule("cpu_graph_workers", graphs and spinning and workers.available())
     # The CPU torch reference, asked for a graph (``use_graph=True``): compiled, its torch work fused
     # loop nests instead of an op-by-op dispatch (the 256 x 8 template step 2.7-3.1x -> 1.7-2.1x
     # spread's fused step, interleaved, 2-core EPYC). Not by default: the first steps compile 11-15 s.
@@ -352,6 +354,8 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
             fail("cpu_graph_workers", "graph workers run the shards after the first: it needs cpu_shards >= 2")
         if plan.launch != "graph":
             fail("cpu_graph_workers", "a graph worker replays captured graphs: it needs launch='graph'")
+        if not workers.available():
+            fail("cpu_graph_workers", "this Warp has no C replay of CPU graphs to call (swarp.runtime.workers)")
     if plan.compile_torch:
         if can.fused:
             fail("compile_torch", "it compiles the torch reference's step: it needs fused=False")

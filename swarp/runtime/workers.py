@@ -185,6 +185,11 @@ def _replay_address() -> int | None:
     return None if replay is None else ctypes.cast(replay, ctypes.c_void_p).value
 
 
+def available() -> bool:
+    """Whether this Warp has the C replay a ``GraphWorker`` calls (``plan.cpu_graph_workers``)."""
+    return _replay_address() is not None
+
+
 def native_replay(graph) -> tuple[int, int] | None:
     """``(address of Warp's C replay function, the graph's APICState*)`` of a Warp CPU ``graph``,
     or ``None`` where this Warp has no such internals (then a Python thread must replay it)."""

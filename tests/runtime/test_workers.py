@@ -1,12 +1,13 @@
 """``swarp.runtime.workers.GraphWorker``: a thread that replays Warp CPU graphs in native code."""
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import warp as wp
 
-from swarp.runtime.workers import GraphWorker, native_replay
+from swarp.runtime.workers import GraphWorker, available, native_replay
 
 
 @wp.kernel
@@ -23,6 +24,7 @@ def _graph(x: wp.array):
 
 
 def test_this_warp_replays_cpu_graphs_natively():
+    assert available()
     # The shards' fast hand-off needs these Warp internals; if an upgrade drops them, this fails
     # (the shards then fall back to a thread pool, silently slower).
     target = native_replay(_graph(wp.zeros(4, dtype=wp.int32, device="cpu")))
@@ -55,6 +57,33 @@ def test_a_worker_that_went_to_sleep_still_runs_the_next_submit():
             worker.wait()
         assert worker.sleeps >= 1
         assert (x.numpy() - before == 5 * np.arange(1, 9)).all()
+    finally:
+        worker.close()
+
+
+def test_work_the_worker_has_not_started_is_taken_back_and_replayed_by_the_caller():
+    x = wp.zeros(8, dtype=wp.int32, device="cpu")
+    graph = _graph(x)
+    before = x.numpy().copy()
+    worker = GraphWorker(spin_s=1e-5)
+    try:
+        worker.submit(graph)
+        worker.wait()
+        deadline = time.monotonic() + 5
+        while worker.sleeps < 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert worker.sleeps >= 1  # asleep on its event
+        shared, taken = worker._shared, worker.taken_back  # the first submit may be taken back too
+        wake, shared.wake = shared.wake, SimpleNamespace(set=lambda: None)  # this submit does not wake it
+        try:
+            worker.submit(graph)
+            worker.wait()
+        finally:
+            shared.wake = wake
+        assert worker.taken_back == taken + 1
+        worker.submit(graph)  # woken again the normal way
+        worker.wait()
+        assert (x.numpy() - before == 3 * np.arange(1, 9)).all()
     finally:
         worker.close()
 
