@@ -41,6 +41,12 @@ REGISTER_LIST_MAX_K = 16
 LIDAR_RAYS_PER_THREAD = 4
 #: Most agents per env whose step ends in one fused kernel (a block of 64 threads holds whole envs).
 FUSED_END_MAX_AGENTS = 64
+#: Most agent threads (E x A) whose fused end stores its rows thread by thread instead of through
+#: the tiled store (``tiled_rows=False``): navigation with realistic auto-reset, two rounds, us/step
+#: tiled / direct, 1,024 x 3 24.80 / 22.96 and 24.71 / 23.13, 1,024 x 8 26.07 / 24.72 and 26.16 /
+#: 24.77; from 1,024 x 16 and 4,096 x 3 the uncoalesced stores lose (29.3 / 30.8, 25.8 / 26.8;
+#: 4,096 x 16 35.1 / 49.2), H200.
+DIRECT_ROWS_MAX_THREADS = 8192
 #: Envs per CPU shard (``cpu_shards``): at least ``MIN_SHARD_ENVS``, at most ``MAX_SHARD_ENVS``.
 #: Navigation x 4, two shards on the 2-core EPYC VM (CI's kind), speed-up over one thread: 256 envs
 #: 0.67x, 512 1.13x, 1,024 1.41x, 4,096 1.36x, 8,192 0.69x, 16,384 0.82x (a shard's copies and
@@ -78,7 +84,7 @@ class ExecutionPlan:
         register_lists: Neighbor lists kept in registers while candidates stream past, the brute
             scan in two passes (mark, then insert); else entries shift in local memory. Same lists.
         tiled_rows: The step's observation rows leave each block through shared memory as one
-            coalesced store (CUDA).
+            coalesced store (CUDA); else each thread stores its own row.
         fused_step_end: The step's observation, the end of each env's step and (with
             ``reset_ahead``) the swap of prepared starts are one kernel (a scenario with
             ``swarp.runtime.step_end`` hooks).
@@ -230,12 +236,15 @@ def choose_plan(
     rule("one_thread_per_env", not cuda)
     rule("env_block", ENV_BLOCK if cuda else None)
     rule("register_lists", cuda and max_neighbors <= REGISTER_LIST_MAX_K)
-    rule("tiled_rows", cuda)
     # Small batches are a chain of latency-bound launches, which the fused end shortens by two; from
     # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose:
     # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).
     fits = can.fused and can.fuses_end and n_agents <= FUSED_END_MAX_AGENTS
-    rule("fused_step_end", fits and chosen["tiled_rows"] and not bound)
+    rule("fused_step_end", fits and cuda and not bound)
+    # The tiled store's barriers (one per column) are on the critical path of the fused end's few
+    # blocks, and coalescing matters only from larger batches (DIRECT_ROWS_MAX_THREADS).
+    direct = chosen["fused_step_end"] and n_envs * n_agents <= DIRECT_ROWS_MAX_THREADS
+    rule("tiled_rows", cuda and not direct)
     # The auto-reset's reset and masked observation, prepared beside the next step's physics instead
     # of chained at its end: 4,096 x 8 34.7 -> 29.1 us/step, 16,384 x 16 87.9 -> 81.7 (H200, with
     # the fused end). Not where the masked preparation over every env would compete with a
@@ -329,8 +338,11 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
     if plan.fused_step_end:
         if not (can.fused and can.fuses_end):
             fail("fused_step_end", "the scenario has no fused step end (StepEndHooks.fuses_end)")
-        if not plan.tiled_rows:
-            fail("fused_step_end", "the fused end stores rows through the tiled store: tiled_rows must be True")
+        if not cuda and not getattr(wp.config, "enable_cpu_blocks", False):
+            fail(
+                "fused_step_end",
+                "on the CPU its block barriers need wp.config.enable_cpu_blocks (Warp honours CPU blocks only then)",
+            )
         if n_agents > FUSED_END_MAX_AGENTS:
             fail("fused_step_end", f"a block holds whole envs of at most {FUSED_END_MAX_AGENTS} agents, got {n_agents}")
     if plan.list_resets and not (can.fused and can.auto_reset):

@@ -93,7 +93,17 @@ def envs_per_block(n_agents: int) -> int:
 
 @functools.cache
 def step_rows_kernel(
-    Args, observe_agent, End, end_env, end_agent, start_agent, scalar: type, obs_dim: int, n_agents: int, n_values: int
+    Args,
+    observe_agent,
+    End,
+    end_env,
+    end_agent,
+    start_agent,
+    scalar: type,
+    obs_dim: int,
+    n_agents: int,
+    n_values: int,
+    tiled: bool = True,
 ):
     """``step_rows(args, end, obs_rows)``: the step's ``observe_rows`` (``OBSERVE_STEP``) that also
     ends the step of its envs, for blocks of whole envs (``envs_per_block(n_agents)`` envs,
@@ -106,7 +116,9 @@ def step_rows_kernel(
     barrier; the values pass through shared memory) every agent calls ``end_agent(end, env, agent,
     values)`` and, with ``start_agent``, every agent of a restarting env calls ``start_agent(end,
     env, agent, row) -> row``, which keeps the row just observed as its final one and returns the
-    prepared start's first row. The block's rows leave through shared memory as in ``observe_rows``.
+    prepared start's first row. With ``tiled`` the block's rows leave through shared memory as in
+    ``observe_rows`` (coalesced, a block barrier per column); without, each thread stores its own
+    row (``plan.tiled_rows``: faster on the smallest batches).
 
     Per-agent work stays on the agents' lanes, so the kernel keeps the observation's registers:
     whatever a rare path holds counts against every block's occupancy."""
@@ -150,10 +162,16 @@ def step_rows_kernel(
             if wp.static(start_agent is not None):  # noqa: SIM102 (compiled in only with ``start_agent``)
                 if env_values[0] != scalar(0.0):
                     row = start_agent(end, env, agent, row)
-        rows = wp.tile_zeros(shape=(wp.static(block_rows), wp.static(obs_dim)), dtype=scalar, storage="shared")
-        for c in range(wp.static(obs_dim)):
-            wp.tile_scatter_masked(rows, lane, c, row[c], True)
-        wp.tile_store(obs_rows, rows, offset=(block * wp.static(block_rows), 0))
+        if wp.static(tiled):
+            rows = wp.tile_zeros(shape=(wp.static(block_rows), wp.static(obs_dim)), dtype=scalar, storage="shared")
+            for c in range(wp.static(obs_dim)):
+                wp.tile_scatter_masked(rows, lane, c, row[c], True)
+            wp.tile_store(obs_rows, rows, offset=(block * wp.static(block_rows), 0))
+        else:
+            if env < n_envs:
+                out = env * wp.static(n_agents) + agent
+                for c in range(wp.static(obs_dim)):
+                    obs_rows[out, c] = row[c]
 
     return step_rows
 

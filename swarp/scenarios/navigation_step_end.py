@@ -140,6 +140,7 @@ def end_kernels(
     register_lists: bool,
     fleet_size: int,
     obstacle_mode: int,
+    tiled: bool = True,
 ):
     """The fused step end's kernels around ``nk.observe_kernels``, ``nk.finish_kernels`` and
     ``swap_kernels`` (same keys): ``step_rows`` and, swapping prepared starts in,
@@ -196,6 +197,7 @@ def end_kernels(
             observe.obs_dim,
             fleet_size,
             4,
+            tiled,
         )
 
     return SimpleNamespace(
@@ -260,6 +262,7 @@ class NavigationStepEnd(StepEndHooks):
             sc.plan.register_lists,
             sc.n_agents,
             nk.OBSTACLE_MODES[sc.cfg.obstacle_shape],
+            sc.plan.tiled_rows,
         )
         return nk.kernels_for(sc), end_kernels(*key)
 

@@ -83,6 +83,7 @@ def test_fixed_fields_stay_and_the_rules_choose_around_them():
         ({"launch": "graph"}, Capabilities(), "plan.launch='graph' is not possible here: this step cannot be captured"),
         ({"launch": "fast"}, FUSED, "plan.launch must be one of"),
         ({"tiled_rows": True}, FUSED, "needs wp.config.enable_cpu_blocks"),
+        ({"fused_step_end": True}, FUSED, "block barriers need wp.config.enable_cpu_blocks"),
         ({"reset_ahead": True}, dataclasses.replace(FUSED, prepares_ahead=False), "plan.reset_ahead=True"),
         ({"reset_ahead": True, "list_resets": True}, FUSED, "list_resets must be False"),
         ({"list_resets": True}, dataclasses.replace(FUSED, auto_reset=False), "only the fused auto-reset"),
@@ -153,6 +154,11 @@ def test_the_cuda_plan_of_small_and_large_batches():
     assert throughput_bound("cuda:0", 262144, 16) and not throughput_bound("cuda:0", 16384, 16)
     assert not big.fused_step_end and not big.reset_ahead and big.list_resets
     assert not choose_plan("cuda:0", 4096, 16, 32, can=FUSED).register_lists  # wider than 16
+    # The fused end of a batch of at most DIRECT_ROWS_MAX_THREADS agent threads stores rows per thread.
+    tiny = choose_plan("cuda:0", 1024, 8, 8, can=FUSED)
+    assert tiny.fused_step_end and not tiny.tiled_rows
+    assert choose_plan("cuda:0", 1024, 16, 8, can=FUSED).tiled_rows
+    assert choose_plan("cuda:0", 1024, 8, 8, can=dataclasses.replace(FUSED, fuses_end=False)).tiled_rows
     side = choose_plan("cuda:0", 4096, 16, 8, can=dataclasses.replace(FUSED, lidar=True, prepares_ahead=False))
     assert side.lidar_side_stream and not side.reset_ahead
     with pytest.raises(ValueError, match="captured as one CUDA graph instead"):

@@ -29,6 +29,7 @@ from tests.support import (
 DIRECT = {"reset_ahead": False, "fused_step_end": False}
 AHEAD = {"reset_ahead": True}
 FUSED = {"tiled_rows": True, "fused_step_end": True}
+FUSED_DIRECT_STORE = {"tiled_rows": False, "fused_step_end": True}
 
 
 def make(device="cpu", n_envs=6, **kwargs):
@@ -99,11 +100,12 @@ FUSED_CONFIGS = [
 ]
 
 
+@pytest.mark.parametrize("store", [FUSED, FUSED_DIRECT_STORE], ids=["tiled", "direct_store"])
 @pytest.mark.parametrize("ahead", [True, False], ids=["ahead", "direct"])
 @pytest.mark.parametrize("options", FUSED_CONFIGS, ids=lambda o: ",".join(o) or "default")
-def test_fused_step_end_gives_the_split_bits(options, ahead, cpu_blocks, generator, launched):
+def test_fused_step_end_gives_the_split_bits(options, ahead, store, cpu_blocks, generator, launched):
     split_env = make(plan={"tiled_rows": True, "fused_step_end": False, "reset_ahead": ahead}, **options)
-    fused_env = make(plan={**FUSED, "reset_ahead": ahead}, **options)
+    fused_env = make(plan={**store, "reset_ahead": ahead}, **options)
     noise = noise_sequence(split_env, 60, generator)
     split = scripted_rollout(split_env, noise)
     terminated, truncated = count_events(split)
@@ -191,10 +193,14 @@ def test_where_the_step_end_can_be_fused(cpu_blocks):
     assert make(n_envs=2, n_agents=OBS_BLOCK, world_size=2.0, plan=FUSED).plan.fused_step_end
     with pytest.raises(ValueError, match=f"whole envs of at most {OBS_BLOCK} agents"):
         make(n_envs=2, n_agents=OBS_BLOCK + 1, world_size=2.0, plan=FUSED)
-    with pytest.raises(ValueError, match="tiled_rows must be True"):
-        make(plan={"fused_step_end": True, "tiled_rows": False})
+    assert not make(plan=FUSED_DIRECT_STORE).plan.tiled_rows  # each thread stores its own row
     with pytest.raises(ValueError, match="no fused step end"):
         swarp.make("flocking", n_envs=2, device="cpu", plan=FUSED)
+
+
+def test_the_fused_end_on_the_cpu_needs_cpu_blocks():
+    with pytest.raises(ValueError, match="block barriers need wp.config.enable_cpu_blocks"):
+        make(plan=FUSED_DIRECT_STORE)
 
 
 def test_the_step_rows_kernel_needs_whole_envs_in_a_block():
@@ -250,13 +256,16 @@ def test_an_env_built_under_a_user_stream_gives_the_default_streams_bits(generat
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tiled", [False, True], ids=["direct_store", "tiled"])
 @pytest.mark.parametrize("n_agents", [3, 16])
-def test_cuda_fused_step_end_gives_the_split_bits(n_agents, generator):
+def test_cuda_fused_step_end_gives_the_split_bits(n_agents, tiled, generator):
     """On CUDA (graph, starts prepared ahead by default): 200 steps with auto-resets, the fused
-    step end against the split launches, bit for bit."""
+    step end (its rows stored per thread, as the plan chooses at this size, or tiled) against the
+    split launches, bit for bit."""
     split_env = make("cuda:0", n_envs=300, n_agents=n_agents, max_steps=30, plan={"fused_step_end": False})
-    fused_env = make("cuda:0", n_envs=300, n_agents=n_agents, max_steps=30)
+    fused_env = make("cuda:0", n_envs=300, n_agents=n_agents, max_steps=30, plan={"tiled_rows": tiled})
     assert fused_env.graph_mode and fused_env.plan.fused_step_end and fused_env.plan.reset_ahead
+    assert split_env.plan.tiled_rows and make("cuda:0", n_envs=300, n_agents=n_agents).plan.tiled_rows is False
     noise = noise_sequence(split_env, 200, generator)
     split = scripted_rollout(split_env, noise)
     assert sum(count_events(split)) > 0
