@@ -144,6 +144,7 @@ def kernels(
     models: frozenset = ALL_MODELS,
     ctrl_modes: frozenset = ALL_CTRL_MODES,
     integrators: frozenset = ALL_INTEGRATORS,
+    per_agent: bool = False,
 ) -> SimpleNamespace:
     """The integration kernel for one precision, compiled for the planar ``models``, ``ctrl_modes``
     and ``integrators`` a fleet uses (``Stepper`` passes its own; the defaults handle anything).
@@ -151,6 +152,11 @@ def kernels(
     Agents still pick their branch at run time from ``kinds`` / ``ctrl_modes``; the sets only drop
     the branches no agent can take. Measured on an H200 at 16,384 x 16 holonomic agents, the kernel
     for every model took 142 registers per thread (12.5% occupancy); see docs/benchmarks.md.
+
+    With ``per_agent`` the kernel is launched with one agent per thread (``agents_per_thread`` 1,
+    ``plan.one_thread_per_env`` off) and the loop over a thread's agents compiles away: a run-time
+    trip count kept every value of the loop body live across it (navigation's holonomic kernel 96
+    -> 47 registers on sm_90).
     """
     holonomic = DynamicsModel.HOLONOMIC in models
     wheeled = DynamicsModel.DIFF_DRIVE in models or DynamicsModel.KINEMATIC_BICYCLE in models
@@ -202,8 +208,11 @@ def kernels(
         env, slot = wp.tid()
         # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
         first = slot * agents_per_thread
+        stop = wp.min(first + agents_per_thread, pos.shape[1])
+        if wp.static(per_agent):
+            stop = first + 1
         finite = bool(True)
-        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
+        for agent in range(first, stop):
             pe = env * per_env_params
             # Every load first, before any branch or store: the compiler cannot tell the flag store
             # below from these loads apart, so a load after it would wait for it, and one after the

@@ -332,7 +332,7 @@ class Stepper:
             upper,
         ]
         launcher.launch(
-            dynamics.kernels(s, *self._fleet_variant).integrate,
+            dynamics.kernels(s, *self._fleet_variant, per_agent=not self.plan.one_thread_per_env).integrate,
             dim=(n_envs, threads),
             inputs=[*model_args, actions, forces, *state_in.planar_arrays()],
             outputs=[*state_out.planar_arrays(), invalid_flag, flags],
@@ -340,7 +340,7 @@ class Stepper:
         )
         if m.has_drones:
             launcher.launch(
-                drone.kernels(s).integrate_drone,
+                drone.kernels(s, per_agent=not self.plan.one_thread_per_env).integrate_drone,
                 dim=(n_envs, threads),
                 inputs=[*model_args, s(self.world.gravity), actions, forces, *state_in.agent_arrays()],
                 outputs=[*state_out.agent_arrays(), invalid_flag, flags],
