@@ -6,8 +6,12 @@ Builds an environment of the scenario on the CPU with the plan of a small CUDA b
 (``CUDA_PLAN``: register lists, one agent per thread, the tiled row store and fused end, starts
 prepared ahead, the grouped lidar kernel), so the step launches the kernels it launches on a GPU. Compiles their modules
 ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and reads the cubins with
-``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Use it to compare kernel variants before
-spending GPU time; speed itself is only measured on the GPU.
+``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Without cuobjdump but with ``ptxas`` (set
+``PTXAS``, or on PATH, or under /usr/local/cuda/bin) it prints registers and spills only, from
+``ptxas -v`` of Warp's PTX: where that ptxas is older than Warp's NVRTC, the PTX's ``.version`` is
+lowered to the newest it reads (the kernels use nothing newer; the counts matched the H200's
+ncu reports in s26). Use it to compare kernel variants before spending GPU time; speed itself is
+only measured on the GPU.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -87,6 +92,45 @@ def cubin_stats(kernel, arch: int, cuobjdump: str) -> list[tuple[str, dict]]:
     return rows
 
 
+def ptxas_stats(kernel, arch: int, ptxas: str) -> list[tuple[str, dict]]:
+    """``(kernel function, {"reg", "spill_stores", "spill_loads"})`` of ``kernel``'s module from
+    ``ptxas -v``, for a machine without cuobjdump."""
+    out_dir = tempfile.mkdtemp(prefix="swarp_ptx_")
+
+    def run(path: pathlib.Path, text: str) -> subprocess.CompletedProcess:
+        path.write_text(text)
+        cmd = [ptxas, f"-arch=sm_{arch}", "-v", str(path), "-o", os.devnull]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    rows = []
+    for path in map(pathlib.Path, wp.compile_aot_module(kernel.module, arch=arch, module_dir=out_dir, use_ptx=True)):
+        text = path.read_text().rstrip("\x00")  # NVRTC's PTX ends in a NUL that ptxas rejects
+        result = run(path, text)
+        older = re.search(r"current version is '(\d+\.\d+)'", result.stderr)
+        if result.returncode != 0 and older:  # an older ptxas: the newest .version it reads
+            result = run(path, re.sub(r"^\.version \S+", f".version {older.group(1)}", text, count=1, flags=re.M))
+        if result.returncode != 0:
+            raise SystemExit(f"ptxas failed on {path}:\n{result.stderr}")
+        entry = r"Compiling entry function '(\w+)'(.*?)(?=Compiling entry function|\Z)"
+        entries = re.findall(entry, result.stderr, re.S)
+        for name, body in entries:
+            if not name.endswith("_forward"):
+                continue
+            reg = re.search(r"Used (\d+) registers", body)
+            spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", body)
+            stores, loads = (int(g) for g in spills.groups()) if spills else (0, 0)
+            rows.append((name, dict(reg=int(reg.group(1)) if reg else 0, spill_stores=stores, spill_loads=loads)))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return rows
+
+
+def find_ptxas() -> str | None:
+    """``ptxas``: ``PTXAS``, on PATH, or under /usr/local/cuda/bin; ``None`` if none is there."""
+    found = os.environ.get("PTXAS") or shutil.which("ptxas")
+    default = "/usr/local/cuda/bin/ptxas"
+    return found or (default if os.path.exists(default) else None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kernels", nargs="*", help="substrings of kernel keys (default: every kernel of the step)")
@@ -96,12 +140,18 @@ def main() -> None:
     parser.add_argument("--lidar-rays", type=int, default=0)
     args = parser.parse_args()
     cuobjdump = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
-    if cuobjdump is None:
-        raise SystemExit("cuobjdump not found: set CUOBJDUMP or put it on PATH")
+    ptxas = None if cuobjdump else find_ptxas()
+    if cuobjdump is None and ptxas is None:
+        raise SystemExit("neither cuobjdump nor ptxas found: set CUOBJDUMP or PTXAS, or put one on PATH")
     wp.config.quiet = True
     options = {"lidar_rays": args.lidar_rays} if args.lidar_rays else {}
     for key, kernel in step_kernels(args.agents, args.scenario, **options).items():
         if args.kernels and not any(k in key for k in args.kernels):
+            continue
+        if ptxas is not None:
+            for name, s in ptxas_stats(kernel, args.arch, ptxas):
+                spills = f"spill stores {s['spill_stores']}, loads {s['spill_loads']}"
+                print(f"{name}: {s['reg']} registers, {spills} (ptxas)")
             continue
         for name, s in cubin_stats(kernel, args.arch, cuobjdump):
             top = ", ".join(f"{op} {n}" for op, n in s["top"])
