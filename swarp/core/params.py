@@ -280,7 +280,7 @@ class ParamRandomization:
 def kernels(scalar: type) -> SimpleNamespace:
     """``resample_params``: the Warp twin of ``sample_agent_params`` for the envs of a mask."""
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def resample_params(
         env_mask: wp.array(dtype=wp.bool),
         streams: ResetStreams,

@@ -79,7 +79,7 @@ def uniform_u24(key: wp.uint32, index: int) -> int:
     return uniform_u24_hashed(key, hash_u32(wp.uint32(index)))
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def _fill_index_hashes(first: int, out: wp.array(dtype=wp.uint32)):
     i = wp.tid()
     out[i] = hash_u32(wp.uint32(first + i))

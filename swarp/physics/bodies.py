@@ -433,7 +433,7 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
 
     # The fused variant (integrate=True) runs on the no-grad paths only: Warp's adjoint of it (array
     # stores inside a dynamic loop through a function) came out wrong, so the tape uses the pair.
-    @wp.kernel(enable_backward=not integrate, module="unique")
+    @wp.kernel(enable_backward=not integrate, module="unique", grid_stride=False)
     def body_contacts(
         # model
         params: wp.array3d(dtype=scalar),
@@ -669,7 +669,7 @@ def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
                         non_finite_out,
                     )
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", grid_stride=False)
     def integrate_bodies(
         body_params: wp.array2d(dtype=scalar),
         h: scalar,

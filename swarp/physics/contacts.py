@@ -140,7 +140,7 @@ def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
     f = funcs(scalar)
     zero = scalar(0.0)
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", grid_stride=False)
     def contact_forces(
         # model
         params: wp.array3d(dtype=scalar),

@@ -175,7 +175,7 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
             return zero
         return wp.clamp(u, zero, limit)
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", grid_stride=False)
     def integrate_drone(
         # model
         params: wp.array3d(dtype=scalar),

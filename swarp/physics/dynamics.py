@@ -175,7 +175,7 @@ def kernels(
     two = scalar(2.0)
     sixth = scalar(1.0 / 6.0)
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", grid_stride=False)
     def integrate(
         # model
         params: wp.array3d(dtype=scalar),

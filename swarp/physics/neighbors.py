@@ -252,7 +252,7 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         return build_list
 
     def make_query(build_list):
-        @wp.kernel(enable_backward=False, module="unique")
+        @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
         def query(q: Query, agents_per_thread: int):
             env, slot = wp.tid()
             if q.use_mask != 0 and not q.env_mask[env]:
@@ -266,7 +266,7 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
     build_brute = make_build(False)
     build_grid = make_build(True)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def grid_count(
         pos: wp.array2d(dtype=vec2),
         inv_cell: scalar,
@@ -281,7 +281,7 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         agent_cell_out[env, agent] = cell
         agent_slot_out[env, agent] = wp.atomic_add(bucket_count, bucket, 1)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def grid_scatter(
         n_buckets: int,
         bucket_start: wp.array(dtype=wp.int32),
@@ -293,7 +293,7 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         bucket = env * n_buckets + _bucket_of(agent_cell[env, agent], n_buckets)
         sorted_out[bucket_start[bucket] + agent_slot[env, agent]] = agent
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def exclusive_scan_per_env(
         counts: wp.array(dtype=wp.int32), n_buckets: int, agents_per_env: int, start_out: wp.array(dtype=wp.int32)
     ):

@@ -31,7 +31,7 @@ class EnvListArgs:
     stride: int  # rows launched: list entries row, row + stride, ... belong to launch row ``row``
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def compact_envs(mask: wp.array(dtype=wp.bool), count: wp.array(dtype=wp.int32), envs: wp.array(dtype=wp.int32)):
     """Append every env of ``mask`` to ``envs`` (``count`` [1] zeroed before the launch)."""
     env = wp.tid()

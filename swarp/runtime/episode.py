@@ -52,7 +52,7 @@ def funcs(scalar: type):
         ep.step_count[env] = count
         return done
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def advance_episodes(ep: Episode):
         """``end_step`` for every env, for scenarios that do not call it themselves."""
         env = wp.tid()
@@ -116,7 +116,7 @@ def save_final_obs_kernel(scalar: type):
 
     save_row = save_row_func(scalar)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def save_final_obs(
         done: wp.array(dtype=wp.bool),
         obs: wp.array3d(dtype=scalar),
@@ -133,7 +133,7 @@ def save_final_obs_kernel(scalar: type):
     return save_final_obs
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def begin_episodes(
     env_mask: wp.array(dtype=wp.bool), step_count: wp.array(dtype=wp.int32), episode: wp.array(dtype=wp.int32)
 ):

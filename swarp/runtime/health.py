@@ -61,7 +61,7 @@ def check_outputs_kernel(scalar: type):
     reward (``with_reward``) or saved final observation entry (``with_final``, envs of ``done``).
     The fallback for fused scenarios whose kernels do not check their own outputs."""
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def check_outputs(
         env_mask: wp.array(dtype=wp.bool),
         use_mask: int,

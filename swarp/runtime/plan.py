@@ -45,7 +45,8 @@ FUSED_END_MAX_AGENTS = 64
 #: the tiled store (``tiled_rows=False``): navigation with realistic auto-reset, two rounds, us/step
 #: tiled / direct, 1,024 x 3 24.80 / 22.96 and 24.71 / 23.13, 1,024 x 8 26.07 / 24.72 and 26.16 /
 #: 24.77; from 1,024 x 16 and 4,096 x 3 the uncoalesced stores lose (29.3 / 30.8, 25.8 / 26.8;
-#: 4,096 x 16 35.1 / 49.2), H200.
+#: 4,096 x 16 35.1 / 49.2), H200. Against the native store (s27) direct still wins at 512-1,024 x
+#: 3-8 (1,024 x 4 23.43 / 22.21 and 23.19 / 22.38) and loses at 2,048 x 8 (25.57 / 28.32).
 DIRECT_ROWS_MAX_THREADS = 8192
 #: Envs per CPU shard (``cpu_shards``): at least ``MIN_SHARD_ENVS``, at most ``MAX_SHARD_ENVS``.
 #: Navigation x 4, two shards on the 2-core EPYC VM (CI's kind), speed-up over one thread: 256 envs
@@ -241,8 +242,8 @@ def choose_plan(
     # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).
     fits = can.fused and can.fuses_end and n_agents <= FUSED_END_MAX_AGENTS
     rule("fused_step_end", fits and cuda and not bound)
-    # The tiled store's barriers (one per column) are on the critical path of the fused end's few
-    # blocks, and coalescing matters only from larger batches (DIRECT_ROWS_MAX_THREADS).
+    # The tiled store's barriers and shared round trip are on the critical path of the fused end's
+    # few blocks, and coalescing matters only from larger batches (DIRECT_ROWS_MAX_THREADS).
     direct = chosen["fused_step_end"] and n_envs * n_agents <= DIRECT_ROWS_MAX_THREADS
     rule("tiled_rows", cuda and not direct)
     # The auto-reset's reset and masked observation, prepared beside the next step's physics instead

@@ -11,8 +11,8 @@ registers). ``observe_kernels`` wraps it in:
   each thread storing its row with scalar stores; with ``save`` (an auto-reset, ``OBSERVE_ONLY``) it
   first copies the row it overwrites to ``final_obs`` (``FusedScenario.saves_final_obs``);
 * ``observe_rows``: every env, for the CUDA step (``ExecutionPlan.tiled_rows``): blocks of
-  ``OBS_BLOCK`` consecutive agents (flat row = env * A + agent) whose rows are scattered into a
-  row-major shared tile and leave as one coalesced ``[OBS_BLOCK, obs_dim]`` store, instead of
+  ``OBS_BLOCK`` consecutive agents (flat row = env * A + agent) whose rows leave through shared
+  memory as one coalesced ``[OBS_BLOCK, obs_dim]`` store (``block_rows_store``), instead of
   ``obs_dim`` scalar stores per thread ``4 * obs_dim`` bytes apart. Only the scenario's columns are
   written (lidar columns follow).
 
@@ -39,6 +39,57 @@ OBS_BLOCK = 64
 
 
 @functools.cache
+def block_rows_store(scalar: type, width: int):
+    """``store_rows(rows_out, row, first, lane, block_rows)``, a Warp function every thread of a
+    block of ``block_rows`` (<= ``OBS_BLOCK``) threads calls: thread ``lane`` hands over its ``row``
+    (``vector(width, scalar)``) as row ``first + lane`` of ``rows_out`` ([R, >= width] of
+    ``scalar``): only the first ``width`` columns are written, rows from R on are dropped.
+
+    On CUDA the block's rows pass through a shared tile (odd pitch: no bank conflicts) between two
+    block barriers and leave as coalesced stores, thread t storing the block's flat elements t,
+    t + block_rows, ... (``width`` stores, each address a division by the constant ``width`` away;
+    unrolled 4 at a time: fully unrolled, the shared loads ran ahead and ``step_rows`` spilled under
+    its launch bounds, 1.06x slower at 1,024 x 64). Warp's tiles did this with a barrier per column
+    and a generic store loop (bounds, coordinates and strides per element), 40% of ``observe_rows``'
+    instructions at 262,144 x 16 (docs/benchmarks.md, "The row store and lean launches (s27)").
+    Elsewhere (CPU blocks) each thread stores its own row: the same values."""
+    ctype = {float: "wp::float32", wp.float32: "wp::float32", wp.float64: "wp::float64"}.get(scalar)
+    if ctype is None:
+        raise ValueError(f"block_rows_store stores float32 or float64 rows, got {scalar!r}")
+    pitch = width | 1
+    snippet = f"""
+#if defined(__CUDA_ARCH__)
+    __shared__ {ctype} tile[{OBS_BLOCK * pitch}];
+    #pragma unroll
+    for (int c = 0; c < {width}; ++c)
+        tile[lane * {pitch} + c] = row[c];
+    __syncthreads();
+    char* base = (char*)rows_out.data;
+    #pragma unroll 4
+    for (int k = 0; k < {width}; ++k) {{
+        const int i = lane + block_rows * k;
+        const int r = i / {width};
+        const int c = i - r * {width};
+        if (first + r < rows_out.shape[0])
+            *({ctype}*)(base + (size_t)(first + r) * rows_out.strides[0] + (size_t)c * rows_out.strides[1]) =
+                tile[r * {pitch} + c];
+    }}
+    __syncthreads();
+#else
+    if (first + lane < rows_out.shape[0])
+        for (int c = 0; c < {width}; ++c)
+            wp::index(rows_out, first + lane, c) = row[c];
+#endif
+"""
+    row_type = wp.types.vector(width, scalar)
+
+    @wp.func_native(snippet)
+    def store_rows(rows_out: wp.array2d(dtype=scalar), row: row_type, first: int, lane: int, block_rows: int): ...
+
+    return store_rows
+
+
+@functools.cache
 def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNamespace:
     """``observe(args, env_mask, use_mask, mode, save, agents_per_thread, obs_out, final_obs_out)``,
     its listed twin ``observe_listed`` (``env_mask, use_mask`` -> an ``EnvListArgs``) and
@@ -46,6 +97,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
     finite_row = health.funcs(scalar, obs_dim).finite_row
+    store_rows = block_rows_store(scalar, obs_dim)
 
     @wp.func
     def observe_env(
@@ -70,7 +122,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
                 obs_out[env, agent, c] = row[c]
             health.flag_env(non_finite_out, env, finite_row(row))
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def observe(
         args: Args,
         env_mask: wp.array(dtype=wp.bool),
@@ -88,7 +140,7 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
         first = slot * agents_per_thread
         observe_env(args, mode, save, env, first, agents_per_thread, obs_out, final_obs_out, non_finite_out)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def observe_listed(
         args: Args,
         envs: EnvListArgs,
@@ -105,24 +157,19 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
             env = envs.envs[i]
             observe_env(args, mode, save, env, first, agents_per_thread, obs_out, final_obs_out, non_finite_out)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def observe_rows(
         args: Args, mode: int, obs_rows: wp.array2d(dtype=scalar), non_finite_out: wp.array(dtype=wp.int32)
     ):
         block, lane = wp.tid()
-        row_index = block * wp.static(OBS_BLOCK) + lane
+        first = block * wp.static(OBS_BLOCK)
         n_agents = args.pos.shape[1]
         row = row_type()
-        if row_index < obs_rows.shape[0]:
-            env = row_index / n_agents
-            row = observe_agent(args, mode, env, row_index - env * n_agents)
+        if first + lane < obs_rows.shape[0]:
+            env = (first + lane) / n_agents
+            row = observe_agent(args, mode, env, first + lane - env * n_agents)
             health.flag_env(non_finite_out, env, finite_row(row))
-        # Row-major: a transposed tile of the rows read shared memory with a stride of OBS_BLOCK
-        # words, one bank (ncu: 90% excess shared wavefronts at 16,384 x 16).
-        rows = wp.tile_zeros(shape=(wp.static(OBS_BLOCK), wp.static(obs_dim)), dtype=scalar, storage="shared")
-        for c in range(wp.static(obs_dim)):
-            wp.tile_scatter_masked(rows, lane, c, row[c], True)
-        wp.tile_store(obs_rows, rows, offset=(block * wp.static(OBS_BLOCK), 0))
+        store_rows(obs_rows, row, first, lane, wp.static(OBS_BLOCK))
 
     return SimpleNamespace(observe=observe, observe_listed=observe_listed, observe_rows=observe_rows)
 

@@ -30,7 +30,7 @@ import warp as wp
 from swarp.runtime import health
 from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.launch import EAGER, Launcher
-from swarp.runtime.rows import OBS_BLOCK, OBSERVE_STEP, row_vectors
+from swarp.runtime.rows import OBS_BLOCK, OBSERVE_STEP, block_rows_store, row_vectors
 from swarp.runtime.sequence import fork, join
 
 
@@ -117,7 +117,7 @@ def step_rows_kernel(
     values)`` and, with ``start_agent``, every agent of a restarting env calls ``start_agent(end,
     env, agent, row) -> row``, which keeps the row just observed as its final one and returns the
     prepared start's first row. With ``tiled`` the block's rows leave through shared memory as in
-    ``observe_rows`` (coalesced, a block barrier per column); without, each thread stores its own
+    ``observe_rows`` (coalesced: ``rows.block_rows_store``); without, each thread stores its own
     row (``plan.tiled_rows``: faster on the smallest batches).
 
     Per-agent work stays on the agents' lanes, so the kernel keeps the observation's registers:
@@ -129,10 +129,16 @@ def step_rows_kernel(
     block_rows = per_block * n_agents
     if per_block < 1:
         raise ValueError(f"step_rows_kernel needs at most {OBS_BLOCK} agents per env, got {n_agents}")
+    store_rows = block_rows_store(scalar, obs_dim)
 
     min_blocks = STEP_ROWS_MIN_BLOCKS.get((obs_dim, scalar))
 
-    @wp.kernel(enable_backward=False, module="unique", launch_bounds=(OBS_BLOCK, min_blocks) if min_blocks else None)
+    @wp.kernel(
+        enable_backward=False,
+        module="unique",
+        launch_bounds=(OBS_BLOCK, min_blocks) if min_blocks else None,
+        grid_stride=False,
+    )
     def step_rows(args: Args, end: End, obs_rows: wp.array2d(dtype=scalar), non_finite_out: wp.array(dtype=wp.int32)):
         block, lane = wp.tid()
         n_envs = obs_rows.shape[0] / wp.static(n_agents)
@@ -163,10 +169,7 @@ def step_rows_kernel(
                 if env_values[0] != scalar(0.0):
                     row = start_agent(end, env, agent, row)
         if wp.static(tiled):
-            rows = wp.tile_zeros(shape=(wp.static(block_rows), wp.static(obs_dim)), dtype=scalar, storage="shared")
-            for c in range(wp.static(obs_dim)):
-                wp.tile_scatter_masked(rows, lane, c, row[c], True)
-            wp.tile_store(obs_rows, rows, offset=(block * wp.static(block_rows), 0))
+            store_rows(obs_rows, row, block * wp.static(block_rows), lane, wp.static(block_rows))
         else:
             if env < n_envs:
                 out = env * wp.static(n_agents) + agent
@@ -217,7 +220,7 @@ def mark_ahead(marks: AheadMarks, env: int, started: bool, episode: int):
         marks.episode_ahead[env] = episode + 1
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def mark_started(env_mask: wp.array(dtype=wp.bool), marks: AheadMarks):
     """After a reset of the envs in ``env_mask``: ask the next step to prepare their next episode
     (marks of other envs stay as they are)."""
@@ -235,7 +238,7 @@ def swap_rows_kernel(scalar: type, width: int):
     place (an auto-reset of prepared columns, e.g. a lidar's)."""
     vec = wp.types.vector(width, scalar)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def swap_rows(
         done: wp.array(dtype=wp.bool),
         fresh: wp.array2d(dtype=vec),

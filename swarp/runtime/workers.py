@@ -127,7 +127,7 @@ def _post(flags: wp.array(dtype=wp.int32), slot: int, value: int): ...
 def _claim(flags: wp.array(dtype=wp.int32)) -> int: ...
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def serve_kernel(
     flags: wp.array(dtype=wp.int32),
     graph: wp.array(dtype=wp.uint64),
@@ -142,7 +142,7 @@ def serve_kernel(
     out[0] = _serve(flags, graph, fn, yield_fn, limit)
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def wait_kernel(
     flags: wp.array(dtype=wp.int32), slot: int, yield_fn: wp.uint64, limit: int, out: wp.array(dtype=wp.int32)
 ):
@@ -151,13 +151,13 @@ def wait_kernel(
     out[0] = _wait(flags, slot, yield_fn, limit)
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def claim_kernel(flags: wp.array(dtype=wp.int32), out: wp.array(dtype=wp.int32)):
     """One thread: take back work the worker has not started (``flags[0]`` 1 -> 0); ``out[0]``: 1 if so."""
     out[0] = _claim(flags)
 
 
-@wp.kernel(enable_backward=False)
+@wp.kernel(enable_backward=False, grid_stride=False)
 def post_kernel(flags: wp.array(dtype=wp.int32), slot: int, value: int):
     """One thread: ``flags[slot] = value``, a release store."""
     _post(flags, slot, value)

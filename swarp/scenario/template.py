@@ -225,7 +225,7 @@ def fused_kernels(scalar):
 
     # One thread per env. On a step: eat (the torch post_step), then termination; on a step or a
     # reset: the info of the current state (the torch info()).
-    @wp.kernel(enable_backward=False, module="unique", module_options=options)
+    @wp.kernel(enable_backward=False, module="unique", module_options=options, grid_stride=False)
     def finish(
         mask: wp.array(dtype=wp.bool),
         use_mask: int,
@@ -265,7 +265,7 @@ def fused_kernels(scalar):
 
     # One thread per agent: its observation row, in the torch reference's column order, and on a
     # step the shared reward.
-    @wp.kernel(enable_backward=False, module="unique", module_options=options)
+    @wp.kernel(enable_backward=False, module="unique", module_options=options, grid_stride=False)
     def observe(
         mask: wp.array(dtype=wp.bool),
         use_mask: int,
@@ -296,7 +296,7 @@ def fused_kernels(scalar):
 
     # One thread per (env, slot of spawn cells), masked: the twin of reset_world. Points are ranked
     # as spawn_torch ranks them: agents take ranks 0..A-1, landmark l rank A + l.
-    @wp.kernel(enable_backward=False, module="unique", module_options=options)
+    @wp.kernel(enable_backward=False, module="unique", module_options=options, grid_stride=False)
     def reset(
         args: spawn.Spawn,
         landmarks: wp.array2d(dtype=vec2),

@@ -70,7 +70,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
         final_reward: scalar
         failure_penalty: scalar
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def body_goal_observe(
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
@@ -163,7 +163,7 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
         agent_radius: scalar
         goal_y: scalar
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def body_goal_reset(
         env_mask: wp.array(dtype=wp.bool),
         streams: ResetStreams,

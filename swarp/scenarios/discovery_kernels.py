@@ -91,7 +91,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             a.collisions_out[env, agent] = n_collisions
         return row
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def disc_finish(
         cover_bits: wp.array2d(dtype=wp.int32),
         agents_per_target: int,
@@ -150,7 +150,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, n_found == wp.static(n_targets))
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def disc_reset(
         spawn: f.Spawn,
         targets_out: wp.array2d(dtype=vec2),

@@ -71,7 +71,7 @@ def kernels(scalar: type) -> SimpleNamespace:
     vec3 = wp.types.vector(3, scalar)
     quat = wp.types.quaternion(scalar)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def drone_observe(
         pos_z: wp.array2d(dtype=scalar),
         vel_z: wp.array2d(dtype=scalar),

@@ -136,7 +136,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         a.prev_dist[env, agent] = dist
         return row
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def flock_finish(
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
@@ -208,7 +208,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, False)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def flock_reset(
         spawn: f.Spawn,
         target_limit: scalar,

@@ -90,7 +90,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         a.prev_dist[env, agent] = dist
         return row
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def form_finish(
         progress: wp.array2d(dtype=scalar),
         dist: wp.array2d(dtype=scalar),
@@ -137,7 +137,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, complete)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def form_reset(
         spawn: f.Spawn,
         center_limit: scalar,

@@ -33,7 +33,7 @@ def reset_kernel(scalar: type):
     two = scalar(2.0)
 
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
-    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
     def give_way_reset(
         spawn: f.Spawn,
         spawn_inner: scalar,
@@ -82,7 +82,7 @@ def route_kernel(scalar: type):
     zero = scalar(0.0)
 
     # No FMA contraction: route lengths come out bit for bit as in the torch reference.
-    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
     def give_way_route(
         pos: wp.array2d(dtype=vec2),
         goals: wp.array2d(dtype=vec2),

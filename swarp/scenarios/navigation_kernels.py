@@ -284,7 +284,7 @@ def finish_kernels(scalar: type, fleet_size: int):
             for a in range(fleet_size):
                 end_agent(f, env, a, values)  # the bonus (rare: every agent on goal)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def nav_finish(f: NavFinish, mode: int, env_mask: wp.array(dtype=wp.bool), use_mask: int):
         """``finish_env`` for every env after a step's observation; after a reset's (other modes),
         only the tallies of the envs of ``env_mask`` (``use_mask``)."""
@@ -435,14 +435,14 @@ def reset_kernels(scalar: type, obstacle_mode: int, drones: bool):
                     cell, rs.side, rs.world_size, rs.jitter, key, DRAW_GOAL_JITTER + 2 * a
                 )
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def nav_reset(env_mask: wp.array(dtype=wp.bool), args: NavReset):
         env, slot = wp.tid()
         if not env_mask[env]:
             return
         reset_env(args, env, slot)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def nav_reset_listed(envs: EnvListArgs, args: NavReset):
         """``nav_reset`` over the entries of an env list (``swarp.runtime.env_list``)."""
         row, slot = wp.tid()

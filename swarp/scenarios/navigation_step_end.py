@@ -105,7 +105,7 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
         # Whole rows as vectors: one address each, the columns at constant offsets from it.
         return sw.ahead.rows[env, agent]
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def nav_swap(
         done: wp.array(dtype=wp.bool),
         sw: NavSwap,

@@ -62,7 +62,7 @@ def kernels(
         iy = int(wp.floor((p[1] + world_size) * inv_cell))
         return wp.vec2i(wp.clamp(ix, 0, G - 1), wp.clamp(iy, 0, G - 1))
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def sampling_observe(
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
@@ -122,7 +122,7 @@ def kernels(
             if mode == _OBSERVE_STEP:
                 samples_out[env, agent] = sample
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def sampling_finish(
         samples: wp.array2d(dtype=scalar),
         row_mass: wp.array2d(dtype=scalar),
@@ -165,7 +165,7 @@ def kernels(
             end_step(ep, env, False)
 
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
-    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
     def sampling_reset(
         spawn: f.Spawn,
         world_size64: wp.float64,

@@ -74,7 +74,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
             j += 1
         return pos[env, j] - p
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def spread_observe(
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
@@ -142,7 +142,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
             a.covered_out[env, agent] = nearest < a.cover_radius
             a.collisions_out[env, agent] = n_collisions
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def spread_agents(
         args: AgentArgs,
         env_mask: wp.array(dtype=wp.bool),
@@ -187,7 +187,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
             row[5 + 2 * fleet_size + 2 * other] = delta[1]
         return row
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def spread_finish(
         landmark_dist: wp.array2d(dtype=scalar),
         ep: Episode,
@@ -208,7 +208,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         end_step(ep, env, False)
 
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
-    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
     def spread_reset(spawn: f.Spawn, landmark_extent: scalar, landmarks_out: wp.array2d(dtype=vec2)):
         # Agent i spawns in the cell of i-th smallest spawn key; the thread of cell m also draws
         # landmark m (per-env draws 2 m, 2 m + 1; there are at least as many cells as landmarks).

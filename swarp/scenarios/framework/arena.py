@@ -453,7 +453,7 @@ def spawn_points_kernel(scalar: type):
     f = reset_funcs(scalar)
     Spawn = spawn_struct(scalar)
 
-    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False})
+    @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
     def spawn_points(spawn: Spawn, n_agents: int, points_out: wp.array2d(dtype=vec2)):
         env, thread = wp.tid()
         if not spawn.env_mask[env]:

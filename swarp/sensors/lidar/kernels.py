@@ -245,7 +245,7 @@ def kernels(
         if wp.static(with_hits):
             store_hit(sc, env, agent, ray, hit, kind_out, index_out)
 
-    @wp.kernel(module="unique")
+    @wp.kernel(module="unique", grid_stride=False)
     def lidar_scan(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
@@ -304,7 +304,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
     fleet_flags = wp.types.vector(fleet, wp.int32)
     copy_columns = episode.copy_columns_func(scalar)
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def lidar_scan_env(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
@@ -386,7 +386,7 @@ def group_kernel(
     ray_ints = wp.types.vector(group, wp.int32)
     groups = -(-n_rays // group)  # per agent
 
-    @wp.kernel(enable_backward=False, module="unique")
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def lidar_scan_group(
         scene: Scene,
         pos: wp.array2d(dtype=vec2),
