@@ -37,6 +37,7 @@ def store_kernel(scalar, width: int):
 @pytest.mark.parametrize("width, extra", [(23, 0), (6, 4), (1, 2)])
 @pytest.mark.parametrize("block_rows, n_rows", [(OBS_BLOCK, 150), (63, 189), (48, 47)])
 def test_block_rows_land_in_their_rows_and_columns_only(device, scalar, width, extra, block_rows, n_rows, monkeypatch):
+    wp.init()  # wp.from_torch needs the runtime
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
     dtype = torch.float32 if scalar is wp.float32 else torch.float64
     full = torch.full((n_rows + 70, width + extra), -1.0, dtype=dtype, device=device)
