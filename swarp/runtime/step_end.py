@@ -82,7 +82,10 @@ class StepEndHooks:
 #: columns: k = 3 neighbors) where ``observe_rows`` takes 80, one block fewer per SM; asking for 11
 #: keeps 80 (24 bytes more stack) and measured faster. Other widths compile unbounded to
 #: ``observe_rows``' registers (k = 1, 2, 5, 8, 16 at 16 agents), where bounds would only spill; k = 4
-#: is unmeasured and left unbounded. ``tools/sass_stats.py step_rows`` shows the counts.
+#: is unmeasured and left unbounded. ``tools/sass_stats.py step_rows`` shows the counts. Those
+#: counts were taken with Warp's grid-stride loop. Since the lean launches (s27) the kernel compiles
+#: unbounded to 56 registers. That is not measured yet: docs/benchmarks.md, "The row store and
+#: lean launches (s27)".
 STEP_ROWS_MIN_BLOCKS = {(23, wp.float32): 11}
 
 
