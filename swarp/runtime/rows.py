@@ -47,12 +47,11 @@ def block_rows_store(scalar: type, width: int):
 
     On CUDA the block's rows pass through a shared tile (odd pitch: no bank conflicts) between two
     block barriers and leave as coalesced stores, thread t storing the block's flat elements t,
-    t + block_rows, ... (``width`` stores, each address a division by the constant ``width`` away;
-    unrolled 4 at a time: fully unrolled, the shared loads ran ahead and ``step_rows`` spilled under
-    its launch bounds, 1.06x slower at 1,024 x 64). Warp's tiles did this with a barrier per column
-    and a generic store loop (bounds, coordinates and strides per element), 40% of ``observe_rows``'
-    instructions at 262,144 x 16 (docs/benchmarks.md, "The row store and lean launches (s27)").
-    Elsewhere (CPU blocks) each thread stores its own row: the same values."""
+    t + block_rows, ... (``width`` stores, each address a division by the constant ``width`` away,
+    unrolled 4 at a time so ``step_rows`` does not spill under its launch bounds). It replaces
+    Warp's tile scatter and store, which pay a barrier per column and per-element bounds and
+    stride arithmetic (docs/benchmarks.md, "The row store and lean launches (s27)"). Elsewhere
+    (CPU blocks) each thread stores its own row: the same values."""
     ctype = {float: "wp::float32", wp.float32: "wp::float32", wp.float64: "wp::float64"}.get(scalar)
     if ctype is None:
         raise ValueError(f"block_rows_store stores float32 or float64 rows, got {scalar!r}")
