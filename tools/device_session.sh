@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
+#   bash tools/device_session.sh substep|tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+substep)
+  # Issue 31, what session 28 left (no GPU was lent): the fused substep's GPU tests (its bits against
+  # the split substep's, one agent per thread), then plan_ab of plan.fused_substep in one process per
+  # cell on the s27 grid, 262,144 x 16 and the auto-reset's shapes, and a lidar at 4,096 x 16.
+  timeout 200 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/physics tests/runtime 2>&1 | tail -6 \
+    | tee "$out/tests_substep.log"
+  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
+  { timeout 300 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 6
+    timeout 120 $ab --envs 262144 --agents 16 --rounds 4 --iters 100
+    timeout 120 $ab --envs 4096 16384 --agents 8 --rounds 6
+    timeout 120 $ab --envs 4096 --agents 16 --rounds 6 --option lidar_rays=32
+  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
+  ;;
 authoring)
   # Issue 30: the GPU suite, then a torch-only scenario (the generated template) captured in one
   # CUDA graph against its uncaptured self and fused built-ins, at 4,096 x 16 and 1,024 x 8.

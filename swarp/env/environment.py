@@ -28,6 +28,7 @@ from swarp.core.precision import resolve_device
 from swarp.core.rng import stream_key_torch
 from swarp.env import grad, reference
 from swarp.env.shards import Shards
+from swarp.physics import substep
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
 from swarp.runtime import episode, health
@@ -207,6 +208,7 @@ class Environment:
             lidar=lidar_config is not None,
             fuses_end=hooks is not None and hooks.fuses_end,
             prepares_ahead=hooks is not None and hooks.prepares_ahead,
+            fuses_substep=substep.can_fuse(spec.agents, spec.world),
         )
         #: The constructor's arguments, checked and resolved: what a pickle or a copy rebuilds from.
         self._rebuild_kwargs = dict(

@@ -134,11 +134,62 @@ def funcs(scalar: type) -> SimpleNamespace:
 
 @functools.cache
 def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
-    """The contact-force kernel for one precision; without ``obstacles`` (a world with no obstacle
-    slots) the obstacle loop and its shape code are not compiled (fewer registers)."""
+    """The contact-force kernel for one precision and ``agent_force``, the Warp function it runs
+    for one agent (the fused substep calls it too: ``swarp.physics.substep``); without
+    ``obstacles`` (a world with no obstacle slots) the obstacle loop and its shape code are not
+    compiled (fewer registers)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     zero = scalar(0.0)
+
+    @wp.func
+    def agent_force(
+        params: wp.array3d(dtype=scalar),
+        per_env_params: int,
+        obstacle_shape: wp.array2d(dtype=wp.int32),
+        obstacle_center: wp.array2d(dtype=vec2),
+        obstacle_angle: wp.array2d(dtype=scalar),
+        obstacle_size: wp.array2d(dtype=vec2),
+        per_env_obstacles: int,
+        stiffness: scalar,
+        damping: scalar,
+        agent_collisions: int,
+        soft_walls: int,
+        lower: vec2,
+        upper: vec2,
+        pos: wp.array2d(dtype=vec2),
+        vel: wp.array2d(dtype=vec2),
+        nbr: wp.array3d(dtype=wp.int32),
+        nbr_near: wp.array2d(dtype=wp.int32),
+        env: int,
+        agent: int,
+    ) -> vec2:
+        """The contact force [N] on ``agent`` of ``env``: its listed neighbors, obstacles and walls."""
+        pe = env * per_env_params
+        p = pos[env, agent]
+        v = vel[env, agent]
+        r = params[pe, agent, _RADIUS]
+        force = vec2(zero, zero)
+        if agent_collisions != 0:
+            for k in range(nbr_near[env, agent]):
+                j = nbr[env, k, agent]
+                force += f.pair_force(
+                    p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
+                )
+        if wp.static(obstacles):
+            oe = env * per_env_obstacles
+            for o in range(obstacle_shape.shape[1]):
+                shape = obstacle_shape[oe, o]
+                if shape != 0:
+                    hit = f.obstacle_distance(
+                        p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o]
+                    )
+                    if hit[0] < r:
+                        normal = vec2(hit[1], hit[2])
+                        force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
+        if soft_walls != 0:
+            force += f.wall_force(p, v, r, lower, upper, stiffness, damping)
+        return force
 
     @wp.kernel(module="unique", grid_stride=False)
     def contact_forces(
@@ -169,30 +220,26 @@ def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
         # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            pe = env * per_env_params
-            p = pos[env, agent]
-            v = vel[env, agent]
-            r = params[pe, agent, _RADIUS]
-            force = vec2(zero, zero)
-            if agent_collisions != 0:
-                for k in range(nbr_near[env, agent]):
-                    j = nbr[env, k, agent]
-                    force += f.pair_force(
-                        p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
-                    )
-            if wp.static(obstacles):
-                oe = env * per_env_obstacles
-                for o in range(obstacle_shape.shape[1]):
-                    shape = obstacle_shape[oe, o]
-                    if shape != 0:
-                        hit = f.obstacle_distance(
-                            p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o]
-                        )
-                        if hit[0] < r:
-                            normal = vec2(hit[1], hit[2])
-                            force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
-            if soft_walls != 0:
-                force += f.wall_force(p, v, r, lower, upper, stiffness, damping)
-            forces_out[env, agent] = force
+            forces_out[env, agent] = agent_force(
+                params,
+                per_env_params,
+                obstacle_shape,
+                obstacle_center,
+                obstacle_angle,
+                obstacle_size,
+                per_env_obstacles,
+                stiffness,
+                damping,
+                agent_collisions,
+                soft_walls,
+                lower,
+                upper,
+                pos,
+                vel,
+                nbr,
+                nbr_near,
+                env,
+                agent,
+            )
 
-    return SimpleNamespace(contact_forces=contact_forces)
+    return SimpleNamespace(contact_forces=contact_forces, agent_force=agent_force)

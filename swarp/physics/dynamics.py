@@ -175,6 +175,159 @@ def kernels(
     two = scalar(2.0)
     sixth = scalar(1.0 / 6.0)
 
+    @wp.func
+    def integrate_agent(
+        params: wp.array3d(dtype=scalar),
+        per_env_params: int,
+        kinds: wp.array(dtype=wp.int32),
+        ctrl_modes: wp.array(dtype=wp.int32),
+        h: scalar,
+        integrator: int,
+        clamp_bounds: int,
+        lower: vec2,
+        upper: vec2,
+        actions: wp.array3d(dtype=scalar),
+        force: vec2,
+        pos: wp.array2d(dtype=vec2),
+        theta: wp.array2d(dtype=scalar),
+        vel: wp.array2d(dtype=vec2),
+        speed: wp.array2d(dtype=scalar),
+        ang_vel: wp.array2d(dtype=scalar),
+        pos_out: wp.array2d(dtype=vec2),
+        theta_out: wp.array2d(dtype=scalar),
+        vel_out: wp.array2d(dtype=vec2),
+        speed_out: wp.array2d(dtype=scalar),
+        ang_vel_out: wp.array2d(dtype=scalar),
+        invalid_out: wp.array(dtype=wp.int32),
+        env: int,
+        agent: int,
+    ) -> bool:
+        """One substep of length ``h`` [s] for ``agent`` of ``env`` under the contact ``force`` [N]
+        (a planar agent; a drone is left to physics/drone.py): its state from the input arrays into
+        the output ones. Returns whether the new state is finite."""
+        pe = env * per_env_params
+        # Every load first, before any branch or store: the compiler cannot tell the flag store
+        # below from these loads apart, so a load after it would wait for it, and one after the
+        # drone branch for the kind's load: rounds of memory latency one after another.
+        kind = kinds[agent]
+        velocity_ctrl = ctrl_modes[agent] == _VELOCITY
+        raw0 = actions[env, agent, 0]
+        raw1 = actions[env, agent, 1]
+        max_speed = params[pe, agent, _P_MAX_SPEED]
+        accel_c = force / params[pe, agent, _P_MASS]
+        p = pos[env, agent]
+        th = theta[env, agent]
+        v = vel[env, agent]
+        s = speed[env, agent]
+        om = ang_vel[env, agent]
+        if kind == _DRONE:
+            return True  # 6-DOF: physics/drone.py integrates it
+        # Non-finite commands act as 0 and raise the invalid-action flag.
+        finite0 = health.finite(raw0)
+        finite1 = health.finite(raw1)
+        if not (finite0 and finite1):
+            invalid_out[0] = 1
+        u0 = wp.where(finite0, raw0, zero)
+        u1 = wp.where(finite1, raw1, zero)
+        rk4 = integrator == _RK4
+
+        if wp.static(holonomic) and kind == _HOLONOMIC:
+            u = vec2(u0, u1)
+            if wp.static(velocity) and velocity_ctrl:
+                v = f.clip_norm(u, max_speed) + accel_c * h
+                p = p + v * h
+            elif wp.static(acceleration):
+                a_cmd = f.clip_norm(u, params[pe, agent, _P_MAX_ACCEL]) + accel_c
+                drag = params[pe, agent, _P_DRAG]
+                if wp.static(rk4_any) and rk4:
+                    k1v = a_cmd - v * drag
+                    v2 = v + k1v * (h * half)
+                    k2v = a_cmd - v2 * drag
+                    v3 = v + k2v * (h * half)
+                    k3v = a_cmd - v3 * drag
+                    v4 = v + k3v * h
+                    k4v = a_cmd - v4 * drag
+                    p = p + (v + (v2 + v3) * two + v4) * (h * sixth)
+                    v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
+                elif wp.static(euler):
+                    v = f.clip_norm(v + (a_cmd - v * drag) * h, max_speed)
+                    p = p + v * h
+                v = f.clip_norm(v, max_speed)
+            s = f.safe_norm(v)
+            om = zero
+        elif wp.static(wheeled):
+            bicycle = bool(False)
+            if wp.static(bicycles and unicycles):
+                bicycle = kind == _BICYCLE
+            elif wp.static(bicycles):
+                bicycle = True
+            push = accel_c * h
+            max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
+            beta = zero
+            kappa = zero
+            a_lin = zero
+            a_ang = zero
+            if bicycle:
+                wheelbase = params[pe, agent, _P_WHEELBASE]
+                max_steer = params[pe, agent, _P_MAX_STEER]
+                delta = wp.clamp(u1, -max_steer, max_steer)
+                tan_delta = wp.tan(delta)
+                beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
+                kappa = wp.cos(beta) * tan_delta / wheelbase
+            if wp.static(velocity) and velocity_ctrl:
+                s = wp.clamp(u0, -max_speed, max_speed)
+                if not bicycle:
+                    om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
+            elif wp.static(acceleration):
+                max_accel = params[pe, agent, _P_MAX_ACCEL]
+                a_lin = wp.clamp(u0, -max_accel, max_accel)
+                if not bicycle:
+                    max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
+                    a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
+            if wp.static(rk4_any) and rk4:
+                # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
+                s2 = s + a_lin * (h * half)
+                om2 = om + a_ang * (h * half)
+                s4 = s + a_lin * h
+                om4 = om + a_ang * h
+                k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+                k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+                k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+                k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
+                rate = (k1 + (k2 + k3) * two + k4) * sixth
+                p = p + vec2(rate[0], rate[1]) * h
+                th = th + rate[2] * h
+                s = s4
+                om = om4
+            elif wp.static(euler):
+                s = s + a_lin * h
+                om = om + a_ang * h
+                s = wp.clamp(s, -max_speed, max_speed)
+                if not bicycle:
+                    om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+                rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+                p = p + vec2(rate[0], rate[1]) * h
+                th = th + rate[2] * h
+            s = wp.clamp(s, -max_speed, max_speed)
+            if bicycle:
+                om = s * kappa
+            else:
+                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+            th = f.wrap_angle(th)
+            v = f.heading(th + beta) * s + push
+
+        if clamp_bounds != 0:
+            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
+            p = vec2(clamped[0, 0], clamped[0, 1])
+            v = vec2(clamped[1, 0], clamped[1, 1])
+        pos_out[env, agent] = p
+        theta_out[env, agent] = th
+        vel_out[env, agent] = v
+        speed_out[env, agent] = s
+        ang_vel_out[env, agent] = om
+        finite = health.finite(p) and health.finite(th) and health.finite(v)
+        return finite and health.finite(s) and health.finite(om)
+
     @wp.kernel(module="unique", grid_stride=False)
     def integrate(
         # model
@@ -213,128 +366,33 @@ def kernels(
             stop = first + 1
         finite = bool(True)
         for agent in range(first, stop):
-            pe = env * per_env_params
-            # Every load first, before any branch or store: the compiler cannot tell the flag store
-            # below from these loads apart, so a load after it would wait for it, and one after the
-            # drone branch for the kind's load: rounds of memory latency one after another.
-            kind = kinds[agent]
-            velocity_ctrl = ctrl_modes[agent] == _VELOCITY
-            raw0 = actions[env, agent, 0]
-            raw1 = actions[env, agent, 1]
-            max_speed = params[pe, agent, _P_MAX_SPEED]
-            accel_c = forces[env, agent] / params[pe, agent, _P_MASS]
-            p = pos[env, agent]
-            th = theta[env, agent]
-            v = vel[env, agent]
-            s = speed[env, agent]
-            om = ang_vel[env, agent]
-            if kind == _DRONE:
-                continue  # 6-DOF: physics/drone.py integrates it
-            # Non-finite commands act as 0 and raise the invalid-action flag.
-            finite0 = health.finite(raw0)
-            finite1 = health.finite(raw1)
-            if not (finite0 and finite1):
-                invalid_out[0] = 1
-            u0 = wp.where(finite0, raw0, zero)
-            u1 = wp.where(finite1, raw1, zero)
-            rk4 = integrator == _RK4
-
-            if wp.static(holonomic) and kind == _HOLONOMIC:
-                u = vec2(u0, u1)
-                if wp.static(velocity) and velocity_ctrl:
-                    v = f.clip_norm(u, max_speed) + accel_c * h
-                    p = p + v * h
-                elif wp.static(acceleration):
-                    a_cmd = f.clip_norm(u, params[pe, agent, _P_MAX_ACCEL]) + accel_c
-                    drag = params[pe, agent, _P_DRAG]
-                    if wp.static(rk4_any) and rk4:
-                        k1v = a_cmd - v * drag
-                        v2 = v + k1v * (h * half)
-                        k2v = a_cmd - v2 * drag
-                        v3 = v + k2v * (h * half)
-                        k3v = a_cmd - v3 * drag
-                        v4 = v + k3v * h
-                        k4v = a_cmd - v4 * drag
-                        p = p + (v + (v2 + v3) * two + v4) * (h * sixth)
-                        v = v + (k1v + (k2v + k3v) * two + k4v) * (h * sixth)
-                    elif wp.static(euler):
-                        v = f.clip_norm(v + (a_cmd - v * drag) * h, max_speed)
-                        p = p + v * h
-                    v = f.clip_norm(v, max_speed)
-                s = f.safe_norm(v)
-                om = zero
-            elif wp.static(wheeled):
-                bicycle = bool(False)
-                if wp.static(bicycles and unicycles):
-                    bicycle = kind == _BICYCLE
-                elif wp.static(bicycles):
-                    bicycle = True
-                push = accel_c * h
-                max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
-                beta = zero
-                kappa = zero
-                a_lin = zero
-                a_ang = zero
-                if bicycle:
-                    wheelbase = params[pe, agent, _P_WHEELBASE]
-                    max_steer = params[pe, agent, _P_MAX_STEER]
-                    delta = wp.clamp(u1, -max_steer, max_steer)
-                    tan_delta = wp.tan(delta)
-                    beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
-                    kappa = wp.cos(beta) * tan_delta / wheelbase
-                if wp.static(velocity) and velocity_ctrl:
-                    s = wp.clamp(u0, -max_speed, max_speed)
-                    if not bicycle:
-                        om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
-                elif wp.static(acceleration):
-                    max_accel = params[pe, agent, _P_MAX_ACCEL]
-                    a_lin = wp.clamp(u0, -max_accel, max_accel)
-                    if not bicycle:
-                        max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
-                        a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
-                if wp.static(rk4_any) and rk4:
-                    # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
-                    s2 = s + a_lin * (h * half)
-                    om2 = om + a_ang * (h * half)
-                    s4 = s + a_lin * h
-                    om4 = om + a_ang * h
-                    k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                    k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                    k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                    k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
-                    rate = (k1 + (k2 + k3) * two + k4) * sixth
-                    p = p + vec2(rate[0], rate[1]) * h
-                    th = th + rate[2] * h
-                    s = s4
-                    om = om4
-                elif wp.static(euler):
-                    s = s + a_lin * h
-                    om = om + a_ang * h
-                    s = wp.clamp(s, -max_speed, max_speed)
-                    if not bicycle:
-                        om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-                    rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                    p = p + vec2(rate[0], rate[1]) * h
-                    th = th + rate[2] * h
-                s = wp.clamp(s, -max_speed, max_speed)
-                if bicycle:
-                    om = s * kappa
-                else:
-                    om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-                th = f.wrap_angle(th)
-                v = f.heading(th + beta) * s + push
-
-            if clamp_bounds != 0:
-                clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
-                p = vec2(clamped[0, 0], clamped[0, 1])
-                v = vec2(clamped[1, 0], clamped[1, 1])
-            pos_out[env, agent] = p
-            theta_out[env, agent] = th
-            vel_out[env, agent] = v
-            speed_out[env, agent] = s
-            ang_vel_out[env, agent] = om
-            finite = finite and health.finite(p) and health.finite(th) and health.finite(v)
-            finite = finite and health.finite(s) and health.finite(om)
+            agent_finite = integrate_agent(
+                params,
+                per_env_params,
+                kinds,
+                ctrl_modes,
+                h,
+                integrator,
+                clamp_bounds,
+                lower,
+                upper,
+                actions,
+                forces[env, agent],
+                pos,
+                theta,
+                vel,
+                speed,
+                ang_vel,
+                pos_out,
+                theta_out,
+                vel_out,
+                speed_out,
+                ang_vel_out,
+                invalid_out,
+                env,
+                agent,
+            )
+            finite = finite and agent_finite
         health.flag_env(non_finite_out, env, finite)
 
-    return SimpleNamespace(integrate=integrate, vec3=vec3)
+    return SimpleNamespace(integrate=integrate, integrate_agent=integrate_agent, vec3=vec3)

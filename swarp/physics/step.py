@@ -28,10 +28,10 @@ from swarp.core import stability
 from swarp.core.config import AgentConfig, DynamicsModel, Integrator, WorldConfig, _coerce_enum
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
-from swarp.physics import bodies, contacts, drone, dynamics
+from swarp.physics import bodies, contacts, drone, dynamics, substep
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
 from swarp.runtime.launch import EAGER, Launcher
-from swarp.runtime.plan import ExecutionPlan, choose_plan
+from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan
 
 
 @dataclass
@@ -124,7 +124,14 @@ class Stepper:
         self.world = world
         if plan is not None and not isinstance(plan, ExecutionPlan):
             raise TypeError(f"plan must be an ExecutionPlan, got {type(plan).__name__}")
-        self.plan = plan if plan is not None else choose_plan(self.device, max_neighbors=world.max_neighbors)
+        if plan is None:
+            can = Capabilities(fuses_substep=substep.can_fuse(agents, world))
+            plan = choose_plan(self.device, n_agents=len(agents), max_neighbors=world.max_neighbors, can=can)
+        elif plan.fused_substep and not substep.can_fuse(agents, world):
+            raise ValueError(
+                "plan.fused_substep=True is not possible here: the world has movable bodies or the fleet drones"
+            )
+        self.plan = plan
         self.neighbor_method = world.neighbor_method_for(len(agents))
         # Movable bodies are a structural flag: without them no body launch or argument exists.
         self.bodies = None
@@ -259,9 +266,12 @@ class Stepper:
         launcher: Launcher = EAGER,
         body_route: tuple | None = None,
         non_finite_flag: wp.array | None = None,
+        taped: bool = False,
     ) -> None:
         """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``
-        (planar models, then, when the fleet has drones, the 6-DOF kernel).
+        (planar models, then, when the fleet has drones, the 6-DOF kernel). Where
+        ``plan.fused_substep`` and not ``taped`` (a launch a tape records needs an adjoint), both
+        are one kernel (``swarp.physics.substep``): the same bits.
 
         ``state_out`` may be ``state_in`` (in-place, no-grad) or a fresh state (taped). With bodies,
         ``forces`` is a ``bodies.BodyForces``: the body contacts, joints and the bodies' integration
@@ -285,6 +295,39 @@ class Stepper:
             if rows not in (1, n_envs):
                 raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
         per_thread, threads = self.plan.split(n_agents)
+        obstacle_args = [ob.shape, ob.center, ob.angle, ob.size, int(ob.per_env)]
+        contact_args = [s(self.world.collision_k), s(self.world.collision_damping), int(self.world.collisions), soft]
+        h = s(self.dt / self.substeps)
+        if self.plan.fused_substep and not taped:
+            blocks, per_block, threads = substep.layout(n_envs, n_agents, self.plan.one_thread_per_env)
+            launcher.launch(
+                substep.kernel(s, ob.shape.shape[1] > 0, *self._fleet_variant, not self.plan.one_thread_per_env),
+                dim=(blocks, per_block * threads),
+                inputs=[
+                    m.params,
+                    per_env_params,
+                    *obstacle_args,
+                    *contact_args,
+                    m.kinds,
+                    m.ctrl_modes,
+                    h,
+                    int(self.integrator),
+                    clamp,
+                    lower,
+                    upper,
+                    per_block,
+                    threads,
+                    per_thread,
+                    actions,
+                    neighbors.nbr,
+                    neighbors.near,
+                    *state_in.planar_arrays(),
+                ],
+                outputs=[forces, *state_out.planar_arrays(), invalid_flag, flags],
+                device=self.device,
+                block_dim=per_block * threads,
+            )
+            return
         body_forces = forces if self.bodies is not None else None
         if body_forces is not None:
             forces = body_forces.contact
@@ -294,15 +337,8 @@ class Stepper:
             inputs=[
                 m.params,
                 per_env_params,
-                ob.shape,
-                ob.center,
-                ob.angle,
-                ob.size,
-                int(ob.per_env),
-                s(self.world.collision_k),
-                s(self.world.collision_damping),
-                int(self.world.collisions),
-                soft,
+                *obstacle_args,
+                *contact_args,
                 lower,
                 upper,
                 state_in.pos,
@@ -324,7 +360,7 @@ class Stepper:
             per_env_params,
             m.kinds,
             m.ctrl_modes,
-            s(self.dt / self.substeps),
+            h,
             int(self.integrator),
             per_thread,
             clamp,
@@ -442,7 +478,14 @@ class Stepper:
         with tape if tape is not None else contextlib.nullcontext():
             for forces, out in zip(scratch.forces, scratch.states, strict=True):
                 self.substep(
-                    state, actions, scratch.neighbors, forces, out, invalid_flag, non_finite_flag=non_finite_flag
+                    state,
+                    actions,
+                    scratch.neighbors,
+                    forces,
+                    out,
+                    invalid_flag,
+                    non_finite_flag=non_finite_flag,
+                    taped=True,
                 )
                 state = out
         return state

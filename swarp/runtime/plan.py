@@ -41,6 +41,9 @@ REGISTER_LIST_MAX_K = 16
 LIDAR_RAYS_PER_THREAD = 4
 #: Most agents per env whose step ends in one fused kernel (a block of 64 threads holds whole envs).
 FUSED_END_MAX_AGENTS = 64
+#: Most agents per env of a fused substep with one agent per thread: an env's threads share one
+#: block (CUDA's limit).
+FUSED_SUBSTEP_MAX_AGENTS = 1024
 #: Most agent threads (E x A) whose fused end stores its rows thread by thread instead of through
 #: the tiled store (``tiled_rows=False``): navigation with realistic auto-reset, two rounds, us/step
 #: tiled / direct, 1,024 x 3 24.80 / 22.96 and 24.71 / 23.13, 1,024 x 8 26.07 / 24.72 and 26.16 /
@@ -86,6 +89,9 @@ class ExecutionPlan:
             scan in two passes (mark, then insert); else entries shift in local memory. Same lists.
         tiled_rows: The step's observation rows leave each block through shared memory as one
             coalesced store (CUDA); else each thread stores its own row.
+        fused_substep: Each substep's contact forces and integration are one kernel, blocks of
+            whole envs with a block barrier between the two (``swarp.physics.substep``), instead
+            of two launches.
         fused_step_end: The step's observation, the end of each env's step and (with
             ``reset_ahead``) the swap of prepared starts are one kernel (a scenario with
             ``swarp.runtime.step_end`` hooks).
@@ -123,6 +129,7 @@ class ExecutionPlan:
     env_block: int | None = None
     register_lists: bool = False
     tiled_rows: bool = False
+    fused_substep: bool = False
     fused_step_end: bool = False
     list_resets: bool = False
     reset_ahead: bool = False
@@ -141,8 +148,9 @@ class ExecutionPlan:
             raise ValueError(f"plan.async_cpu must be one of {ASYNC_CPU_PLACEMENTS}, got {self.async_cpu!r}")
         if self.grad_step not in GRAD_STEPS:
             raise ValueError(f"plan.grad_step must be one of {GRAD_STEPS}, got {self.grad_step!r}")
-        for name in ("one_thread_per_env", "register_lists", "tiled_rows", "fused_step_end", "list_resets",
-                     "reset_ahead", "lidar_side_stream", "cpu_graph_workers", "compile_torch"):  # fmt: skip
+        for name in ("one_thread_per_env", "register_lists", "tiled_rows", "fused_substep", "fused_step_end",
+                     "list_resets", "reset_ahead", "lidar_side_stream", "cpu_graph_workers",
+                     "compile_torch"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"plan.{name} must be a bool, got {getattr(self, name)!r}")
         block = self.env_block
@@ -180,6 +188,8 @@ class Capabilities:
         lidar: The observation ends with a lidar scan.
         fuses_end: The scenario can end a step in one kernel (``StepEndHooks.fuses_end``).
         prepares_ahead: The scenario can prepare starts ahead (``StepEndHooks.prepares_ahead``).
+        fuses_substep: The physics can run each substep as one kernel: no movable bodies, no
+            drones (``swarp.physics.substep.can_fuse``).
     """
 
     capturable: bool = False
@@ -188,6 +198,7 @@ class Capabilities:
     lidar: bool = False
     fuses_end: bool = False
     prepares_ahead: bool = False
+    fuses_substep: bool = False
 
 
 def choose_plan(
@@ -237,6 +248,11 @@ def choose_plan(
     rule("one_thread_per_env", not cuda)
     rule("env_block", ENV_BLOCK if cuda else None)
     rule("register_lists", cuda and max_neighbors <= REGISTER_LIST_MAX_K)
+    # One launch fewer per substep: navigation on the CPU (one thread, interleaved in one process,
+    # 30 rounds) 1,024 x 4 283.2 -> 278.4 us/step (1.02x, every round 0.995-1.047x), 256 x 16 1.00x
+    # (2-core EPYC). On CUDA, where the forces would also stay in registers, it is not measured yet
+    # (docs/journal, session 28): not chosen there, ``plan={"fused_substep": True}`` runs it.
+    rule("fused_substep", can.fuses_substep and chosen["one_thread_per_env"] and not cuda)
     # Small batches are a chain of latency-bound launches, which the fused end shortens by two; from
     # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose:
     # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).
@@ -346,6 +362,15 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
             )
         if n_agents > FUSED_END_MAX_AGENTS:
             fail("fused_step_end", f"a block holds whole envs of at most {FUSED_END_MAX_AGENTS} agents, got {n_agents}")
+    if plan.fused_substep:
+        if not can.fuses_substep:
+            fail("fused_substep", "the world has movable bodies or the fleet drones, whose kernels run between")
+        if not plan.one_thread_per_env:
+            if not cuda:
+                fail("fused_substep", "on the CPU a thread must hold a whole env: it needs one_thread_per_env")
+            if n_agents > FUSED_SUBSTEP_MAX_AGENTS:
+                limit = FUSED_SUBSTEP_MAX_AGENTS
+                fail("fused_substep", f"an env's threads share a block of at most {limit}, got {n_agents}")
     if plan.list_resets and not (can.fused and can.auto_reset):
         fail("list_resets", "only the fused auto-reset walks a list of its envs: it needs fused kernels and auto_reset")
     if plan.reset_ahead and not (can.fused and can.auto_reset and can.prepares_ahead):

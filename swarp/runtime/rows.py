@@ -48,7 +48,7 @@ def block_rows_store(scalar: type, width: int):
     On CUDA the block's rows pass through a shared tile (odd pitch: no bank conflicts) between two
     block barriers and leave as coalesced stores, thread t storing the block's flat elements t,
     t + block_rows, ... (``width`` stores, each address a division by the constant ``width`` away,
-    unrolled 4 at a time so ``step_rows`` does not spill under its launch bounds). It replaces
+    unrolled 4 at a time: fully unrolled, ptxas hoists the shared loads and ``step_rows`` spills). It replaces
     Warp's tile scatter and store, which pay a barrier per column and per-element bounds and
     stride arithmetic (docs/benchmarks.md, "The row store and lean launches (s27)"). Elsewhere
     (CPU blocks) each thread stores its own row: the same values."""

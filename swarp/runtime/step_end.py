@@ -77,17 +77,6 @@ class StepEndHooks:
 
 # --- the fused step end ----------------------------------------------------------------------------
 
-#: ``step_rows``' launch bounds by (row width, precision): the blocks of ``OBS_BLOCK`` threads ptxas
-#: must fit on an SM. Unbounded, ptxas gives it 90 registers for navigation's default rows (23 float32
-#: columns: k = 3 neighbors) where ``observe_rows`` takes 80, one block fewer per SM; asking for 11
-#: keeps 80 (24 bytes more stack) and measured faster. Other widths compile unbounded to
-#: ``observe_rows``' registers (k = 1, 2, 5, 8, 16 at 16 agents), where bounds would only spill; k = 4
-#: is unmeasured and left unbounded. ``tools/sass_stats.py step_rows`` shows the counts. Those
-#: counts were taken with Warp's grid-stride loop. Since the lean launches (s27) the kernel compiles
-#: unbounded to 56 registers. That is not measured yet: docs/benchmarks.md, "The row store and
-#: lean launches (s27)".
-STEP_ROWS_MIN_BLOCKS = {(23, wp.float32): 11}
-
 
 def envs_per_block(n_agents: int) -> int:
     """Envs in one block of ``step_rows_kernel`` (0: an env has more agents than ``OBS_BLOCK``)."""
@@ -134,14 +123,7 @@ def step_rows_kernel(
         raise ValueError(f"step_rows_kernel needs at most {OBS_BLOCK} agents per env, got {n_agents}")
     store_rows = block_rows_store(scalar, obs_dim)
 
-    min_blocks = STEP_ROWS_MIN_BLOCKS.get((obs_dim, scalar))
-
-    @wp.kernel(
-        enable_backward=False,
-        module="unique",
-        launch_bounds=(OBS_BLOCK, min_blocks) if min_blocks else None,
-        grid_stride=False,
-    )
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def step_rows(args: Args, end: End, obs_rows: wp.array2d(dtype=scalar), non_finite_out: wp.array(dtype=wp.int32)):
         block, lane = wp.tid()
         n_envs = obs_rows.shape[0] / wp.static(n_agents)

@@ -74,8 +74,8 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
         copied from ``ahead``. Returns the start's first observation row (the caller stores it)."""
         # In groups, each loaded then stored, so few values are live at once: the fused end compiles
         # this into the observation's kernel, where every register this rare path holds would cost
-        # every block occupancy (one group at a time: 80 registers with the launch bounds, no
-        # spill; all loads first: 96). Each group waits for the stores before it (the compiler
+        # every block occupancy (s26, one group at a time: 80 registers, no spill, under launch
+        # bounds since removed; all loads first: 96). Each group waits for the stores before it (the compiler
         # cannot tell the arrays apart): a few memory round trips, on the lanes of restarting envs only.
         sw.final_obs[env, agent] = old
         entries = list_k()

@@ -53,7 +53,7 @@ def test_replay_and_eager_are_bit_identical(fused, monkeypatch, generator):
     assert default_env.execution_mode == ("graph" if fused else "replay")
     assert_bit_identical(eager, rollout(default_env, noise))
     program = replay_env._step_seq._program if fused else replay_env.world._program
-    assert program is not None and program.n_launches >= 3
+    assert program is not None and program.n_launches >= 2  # at least the fused substep and a neighbor build
 
     # Debug mode re-traces the launch sequence before every replay: nothing recorded went stale.
     monkeypatch.setenv(LAUNCH_DEBUG_ENV, "1")
