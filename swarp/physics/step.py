@@ -127,10 +127,8 @@ class Stepper:
         if plan is None:
             can = Capabilities(fuses_substep=substep.can_fuse(agents, world))
             plan = choose_plan(self.device, n_agents=len(agents), max_neighbors=world.max_neighbors, can=can)
-        elif plan.fused_substep and not substep.can_fuse(agents, world):
-            raise ValueError(
-                "plan.fused_substep=True is not possible here: the world has movable bodies or the fleet drones"
-            )
+        elif plan.fused_substep:
+            substep.check_plan(plan, agents, world, self.device)
         self.plan = plan
         self.neighbor_method = world.neighbor_method_for(len(agents))
         # Movable bodies are a structural flag: without them no body launch or argument exists.

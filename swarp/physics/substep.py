@@ -4,8 +4,9 @@ Split, a substep is two launches: ``contacts.contact_forces`` writes every agent
 ``dynamics.integrate`` reads it back. Fused, a block holds whole envs. Each thread computes the
 forces of its agents from the substep's input state, a block barrier waits until every agent of
 the block has read that state, and then each thread integrates its agents (in place: no thread
-writes a state another one still reads). With one agent per thread the force stays in a register
-(``forces`` is still written, the scratch the split substep leaves). Both run the same Warp
+writes a state another one still reads; on the CPU one thread holds an env, or Warp's CPU blocks
+run the block's threads in turns between barriers). With one agent per thread the force stays in
+a register (``forces`` is still written, the scratch the split substep leaves). Both run the same Warp
 functions (``contacts.kernels(...).agent_force``, ``dynamics.kernels(...).integrate_agent``), so
 the states are the same bits.
 
@@ -35,16 +36,25 @@ def can_fuse(agents, world) -> bool:
     return not world.bodies and all(cfg.model != DynamicsModel.DRONE for cfg in agents)
 
 
-@wp.func_native(
-    """
-#if defined(__CUDA_ARCH__)
-    __syncthreads();
-#endif
-"""
-)
+def check_plan(plan, agents, world, device: str) -> None:
+    """Raise ``ValueError`` where ``plan.fused_substep`` cannot run the substeps of ``agents`` in
+    ``world`` on ``device`` (a plan given to a ``Stepper`` directly; ``choose_plan`` checks its own)."""
+    why = None
+    if not can_fuse(agents, world):
+        why = "the world has movable bodies or the fleet drones, whose kernels run between"
+    elif not plan.one_thread_per_env and len(agents) > FUSED_SUBSTEP_MAX_AGENTS:
+        why = f"an env's threads share a block of at most {FUSED_SUBSTEP_MAX_AGENTS}, got {len(agents)}"
+    elif not plan.one_thread_per_env and not str(device).startswith("cuda") and not wp.config.enable_cpu_blocks:
+        why = "on the CPU one agent per thread needs wp.config.enable_cpu_blocks for its block barrier"
+    if why:
+        raise ValueError(f"plan.fused_substep=True is not possible here: {why}")
+
+
+@wp.func_native("WP_TILE_SYNC();")
 def block_barrier():
-    """Every thread of the block waits here for the others (CUDA); nothing on the CPU, where one
-    thread holds a whole env (``plan.one_thread_per_env``)."""
+    """Every thread of the block waits here for the others: ``__syncthreads`` on CUDA; on the CPU
+    a yield between a block's threads where Warp runs blocks (``wp.config.enable_cpu_blocks``),
+    else nothing (then each thread holds a whole env: ``plan.one_thread_per_env``)."""
     ...
 
 

@@ -366,8 +366,12 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
         if not can.fuses_substep:
             fail("fused_substep", "the world has movable bodies or the fleet drones, whose kernels run between")
         if not plan.one_thread_per_env:
-            if not cuda:
-                fail("fused_substep", "on the CPU a thread must hold a whole env: it needs one_thread_per_env")
+            if not cuda and not getattr(wp.config, "enable_cpu_blocks", False):
+                fail(
+                    "fused_substep",
+                    "on the CPU one agent per thread needs wp.config.enable_cpu_blocks for its block barrier "
+                    "(or one_thread_per_env)",
+                )
             if n_agents > FUSED_SUBSTEP_MAX_AGENTS:
                 limit = FUSED_SUBSTEP_MAX_AGENTS
                 fail("fused_substep", f"an env's threads share a block of at most {limit}, got {n_agents}")

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import warp as wp
 
 from swarp import AgentConfig, Obstacle, Stepper, World, WorldConfig
 from swarp.core.config import Body
@@ -21,8 +22,8 @@ CASES = [
 ]
 
 
-def make_world(device: str, fused: bool, dtype: str, integrator: str, substeps: int, world: WorldConfig, n_envs: int):
-    plan = ExecutionPlan(launch="eager", one_thread_per_env=device == "cpu", fused_substep=fused)
+def make_world(device, fused, dtype, integrator, substeps, world, n_envs, one_thread_per_env=False) -> World:
+    plan = ExecutionPlan(launch="eager", one_thread_per_env=one_thread_per_env, fused_substep=fused)
     stepper = Stepper(
         FLEET, dt=0.05, device=device, world=world, substeps=substeps, integrator=integrator, dtype=dtype, plan=plan
     )
@@ -63,21 +64,28 @@ def assert_same_bits(fused: list[dict], split: list[dict]) -> None:
     assert int(split[-1]["invalid"][0]) == 1
 
 
-def check_fused_matches_split(device: str, n_envs: int) -> None:
+def check_fused_matches_split(device: str, n_envs: int, one_thread_per_env: bool) -> None:
     for dtype, integrator, substeps, world in CASES:
-        fused = make_world(device, True, dtype, integrator, substeps, world, n_envs)
-        split = make_world(device, False, dtype, integrator, substeps, world, n_envs)
+        fused = make_world(device, True, dtype, integrator, substeps, world, n_envs, one_thread_per_env)
+        split = make_world(device, False, dtype, integrator, substeps, world, n_envs, one_thread_per_env)
         assert_same_bits(rollout(fused, 5), rollout(split, 5))
 
 
 def test_fused_substep_gives_the_split_substeps_bits_on_the_cpu():
-    check_fused_matches_split("cpu", n_envs=5)
+    check_fused_matches_split("cpu", n_envs=5, one_thread_per_env=True)
+
+
+def test_one_agent_per_thread_waits_at_the_block_barrier_on_cpu_blocks(monkeypatch):
+    # CUDA's layout, run by Warp's CPU blocks: without the barrier an agent would integrate before
+    # the next one of its env read its state, and the bits would differ.
+    monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
+    check_fused_matches_split("cpu", n_envs=7, one_thread_per_env=False)
 
 
 @pytest.mark.gpu
 def test_fused_substep_gives_the_split_substeps_bits_on_cuda():
     # 18 agents, one per thread: 3 envs per block of 54 threads, the last block partly empty.
-    check_fused_matches_split("cuda:0", n_envs=7)
+    check_fused_matches_split("cuda:0", n_envs=7, one_thread_per_env=False)
 
 
 @pytest.mark.gpu
@@ -105,10 +113,12 @@ def test_the_plan_fuses_substeps_where_the_physics_can():
     assert not substep.can_fuse(FLEET, bodies)
     with pytest.raises(ValueError, match="plan.fused_substep=True is not possible here: the world has movable bodies"):
         choose_plan("cpu", 64, 4, 8, can=Capabilities(), fixed={"fused_substep": True})
-    with pytest.raises(ValueError, match="on the CPU a thread must hold a whole env"):
+    with pytest.raises(ValueError, match="on the CPU one agent per thread needs wp.config.enable_cpu_blocks"):
         choose_plan("cpu", 64, 4, 8, can=can, fixed={"fused_substep": True, "one_thread_per_env": False})
     with pytest.raises(ValueError, match="movable bodies or the fleet drones"):
         Stepper(FLEET[:2], world=bodies, device="cpu", plan=ExecutionPlan(fused_substep=True))
+    with pytest.raises(ValueError, match="on the CPU one agent per thread needs wp.config.enable_cpu_blocks"):
+        Stepper(FLEET, world=ARENA, device="cpu", plan=ExecutionPlan(fused_substep=True, one_thread_per_env=False))
     # A bare Stepper decides for its own fleet and world.
     assert Stepper(FLEET, world=ARENA, device="cpu").plan.fused_substep
     assert not Stepper(FLEET[:2], world=bodies, device="cpu").plan.fused_substep
