@@ -21,6 +21,13 @@ substep)
     timeout 120 $ab --envs 4096 16384 --agents 8 --rounds 6
     timeout 120 $ab --envs 4096 --agents 16 --rounds 6 --option lidar_rays=32
   } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
+  # The masked observation's variants (s28, registers only): carry a tree from before them, made with
+  # `mkdir -p .ab/base && git archive 1b14dd6 swarp | tar -x -C .ab/base` (.ab/ is excluded: carry it).
+  if [ -d .ab/base ]; then
+    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 --iters 300 --repeats 3" \
+      "$py -m swarp.benchmark.throughput --envs 262144 --agents 16 --iters 100 --repeats 3"
+  fi
   ;;
 authoring)
   # Issue 30: the GPU suite, then a torch-only scenario (the generated template) captured in one

@@ -171,7 +171,7 @@ def test_tiled_observation_rows_equal_the_per_thread_store(name, lidar_rays, mon
     options = dict(n_envs=7, lidar_rays=lidar_rays, **({} if name in FIXED_FLEETS else {"n_agents": 5}))
     actions = action_sequence(make_env(name, **options), 30, generator)
     per_thread = rollout_actions(make_env(name, **options), actions)
-    uses_rows = any(key.startswith("observe_kernels__locals__observe") for key in launched)
+    uses_rows = any(key.startswith("observe_kernels__locals__") for key in launched)
     tiled = ("observe_rows", "step_rows")
     assert not any(key.endswith(tiled) for key in launched)
     monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
