@@ -1,6 +1,7 @@
 """Registers, spills and static SASS instruction counts of swarp's CUDA kernels, without a GPU.
 
     python tools/sass_stats.py integrate contact_forces observe_rows [--arch 90] [--agents 16]
+    python tools/sass_stats.py fused_substep --plan fused_substep=True   # a plan field on top
 
 Builds an environment of the scenario on the CPU with the plan of a small CUDA batch
 (``CUDA_PLAN``: register lists, one agent per thread, the tiled row store and fused end, starts
@@ -28,6 +29,7 @@ import tempfile
 import warp as wp
 
 import swarp
+from swarp.benchmark.common import parse_option
 from swarp.env.make import ENV_KWARGS
 from swarp.runtime.launch import Launcher
 from swarp.runtime.plan import ENV_BLOCK, LIDAR_RAYS_PER_THREAD
@@ -45,8 +47,9 @@ CUDA_PLAN = {
 }
 
 
-def step_kernels(n_agents: int, scenario: str, **options) -> dict:
-    """``{kernel key: kernel}`` of one fused step (auto-reset included) of ``scenario``."""
+def step_kernels(n_agents: int, scenario: str, plan_fields: dict | None = None, **options) -> dict:
+    """``{kernel key: kernel}`` of one fused step (auto-reset included) of ``scenario``, with
+    ``plan_fields`` fixed on top of ``CUDA_PLAN`` (e.g. ``{"fused_substep": True}``)."""
     wp.config.enable_cpu_blocks = True  # Warp honours CPU block widths (the tiled kernels)
     kw = dict(n_envs=2, device="cpu", seed=0, n_agents=n_agents, auto_reset=True, **options)
     sc = get_scenario(scenario)(**{k: v for k, v in kw.items() if k not in ENV_KWARGS})
@@ -54,6 +57,7 @@ def step_kernels(n_agents: int, scenario: str, **options) -> dict:
     plan = dict(CUDA_PLAN)
     if hooks is not None:  # the scenario's latency fusions, as on a small CUDA batch
         plan.update(fused_step_end=hooks.fuses_end, reset_ahead=hooks.prepares_ahead)
+    plan.update(plan_fields or {})
     env = swarp.make(scenario, **kw, plan=plan)
     found = {}
 
@@ -138,6 +142,9 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=16)
     parser.add_argument("--arch", type=int, default=90)
     parser.add_argument("--lidar-rays", type=int, default=0)
+    parser.add_argument(
+        "--plan", action="append", type=parse_option, default=[], help="ExecutionPlan field=value on top (repeatable)"
+    )
     args = parser.parse_args()
     cuobjdump = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
     ptxas = None if cuobjdump else find_ptxas()
@@ -145,7 +152,7 @@ def main() -> None:
         raise SystemExit("neither cuobjdump nor ptxas found: set CUOBJDUMP or PTXAS, or put one on PATH")
     wp.config.quiet = True
     options = {"lidar_rays": args.lidar_rays} if args.lidar_rays else {}
-    for key, kernel in step_kernels(args.agents, args.scenario, **options).items():
+    for key, kernel in step_kernels(args.agents, args.scenario, dict(args.plan), **options).items():
         if args.kernels and not any(k in key for k in args.kernels):
             continue
         if ptxas is not None:
