@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 import warp as wp
 
 import swarp
-from swarp.benchmark.common import check_health, parse_option, print_table, synchronize
+from swarp.benchmark.common import check_health, parse_option, print_table, synchronize, time_wall
 from swarp.benchmark.throughput import make_env, random_actions
 
 
@@ -49,12 +48,7 @@ def run_cell(args, n_envs: int, n_agents: int, device: str) -> list:
             order = (0, 1) if r % 2 == 0 else (1, 0)
             for i in order:
                 env, act = envs[i], actions[i]
-                synchronize(device)
-                start = time.perf_counter()
-                for _ in range(args.iters):
-                    env.step(act)
-                synchronize(device)
-                samples[i].append((time.perf_counter() - start) / args.iters * 1e6)
+                samples[i].append(time_wall(lambda env=env, act=act: env.step(act), device, args.iters, 1) * 1e6)
     for env in envs:
         check_health(env, f"plan_ab at {n_envs} x {n_agents}")
     ratios = [a / b for a, b in zip(*samples, strict=True)]

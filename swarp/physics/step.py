@@ -31,7 +31,7 @@ from swarp.core.types import Model, State
 from swarp.physics import bodies, contacts, drone, dynamics, substep
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
 from swarp.runtime.launch import EAGER, Launcher
-from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan
+from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan, fused_substep_problem
 
 
 @dataclass
@@ -127,8 +127,10 @@ class Stepper:
         if plan is None:
             can = Capabilities(fuses_substep=substep.can_fuse(agents, world))
             plan = choose_plan(self.device, n_agents=len(agents), max_neighbors=world.max_neighbors, can=can)
-        elif plan.fused_substep:
-            substep.check_plan(plan, agents, world, self.device)
+        else:
+            why = fused_substep_problem(plan, self.device, len(agents), substep.can_fuse(agents, world))
+            if why:
+                raise ValueError(f"plan.fused_substep=True is not possible here: {why}")
         self.plan = plan
         self.neighbor_method = world.neighbor_method_for(len(agents))
         # Movable bodies are a structural flag: without them no body launch or argument exists.

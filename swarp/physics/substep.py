@@ -23,7 +23,6 @@ from swarp.core.config import DynamicsModel
 from swarp.core.precision import vec2_type
 from swarp.physics import contacts, dynamics
 from swarp.runtime import health
-from swarp.runtime.plan import FUSED_SUBSTEP_MAX_AGENTS
 
 #: Threads per block of the fused substep (whole envs; an env of more agents, one per thread, is a
 #: block of its own, up to ``FUSED_SUBSTEP_MAX_AGENTS``).
@@ -36,20 +35,6 @@ def can_fuse(agents, world) -> bool:
     return not world.bodies and all(cfg.model != DynamicsModel.DRONE for cfg in agents)
 
 
-def check_plan(plan, agents, world, device: str) -> None:
-    """Raise ``ValueError`` where ``plan.fused_substep`` cannot run the substeps of ``agents`` in
-    ``world`` on ``device`` (a plan given to a ``Stepper`` directly; ``choose_plan`` checks its own)."""
-    why = None
-    if not can_fuse(agents, world):
-        why = "the world has movable bodies or the fleet drones, whose kernels run between"
-    elif not plan.one_thread_per_env and len(agents) > FUSED_SUBSTEP_MAX_AGENTS:
-        why = f"an env's threads share a block of at most {FUSED_SUBSTEP_MAX_AGENTS}, got {len(agents)}"
-    elif not plan.one_thread_per_env and not str(device).startswith("cuda") and not wp.config.enable_cpu_blocks:
-        why = "on the CPU one agent per thread needs wp.config.enable_cpu_blocks for its block barrier"
-    if why:
-        raise ValueError(f"plan.fused_substep=True is not possible here: {why}")
-
-
 @wp.func_native("WP_TILE_SYNC();")
 def block_barrier():
     """Every thread of the block waits here for the others: ``__syncthreads`` on CUDA; on the CPU
@@ -59,11 +44,10 @@ def block_barrier():
 
 
 def layout(n_envs: int, n_agents: int, one_thread_per_env: bool) -> tuple[int, int, int]:
-    """``(blocks, envs per block, threads per env)`` of the fused substep's launch."""
+    """``(blocks, envs per block, threads per env)`` of the fused substep's launch (the plan keeps
+    an env's threads within ``FUSED_SUBSTEP_MAX_AGENTS``: ``plan.fused_substep_problem``)."""
     threads = 1 if one_thread_per_env else n_agents
     per_block = max(1, SUBSTEP_BLOCK // threads)
-    if threads > FUSED_SUBSTEP_MAX_AGENTS:
-        raise ValueError(f"a fused substep holds an env in one block of at most {FUSED_SUBSTEP_MAX_AGENTS} threads")
     return -(-n_envs // per_block), per_block, threads
 
 

@@ -335,6 +335,23 @@ def throughput_bound(device, n_envs: int, n_agents: int) -> bool:
     return dev.is_cuda and n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
 
 
+def fused_substep_problem(plan: ExecutionPlan, device, n_agents: int, fuses_substep: bool) -> str | None:
+    """Why ``plan.fused_substep`` cannot run on ``device`` for envs of ``n_agents`` agents
+    (``fuses_substep``: ``Capabilities.fuses_substep``), or ``None`` where it can or is off.
+    ``choose_plan`` and a ``Stepper`` given a plan both check it here."""
+    if not plan.fused_substep:
+        return None
+    if not fuses_substep:
+        return "the world has movable bodies or the fleet drones, whose kernels run between"
+    if plan.one_thread_per_env:
+        return None
+    if not str(device).startswith("cuda") and not getattr(wp.config, "enable_cpu_blocks", False):
+        return "on the CPU one agent per thread needs wp.config.enable_cpu_blocks for its block barrier"
+    if n_agents > FUSED_SUBSTEP_MAX_AGENTS:
+        return f"an env's threads share a block of at most {FUSED_SUBSTEP_MAX_AGENTS}, got {n_agents}"
+    return None
+
+
 def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, given: set[str]) -> None:
     """Raise where ``plan`` asks for what ``device`` or the scenario cannot do."""
     cuda = str(device).startswith("cuda")
@@ -362,19 +379,9 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
             )
         if n_agents > FUSED_END_MAX_AGENTS:
             fail("fused_step_end", f"a block holds whole envs of at most {FUSED_END_MAX_AGENTS} agents, got {n_agents}")
-    if plan.fused_substep:
-        if not can.fuses_substep:
-            fail("fused_substep", "the world has movable bodies or the fleet drones, whose kernels run between")
-        if not plan.one_thread_per_env:
-            if not cuda and not getattr(wp.config, "enable_cpu_blocks", False):
-                fail(
-                    "fused_substep",
-                    "on the CPU one agent per thread needs wp.config.enable_cpu_blocks for its block barrier "
-                    "(or one_thread_per_env)",
-                )
-            if n_agents > FUSED_SUBSTEP_MAX_AGENTS:
-                limit = FUSED_SUBSTEP_MAX_AGENTS
-                fail("fused_substep", f"an env's threads share a block of at most {limit}, got {n_agents}")
+    why = fused_substep_problem(plan, device, n_agents, can.fuses_substep)
+    if why:
+        fail("fused_substep", why)
     if plan.list_resets and not (can.fused and can.auto_reset):
         fail("list_resets", "only the fused auto-reset walks a list of its envs: it needs fused kernels and auto_reset")
     if plan.reset_ahead and not (can.fused and can.auto_reset and can.prepares_ahead):

@@ -95,9 +95,8 @@ def observe_kernels(Args, observe_agent, scalar: type, obs_dim: int) -> SimpleNa
     """``masked(per_agent, save)``: ``observe(args, env_mask, use_mask, mode, agents_per_thread,
     obs_out, final_obs_out, non_finite_out)`` and its listed twin ``observe_listed`` (``env_mask,
     use_mask`` -> an ``EnvListArgs``), and ``observe_rows(args, mode, obs_rows, non_finite_out)``,
-    around ``observe_agent`` (see the module docstring). ``masked``'s variants are compiled on
-    first use: one agent a thread (``per_agent``: navigation's masked observation 127 -> 95
-    registers on sm_90), and without the save (a start prepared ahead: 95 -> 48)."""
+    around ``observe_agent`` (see the module docstring). ``masked``'s variants compile on first
+    use: each keeps only the registers its case needs (docs/architecture.md, "Observation rows")."""
     row_type = wp.types.vector(obs_dim, scalar)
     save_row = episode.save_row_func(scalar)
     finite_row = health.funcs(scalar, obs_dim).finite_row
