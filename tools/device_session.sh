@@ -6,9 +6,41 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s29a, s29b, s29c, substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+s29a)
+  # Issue 31, session 29, first call after staging: the whole GPU suite (the fused substep's CUDA
+  # test among them), then plan_ab of plan.fused_substep on the s27 grid.
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  timeout 260 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  timeout 280 $py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True \
+    --envs 1024 4096 16384 --agents 3 16 64 --rounds 6 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
+  ;;
+s29b)
+  # Issue 31, session 29, second call: plan_ab of plan.fused_substep at 262,144 x 16, the auto-reset's
+  # shapes and a lidar; then the masked observation's tree A/B (carry .ab: base = 1b14dd6).
+  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
+  { timeout 110 $ab --envs 262144 --agents 16 --rounds 4 --iters 100
+    timeout 100 $ab --envs 4096 16384 --agents 8 --rounds 6
+    timeout 80 $ab --envs 4096 --agents 16 --rounds 6 --option lidar_rays=32
+  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab2.log"
+  if [ -d .ab/base ]; then
+    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 timeout 270 bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 --iters 300 --repeats 3" \
+      "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 --iters 200 --repeats 3" > /dev/null
+    grep -v "^Module\|^Warp" "$out/ab.log" | grep -E "==|^ *[0-9]" | tail -60
+  fi
+  ;;
+s29c)
+  # Issue 31, session 29, third call: the throughput table with the fused substep on ($PLAN, e.g.
+  # "--plan fused_substep=True"), the auto-reset's and the lidar's ratios.
+  { $py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 64 --iters 300 --repeats 3 ${PLAN:-}
+    $py -m swarp.benchmark.throughput --envs 262144 --agents 16 --iters 100 --repeats 3 ${PLAN:-}
+    $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3 ${PLAN:-}
+    $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 300 --repeats 3 ${PLAN:-}
+  } 2>&1 | grep -v "done\|^Module\|^Warp" | tee "$out/s29_numbers.log"
+  ;;
 substep)
   # Issue 31, what session 28 left (no GPU was lent): the fused substep's GPU tests (its bits against
   # the split substep's, one agent per thread), then plan_ab of plan.fused_substep in one process per
