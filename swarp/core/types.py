@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import warp as wp
 
+from swarp.core import env_arrays
 from swarp.core.config import AgentConfig, ControlMode, DynamicsModel, Integrator, ObstacleShape, WorldConfig
 from swarp.core.precision import vec2_type
 
@@ -186,6 +187,9 @@ class State:
             ``torch`` views are ``None``.
         torch: ``TorchState`` (``TorchStateWithBodies`` with bodies) of zero-copy views of the
             arrays, built once.
+
+    ``name`` names the arrays ``"{name}.{field}"`` for ``swarp.core.env_arrays`` (a world's live
+    state: a CPU shard's then views its environment's).
     """
 
     def __init__(
@@ -197,20 +201,24 @@ class State:
         requires_grad: bool = False,
         drones: bool = True,
         n_bodies: int = 0,
+        name: str | None = None,
     ):
         self.n_envs, self.n_agents, self.scalar, self.device = n_envs, n_agents, scalar, device
         self.n_bodies = n_bodies
         self.fields = state_fields(drones, n_bodies > 0)
         kind = TorchStateWithBodies if n_bodies else TorchState
-        for name in kind._fields:
+        for field in kind._fields:
             array = None
-            if name in self.fields:
-                shape = (n_envs, n_bodies if name in BODY_FIELDS else n_agents)
-                array = wp.zeros(shape, dtype=field_dtype(name, scalar), device=device, requires_grad=requires_grad)
-            setattr(self, name, array)
-        if drones:
-            wp.to_torch(self.quat, requires_grad=False)[..., 3] = 1.0
-        self.torch = kind(*(self._view(name) for name in kind._fields))
+            if field in self.fields:
+                shape = (n_envs, n_bodies if field in BODY_FIELDS else n_agents)
+                dtype = field_dtype(field, scalar)
+                key = None if name is None else f"{name}.{field}"
+                if field == "quat":  # the identity attitude
+                    array = env_arrays.full(key, shape, dtype(0.0, 0.0, 0.0, 1.0), dtype, device, requires_grad)
+                else:
+                    array = env_arrays.zeros(key, shape, dtype, device, requires_grad)
+            setattr(self, field, array)
+        self.torch = kind(*(self._view(field) for field in kind._fields))
 
     def _view(self, name: str) -> torch.Tensor | None:
         array = getattr(self, name)

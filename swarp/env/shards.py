@@ -9,19 +9,26 @@ shards: shard 0 on the caller's thread, the others on a thread pool (a graph rep
 GIL). Where the plan says (``plan.cpu_graph_workers``: graphs, at most four shards), the other
 shards run on ``swarp.runtime.workers.GraphWorker`` threads that replay them in native code, spinning between
 steps, so no thread wakes up or waits for the GIL at the hand-off (1,024 x 4 on the 2-core VM:
-363 -> 255 us/step against the pool); a thread pool runs sequences without graphs. Each shard's
-step (and reset) is one compiled sequence, a graph where the plan has one, that
+363 -> 255 us/step against the pool); a thread pool runs sequences without graphs.
 
-1. copies its slice of the environment's buffers in: every buffer a snapshot holds
-   (``Environment.get_state``: state, counters, scenario memory, parameters, obstacles, outputs),
-   ``done``, the neighbor lists, the health flags, the actions and the reset mask; the observation
-   rows and final rows (``WRITE_ONLY``) only after the environment wrote them itself;
+A shard is built inside ``env_arrays.views_of``: the per-env buffers the framework allocates by
+name (world state, actions, neighbor lists, ``[E]`` health flags, ``EnvBuffers``' counters, flags,
+reward and rows) are the environment's own rows ``[lo, hi)``, so its kernels work in them. What the
+shard holds itself (the scenario's memory and info, the parameter table, obstacles, the sticky
+one-element flags, and any buffer not allocated by name) is linked by copies: each shard's step
+(and reset) is one compiled sequence, a graph where the plan has one, that
+
+1. copies its slice of those buffers in (every buffer a snapshot holds, ``Environment.get_state``,
+   and ``done``, the neighbor lists, the health flags, the actions and the reset mask, where not
+   viewed); the observation rows and final rows (``WRITE_ONLY``) only after the environment wrote
+   them itself;
 2. runs the shard's own step or reset launches;
 3. copies its slice of the same buffers back (the sticky one-element flags: or-ed over the shards
    after the threads join).
 
 Recorded inside the graph the copies cost next to nothing (as 36 torch copies per shard they cost
-as much as the shard's step at 1,024 x 4).
+as much as the shard's step at 1,024 x 4); the views took the step of 1,024 x 4, two shards, from
+~220 to ~200 us on the 2-core VM.
 
 So after every call the environment's buffers hold exactly what one unsharded environment's would,
 bit for bit (the kernels are per env and the draws keyed by global env index), and everything that
@@ -41,6 +48,7 @@ from typing import TYPE_CHECKING
 import torch
 import warp as wp
 
+from swarp.core import env_arrays
 from swarp.core.rng import split_envs
 from swarp.runtime import episode
 from swarp.runtime.launch import Launcher
@@ -73,6 +81,14 @@ def _linked_buffers(env: Environment) -> dict[str, torch.Tensor]:
     return buffers
 
 
+def _views(part: torch.Tensor, full: torch.Tensor, lo: int, hi: int) -> bool:
+    """Whether the shard's buffer ``part`` is the environment's ``full`` rows ``[lo, hi)`` itself."""
+    if full.dim() == 0 or full.shape[0] < hi or part.shape != full[lo:hi].shape:
+        return False
+    rows = full[lo:hi]
+    return part.data_ptr() == rows.data_ptr() and part.stride() == rows.stride() and part.dtype == rows.dtype
+
+
 class Shards:
     """The shard environments of ``env`` and the copies that link them to it (see the module doc).
 
@@ -91,7 +107,11 @@ class Shards:
         n_shards = env.plan.cpu_shards
         self.bounds = [(lo, lo + n) for lo, n in split_envs(env.n_envs, n_shards)]
         plan = dataclasses.replace(env.plan, cpu_shards=1, cpu_graph_workers=False)
-        self.envs = [build(hi - lo, env.env_offset + lo, plan) for lo, hi in self.bounds]
+        mine = _linked_buffers(env)
+        self.envs = []
+        for lo, hi in self.bounds:
+            with env_arrays.views_of(mine, lo, hi):  # the buffers allocated by name are views of env's
+                self.envs.append(build(hi - lo, env.env_offset + lo, plan))
         self._link()
         self._dirty = False
         self._pool: ThreadPoolExecutor | None = None  # built at the first run without graph workers
@@ -105,12 +125,17 @@ class Shards:
         self._step_seqs, self._reset_seqs = [], []
         #: ``(shard's tensor, the environment's slice)`` of the ``WRITE_ONLY`` buffers.
         self._write_only: list[tuple[torch.Tensor, torch.Tensor]] = []
+        #: How many of the linked buffers each shard views (``env_arrays``) instead of copying.
+        self.n_views: list[int] = []
         for shard, (lo, hi) in zip(self.envs, self.bounds, strict=True):
             theirs = _linked_buffers(shard)
             copies_in, copies_out = [], []
+            views = 0
             for name, full in mine.items():
                 part = theirs[name]
-                if name.startswith("flags.") and full.shape == (1,):
+                if _views(part, full, lo, hi):
+                    views += 1  # the shard's kernels work in the environment's rows: nothing to copy
+                elif name.startswith("flags.") and full.shape == (1,):
                     next(parts for f, parts in self._flags if f is full).append(part)
                     copies_in.append((wp.from_torch(part), wp.from_torch(full)))
                 elif full.shape[:1] == (self.env.n_envs,) and part.shape == (hi - lo, *full.shape[1:]):
@@ -132,8 +157,9 @@ class Shards:
             # every step cost 65 us of a 330 us shard step at 512 x 4).
             final = (wp.from_torch(self.env.final_obs[lo:hi]), wp.from_torch(shard.final_obs))
             step_out = [pair for pair in copies_out if pair[0].ptr != final[0].ptr]
-            if self.env.auto_reset:
+            if self.env.auto_reset and not _views(shard.final_obs, self.env.final_obs, lo, hi):
                 step_out.append(self._final_rows_back(shard, *final))
+            self.n_views.append(views)
             self._step_seqs.append(self._linked(shard, shard._fused_step, copies_in, step_out))
             self._reset_seqs.append(self._linked(shard, shard._fused_reset, copies_in, copies_out))
         self._flag_views = [(full.numpy(), [part.numpy() for part in parts]) for full, parts in self._flags]

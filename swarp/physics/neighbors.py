@@ -20,6 +20,7 @@ from typing import Optional
 
 import warp as wp
 
+from swarp.core import env_arrays
 from swarp.core.precision import vec2_type
 from swarp.runtime import health
 from swarp.runtime.launch import EAGER, Launcher
@@ -327,14 +328,27 @@ class NeighborBuffers:
         near: ``wp.array2d(int32)`` [E, A] length of the list prefix within the near (contact) radius.
         total: ``wp.array2d(int32)`` [E, A] agents actually in range (> count means truncated).
         overflow: ``wp.array(int32)`` [1] sticky flag, 1 once any list was truncated.
+
+    ``name`` names ``nbr`` and ``count`` ``"{name}.nbr"`` / ``"{name}.count"`` for
+    ``swarp.core.env_arrays`` (a world's lists: a CPU shard's then view its environment's).
     """
 
-    def __init__(self, n_envs: int, n_agents: int, max_neighbors: int, scalar: type, device: str, grid: bool):
+    def __init__(
+        self,
+        n_envs: int,
+        n_agents: int,
+        max_neighbors: int,
+        scalar: type,
+        device: str,
+        grid: bool,
+        name: str | None = None,
+    ):
         shape = (n_envs, n_agents)
         self.n_envs, self.n_agents = n_envs, n_agents
         self.max_neighbors = max_neighbors
-        self.nbr = wp.full((n_envs, max_neighbors, n_agents), -1, dtype=wp.int32, device=device)
-        self.count = wp.zeros(shape, dtype=wp.int32, device=device)
+        key = (lambda field: None) if name is None else (lambda field: f"{name}.{field}")
+        self.nbr = env_arrays.full(key("nbr"), (n_envs, max_neighbors, n_agents), -1, wp.int32, device)
+        self.count = env_arrays.zeros(key("count"), shape, wp.int32, device)
         self.near = wp.zeros(shape, dtype=wp.int32, device=device)
         self.total = wp.zeros(shape, dtype=wp.int32, device=device)
         self.overflow = wp.zeros(1, dtype=wp.int32, device=device)

@@ -167,11 +167,14 @@ class Stepper:
 
     # --- allocation -----------------------------------------------------------------------
 
-    def allocate_state(self, n_envs: int, requires_grad: bool = False, drones: bool = True) -> State:
+    def allocate_state(
+        self, n_envs: int, requires_grad: bool = False, drones: bool = True, name: str | None = None
+    ) -> State:
         """A zeroed ``State`` for ``n_envs`` envs on this stepper's device and precision.
 
         ``drones=False`` leaves out the 6-DOF drone fields: the step's scratch does so for fleets
-        without drones, which never integrate them (less to allocate and tape per step).
+        without drones, which never integrate them (less to allocate and tape per step). ``name``:
+        the arrays' names for ``swarp.core.env_arrays`` (``State``).
         """
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
@@ -183,10 +186,11 @@ class Stepper:
             requires_grad=requires_grad,
             drones=drones,
             n_bodies=self.n_bodies,
+            name=name,
         )
 
-    def allocate_neighbors(self, n_envs: int) -> NeighborBuffers:
-        """Neighbor-list buffers for ``n_envs`` envs."""
+    def allocate_neighbors(self, n_envs: int, name: str | None = None) -> NeighborBuffers:
+        """Neighbor-list buffers for ``n_envs`` envs (``name``: as ``NeighborBuffers``')."""
         return NeighborBuffers(
             n_envs,
             self.n_agents,
@@ -194,6 +198,7 @@ class Stepper:
             self.scalar,
             self.device,
             grid=self.neighbor_method == "grid",
+            name=name,
         )
 
     def allocate_forces(self, n_envs: int, requires_grad: bool = False) -> wp.array | bodies.BodyForces:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import warp as wp
 
+from swarp.core import env_arrays
 from swarp.core.types import State
 from swarp.physics.neighbors import bin_agents
 from swarp.physics.step import Stepper
@@ -36,13 +37,14 @@ class World:
     def __init__(self, stepper: Stepper, n_envs: int):
         self.stepper = stepper
         self.n_envs = n_envs
-        self.state = stepper.allocate_state(n_envs)
-        self.neighbors = stepper.allocate_neighbors(n_envs)
+        # Named for swarp.core.env_arrays: a CPU shard's world views its environment's.
+        self.state = stepper.allocate_state(n_envs, name="state")
+        self.neighbors = stepper.allocate_neighbors(n_envs, name="neighbors")
         self.forces = stepper.allocate_forces(n_envs)
         self.invalid_action_flag = wp.zeros(1, dtype=wp.int32, device=stepper.device)
-        self.non_finite_flags = wp.zeros(n_envs, dtype=wp.int32, device=stepper.device)
-        self._actions_wp = wp.zeros(
-            (n_envs, stepper.n_agents, stepper.act_dim), dtype=stepper.scalar, device=stepper.device
+        self.non_finite_flags = env_arrays.zeros("flags.non_finite", (n_envs,), wp.int32, stepper.device)
+        self._actions_wp = env_arrays.zeros(
+            "world.actions", (n_envs, stepper.n_agents, stepper.act_dim), stepper.scalar, stepper.device
         )
         self.actions = wp.to_torch(self._actions_wp)
         self._program: Program | CompiledSequence | None = None

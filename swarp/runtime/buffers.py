@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warp as wp
 
+from swarp.core import env_arrays
 from swarp.core.rng import ResetStreams
 from swarp.runtime import episode
 from swarp.runtime.env_list import EnvList, EnvListArgs
@@ -65,13 +66,14 @@ class EnvBuffers:
         self.scalar, self.device = scalar, device
         E = n_envs
         self.seed = wp.zeros(1, dtype=wp.int32, device=device)
-        self.episode = wp.zeros(E, dtype=wp.int32, device=device)
-        self.step_count = wp.zeros(E, dtype=wp.int32, device=device)
-        self.terminated = wp.zeros(E, dtype=wp.bool, device=device)
-        self.truncated = wp.zeros(E, dtype=wp.bool, device=device)
-        self.done = wp.zeros(E, dtype=wp.bool, device=device)
-        self.reset_mask = wp.zeros(E, dtype=wp.bool, device=device)
-        self.reward = wp.zeros((E, n_agents), dtype=scalar, device=device)
+        # Named for swarp.core.env_arrays: a CPU shard's buffers view its environment's.
+        self.episode = env_arrays.zeros("env.episode", (E,), wp.int32, device)
+        self.step_count = env_arrays.zeros("env.step_count", (E,), wp.int32, device)
+        self.terminated = env_arrays.zeros("env.terminated", (E,), wp.bool, device)
+        self.truncated = env_arrays.zeros("env.truncated", (E,), wp.bool, device)
+        self.done = env_arrays.zeros("env.done", (E,), wp.bool, device)
+        self.reset_mask = env_arrays.zeros("env.reset_mask", (E,), wp.bool, device)
+        self.reward = env_arrays.zeros("env.reward", (E, n_agents), scalar, device)
         self.no_mask = wp.zeros(1, dtype=wp.bool, device=device)
         self.done_list = EnvList(E, device)
         self.env_offset = env_offset
@@ -97,8 +99,8 @@ class EnvBuffers:
         two widths.
         """
         shape = (self.n_envs, self.n_agents, obs_dim)
-        self.obs = wp.zeros(shape, dtype=self.scalar, device=self.device)
-        self.final_obs = wp.zeros(shape, dtype=self.scalar, device=self.device)
+        self.obs = env_arrays.zeros("env.obs", shape, self.scalar, self.device)
+        self.final_obs = env_arrays.zeros("env.final_obs", shape, self.scalar, self.device)
         self.final_obs_saved = self.final_obs
         if scenario_obs_dim < obs_dim:
             self.final_obs_saved = self.final_obs[:, :, 0:scenario_obs_dim]

@@ -43,6 +43,18 @@ def test_every_scenario_steps_to_the_same_bits_in_two_and_three_shards(name):
         assert_bit_identical(trajectory(env), expected)
 
 
+def test_shards_view_the_environments_framework_buffers_and_copy_the_rest():
+    env = make("navigation", 2)
+    shards = env._shards
+    for shard, (lo, hi) in zip(shards.envs, shards.bounds, strict=True):
+        for mine, theirs in ((env.obs, shard.obs), (env.state.pos, shard.state.pos), (env.done, shard.done)):
+            assert theirs.data_ptr() == mine[lo:hi].data_ptr()
+    # The scenario's memory is the shard's own, linked by copies.
+    goals = env.scenario.state_tensors()["goals"]
+    assert goals.data_ptr() != shards.envs[0].scenario.state_tensors()["goals"].data_ptr()
+    assert all(n >= 20 for n in shards.n_views)
+
+
 @pytest.mark.parametrize(
     "options",
     [
