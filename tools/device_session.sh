@@ -11,23 +11,24 @@ py=python3
 case "$stage" in
 s29a)
   # Issue 31, session 29, first call after staging: the whole GPU suite (the fused substep's CUDA
-  # test among them), then plan_ab of plan.fused_substep on the s27 grid.
+  # test among them), then plan_ab of plan.fused_substep at 262,144 x 16 and on the s27 grid.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  timeout 260 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
-  timeout 280 $py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True \
-    --envs 1024 4096 16384 --agents 3 16 64 --rounds 6 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
+  timeout 200 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
+  { timeout 100 $ab --envs 262144 --agents 16 --rounds 4 --iters 100
+    timeout 220 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 4
+  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
   ;;
 s29b)
-  # Issue 31, session 29, second call: plan_ab of plan.fused_substep at 262,144 x 16, the auto-reset's
+  # Issue 31, session 29, second call: plan_ab of plan.fused_substep at the auto-reset's
   # shapes and a lidar; then the masked observation's tree A/B (carry .ab: base = 1b14dd6).
   ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 110 $ab --envs 262144 --agents 16 --rounds 4 --iters 100
-    timeout 100 $ab --envs 4096 16384 --agents 8 --rounds 6
+  { timeout 100 $ab --envs 4096 16384 --agents 8 --rounds 6
     timeout 80 $ab --envs 4096 --agents 16 --rounds 6 --option lidar_rays=32
   } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab2.log"
   if [ -d .ab/base ]; then
-    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 timeout 270 bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 --iters 300 --repeats 3" \
+    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 timeout 240 bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
       "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 --iters 200 --repeats 3" > /dev/null
     grep -v "^Module\|^Warp" "$out/ab.log" | grep -E "==|^ *[0-9]" | tail -60
   fi
