@@ -13,10 +13,10 @@ s29a)
   # Issue 31, session 29, first call after staging: the whole GPU suite (the fused substep's CUDA
   # test among them), then plan_ab of plan.fused_substep at 262,144 x 16 and on the s27 grid.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  timeout 200 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  timeout 180 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
   ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 100 $ab --envs 262144 --agents 16 --rounds 4 --iters 100
-    timeout 220 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 4
+  { timeout 90 $ab --envs 262144 --agents 16 --rounds 3 --iters 100
+    timeout 200 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 3
   } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
   ;;
 s29b)
