@@ -4,7 +4,10 @@
     python -m swarp.benchmark.compare_vmas --envs 16384 --agents 16 --metric throughput
     python -m swarp.benchmark.compare_vmas --device cpu --envs 1024 --agents 4 --plot vmas_cpu.png
 
-Per (n_envs, n_agents), three runs, each in a fresh subprocess (``swarp.benchmark.peers``):
+Per (n_envs, n_agents), three runs, each in a fresh subprocess (``swarp.benchmark.peers``), and
+with ``--rounds N`` the three N times in turn: the table gives each simulator's median rate and
+the median (and range) of the rounds' swarp / VMAS ratios, so a ratio compares runs made next to
+each other on a machine whose speed drifts:
 
 * ``vmas``: VMAS 1.5.2 navigation with its defaults (agent-agent collisions, 12-ray lidar,
   2 physics substeps);
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 
 from swarp.benchmark.common import print_table
 from swarp.benchmark.compare_sims import (
@@ -46,7 +50,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--metric", choices=["throughput", "memory", "both"], default="both")
     add_common_arguments(parser)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run the three simulators this many times in turn; ratios per round"
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be >= 1, got {args.rounds}")
     device, envs, agents, steps = resolve_grid(args)
     repeats, min_block_s = args.repeats, args.min_block_s
     if args.metric == "memory":
@@ -62,27 +71,25 @@ def main(argv=None) -> None:
             config = BenchConfig(
                 "vmas", n_envs, n_agents, device, steps, repeats, min_block_s=min_block_s, cpu_threads=args.cpu_threads
             )
-            vmas_default, swarp_result = run_pair(config, True, pythons)
-            [vmas_lower] = run_pair(dataclasses.replace(config, variant="lower_bound"), False, pythons)
-            results += [vmas_default, vmas_lower, swarp_result]
-            swarp_rate = env_steps_rate(swarp_result)
-            default_rate = env_steps_rate(vmas_default)
-            lower_rate = env_steps_rate(vmas_lower)
-            rate_rows.append(
-                [
-                    n_envs,
-                    n_agents,
-                    swarp_rate,
-                    default_rate,
-                    lower_rate,
-                    swarp_rate / default_rate,
-                    swarp_rate / lower_rate,
-                ]
-            )
+            rounds = []  # (swarp, vmas, vmas lower_bound) env-steps/s of each round
+            for _ in range(args.rounds):
+                vmas_default, swarp_result = run_pair(config, True, pythons)
+                [vmas_lower] = run_pair(dataclasses.replace(config, variant="lower_bound"), False, pythons)
+                results += [vmas_default, vmas_lower, swarp_result]
+                rounds.append([env_steps_rate(r) for r in (swarp_result, vmas_default, vmas_lower)])
+            swarp_rate, default_rate, lower_rate = (statistics.median(column) for column in zip(*rounds, strict=True))
+            ratios = [swarp / vmas for swarp, vmas, _ in rounds]
+            row = [n_envs, n_agents, swarp_rate, default_rate, lower_rate, statistics.median(ratios)]
+            if args.rounds > 1:
+                row.append(f"{min(ratios):.2f}-{max(ratios):.2f}")
+            rate_rows.append(row + [statistics.median(swarp / lower for swarp, _, lower in rounds)])
             memory_rows.append([n_envs, n_agents] + [memory_mib(r) for r in (swarp_result, vmas_default, vmas_lower)])
     if args.metric in ("throughput", "both"):
-        print("\n== env-steps/s (median of repeats)")
-        headers = ["n_envs", "n_agents", "swarp", "vmas", "vmas lower_bound", "swarp/vmas", "swarp/lower_bound"]
+        rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
+        print(f"\n== env-steps/s (median of repeats{rounds})")
+        headers = ["n_envs", "n_agents", "swarp", "vmas", "vmas lower_bound", "swarp/vmas"]
+        headers += ["swarp/vmas range"] if args.rounds > 1 else []
+        headers += ["swarp/lower_bound"]
         print_table(headers, rate_rows)
     if args.metric in ("memory", "both"):
         print("\n== peak memory [MiB], each simulator in its own process (CPU: peak RSS, +added after imports)")

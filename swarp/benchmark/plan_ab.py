@@ -94,7 +94,13 @@ def main(argv=None) -> None:
     print(f"device={device} torch={torch.__version__} warp={wp.__version__} scenario={args.scenario} "
           f"options={dict(args.option)} A={dict(args.a)} B={dict(args.b)} rounds={args.rounds} x {args.iters} steps",
           flush=True)  # fmt: skip
-    rows = [run_cell(args, e, a, device) for e in args.envs for a in args.agents]
+    rows = []
+    for n_envs in args.envs:
+        for n_agents in args.agents:
+            rows.append(run_cell(args, n_envs, n_agents, device))
+            # Each cell as it ends, so a run cut short still leaves its numbers.
+            print(f"  {n_envs} x {n_agents}: A {rows[-1][2]:.2f} us, B {rows[-1][4]:.2f} us, A/B {rows[-1][6]:.3f}",
+                  flush=True)  # fmt: skip
     headers = ["n_envs", "n_agents", "A us/step", "A min", "B us/step", "B min", "A/B median", "A/B min", "A/B max"]
     print_table(headers, rows)
 

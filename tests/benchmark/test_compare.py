@@ -30,6 +30,30 @@ def test_compare_vmas_runs_three_isolated_simulators(tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_compare_vmas_rounds_run_the_three_in_turn_and_report_the_ratios_range(tmp_path, capsys):
+    pytest.importorskip("vmas", reason="vmas is not installed: pip install vmas==1.5.2")
+    raw = tmp_path / "raw.json"
+    compare_vmas.main(TINY + ["--metric", "throughput", "--rounds", "2", "--json", str(raw)])
+    results = json.loads(raw.read_text())
+    assert [(r["sim"], r["variant"]) for r in results] == [
+        ("vmas", "default"),
+        ("vmas", "lower_bound"),
+        ("swarp", "default"),
+    ] * 2
+    out = capsys.readouterr().out
+    assert "median of 2 rounds" in out and "swarp/vmas range" in out
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["4", "2"])
+    rates = [r["env_steps_per_s"] for r in results]
+    ratios = sorted(rates[2 + 3 * i] / rates[3 * i] for i in range(2))
+    assert f"{ratios[0]:.2f}-{ratios[1]:.2f}" in row
+
+
+def test_compare_vmas_refuses_zero_rounds():
+    with pytest.raises(SystemExit):
+        compare_vmas.main(TINY + ["--rounds", "0"])
+
+
+@pytest.mark.slow
 def test_compare_sims_pairs_each_peer_with_a_matched_swarp_run(tmp_path, capsys):
     pytest.importorskip("vmas", reason="vmas is not installed: pip install vmas==1.5.2")
     raw = tmp_path / "raw.json"
