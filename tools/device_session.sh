@@ -23,11 +23,11 @@ s29t)
   # Issue 31, session 29, with little device time left: the GPU suite and the fused substep at
   # 262,144 x 16 and 16,384 x 64 only.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  timeout 170 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
+  timeout ${TEST_S:-150} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
   ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 80 $ab --envs 262144 --agents 16 --rounds 3 --iters 100
-    timeout 60 $ab --envs 16384 --agents 64 --rounds 3
-    timeout 60 $ab --envs 4096 --agents 16 --rounds 3
+  { timeout 70 $ab --envs 262144 --agents 16 --rounds 3 --iters 100
+    timeout 50 $ab --envs 16384 --agents 64 --rounds 3
+    timeout 50 $ab --envs 4096 --agents 16 --rounds 3
   } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
   ;;
 s29b)
