@@ -90,16 +90,19 @@ def _views(part: torch.Tensor, full: torch.Tensor, lo: int, hi: int) -> bool:
 
 
 class Shards:
-    """The shard environments of ``env`` and the copies that link them to it (see the module doc).
+    """The shard environments of ``env``, built on views of its buffers, and the copies that link
+    the rest (see the module doc).
 
     Args:
         env: The environment (fully built and reset); its ``plan.cpu_shards`` is the shard count.
         build: ``build(n_envs, env_offset, plan)`` -> a new ``Environment`` like ``env`` over those
-            envs (the environment's own constructor arguments otherwise).
+            envs (the environment's own constructor arguments otherwise); called inside
+            ``env_arrays.views_of``.
 
     Attributes:
         bounds: ``[(lo, hi), ...]`` the env slice of each shard.
         envs: The shard ``Environment`` objects.
+        n_views: Per shard, how many linked buffers it views rather than copies.
     """
 
     def __init__(self, env: Environment, build: Callable[[int, int, object], Environment]):
