@@ -1,4 +1,4 @@
-"""Where an environment step's time goes, on CUDA: host time vs GPU time, and GPU time per stage.
+"""Where an environment step's time goes: on CUDA host time vs GPU time, and GPU time per stage.
 
     python -m swarp.benchmark.profile_env --envs 4096 16384 --agents 3 16
     python -m swarp.benchmark.profile_env --scenarios flocking formation discovery --envs 4096 --agents 16
@@ -9,7 +9,12 @@
 * per stage: each part of the sequence captured and timed alone.
 
 ``--kernels`` instead lists GPU time per kernel of one fused step (Warp's CUDA activity timing over
-eager launches, averaged per step), the finest split short of Nsight.
+eager launches, averaged per step), the finest split short of Nsight. On the CPU (``--device cpu``,
+``--kernels`` only) it lists the host time of each launch of one fused step on one thread
+(``cpu_shards=1``), the step recorded and replayed ``--iters`` times, each launch timed in place
+(Python's launch overhead, ~1-8 us a launch, included; a graph pays less of it):
+
+    python -m swarp.benchmark.profile_env --device cpu --kernels --envs 512 --agents 4 --option substeps=2
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import parse_option, print_table, synchronize, time_graph, time_wall
 from swarp.benchmark.throughput import make_env, random_actions
-from swarp.runtime.launch import EAGER
+from swarp.runtime.launch import EAGER, Recorder
 from swarp.scenarios.framework.base import OBSERVE_STEP
 
 
@@ -89,11 +94,44 @@ def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "naviga
     return rows
 
 
+def cpu_kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation", **options) -> list:
+    """``kernel_times``' rows on the CPU: one fused step on one thread, recorded, then replayed whole
+    ``iters`` times with each launch timed in place (host us per step, launches of one kernel
+    summed), so every launch sees the state a real step gives it; the state is restored
+    afterwards. ``options`` as in ``warm_env``."""
+    env = make_env(n_envs, n_agents, "cpu", "auto", "auto", True, 200, scenario=scenario, plan={"cpu_shards": 1},
+                   **options)  # fmt: skip
+    actions = random_actions(env)
+    with torch.no_grad():
+        for _ in range(3):
+            env.step(actions)
+        snapshot = env.get_state()
+        recorder = Recorder()
+        env._fused_step(recorder)
+        commands = recorder.program().commands()
+        spent = [0.0] * len(commands)
+        for _ in range(iters):
+            for i, (_, replay) in enumerate(commands):
+                start = time.perf_counter()
+                replay()
+                spent[i] += time.perf_counter() - start
+        env.set_state(snapshot)
+    per_kernel: dict[str, float] = {}
+    for (what, _), seconds in zip(commands, spent, strict=True):
+        name = what.rsplit("__", 1)[-1]
+        per_kernel[name] = per_kernel.get(name, 0.0) + seconds / iters * 1e6
+    total = sum(per_kernel.values())
+    rows = [[scenario, n_envs, n_agents, name, us, us / total] for name, us in per_kernel.items()]
+    rows.append([scenario, n_envs, n_agents, "total", total, 1.0])
+    return rows
+
+
 stage_names = ["gpu step", "substeps", "list build alone", "observe+lists+finish", "reset path"]
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if available")
     parser.add_argument("--envs", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--agents", type=int, nargs="+", default=[3, 16, 64])
     parser.add_argument("--iters", type=int, default=200)
@@ -109,15 +147,21 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     options = {"lidar_rays": args.lidar_rays, **dict(args.option)}
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu" and not args.kernels:
+        parser.error("on the CPU only --kernels is measured (the stages time CUDA graphs)")
     if args.kernels:
+        cpu = device == "cpu"
+        times = cpu_kernel_times if cpu else kernel_times
+        what = "CPU us per step, one thread, replayed launches" if cpu else "GPU us per step, eager launches"
         rows = [
             r
             for name in args.scenarios
             for e in args.envs
             for a in args.agents
-            for r in kernel_times(e, a, args.iters, name, **options)
+            for r in times(e, a, args.iters, name, **options)
         ]
-        print(f"swarp {swarp.__version__}, torch {torch.__version__}; GPU us per step, eager launches")
+        print(f"swarp {swarp.__version__}, torch {torch.__version__}; {what}")
         print_table(["scenario", "n_envs", "n_agents", "kernel", "us/step", "share"], rows)
         return
     rows = [

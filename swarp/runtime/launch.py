@@ -140,6 +140,14 @@ class Program:
         self._source = source
         self.n_launches = sum(1 for c in checks if c[0] == "launch")
 
+    def commands(self) -> list[tuple[str, Callable[[], None]]]:
+        """``(what, replay)`` of each recorded command in order: a launch's kernel key, ``"copy"``
+        or ``"zero"``, and the call that replays it alone (a profile's unit)."""
+        return [
+            (check[1] if check[0] == "launch" else check[0], command)
+            for check, command in zip(self._checks, self._commands, strict=True)
+        ]
+
     def __call__(self) -> None:
         """Replay every recorded command (validating arguments first in debug mode)."""
         if launch_debug():
