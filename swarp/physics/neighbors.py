@@ -346,9 +346,9 @@ class NeighborBuffers:
         shape = (n_envs, n_agents)
         self.n_envs, self.n_agents = n_envs, n_agents
         self.max_neighbors = max_neighbors
-        key = (lambda field: None) if name is None else (lambda field: f"{name}.{field}")
-        self.nbr = env_arrays.full(key("nbr"), (n_envs, max_neighbors, n_agents), -1, wp.int32, device)
-        self.count = env_arrays.zeros(key("count"), shape, wp.int32, device)
+        nbr_name, count_name = (None, None) if name is None else (f"{name}.nbr", f"{name}.count")
+        self.nbr = env_arrays.full(nbr_name, (n_envs, max_neighbors, n_agents), -1, wp.int32, device)
+        self.count = env_arrays.zeros(count_name, shape, wp.int32, device)
         self.near = wp.zeros(shape, dtype=wp.int32, device=device)
         self.total = wp.zeros(shape, dtype=wp.int32, device=device)
         self.overflow = wp.zeros(1, dtype=wp.int32, device=device)
