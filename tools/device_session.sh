@@ -6,9 +6,26 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s29a, s29b, s29c, substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s30a, s29a, s29b, s29c, substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+s30a)
+  # Issue 31, session 30, after plan.fused_substep went on for CUDA: the GPU suite, on an H200 the
+  # 262,144 x 16 cell (the 400 M target), then the masked observation's tree A/B (carry .ab:
+  # base = 1b14dd6) with the substep split in both trees.
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  timeout ${TEST_S:-330} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -8 | tee "$out/tests_gpu.log"
+  if grep -q H200 "$out/gpu.log"; then
+    timeout 90 $py -m swarp.benchmark.throughput --envs 262144 --agents 16 --iters 100 --repeats 3 2>&1 \
+      | grep -v "done\|^Module\|^Warp" | tee "$out/big.log"
+  fi
+  if [ -d .ab/base ]; then
+    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 timeout ${AB_S:-150} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --iters 200 --repeats 3 --plan fused_substep=False" \
+      > /dev/null
+    grep -v "^Module\|^Warp" "$out/ab.log" | grep -E "==|^ *[0-9]" | tail -40
+  fi
+  ;;
 s29a)
   # Issue 31, session 29, first call after staging: the whole GPU suite (the fused substep's CUDA
   # test among them), then plan_ab of plan.fused_substep at 262,144 x 16 and on the s27 grid.

@@ -250,9 +250,10 @@ def choose_plan(
     rule("register_lists", cuda and max_neighbors <= REGISTER_LIST_MAX_K)
     # One launch fewer per substep: navigation on the CPU (one thread, interleaved in one process,
     # 30 rounds) 1,024 x 4 283.2 -> 278.4 us/step (1.02x, every round 0.995-1.047x), 256 x 16 1.00x
-    # (2-core EPYC). On CUDA, where the forces would also stay in registers, it is not measured yet
-    # (docs/journal, session 28): not chosen there, ``plan={"fused_substep": True}`` runs it.
-    rule("fused_substep", can.fuses_substep and chosen["one_thread_per_env"] and not cuda)
+    # (2-core EPYC). On CUDA, where the force also stays in a register: 1.01-1.04x on the s27 grid
+    # and 262,144 x 16 (1.00x at 1,024 x 16), three rounds a cell (H100, docs/benchmarks.md s30).
+    per_block = cuda and n_agents <= FUSED_SUBSTEP_MAX_AGENTS  # an env's agents, one a thread, in a block
+    rule("fused_substep", can.fuses_substep and (chosen["one_thread_per_env"] or per_block))
     # Small batches are a chain of latency-bound launches, which the fused end shortens by two; from
     # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose:
     # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).

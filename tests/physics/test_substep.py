@@ -125,11 +125,13 @@ def test_the_plan_fuses_substeps_where_the_physics_can():
 
 
 @pytest.mark.gpu
-def test_the_cuda_plan_runs_the_fused_substep_where_asked():
-    # Measured on the CPU only so far: CUDA runs it where a plan asks.
+def test_the_cuda_plan_fuses_the_substep_where_an_env_fits_a_block():
     can = Capabilities(fuses_substep=True)
-    assert not choose_plan("cuda:0", 1024, 4, 8, can=can).fused_substep
-    assert choose_plan("cuda:0", 1024, 4, 8, can=can, fixed={"fused_substep": True}).fused_substep
+    assert choose_plan("cuda:0", 1024, 4, 8, can=can).fused_substep
+    assert choose_plan("cuda:0", 4, 1024, 8, can=can).fused_substep
+    assert not choose_plan("cuda:0", 4, 1025, 8, can=can).fused_substep  # more agents than a block holds
+    assert not choose_plan("cuda:0", 1024, 4, 8, can=Capabilities()).fused_substep
+    assert not choose_plan("cuda:0", 1024, 4, 8, can=can, fixed={"fused_substep": False}).fused_substep
     with pytest.raises(ValueError, match="an env's threads share a block of at most 1024, got 2000"):
         choose_plan("cuda:0", 4, 2000, 8, can=can, fixed={"fused_substep": True})
 
