@@ -26,6 +26,7 @@ import gc
 import glob
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -97,6 +98,9 @@ def main(argv=None) -> None:
     parser.add_argument("--annotate", default=None, help="print this kernel's instructions (a name substring)")
     parser.add_argument("--min-samples", type=int, default=10, help="annotate rows with at least this many")
     args = parser.parse_args(argv)
+    missing = [tool for tool in ("perf", "objdump") if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(f"{' and '.join(missing)} not found on PATH: this tool needs Linux perf and binutils")
     options = dict(VMAS_TASK) if args.scenario == "navigation" else {}
     options.update(dict(args.option))
     env = make_env(args.envs, args.agents, "cpu", "auto", "auto", args.auto_reset, 200, scenario=args.scenario,
