@@ -1,18 +1,18 @@
 """Registers, spills and static SASS instruction counts of swarp's CUDA kernels, without a GPU.
 
     python tools/sass_stats.py integrate contact_forces observe_rows [--arch 90] [--agents 16]
-    python tools/sass_stats.py fused_substep --plan fused_substep=True   # a plan field on top
+    python tools/sass_stats.py contact_forces integrate --plan fused_substep=False   # a plan field on top
 
-Builds an environment of the scenario on the CPU with the plan of a small CUDA batch
-(``CUDA_PLAN``: register lists, one agent per thread, the tiled row store and fused end, starts
-prepared ahead, the grouped lidar kernel), so the step launches the kernels it launches on a GPU. Compiles their modules
-ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and reads the cubins with
-``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Without cuobjdump but with ``ptxas`` (set
-``PTXAS``, or on PATH, or under /usr/local/cuda/bin) it prints registers and spills only, from
-``ptxas -v`` of Warp's PTX: where that ptxas is older than Warp's NVRTC, the PTX's ``.version`` is
-lowered to the newest it reads (the kernels use nothing newer; the counts matched the H200's
-ncu reports in s26). Use it to compare kernel variants before spending GPU time; speed itself is
-only measured on the GPU.
+Builds an environment of the scenario on the CPU with the plan of a small CUDA batch (``CUDA_PLAN``:
+register lists, one agent per thread, the fused substep, the tiled row store and fused end, starts
+prepared ahead, the grouped lidar kernel), so the step launches the kernels it launches on a GPU.
+Compiles their modules ahead of time for ``sm_<arch>`` (Warp's NVRTC, no driver needed) and reads
+the cubins with ``cuobjdump`` (set ``CUOBJDUMP`` or put it on PATH). Without cuobjdump but with
+``ptxas`` (set ``PTXAS``, or on PATH, or under /usr/local/cuda/bin) it prints registers and spills
+only, from ``ptxas -v`` of Warp's PTX: where that ptxas is older than Warp's NVRTC, the PTX's
+``.version`` is lowered to the newest it reads (the kernels use nothing newer; the counts matched
+the H200's ncu reports in s26). Use it to compare kernel variants before spending GPU time; speed
+itself is only measured on the GPU.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ import warp as wp
 import swarp
 from swarp.benchmark.common import parse_option
 from swarp.env.make import ENV_KWARGS
+from swarp.physics import substep
 from swarp.runtime.launch import Launcher
-from swarp.runtime.plan import ENV_BLOCK, LIDAR_RAYS_PER_THREAD
+from swarp.runtime.plan import ENV_BLOCK, FUSED_SUBSTEP_MAX_AGENTS, LIDAR_RAYS_PER_THREAD
 from swarp.scenarios.framework.base import get_scenario
 
 #: What ``choose_plan`` gives a latency-bound CUDA batch (the fused end and reset ahead where the
@@ -49,12 +50,15 @@ CUDA_PLAN = {
 
 def step_kernels(n_agents: int, scenario: str, plan_fields: dict | None = None, **options) -> dict:
     """``{kernel key: kernel}`` of one fused step (auto-reset included) of ``scenario``, with
-    ``plan_fields`` fixed on top of ``CUDA_PLAN`` (e.g. ``{"fused_substep": True}``)."""
+    ``plan_fields`` fixed on top of ``CUDA_PLAN`` (e.g. ``{"fused_substep": False}``)."""
     wp.config.enable_cpu_blocks = True  # Warp honours CPU block widths (the tiled kernels)
     kw = dict(n_envs=2, device="cpu", seed=0, n_agents=n_agents, auto_reset=True, **options)
     sc = get_scenario(scenario)(**{k: v for k, v in kw.items() if k not in ENV_KWARGS})
-    hooks = sc.step_end_hooks(sc.make_world())
+    world = sc.make_world()
+    hooks = sc.step_end_hooks(world)
     plan = dict(CUDA_PLAN)
+    # The fused substep wherever the world allows it, as CUDA chooses (an env's agents in a block).
+    plan["fused_substep"] = substep.can_fuse(world.agents, world.world) and n_agents <= FUSED_SUBSTEP_MAX_AGENTS
     if hooks is not None:  # the scenario's latency fusions, as on a small CUDA batch
         plan.update(fused_step_end=hooks.fuses_end, reset_ahead=hooks.prepares_ahead)
     plan.update(plan_fields or {})
