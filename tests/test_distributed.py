@@ -1,38 +1,51 @@
 """``swarp/distributed.py``: shards of one batch over processes, and data-parallel gradients.
 
-The multi-process tests start 2 processes the way ``torchrun`` would (its environment variables,
+The multi-process tests start processes the way ``torchrun`` would (its environment variables,
 ``env://`` rendezvous), through ``torch.multiprocessing``; each rank writes what it computed to a
-file and the test compares it with one process doing the whole job. They run with gloo on the CPU,
-and with NCCL on 2 GPUs where a machine has them (``gpu`` marker; not yet run, see docs/scaling.md).
+file and the test compares it with one process doing the whole job. They run with gloo on the CPU
+at 2 and 3 ranks, and with NCCL on every GPU of a host that has 2 or more (``gpu`` marker; see
+docs/scaling.md).
 """
 
 import copy
 
 import pytest
 import torch
-from distributed_ranks import BACKENDS, WORLD, rank_device, run_ranks
+from distributed_ranks import RUNS, rank_device, run_ranks
 
 import swarp
 import swarp.distributed as sd
 
-#: Uneven on purpose: rank 0 owns envs 0-2, rank 1 envs 3-4.
-GLOBAL_N_ENVS = 5
 SEED = 11
 N_STEPS = 24
 #: Short episodes in a small arena: a rollout crosses several auto-resets, so later episodes'
 #: draws (keyed by episode counter and global env) are compared too.
 OPTIONS = dict(n_agents=3, world_size=0.5, n_obstacles=2, max_steps=7, auto_reset=True, clone_outputs=True)
-#: Rows of the gradient test's batch per rank: equal halves, and unequal shares (weighted).
-EQUAL_ROWS = (slice(0, 6), slice(6, 12))
-UNEQUAL_ROWS = (slice(0, 8), slice(8, 12))
+#: Rows of the gradient test's batch (divisible by 2, 3, 4, 6 and 8 ranks).
+N_ROWS = 24
 LEARNING_RATE = 1e-2
+
+
+def global_n_envs(world: int) -> int:
+    """The global batch of ``world`` ranks: uneven on purpose (rank 0 owns 3 envs, the others 2)."""
+    return 2 * world + 1
+
+
+def batch_rows(case: str, rank: int, world: int) -> slice:
+    """Rank ``rank``'s rows of the gradient test's batch: ``"equal"`` shares, or ``"unequal"`` ones
+    (rank 0 takes ``world - 1`` rows more than an equal share, every other rank one row less)."""
+    base = N_ROWS // world
+    sizes = [base] * world if case == "equal" else [base + world - 1] + [base - 1] * (world - 1)
+    start = sum(sizes[:rank])
+    return slice(start, start + sizes[rank])
 
 
 # --- shards of environments -------------------------------------------------------------------------
 
 
-def rollout(env: swarp.Environment) -> dict[str, torch.Tensor]:
-    """Step ``env`` under actions drawn for the whole global batch and sliced to its envs.
+def rollout(env: swarp.Environment, n_global: int) -> dict[str, torch.Tensor]:
+    """Step ``env`` under actions drawn for the whole global batch (``n_global`` envs) and sliced
+    to its envs.
 
     Returns per-env records [n_envs, N_STEPS, ...] (env dim first, for ``all_gather_envs``).
     """
@@ -41,7 +54,7 @@ def rollout(env: swarp.Environment) -> dict[str, torch.Tensor]:
     mine = slice(env.env_offset, env.env_offset + env.n_envs)
     records: dict[str, list[torch.Tensor]] = {"reset_obs": [env.reset(seed=SEED)[0]]}
     for _ in range(N_STEPS):
-        u = torch.rand(GLOBAL_N_ENVS, env.n_agents, env.act_dim, generator=generator).to(env.torch_device)
+        u = torch.rand(n_global, env.n_agents, env.act_dim, generator=generator).to(env.torch_device)
         obs, reward, terminated, truncated, info = env.step(low + (high - low) * (1.4 * u[mine] - 0.2))
         step = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
         done = (terminated | truncated).view(-1, 1, 1)  # final_obs rows of other envs are stale
@@ -53,9 +66,10 @@ def rollout(env: swarp.Environment) -> dict[str, torch.Tensor]:
 
 
 def _shard_worker(device: str) -> dict:
-    env = sd.make_shard("navigation", GLOBAL_N_ENVS, device=device, seed=SEED, **OPTIONS)
-    first = rollout(env)
-    second = rollout(env)  # rollout() restarts from reset(seed=SEED): the replay must match
+    n_global = global_n_envs(sd.get_world_size())
+    env = sd.make_shard("navigation", n_global, device=device, seed=SEED, **OPTIONS)
+    first = rollout(env, n_global)
+    second = rollout(env, n_global)  # rollout() restarts from reset(seed=SEED): the replay must match
     return {
         "span": (env.env_offset, env.n_envs),
         "global_n_envs": sd.global_n_envs(env),
@@ -71,9 +85,20 @@ def _shard_worker(device: str) -> dict:
     }
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
-def backend(request) -> str:
+@pytest.fixture(scope="module", params=RUNS, ids=lambda run: f"{run[0]}-{run[1]}")
+def run(request) -> tuple[str, int]:
+    """``(backend, ranks)`` of one multi-process run."""
     return request.param
+
+
+@pytest.fixture(scope="module")
+def backend(run) -> str:
+    return run[0]
+
+
+@pytest.fixture(scope="module")
+def world(run) -> int:
+    return run[1]
 
 
 def _worker(device: str) -> dict:
@@ -82,8 +107,8 @@ def _worker(device: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def rank_results(backend, tmp_path_factory) -> list[dict]:
-    return run_ranks(_worker, tmp_path_factory.mktemp("ranks"), backend)
+def rank_results(backend, world, tmp_path_factory) -> list[dict]:
+    return run_ranks(_worker, tmp_path_factory.mktemp("ranks"), backend, world)
 
 
 @pytest.fixture(scope="module")
@@ -92,20 +117,22 @@ def shard_results(rank_results) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def single_process(backend):
+def single_process(backend, world):
     """The whole batch in one process (on rank 0's device), same seed and actions."""
-    env = swarp.make("navigation", n_envs=GLOBAL_N_ENVS, device=rank_device(backend, 0), seed=SEED, **OPTIONS)
-    return {key: value.cpu() for key, value in rollout(env).items()}
+    n_global = global_n_envs(world)
+    env = swarp.make("navigation", n_envs=n_global, device=rank_device(backend, 0), seed=SEED, **OPTIONS)
+    return {key: value.cpu() for key, value in rollout(env, n_global).items()}
 
 
-def test_shards_are_disjoint_and_tile_the_global_batch(shard_results):
-    assert [r["span"] for r in shard_results] == [(0, 3), (3, 2)]
-    assert [r["global_n_envs"] for r in shard_results] == [GLOBAL_N_ENVS] * WORLD
-    # Distinct reset streams: the two shards' first envs (global 0 and 3) start differently.
-    obs0, obs1 = (r["first"]["reset_obs"][0, 0] for r in shard_results)
-    assert not torch.equal(obs0, obs1)
+def test_shards_are_disjoint_and_tile_the_global_batch(shard_results, world):
+    assert len(shard_results) == world
+    assert [r["span"] for r in shard_results] == [(0, 3)] + [(3 + 2 * i, 2) for i in range(world - 1)]
+    assert [r["global_n_envs"] for r in shard_results] == [global_n_envs(world)] * world
+    # Distinct reset streams: the shards' first envs (global 0, 3, 5, ...) start differently.
+    firsts = [r["first"]["reset_obs"][0, 0] for r in shard_results]
+    assert all(not torch.equal(a, b) for i, a in enumerate(firsts) for b in firsts[i + 1 :])
     seeds = [r["rank_seed"] for r in shard_results]
-    assert seeds == [sd.rank_seed(SEED, rank) for rank in range(WORLD)] and len(set(seeds)) == WORLD
+    assert seeds == [sd.rank_seed(SEED, rank) for rank in range(world)] and len(set(seeds)) == world
 
 
 def test_shards_are_deterministic(shard_results):
@@ -124,10 +151,12 @@ def test_union_of_shards_is_the_single_process_batch_bit_for_bit(shard_results, 
             assert torch.equal(result["gathered"][key], expected), key
 
 
-def test_metric_reductions(shard_results, single_process):
+def test_metric_reductions(shard_results, single_process, world):
+    rank_sum = world * (world - 1) / 2
     for result in shard_results:
-        assert result["metrics"] == {"n_envs": GLOBAL_N_ENVS, "rank": 1.0}
-        assert result["mean_metrics"] == {"rank": 0.5} and result["max_metrics"] == {"rank": 1.0}
+        assert result["metrics"] == {"n_envs": global_n_envs(world), "rank": rank_sum}
+        assert result["mean_metrics"] == {"rank": rank_sum / world}
+        assert result["max_metrics"] == {"rank": float(world - 1)}
         mean, std = result["moments"]
         reward = single_process["reward"]
         torch.testing.assert_close(mean, reward.mean(), rtol=1e-6, atol=1e-6)
@@ -184,13 +213,13 @@ def test_without_a_process_group_the_world_is_one_process():
 
 
 def _model_and_batch(device: str = "cpu") -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    """A small tanh MLP (the same weights on every rank) and a fixed regression batch of 12 rows."""
+    """A small tanh MLP (the same weights on every rank) and a fixed regression batch of ``N_ROWS``."""
     generator = torch.Generator().manual_seed(SEED)
     model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
-    x, y = torch.randn(12, 5, generator=generator), torch.randn(12, 3, generator=generator)
+    x, y = torch.randn(N_ROWS, 5, generator=generator), torch.randn(N_ROWS, 3, generator=generator)
     return model.to(device), x.to(device), y.to(device)
 
 
@@ -210,8 +239,8 @@ def adam_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, sync=Non
 
 def _gradient_worker(device: str) -> dict:
     model, x, y = _model_and_batch(device)
-    rank = sd.get_rank()
-    equal, unequal = EQUAL_ROWS[rank], UNEQUAL_ROWS[rank]
+    rank, world = sd.get_rank(), sd.get_world_size()
+    equal, unequal = batch_rows("equal", rank, world), batch_rows("unequal", rank, world)
     n_unequal = unequal.stop - unequal.start
     results = {
         "equal": adam_step(model, x[equal], y[equal], lambda m: sd.all_reduce_gradients(m.parameters())),
@@ -235,7 +264,7 @@ def gradient_results(rank_results) -> list[dict]:
 
 
 @pytest.mark.parametrize("case", ["equal", "unequal"])
-def test_all_reduced_gradients_give_the_single_process_update(backend, gradient_results, case):
+def test_all_reduced_gradients_give_the_single_process_update(backend, world, gradient_results, case):
     model, x, y = _model_and_batch(rank_device(backend, 0))
     expected = adam_step(model, x, y)  # one process, the concatenated batch
     for result in gradient_results:
@@ -243,7 +272,7 @@ def test_all_reduced_gradients_give_the_single_process_update(backend, gradient_
             for got, want in zip(result[case][key], expected[key], strict=True):
                 torch.testing.assert_close(got, want.cpu(), rtol=1e-5, atol=1e-6)
     # The check can fail: one shard's own update is a different one.
-    rows = (EQUAL_ROWS if case == "equal" else UNEQUAL_ROWS)[0]
+    rows = batch_rows(case, 0, world)
     alone = adam_step(model, x[rows], y[rows])
     assert max((a - b).abs().max() for a, b in zip(alone["grads"], expected["grads"], strict=True)) > 1e-3
 
@@ -253,5 +282,6 @@ def test_broadcast_makes_replicas_identical(gradient_results):
     for result in gradient_results:
         for got, want in zip(result["broadcast"], model.parameters(), strict=True):
             assert torch.equal(got, want)
-    for a, b in zip(gradient_results[0]["equal"]["params"], gradient_results[1]["equal"]["params"], strict=True):
-        assert torch.equal(a, b)  # after the all-reduced step too
+    for other in gradient_results[1:]:
+        for a, b in zip(gradient_results[0]["equal"]["params"], other["equal"]["params"], strict=True):
+            assert torch.equal(a, b)  # after the all-reduced step too
