@@ -6,9 +6,37 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s30a, s29a, s29b, s29c, substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: scaling_a, scaling_b, s30a, s29a, s29b, s29c, substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+scaling_a)
+  # Issue 32 on a multi-GPU host (NVLink multicast off): the NCCL tests on every GPU, then the
+  # simulator's weak scaling on 1, 2, 4 and 8 GPUs (as many as the host has), navigation x 16.
+  export NCCL_NVLS_ENABLE=0
+  n_gpus=$(nvidia-smi -L | wc -l)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  timeout 240 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/test_distributed.py tests/train/test_train_distributed.py \
+    2>&1 | tail -6 | tee "$out/tests_nccl.log"
+  for n in 1 2 4 8; do
+    [ "$n" -le "$n_gpus" ] || break
+    echo "== $n GPUs"
+    timeout 120 $py -m torch.distributed.run --standalone --nproc-per-node $n -m swarp.benchmark.distributed \
+      --envs-per-rank 16384 65536 --agents 16 2>&1 | grep -v "^Module\|^Warp"
+  done | tee "$out/scaling_env.log"
+  ;;
+scaling_b)
+  # Issue 32: swarp.train data-parallel on navigation, 4,096 envs a GPU, to 0.95 greedy success, on
+  # 1, 2, 4 and 8 GPUs (as many as the host has): end-to-end env-steps/s and time to solve.
+  export NCCL_NVLS_ENABLE=0
+  n_gpus=$(nvidia-smi -L | wc -l)
+  for n in 1 2 4 8; do
+    [ "$n" -le "$n_gpus" ] || break
+    echo "== $n GPUs"
+    timeout 140 $py -m torch.distributed.run --standalone --nproc-per-node $n -m swarp.train navigation --distributed \
+      --n-envs $((4096 * n)) --eval-envs $((4096 * n)) --target-success 0.95 --eval-every 2 --max-seconds 100 \
+      --no-progress --run-dir "$out/runs_$n" 2>&1 | grep -v "^Module\|^Warp" | tail -4
+  done | tee "$out/scaling_train.log"
+  ;;
 s30a)
   # Issue 31, session 30, after plan.fused_substep went on for CUDA: the GPU suite, on an H200 the
   # 262,144 x 16 cell (the 400 M target), then the masked observation's tree A/B (carry .ab:
