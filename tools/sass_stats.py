@@ -33,7 +33,7 @@ from swarp.benchmark.common import parse_option
 from swarp.env.make import ENV_KWARGS
 from swarp.physics import substep
 from swarp.runtime.launch import Launcher
-from swarp.runtime.plan import ENV_BLOCK, FUSED_SUBSTEP_MAX_AGENTS, LIDAR_RAYS_PER_THREAD
+from swarp.runtime.plan import ENV_BLOCK, FUSED_SUBSTEP_CHOSEN_MAX_AGENTS, LIDAR_RAYS_PER_THREAD
 from swarp.scenarios.framework.base import get_scenario
 
 #: What ``choose_plan`` gives a latency-bound CUDA batch (the fused end and reset ahead where the
@@ -57,8 +57,8 @@ def step_kernels(n_agents: int, scenario: str, plan_fields: dict | None = None, 
     world = sc.make_world()
     hooks = sc.step_end_hooks(world)
     plan = dict(CUDA_PLAN)
-    # The fused substep wherever the world allows it, as CUDA chooses (an env's agents in a block).
-    plan["fused_substep"] = substep.can_fuse(world.agents, world.world) and n_agents <= FUSED_SUBSTEP_MAX_AGENTS
+    # The fused substep where the world allows it and CUDA chooses it (up to 64 agents an env).
+    plan["fused_substep"] = substep.can_fuse(world.agents, world.world) and n_agents <= FUSED_SUBSTEP_CHOSEN_MAX_AGENTS
     if hooks is not None:  # the scenario's latency fusions, as on a small CUDA batch
         plan.update(fused_step_end=hooks.fuses_end, reset_ahead=hooks.prepares_ahead)
     plan.update(plan_fields or {})

@@ -44,6 +44,9 @@ FUSED_END_MAX_AGENTS = 64
 #: Most agents per env of a fused substep with one agent per thread: an env's threads share one
 #: block (CUDA's limit).
 FUSED_SUBSTEP_MAX_AGENTS = 1024
+#: Most agents per env for which CUDA's plan chooses the fused substep: the largest env of its A/B
+#: (s30). Larger envs, a block each, run it where a plan asks.
+FUSED_SUBSTEP_CHOSEN_MAX_AGENTS = 64
 #: Most agent threads (E x A) whose fused end stores its rows thread by thread instead of through
 #: the tiled store (``tiled_rows=False``): navigation with realistic auto-reset, two rounds, us/step
 #: tiled / direct, 1,024 x 3 24.80 / 22.96 and 24.71 / 23.13, 1,024 x 8 26.07 / 24.72 and 26.16 /
@@ -252,8 +255,8 @@ def choose_plan(
     # 30 rounds) 1,024 x 4 283.2 -> 278.4 us/step (1.02x, every round 0.995-1.047x), 256 x 16 1.00x
     # (2-core EPYC). On CUDA, where the force also stays in a register: 1.01-1.04x on the s27 grid
     # and 262,144 x 16 (1.00x at 1,024 x 16), three rounds a cell (H100, docs/benchmarks.md s30).
-    per_block = cuda and n_agents <= FUSED_SUBSTEP_MAX_AGENTS  # an env's agents, one a thread, in a block
-    rule("fused_substep", can.fuses_substep and (chosen["one_thread_per_env"] or per_block))
+    measured = cuda and n_agents <= FUSED_SUBSTEP_CHOSEN_MAX_AGENTS
+    rule("fused_substep", can.fuses_substep and (chosen["one_thread_per_env"] or measured))
     # Small batches are a chain of latency-bound launches, which the fused end shortens by two; from
     # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose:
     # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).
