@@ -41,23 +41,28 @@ from swarp.benchmark.throughput import make_env
 VMAS_TASK = {"world_size": 1.0, "agent_radius": 0.1, "substeps": 2}
 
 
-def loaded_kernels() -> list[tuple[int, str]]:
-    """``(entry address, mangled name)`` of every CPU kernel Warp has loaded, by address."""
+def loaded_kernels() -> list[tuple[int, str, str]]:
+    """``(entry address, mangled name, module hash prefix)`` of every CPU kernel Warp has loaded, by
+    address (the prefix names the module's directory in Warp's kernel cache)."""
     found = []
     for obj in gc.get_objects():
         if type(obj).__name__ == "ModuleExec" and getattr(obj, "device", None) is not None and obj.device.is_cpu:
+            prefix = obj.module_hash.hex()[:7] if isinstance(obj.module_hash, bytes) else ""
             for name, hooks in obj.kernel_hooks.items():
                 address = ctypes.cast(hooks.forward, ctypes.c_void_p).value if hooks.forward else None
                 if address:
-                    found.append((address, name))
+                    found.append((address, name, prefix))
     return sorted(found)
 
 
-def object_file(mangled: str) -> tuple[str, int] | None:
+def object_file(mangled: str, prefix: str = "") -> tuple[str, int] | None:
     """``(path, offset of the kernel's entry)`` of the object file in Warp's kernel cache that
-    defines ``mangled``'s CPU entry point, or ``None``."""
+    defines ``mangled``'s CPU entry point, or ``None``; the module directory ending in ``prefix``
+    first (the same kernel can sit in modules built with other options)."""
     entry = f"{mangled}_cpu_forward"
-    for cpp in glob.glob(os.path.join(wp.config.kernel_cache_dir, "**", "*.cpp"), recursive=True):
+    cache = wp.config.kernel_cache_dir
+    mine = glob.glob(os.path.join(cache, f"*_{prefix}", "*.cpp")) if prefix else []
+    for cpp in mine + glob.glob(os.path.join(cache, "**", "*.cpp"), recursive=True):
         with open(cpp, encoding="utf-8", errors="replace") as f:
             if entry not in f.read():
                 continue
@@ -118,7 +123,7 @@ def main(argv=None) -> None:
         print(f"{args.scenario} {args.envs} x {args.agents}, one thread: {us:.1f} us/step")
         kernels = loaded_kernels()
         ips = sample(args.seconds, lambda: env.step(actions))
-    starts = [address for address, _ in kernels]
+    starts = [address for address, _, _ in kernels]
     per_kernel: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     elsewhere = 0
     for ip in ips:
@@ -141,7 +146,7 @@ def main(argv=None) -> None:
         if not matches:
             raise SystemExit(f"no sampled kernel's name contains {args.annotate!r}")
         name = matches[0]
-        found = object_file(name)
+        found = object_file(name, next(prefix for _, kernel, prefix in kernels if kernel == name))
         if found is None:
             raise SystemExit(f"{name}'s object file is not in {wp.config.kernel_cache_dir}")
         obj, entry = found
