@@ -35,10 +35,8 @@ import torch
 import warp as wp
 
 from swarp.benchmark.common import parse_option
-from swarp.benchmark.throughput import make_env
-
-#: Navigation matched to VMAS's task (``swarp.benchmark.compare_sims.matched_options("vmas", ...)``).
-VMAS_TASK = {"world_size": 1.0, "agent_radius": 0.1, "substeps": 2}
+from swarp.benchmark.compare_sims import matched_options
+from swarp.benchmark.profile_env import warm_env
 
 
 def loaded_kernels() -> list[tuple[int, str, str]]:
@@ -106,13 +104,10 @@ def main(argv=None) -> None:
     missing = [tool for tool in ("perf", "objdump") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"{' and '.join(missing)} not found on PATH: this tool needs Linux perf and binutils")
-    options = dict(VMAS_TASK) if args.scenario == "navigation" else {}
-    options.update(dict(args.option))
-    env = make_env(args.envs, args.agents, "cpu", "auto", "auto", args.auto_reset, 200, scenario=args.scenario,
-                   plan={"cpu_shards": 1}, **options)  # fmt: skip
-    low, high = env.action_bounds
-    gen = torch.Generator().manual_seed(1)
-    actions = low + (high - low) * torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype)
+    # Navigation as VMAS's task (compare_vmas' swarp run); other scenarios as they come.
+    options = matched_options("vmas", args.agents) if args.scenario == "navigation" else {}
+    options.update(dict(args.option), auto_reset=args.auto_reset)
+    env, actions = warm_env(args.envs, args.agents, args.scenario, "cpu", plan={"cpu_shards": 1}, **options)
     with torch.no_grad():
         for _ in range(100):
             env.step(actions)

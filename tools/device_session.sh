@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh substep|tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
+#   bash tools/device_session.sh scaling_a|scaling_b|s30a|s29a|s29c|tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: scaling_a, scaling_b, s30a, s29a, s29b, s29c, substep, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: scaling_a, scaling_b, s30a, s29a, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 scaling_a)
@@ -64,59 +64,14 @@ s29a)
     timeout 200 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 3
   } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
   ;;
-s29t)
-  # Issue 31, session 29, with little device time left: the GPU suite and the fused substep at
-  # 262,144 x 16 and 16,384 x 64 only.
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  timeout ${TEST_S:-150} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
-  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 70 $ab --envs 262144 --agents 16 --rounds 3 --iters 100
-    timeout 50 $ab --envs 16384 --agents 64 --rounds 3
-    timeout 50 $ab --envs 4096 --agents 16 --rounds 3
-  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
-  ;;
-s29b)
-  # Issue 31, session 29, second call: plan_ab of plan.fused_substep at the auto-reset's
-  # shapes and a lidar; then the masked observation's tree A/B (carry .ab: base = 1b14dd6).
-  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 100 $ab --envs 4096 16384 --agents 8 --rounds 6
-    timeout 80 $ab --envs 4096 --agents 16 --rounds 6 --option lidar_rays=32
-  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab2.log"
-  if [ -d .ab/base ]; then
-    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 timeout 240 bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 --iters 200 --repeats 3" > /dev/null
-    grep -v "^Module\|^Warp" "$out/ab.log" | grep -E "==|^ *[0-9]" | tail -60
-  fi
-  ;;
 s29c)
-  # Issue 31, session 29, third call: the throughput table with the fused substep on ($PLAN, e.g.
-  # "--plan fused_substep=True"), the auto-reset's and the lidar's ratios.
+  # Issue 31: the throughput table as the plan chooses it (the fused substep on since s30; $PLAN,
+  # e.g. "--plan fused_substep=False", fixes fields on top), the auto-reset's and the lidar's ratios.
   { $py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 64 --iters 300 --repeats 3 ${PLAN:-}
     $py -m swarp.benchmark.throughput --envs 262144 --agents 16 --iters 100 --repeats 3 ${PLAN:-}
     $py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3 ${PLAN:-}
     $py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32 --iters 300 --repeats 3 ${PLAN:-}
   } 2>&1 | grep -v "done\|^Module\|^Warp" | tee "$out/s29_numbers.log"
-  ;;
-substep)
-  # Issue 31, what session 28 left (no GPU was lent): the fused substep's GPU tests (its bits against
-  # the split substep's, one agent per thread), then plan_ab of plan.fused_substep in one process per
-  # cell on the s27 grid, 262,144 x 16 and the auto-reset's shapes, and a lidar at 4,096 x 16.
-  timeout 200 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/physics tests/runtime 2>&1 | tail -6 \
-    | tee "$out/tests_substep.log"
-  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 300 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 6
-    timeout 120 $ab --envs 262144 --agents 16 --rounds 4 --iters 100
-    timeout 120 $ab --envs 4096 16384 --agents 8 --rounds 6
-    timeout 120 $ab --envs 4096 --agents 16 --rounds 6 --option lidar_rays=32
-  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
-  # The masked observation's variants (s28, registers only): carry a tree from before them, made with
-  # `mkdir -p .ab/base && git archive 1b14dd6 swarp | tar -x -C .ab/base` (.ab/ is excluded: carry it).
-  if [ -d .ab/base ]; then
-    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 --iters 300 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --envs 262144 --agents 16 --iters 100 --repeats 3"
-  fi
   ;;
 authoring)
   # Issue 30: the GPU suite, then a torch-only scenario (the generated template) captured in one

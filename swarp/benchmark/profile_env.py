@@ -32,11 +32,12 @@ from swarp.runtime.launch import EAGER, Recorder
 from swarp.scenarios.framework.base import OBSERVE_STEP
 
 
-def warm_env(n_envs: int, n_agents: int, scenario: str = "navigation", **options):
-    """``(env, actions)``: a CUDA env of ``scenario`` (``options`` go to ``throughput.make_env``:
-    ``lidar_rays``, scenario keywords) after three steps of fixed random ``actions`` (compiled,
-    graph captured)."""
-    env = make_env(n_envs, n_agents, "cuda:0", "auto", "auto", True, 200, scenario=scenario, **options)
+def warm_env(n_envs: int, n_agents: int, scenario: str = "navigation", device: str = "cuda:0", **options):
+    """``(env, actions)``: an env of ``scenario`` on ``device`` (``options`` go to
+    ``throughput.make_env``: ``lidar_rays``, ``plan``, scenario keywords, and ``auto_reset``, on by
+    default) after three steps of fixed random ``actions`` (compiled, graph captured)."""
+    auto_reset = bool(options.pop("auto_reset", True))
+    env = make_env(n_envs, n_agents, device, "auto", "auto", auto_reset, 200, scenario=scenario, **options)
     actions = random_actions(env)
     with torch.no_grad():
         for _ in range(3):
@@ -85,6 +86,12 @@ def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "naviga
     per_kernel: dict[str, float] = {}
     for r in results:
         per_kernel[r.name] = per_kernel.get(r.name, 0.0) + r.elapsed * 1e3 / iters
+    return share_rows(scenario, n_envs, n_agents, per_kernel)
+
+
+def share_rows(scenario: str, n_envs: int, n_agents: int, per_kernel: dict[str, float]) -> list:
+    """Rows ``[scenario, n_envs, n_agents, kernel, us/step, share]`` of ``per_kernel`` (us a step by
+    kernel), the most expensive first, and a ``total`` row."""
     total = sum(per_kernel.values())
     rows = [
         [scenario, n_envs, n_agents, name, us, us / total]
@@ -99,12 +106,8 @@ def cpu_kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "na
     ``iters`` times with each launch timed in place (host us per step, launches of one kernel
     summed), so every launch sees the state a real step gives it; the state is restored
     afterwards. ``options`` as in ``warm_env``."""
-    env = make_env(n_envs, n_agents, "cpu", "auto", "auto", True, 200, scenario=scenario, plan={"cpu_shards": 1},
-                   **options)  # fmt: skip
-    actions = random_actions(env)
+    env, _ = warm_env(n_envs, n_agents, scenario, "cpu", plan={"cpu_shards": 1}, **options)
     with torch.no_grad():
-        for _ in range(3):
-            env.step(actions)
         snapshot = env.get_state()
         recorder = Recorder()
         env._fused_step(recorder)
@@ -120,10 +123,7 @@ def cpu_kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "na
     for (what, _), seconds in zip(commands, spent, strict=True):
         name = what.rsplit("__", 1)[-1]
         per_kernel[name] = per_kernel.get(name, 0.0) + seconds / iters * 1e6
-    total = sum(per_kernel.values())
-    rows = [[scenario, n_envs, n_agents, name, us, us / total] for name, us in per_kernel.items()]
-    rows.append([scenario, n_envs, n_agents, "total", total, 1.0])
-    return rows
+    return share_rows(scenario, n_envs, n_agents, per_kernel)
 
 
 stage_names = ["gpu step", "substeps", "list build alone", "observe+lists+finish", "reset path"]

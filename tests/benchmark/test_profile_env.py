@@ -19,3 +19,10 @@ def test_the_cpu_table_and_its_refusal_of_the_stages(capsys):
     assert "CPU us per step" in out and "fused_substep" in out
     with pytest.raises(SystemExit):
         profile_env.main(["--device", "cpu", "--envs", "4", "--agents", "2"])
+
+
+def test_cpu_kernel_times_without_auto_reset_leave_out_the_restart():
+    with_reset = {row[3] for row in profile_env.cpu_kernel_times(6, 3, 2, substeps=2)}
+    without = {row[3] for row in profile_env.cpu_kernel_times(6, 3, 2, substeps=2, auto_reset=False)}
+    assert {"fused_substep", "observe"} <= without
+    assert any("reset" in name for name in with_reset) and not any("reset" in name for name in without)
