@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One GPU lease's verification batch, in stages that each fit a 10-minute device call:
-#   bash tools/device_session.sh scaling_a|scaling_b|s30a|s29a|s29c|tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
+#   bash tools/device_session.sh scaling_a|scaling_b|s29c|tests|perf|scenarios|train|final|measure|profile|async|peers|verify|reliability|trainer
 # (verify: the GPU tests plus the measurements that decide issues 3, 6, 7 and 10, in one call)
 # (peers: carry .peers from tools/stage_peers.sh; it installs them into ~/peers first)
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: scaling_a, scaling_b, s30a, s29a, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 scaling_a)
@@ -36,33 +36,6 @@ scaling_b)
       --n-envs $((4096 * n)) --eval-envs $((4096 * n)) --target-success 0.95 --eval-every 2 --max-seconds 100 \
       --no-progress --run-dir "$out/runs_$n" 2>&1 | grep -v "^Module\|^Warp" | tail -4
   done | tee "$out/scaling_train.log"
-  ;;
-s30a)
-  # Issue 31, session 30, after plan.fused_substep went on for CUDA: the GPU suite, on an H200 the
-  # 262,144 x 16 cell (the 400 M target), then the masked observation's tree A/B (carry .ab:
-  # base = 1b14dd6) with the substep split in both trees.
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  timeout ${TEST_S:-330} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -8 | tee "$out/tests_gpu.log"
-  if grep -q H200 "$out/gpu.log"; then
-    timeout 90 $py -m swarp.benchmark.throughput --envs 262144 --agents 16 --iters 100 --repeats 3 2>&1 \
-      | grep -v "done\|^Module\|^Warp" | tee "$out/big.log"
-  fi
-  if [ -d .ab/base ]; then
-    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=2 timeout ${AB_S:-150} bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 16 --iters 200 --repeats 3 --plan fused_substep=False" \
-      > /dev/null
-    grep -v "^Module\|^Warp" "$out/ab.log" | grep -E "==|^ *[0-9]" | tail -40
-  fi
-  ;;
-s29a)
-  # Issue 31, session 29, first call after staging: the whole GPU suite (the fused substep's CUDA
-  # test among them), then plan_ab of plan.fused_substep at 262,144 x 16 and on the s27 grid.
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  timeout 180 $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests 2>&1 | tail -15 | tee "$out/tests_gpu.log"
-  ab="$py -m swarp.benchmark.plan_ab --a fused_substep=False --b fused_substep=True"
-  { timeout 90 $ab --envs 262144 --agents 16 --rounds 3 --iters 100
-    timeout 200 $ab --envs 1024 4096 16384 --agents 3 16 64 --rounds 3
-  } 2>&1 | grep -v "^Module\|^Warp" | tee "$out/substep_ab.log"
   ;;
 s29c)
   # Issue 31: the throughput table as the plan chooses it (the fused substep on since s30; $PLAN,

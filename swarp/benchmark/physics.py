@@ -22,15 +22,18 @@ from swarp import AgentConfig, Stepper, World, WorldConfig
 from swarp.benchmark.common import print_table, synchronize, time_graph, time_wall
 
 
-def make_world(n_envs: int, n_agents: int, device: str, substeps: int, seed: int = 0) -> World:
-    """A world of ``n_agents`` holonomic agents per env in a box sized for ~10% area density."""
+def make_world(
+    n_envs: int, n_agents: int, device: str, substeps: int, seed: int = 0, neighbor_method: str = "auto"
+) -> World:
+    """A world of ``n_agents`` holonomic agents per env in a box sized for ~10% area density, its
+    neighbor lists built by ``neighbor_method`` (``WorldConfig.neighbor_method``)."""
     radius = 0.05
     half = max(1.0, math.sqrt(n_agents * math.pi * radius**2 / 0.1) / 2)
     stepper = Stepper(
         [AgentConfig(radius=radius)] * n_agents,
         dt=0.1,
         device=device,
-        world=WorldConfig(bounds=half),
+        world=WorldConfig(bounds=half, neighbor_method=neighbor_method),
         substeps=substeps,
     )
     world = World(stepper, n_envs)
@@ -40,8 +43,8 @@ def make_world(n_envs: int, n_agents: int, device: str, substeps: int, seed: int
     return world
 
 
-def bench_shape(n_envs: int, n_agents: int, device: str, substeps: int, n_iters: int) -> list:
-    world = make_world(n_envs, n_agents, device, substeps)
+def bench_shape(n_envs: int, n_agents: int, device: str, substeps: int, n_iters: int, method: str = "auto") -> list:
+    world = make_world(n_envs, n_agents, device, substeps, neighbor_method=method)
     gen = torch.Generator(device="cpu").manual_seed(1)
     # Slow random headings keep the density near its initial value over the timed steps instead of
     # piling every agent against one wall (which would time a pathological crowd, not a swarm).
@@ -51,7 +54,8 @@ def bench_shape(n_envs: int, n_agents: int, device: str, substeps: int, n_iters:
     wall = time_wall(world.run_step, device, n_iters)
     gpu = time_graph(world.simulate, device, n_iters) if device.startswith("cuda") else float("nan")
     per_step = gpu if device.startswith("cuda") else wall
-    return [device, n_envs, n_agents, substeps, wall * 1e3, gpu * 1e6, n_envs * n_agents / per_step]
+    method = world.stepper.neighbor_method
+    return [device, n_envs, n_agents, method, substeps, wall * 1e3, gpu * 1e6, n_envs * n_agents / per_step]
 
 
 def breakdown(n_envs: int, n_agents: int, device: str, n_iters: int) -> list:
@@ -77,6 +81,9 @@ def main(argv=None) -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=[4, 16, 64], help="n_agents values")
     parser.add_argument("--substeps", type=int, default=1)
     parser.add_argument("--iters", type=int, default=None, help="steps per timing repetition")
+    parser.add_argument(
+        "--neighbor-method", nargs="+", default=["auto"], choices=["auto", "brute", "grid"], help="one row each"
+    )
     parser.add_argument("--breakdown", action="store_true", help="CUDA only: GPU time of each stage")
     args = parser.parse_args(argv)
     if args.breakdown:
@@ -91,10 +98,13 @@ def main(argv=None) -> None:
         iters = args.iters or (200 if cuda else 20)
         for n_envs in envs:
             for n_agents in args.agents:
-                rows.append(bench_shape(n_envs, n_agents, device, args.substeps, iters))
-                print(f"  done {device} {n_envs}x{n_agents}", flush=True)
+                for method in args.neighbor_method:
+                    rows.append(bench_shape(n_envs, n_agents, device, args.substeps, iters, method))
+                    print(f"  done {device} {n_envs}x{n_agents} {method}", flush=True)
     print()
-    print_table(["device", "n_envs", "n_agents", "substeps", "wall ms/step", "gpu us/step", "agent-steps/s"], rows)
+    print_table(
+        ["device", "n_envs", "n_agents", "neighbors", "substeps", "wall ms/step", "gpu us/step", "agent-steps/s"], rows
+    )
 
 
 if __name__ == "__main__":

@@ -67,6 +67,9 @@ class Integrator(enum.IntEnum):
 
 BoundsMode = Literal["soft", "clamp"]
 NeighborMethod = Literal["brute", "grid", "auto"]
+#: Largest share of a bounded arena that one agent's 3 x 3 grid cells may cover for ``"auto"`` to
+#: choose the grid (``WorldConfig.neighbor_method_for``).
+GRID_MAX_COVER = 1.0 / 64.0
 
 
 def _coerce_enum(enum_type: type[enum.IntEnum], value: object, name: str) -> enum.IntEnum:
@@ -265,9 +268,8 @@ class WorldConfig:
         neighbor_radius: Radius [m] of the neighbor lists. ``None`` picks twice the largest agent
             radius plus a 50% skin, enough for contacts within one step at moderate speeds.
         neighbor_method: ``"brute"`` (all pairs of an env), ``"grid"`` (sort-based uniform grid,
-            for hundreds or thousands of agents per env) or ``"auto"`` (grid above
-            ``grid_threshold`` agents per env).
-        grid_threshold: Agents per env from which ``"auto"`` uses the grid.
+            for hundreds or thousands of agents per env) or ``"auto"`` (``neighbor_method_for``).
+        grid_threshold: Agents per env from which ``"auto"`` may use the grid.
         obstacles: Static obstacles shared by every env (scenarios may install per-env ones).
         bodies: Movable rigid bodies (``Body``) present in every env; their poses live in the state.
         joints: Distance/rod joints (``Joint``) between an agent and a body or two bodies.
@@ -282,17 +284,29 @@ class WorldConfig:
     max_neighbors: int = 16
     neighbor_radius: float | None = None
     neighbor_method: NeighborMethod = "auto"
-    grid_threshold: int = 128
+    grid_threshold: int = 512
     obstacles: tuple[Obstacle, ...] = field(default_factory=tuple)
     bodies: tuple[Body, ...] = field(default_factory=tuple)
     joints: tuple[Joint, ...] = field(default_factory=tuple)
     gravity: float = 9.81
 
     def neighbor_method_for(self, n_agents: int) -> str:
-        """``"brute"`` or ``"grid"``: ``neighbor_method`` with ``"auto"`` decided for ``n_agents``."""
+        """``"brute"`` or ``"grid"``: ``neighbor_method`` with ``"auto"`` decided for ``n_agents``.
+
+        ``"auto"`` takes the grid from ``grid_threshold`` agents per env, unless ``bounds`` and
+        ``neighbor_radius`` are both given and the 3 x 3 cells an agent visits (side
+        ``neighbor_radius``) cover more than ``GRID_MAX_COVER`` of the arena: then the grid visits
+        about as many agents as brute force, each at a higher price (docs/benchmarks.md, "Neighbor
+        lists: brute force or the grid")."""
         if self.neighbor_method != "auto":
             return self.neighbor_method
-        return "grid" if n_agents >= self.grid_threshold else "brute"
+        if n_agents < self.grid_threshold:
+            return "brute"
+        if self.bounds is None or self.neighbor_radius is None:
+            return "grid"
+        x_min, x_max, y_min, y_max = self.bounds
+        cover = 9.0 * self.neighbor_radius**2 / ((x_max - x_min) * (y_max - y_min))
+        return "grid" if cover <= GRID_MAX_COVER else "brute"
 
     def __post_init__(self) -> None:
         if self.bounds is not None:

@@ -44,9 +44,9 @@ FUSED_END_MAX_AGENTS = 64
 #: Most agents per env of a fused substep with one agent per thread: an env's threads share one
 #: block (CUDA's limit).
 FUSED_SUBSTEP_MAX_AGENTS = 1024
-#: Most agents per env for which CUDA's plan chooses the fused substep: the largest env of its A/B
-#: (s30). Larger envs, a block each, run it where a plan asks.
-FUSED_SUBSTEP_CHOSEN_MAX_AGENTS = 64
+#: Most agents per env for which CUDA's plan chooses the fused substep: 1.005-1.12x at 3-128 agents,
+#: 0.96-0.99x at 256 (H100, s30-s31, docs/benchmarks.md). Larger envs run it where a plan asks.
+FUSED_SUBSTEP_CHOSEN_MAX_AGENTS = 128
 #: Most agent threads (E x A) whose fused end stores its rows thread by thread instead of through
 #: the tiled store (``tiled_rows=False``): navigation with realistic auto-reset, two rounds, us/step
 #: tiled / direct, 1,024 x 3 24.80 / 22.96 and 24.71 / 23.13, 1,024 x 8 26.07 / 24.72 and 26.16 /

@@ -99,7 +99,7 @@ class NavigationConfig:
         max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
         neighbor_method: How neighbor lists are found: ``brute`` (every agent of the env),
             ``grid`` (a uniform grid of cells of the list radius) or ``auto`` (``WorldConfig``'s
-            rule: the grid from ``grid_threshold`` agents per env). Same lists either way.
+            rule, ``neighbor_method_for``). Same lists either way.
     """
 
     n_agents: int = 4
@@ -128,6 +128,7 @@ class NavigationConfig:
 
     def __post_init__(self) -> None:
         check = OptionChecker(self, "navigation")
+        check.neighbor_method()
         check.int("n_agents", 1, 2000)
         check.int("n_obstacles", 0, 2000)
         check.int("obs_neighbors", 0)
@@ -183,9 +184,8 @@ class NavigationScenario(FusedScenario):
         c = self.cfg
         n_cells = c.n_agents + c.n_obstacles
         spec = common.arena_world(
-            self, n_cells, model=c.model, max_neighbors=c.list_width, neighbor_method=c.neighbor_method,
-            n_obstacle_slots=c.n_obstacles,
-        )  # fmt: skip
+            self, n_cells, model=c.model, max_neighbors=c.list_width, n_obstacle_slots=c.n_obstacles
+        )
         # An obstacle fills its cell but a clearance of one agent radius less than a spawn keeps.
         self.obstacle_extent = c.world_size / self.side - (self.clearance - c.agent_radius)
         return spec

@@ -76,6 +76,8 @@ class SamplingConfig:
         substeps: Physics substeps per step.
         max_steps: Episode length [steps].
         max_neighbors: Width of the world's neighbor lists (contacts only).
+        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
+            (``WorldConfig.neighbor_method_for``). Same lists either way.
     """
 
     n_agents: int = 4
@@ -93,9 +95,11 @@ class SamplingConfig:
     substeps: int = 1
     max_steps: int = 100
     max_neighbors: int = 8
+    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
         check = OptionChecker(self, "sampling")
+        check.neighbor_method()
         check.int("n_agents", 1, 256)
         check.int("grid_cells", 1, 256)
         check.int("n_gaussians", 1, 64)

@@ -61,6 +61,8 @@ class SpreadConfig:
         substeps: Physics substeps per step.
         max_steps: Episode length [steps].
         max_neighbors: Width of the world's neighbor lists (contacts only).
+        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
+            (``WorldConfig.neighbor_method_for``). Same lists either way.
     """
 
     n_agents: int = 3
@@ -73,9 +75,11 @@ class SpreadConfig:
     substeps: int = 1
     max_steps: int = 25
     max_neighbors: int = 8
+    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
         check = OptionChecker(self, "spread")
+        check.neighbor_method()
         check.int("n_agents", 1, 256)
         check.int("substeps", 1)
         check.int("max_steps", 1)

@@ -128,8 +128,8 @@ def test_the_plan_fuses_substeps_where_the_physics_can():
 def test_the_cuda_plan_fuses_the_substep_up_to_the_measured_env_size():
     can = Capabilities(fuses_substep=True)
     assert choose_plan("cuda:0", 1024, 4, 8, can=can).fused_substep
-    assert choose_plan("cuda:0", 64, 64, 8, can=can).fused_substep
-    assert not choose_plan("cuda:0", 64, 65, 8, can=can).fused_substep  # beyond the A/B: where asked
+    assert choose_plan("cuda:0", 64, 128, 8, can=can).fused_substep
+    assert not choose_plan("cuda:0", 64, 129, 8, can=can).fused_substep  # beyond the A/B: where asked
     assert choose_plan("cuda:0", 4, 1024, 8, can=can, fixed={"fused_substep": True}).fused_substep
     assert not choose_plan("cuda:0", 1024, 4, 8, can=Capabilities()).fused_substep
     assert not choose_plan("cuda:0", 1024, 4, 8, can=can, fixed={"fused_substep": False}).fused_substep

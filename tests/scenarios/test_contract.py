@@ -247,3 +247,12 @@ def test_cuda_resets_match_the_cpu(name):
     for key in ("pos", "theta"):
         torch.testing.assert_close(getattr(gpu.state, key).cpu(), getattr(cpu.state, key), atol=1e-6, rtol=0)
     torch.testing.assert_close(gpu.obs.cpu(), cpu.obs, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["navigation", "formation", "discovery", "flocking", "sampling", "spread"])
+def test_arena_scenarios_take_the_neighbor_method(name):
+    # The grid where asked (at 4 agents "auto" picks brute force), and a named error for a bad value.
+    assert swarp.make(name, n_envs=1, device="cpu").stepper.neighbor_method == "brute"
+    assert swarp.make(name, n_envs=1, device="cpu", neighbor_method="grid").stepper.neighbor_method == "grid"
+    with pytest.raises(ValueError, match=rf"{name} option neighbor_method must be one of auto, brute, grid, got 'kd'"):
+        swarp.make(name, n_envs=1, device="cpu", neighbor_method="kd")

@@ -18,7 +18,9 @@ PARITY_CASES = {
     "whole_team_needed": dict(n_agents=4, n_targets=2, agents_per_target=4, world_size=0.6, max_steps=30),
     "float64_accel": dict(n_agents=4, n_targets=3, ctrl_mode="acceleration", dtype="float64", max_steps=25),
     "many_targets": dict(n_agents=6, n_targets=32, agents_per_target=2, world_size=2.0, max_steps=20),
-    "grid_neighbors": dict(n_agents=130, n_targets=6, world_size=2.0, obs_range=0.3, max_neighbors=6, max_steps=20),
+    "grid_neighbors": dict(
+        n_agents=130, n_targets=6, world_size=2.0, obs_range=0.3, max_neighbors=6, max_steps=20, neighbor_method="grid"
+    ),
 }
 
 

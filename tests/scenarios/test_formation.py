@@ -22,7 +22,14 @@ PARITY_CASES = {
     "acceleration_control": dict(n_agents=5, ctrl_mode="acceleration", obs_neighbors=4, max_steps=20),
     "single_agent_float64": dict(n_agents=1, dtype="float64", world_size=0.6, max_steps=20),
     "grid_neighbors": dict(
-        n_agents=130, world_size=3.0, formation_radius=2.5, obs_range=0.3, max_neighbors=6, max_steps=20, n_envs=2
+        n_agents=130,
+        world_size=3.0,
+        formation_radius=2.5,
+        obs_range=0.3,
+        max_neighbors=6,
+        max_steps=20,
+        n_envs=2,
+        neighbor_method="grid",
     ),
 }
 #: Cases where the scripted half of the batch completes the formation within the time limit.

@@ -35,8 +35,10 @@ PARITY_CASES = {
     "float64_bicycle": dict(
         n_agents=4, model="kinematic_bicycle", n_obstacles=1, obstacle_shape="circle", dtype="float64", max_steps=20
     ),
-    # Enough agents for the sort-based grid neighbor search (the others use all pairs).
-    "grid_neighbors": dict(n_agents=130, world_size=2.0, obs_range=0.4, max_neighbors=6, max_steps=20, n_envs=2),
+    # The sort-based grid neighbor search (the others use all pairs).
+    "grid_neighbors": dict(
+        n_agents=130, world_size=2.0, obs_range=0.4, max_neighbors=6, max_steps=20, n_envs=2, neighbor_method="grid"
+    ),
 }
 #: Cases whose fleet can drive straight to its goals, so whole episodes end in success.
 TERMINATING_CASES = ("plain", "obstacles", "shared_crowded", "single_agent")
@@ -267,7 +269,10 @@ def test_structured_draws_fail_the_coverage_check():
         (dict(ctrl_mode="torque"), "ctrl_mode"),
         (dict(n_agents=400), "cannot place 400 separated points"),
         (dict(n_agents=10, spawn_cells=3), "cannot place 10 separated points"),
-        (dict(neighbor_method="octree"), "neighbor_method must be 'brute', 'grid' or 'auto'"),
+        (
+            dict(neighbor_method="octree"),
+            "navigation option neighbor_method must be one of auto, brute, grid, got 'octree'",
+        ),
     ],
 )
 def test_bad_options_are_rejected_with_a_clear_message(options, match):

@@ -14,8 +14,8 @@ PARITY_CASES = {
     "shared_cells": dict(n_agents=6, grid_cells=4, world_size=0.5, shared_reward=False, max_steps=12),
     "no_patch": dict(patch_radius=0, grid_cells=7, max_steps=12),
     "wide_patch_float64": dict(patch_radius=2, n_gaussians=5, dtype="float64", max_steps=12),
-    # Enough agents for the grid neighbor search inside the observation kernel.
-    "grid_neighbors": dict(n_agents=130, world_size=2.0, grid_cells=24, n_envs=2, max_steps=12),
+    # The grid neighbor search inside the observation kernel.
+    "grid_neighbors": dict(n_agents=130, world_size=2.0, grid_cells=24, n_envs=2, max_steps=12, neighbor_method="grid"),
 }
 
 

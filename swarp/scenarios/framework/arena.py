@@ -71,7 +71,6 @@ def arena_world(
     contacts_only: bool = False,
     model: str = "holonomic",
     max_neighbors: int | None = None,
-    neighbor_method: str = "auto",
     n_obstacle_slots: int = 0,
 ):
     """The physical world of an arena scenario: ``n_agents`` equal agents (of dynamics ``model``) in
@@ -82,8 +81,9 @@ def arena_world(
 
     The scenario's config provides ``n_agents``, ``world_size`` [m], ``agent_radius`` [m],
     ``max_speed`` [m/s], ``ctrl_mode``, ``obs_range`` [m] (unless ``contacts_only``), ``spawn_cells``,
-    ``max_neighbors`` (unless given), ``dt`` [s], ``substeps`` and ``max_steps`` (``ArenaConfig``'s
-    fields). ``neighbor_method`` and ``n_obstacle_slots`` go to the world as they are.
+    ``max_neighbors`` (unless given), ``dt`` [s], ``substeps``, ``max_steps`` and ``neighbor_method``
+    (``"auto"`` where a config has none) (``ArenaConfig``'s fields). ``n_obstacle_slots`` goes to the
+    world as it is.
 
     Also sets the scenario's spawn grid for ``n_points`` points (``spawn_grid``).
 
@@ -101,7 +101,7 @@ def arena_world(
         bounds_mode="soft",
         max_neighbors=c.max_neighbors if max_neighbors is None else max_neighbors,
         neighbor_radius=reach,
-        neighbor_method=neighbor_method,
+        neighbor_method=getattr(c, "neighbor_method", "auto"),
     )
     return WorldSpec(
         agents=(agent,) * c.n_agents,

@@ -8,6 +8,9 @@ from typing import ClassVar
 
 from swarp.core.config import ControlMode, _coerce_enum
 
+#: ``WorldConfig.neighbor_method``'s values.
+NEIGHBOR_METHODS = ("auto", "brute", "grid")
+
 
 class OptionChecker:
     """Validates the fields of a scenario's frozen config dataclass with messages naming the option.
@@ -52,6 +55,12 @@ class OptionChecker:
     def ctrl_mode(self, name: str = "ctrl_mode") -> None:
         _coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
 
+    def neighbor_method(self, name: str = "neighbor_method") -> None:
+        """One of ``WorldConfig.neighbor_method``'s values."""
+        value = getattr(self.cfg, name)
+        if value not in NEIGHBOR_METHODS:
+            self.fail(f"{name} must be one of {', '.join(NEIGHBOR_METHODS)}, got {value!r}")
+
     def arena(self) -> None:
         """The options every arena scenario of the library shares (see ``arena_world``)."""
         self.int("n_agents", 1, 2000)
@@ -65,6 +74,7 @@ class OptionChecker:
         if self.cfg.spawn_cells is not None:
             self.int("spawn_cells", 1)
         self.ctrl_mode()
+        self.neighbor_method()
         self.neighbors()
 
     def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
@@ -93,6 +103,8 @@ class ArenaConfig:
         substeps: Physics substeps per step.
         max_steps: Episode length [steps].
         max_neighbors: Neighbor-list width K (>= obs_neighbors).
+        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
+            (``WorldConfig.neighbor_method_for``). Same lists either way.
     """
 
     #: Scenario name in option error messages.
@@ -111,6 +123,7 @@ class ArenaConfig:
     substeps: int = 1
     max_steps: int = 200
     max_neighbors: int = 16
+    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
         self.checker().arena()
