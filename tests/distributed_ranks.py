@@ -7,7 +7,7 @@ returns is saved by its rank (moved to the CPU) and handed back to the test.
 
 ``BACKENDS`` parametrizes a test over gloo (2 CPU processes, runs everywhere) and NCCL (one GPU per
 rank; needs 2 GPUs and is skipped elsewhere). ``RUNS`` parametrizes over ``(backend, ranks)``: gloo
-at 2 and 3 processes (an odd world, uneven shards), and NCCL on every GPU of the host (the largest
+at 2, 3 and 4 processes (3: an odd world, uneven shards), and NCCL on every GPU of the host (the largest
 multi-GPU machine a run gets).
 """
 
@@ -38,6 +38,7 @@ CUDA_WORLD = torch.cuda.device_count()
 RUNS = [
     ("gloo", WORLD),
     ("gloo", 3),
+    ("gloo", 4),
     pytest.param(
         ("nccl", CUDA_WORLD),
         marks=[

@@ -3,7 +3,7 @@
 The multi-process tests start processes the way ``torchrun`` would (its environment variables,
 ``env://`` rendezvous), through ``torch.multiprocessing``; each rank writes what it computed to a
 file and the test compares it with one process doing the whole job. They run with gloo on the CPU
-at 2 and 3 ranks, and with NCCL on every GPU of a host that has 2 or more (``gpu`` marker; see
+at 2, 3 and 4 ranks, and with NCCL on every GPU of a host that has 2 or more (``gpu`` marker; see
 docs/scaling.md).
 """
 
