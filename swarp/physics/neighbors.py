@@ -305,7 +305,7 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
     )
 
 
-#: Threads of the block that scans one env's bucket counts.
+#: Threads of the block that scans one env's bucket counts on CUDA (on the CPU a block is one thread).
 SCAN_BLOCK = 128
 
 
@@ -313,10 +313,10 @@ SCAN_BLOCK = 128
 def bucket_scan(n_buckets: int):
     """The kernel writing each bucket's start in the flat sorted-agent array, one block per env.
 
-    Launched over ``(E, SCAN_BLOCK)`` with ``block_dim=SCAN_BLOCK``: the block loads env e's
-    ``n_buckets`` counts as a tile, scans them together and stores ``e * A`` plus the exclusive
-    prefix sums (env e's agents occupy ``[e A, (e + 1) A)``). A serial loop over 2A buckets a thread
-    took 211 of 519 us a step at 1,024 x 128 on an H100."""
+    Launched over ``(E, lanes)`` with ``block_dim=lanes`` (``SCAN_BLOCK`` on CUDA, 1 on the CPU,
+    where every thread of a launch is a block of its own): the block loads env e's ``n_buckets``
+    counts as a tile, scans them together and stores ``e * A`` plus the exclusive prefix sums (env
+    e's agents occupy ``[e A, (e + 1) A)``)."""
 
     @wp.kernel(enable_backward=False, module="unique")
     def scan(counts: wp.array(dtype=wp.int32), agents_per_env: int, start_out: wp.array(dtype=wp.int32)):
@@ -466,13 +466,14 @@ def bin_agents(pos: wp.array, radius: float, out: NeighborBuffers, launcher: Lau
         outputs=[out.agent_cell, out.agent_slot],
         device=pos.device,
     )
+    lanes = SCAN_BLOCK if pos.device.is_cuda else 1
     launcher.launch(
         bucket_scan(nb),
-        dim=(n_envs, SCAN_BLOCK),
+        dim=(n_envs, lanes),
         inputs=[out.bucket_count, n_agents],
         outputs=[out.bucket_start],
         device=pos.device,
-        block_dim=SCAN_BLOCK,
+        block_dim=lanes,
     )
     launcher.launch(
         k.grid_scatter,

@@ -312,3 +312,20 @@ def test_world_set_state_rejects_non_finite_values_and_writes_nothing():
     with pytest.raises(ValueError, match=r"pos must be finite, got nan at index \[1, 2, 0\]"):
         world.set_state(vel=torch.ones_like(world.state.torch.vel), pos=pos)
     assert torch.equal(world.state.torch.pos, before) and not world.state.torch.vel.any()
+
+
+def test_the_grid_bins_each_env_into_its_own_block_of_the_sorted_agents():
+    from swarp.physics.neighbors import NeighborBuffers, bin_agents
+
+    n_envs, n_agents = 3, 150
+    gen = torch.Generator().manual_seed(4)
+    pos = wp.from_torch((torch.rand(n_envs, n_agents, 2, generator=gen) * 4 - 2).contiguous(), dtype=wp.vec2)
+    out = NeighborBuffers(n_envs, n_agents, 8, wp.float32, "cpu", grid=True)
+    bin_agents(pos, 0.5, out)
+    counts = out.bucket_count.numpy().reshape(n_envs, -1)
+    starts = out.bucket_start.numpy().reshape(n_envs, -1)
+    assert counts.sum(axis=1).tolist() == [n_agents] * n_envs
+    np.testing.assert_array_equal(starts, np.cumsum(counts, axis=1) - counts + n_agents * np.arange(n_envs)[:, None])
+    blocks = out.sorted_agents.numpy().reshape(n_envs, n_agents)
+    for env in range(n_envs):  # each env's block lists every agent of the env once
+        np.testing.assert_array_equal(np.sort(blocks[env]), np.arange(n_agents))
