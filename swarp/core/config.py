@@ -67,9 +67,11 @@ class Integrator(enum.IntEnum):
 
 BoundsMode = Literal["soft", "clamp"]
 NeighborMethod = Literal["brute", "grid", "auto"]
-#: Largest share of a bounded arena that one agent's 3 x 3 grid cells may cover for ``"auto"`` to
-#: choose the grid (``WorldConfig.neighbor_method_for``).
-GRID_MAX_COVER = 1.0 / 64.0
+#: ``neighbor_method="auto"``'s measured rule, per device kind (``WorldConfig.neighbor_method_for``;
+#: docs/benchmarks.md, "Neighbor lists: brute force or the grid"): the fewest agents per env from
+#: which the grid is taken, and the largest share of a bounded arena that one agent's 3 x 3 cells
+#: may cover for it.
+GRID_RULE = {"cpu": (128, 1.0 / 16.0), "cuda": (512, 1.0 / 64.0)}
 
 
 def _coerce_enum(enum_type: type[enum.IntEnum], value: object, name: str) -> enum.IntEnum:
@@ -269,7 +271,8 @@ class WorldConfig:
             radius plus a 50% skin, enough for contacts within one step at moderate speeds.
         neighbor_method: ``"brute"`` (all pairs of an env), ``"grid"`` (sort-based uniform grid,
             for hundreds or thousands of agents per env) or ``"auto"`` (``neighbor_method_for``).
-        grid_threshold: Agents per env from which ``"auto"`` may use the grid.
+        grid_threshold: Agents per env from which ``"auto"`` may use the grid (``None``: the
+            device's measured threshold, ``GRID_RULE``).
         obstacles: Static obstacles shared by every env (scenarios may install per-env ones).
         bodies: Movable rigid bodies (``Body``) present in every env; their poses live in the state.
         joints: Distance/rod joints (``Joint``) between an agent and a body or two bodies.
@@ -284,29 +287,30 @@ class WorldConfig:
     max_neighbors: int = 16
     neighbor_radius: float | None = None
     neighbor_method: NeighborMethod = "auto"
-    grid_threshold: int = 512
+    grid_threshold: int | None = None
     obstacles: tuple[Obstacle, ...] = field(default_factory=tuple)
     bodies: tuple[Body, ...] = field(default_factory=tuple)
     joints: tuple[Joint, ...] = field(default_factory=tuple)
     gravity: float = 9.81
 
-    def neighbor_method_for(self, n_agents: int) -> str:
-        """``"brute"`` or ``"grid"``: ``neighbor_method`` with ``"auto"`` decided for ``n_agents``.
+    def neighbor_method_for(self, n_agents: int, device: str) -> str:
+        """``"brute"`` or ``"grid"``: ``neighbor_method`` with ``"auto"`` decided for ``n_agents``
+        per env on ``device`` (``"cpu"``, ``"cuda"`` or ``"cuda:N"``).
 
-        ``"auto"`` takes the grid from ``grid_threshold`` agents per env, unless ``bounds`` and
-        ``neighbor_radius`` are both given and the 3 x 3 cells an agent visits (side
-        ``neighbor_radius``) cover more than ``GRID_MAX_COVER`` of the arena: then the grid visits
-        about as many agents as brute force, each at a higher price (docs/benchmarks.md, "Neighbor
-        lists: brute force or the grid")."""
+        ``"auto"`` takes the grid from the device's threshold (``GRID_RULE``, or ``grid_threshold``)
+        unless ``bounds`` and ``neighbor_radius`` are both given and the 3 x 3 cells an agent visits
+        (side ``neighbor_radius``) cover more of the arena than the device's share: then the grid
+        visits nearly as many agents as brute force, each at a higher price."""
         if self.neighbor_method != "auto":
             return self.neighbor_method
-        if n_agents < self.grid_threshold:
+        min_agents, max_cover = GRID_RULE["cuda" if str(device).startswith("cuda") else "cpu"]
+        if n_agents < (min_agents if self.grid_threshold is None else self.grid_threshold):
             return "brute"
         if self.bounds is None or self.neighbor_radius is None:
             return "grid"
         x_min, x_max, y_min, y_max = self.bounds
         cover = 9.0 * self.neighbor_radius**2 / ((x_max - x_min) * (y_max - y_min))
-        return "grid" if cover <= GRID_MAX_COVER else "brute"
+        return "grid" if cover <= max_cover else "brute"
 
     def __post_init__(self) -> None:
         if self.bounds is not None:
@@ -335,8 +339,9 @@ class WorldConfig:
             raise ValueError(
                 f"WorldConfig.neighbor_method must be 'brute', 'grid' or 'auto', got {self.neighbor_method!r}"
             )
-        if isinstance(self.grid_threshold, bool) or not isinstance(self.grid_threshold, int) or self.grid_threshold < 1:
-            raise ValueError(f"WorldConfig.grid_threshold must be an int >= 1, got {self.grid_threshold!r}")
+        threshold = self.grid_threshold
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1):
+            raise ValueError(f"WorldConfig.grid_threshold must be None or an int >= 1, got {threshold!r}")
         obstacles = tuple(self.obstacles)
         for i, ob in enumerate(obstacles):
             if not isinstance(ob, Obstacle):

@@ -200,6 +200,7 @@ class Environment:
         hooks = scenario.step_end_hooks(spec) if self.fused and isinstance(scenario, FusedScenario) else None
         device = resolve_device(device)
         cuda = device.startswith("cuda")
+        brute_lists = spec.world.neighbor_method_for(len(spec.agents), device) == "brute"
         can = Capabilities(
             # The torch reference is captured whole by torch on CUDA (swarp.env.reference).
             capturable=scenario.supports_graph_reset() if self.fused else cuda,
@@ -207,7 +208,7 @@ class Environment:
             auto_reset=self.auto_reset,
             lidar=lidar_config is not None,
             fuses_end=hooks is not None and hooks.fuses_end,
-            prepares_ahead=hooks is not None and hooks.prepares_ahead,
+            prepares_ahead=hooks is not None and hooks.prepares_ahead and brute_lists,
             fuses_substep=substep.can_fuse(spec.agents, spec.world),
         )
         #: The constructor's arguments, checked and resolved: what a pickle or a copy rebuilds from.

@@ -132,7 +132,7 @@ class Stepper:
             if why:
                 raise ValueError(f"plan.fused_substep=True is not possible here: {why}")
         self.plan = plan
-        self.neighbor_method = world.neighbor_method_for(len(agents))
+        self.neighbor_method = world.neighbor_method_for(len(agents), self.device)
         # Movable bodies are a structural flag: without them no body launch or argument exists.
         self.bodies = None
         if world.bodies:

@@ -391,7 +391,8 @@ def _check(plan: ExecutionPlan, device: str, n_agents: int, can: Capabilities, g
     if plan.reset_ahead and not (can.fused and can.auto_reset and can.prepares_ahead):
         fail(
             "reset_ahead",
-            "it needs auto_reset and a fused scenario that prepares its starts ahead (StepEndHooks.prepares_ahead)",
+            "it needs auto_reset and a fused scenario that prepares its starts ahead (StepEndHooks.prepares_ahead) "
+            "over brute-force neighbor lists",
         )
     if plan.lidar_side_stream and not cuda and "lidar_side_stream" in given:
         fail("lidar_side_stream", "side streams are CUDA streams")

@@ -44,7 +44,8 @@ class StepEndHooks:
             (``step_rows_kernel`` around its hooks) where ``plan.fused_step_end``; with
             ``plan.reset_ahead`` too, that kernel also swaps the prepared starts in and sets every
             env's ahead mark (``mark_ahead``).
-        prepares_ahead: This configuration implements the methods below.
+        prepares_ahead: This configuration implements the methods below (the environment uses
+            them only over brute-force neighbor lists: prepared starts are not binned in a grid).
     """
 
     fuses_end: bool = False

@@ -366,8 +366,7 @@ class NavigationScenario(FusedScenario):
         fuses = self.observes_like_navigation()
         own_reset = cls.launch_reset is NavigationScenario.launch_reset
         planar = all(a.model != DynamicsModel.DRONE for a in spec.agents)
-        brute = spec.world.neighbor_method_for(len(spec.agents)) == "brute"
-        prepares = fuses and own_reset and planar and brute and self.cfg.n_obstacles == 0
+        prepares = fuses and own_reset and planar and self.cfg.n_obstacles == 0
         self.step_end = NavigationStepEnd(self, fuses, prepares)
         return self.step_end
 

@@ -7,8 +7,8 @@ it on (``ExecutionPlan.fused_step_end``, ``reset_ahead``: small CUDA batches).
 * A prepared start (``AheadStarts``) is ``nav_reset`` keyed by the next episode into buffers of
   its own, then the masked observation into rows of its own; ``start_agent`` copies it in, on the
   fused end's lanes or in ``nav_swap`` where the end is split. Planar agents, no obstacles (their
-  layout is drawn with the spawns and the step reads it), brute-force lists (the grid would need
-  its own binning of the prepared positions).
+  layout is drawn with the spawns and the step reads it), brute-force lists (the environment checks
+  them: the grid would need its own binning of the prepared positions).
 """
 
 import functools

@@ -340,3 +340,10 @@ def test_neighbor_overflow_flags_only_lists_that_may_have_lost_a_contact():
     truncated = (wp.to_torch(nb.total) > wp.to_torch(nb.count)).any(dim=1)
     assert truncated.tolist() == [True, True]
     assert contact_overflow(env.world).tolist() == [False, True]
+
+
+def test_starts_are_prepared_ahead_only_over_brute_force_lists():
+    options = dict(n_envs=2, device="cpu", auto_reset=True, plan={"reset_ahead": True})
+    assert swarp.make("navigation", **options).plan.reset_ahead
+    with pytest.raises(ValueError, match="prepares its starts ahead .* over brute-force neighbor lists"):
+        swarp.make("navigation", neighbor_method="grid", **options)
