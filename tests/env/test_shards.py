@@ -63,10 +63,12 @@ def test_shards_view_the_environments_framework_buffers_and_copy_the_rest():
         {"auto_reset": False},
         {"use_graph": False},
         {"dtype": "float64"},
+        {"neighbor_method": "grid", "n_agents": 12},
+        {"neighbor_method": "grid", "n_agents": 12, "use_graph": False},
     ],
-    ids=["lidar", "randomized-params", "no-auto-reset", "replay", "float64"],
+    ids=["lidar", "randomized-params", "no-auto-reset", "replay", "float64", "grid", "grid-replay"],
 )
-def test_lidar_parameters_resets_replay_and_float64_shard_to_the_same_bits(options):
+def test_lidar_parameters_resets_replay_float64_and_the_grid_shard_to_the_same_bits(options):
     assert_bit_identical(trajectory(make("navigation", 3, **options)), trajectory(make("navigation", 1, **options)))
 
 
