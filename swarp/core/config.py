@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 
 class DynamicsModel(enum.IntEnum):
@@ -67,11 +67,8 @@ class Integrator(enum.IntEnum):
 
 BoundsMode = Literal["soft", "clamp"]
 NeighborMethod = Literal["brute", "grid", "auto"]
-#: ``neighbor_method="auto"``'s measured rule, per device kind (``WorldConfig.neighbor_method_for``;
-#: docs/benchmarks.md, "Neighbor lists: brute force or the grid"): the fewest agents per env from
-#: which the grid is taken, and the largest share of a bounded arena that one agent's 3 x 3 cells
-#: may cover for it.
-GRID_RULE = {"cpu": (128, 1.0 / 16.0), "cuda": (512, 1.0 / 64.0)}
+#: ``WorldConfig.neighbor_method``'s values.
+NEIGHBOR_METHODS: tuple[str, ...] = get_args(NeighborMethod)
 
 
 def _coerce_enum(enum_type: type[enum.IntEnum], value: object, name: str) -> enum.IntEnum:
@@ -270,9 +267,10 @@ class WorldConfig:
         neighbor_radius: Radius [m] of the neighbor lists. ``None`` picks twice the largest agent
             radius plus a 50% skin, enough for contacts within one step at moderate speeds.
         neighbor_method: ``"brute"`` (all pairs of an env), ``"grid"`` (sort-based uniform grid,
-            for hundreds or thousands of agents per env) or ``"auto"`` (``neighbor_method_for``).
+            for hundreds or thousands of agents per env) or ``"auto"`` (the execution plan's
+            measured rule, ``swarp.runtime.plan.choose_neighbor_method``).
         grid_threshold: Agents per env from which ``"auto"`` may use the grid (``None``: the
-            device's measured threshold, ``GRID_RULE``).
+            device's measured threshold, ``swarp.runtime.plan.GRID_RULE``).
         obstacles: Static obstacles shared by every env (scenarios may install per-env ones).
         bodies: Movable rigid bodies (``Body``) present in every env; their poses live in the state.
         joints: Distance/rod joints (``Joint``) between an agent and a body or two bodies.
@@ -292,25 +290,6 @@ class WorldConfig:
     bodies: tuple[Body, ...] = field(default_factory=tuple)
     joints: tuple[Joint, ...] = field(default_factory=tuple)
     gravity: float = 9.81
-
-    def neighbor_method_for(self, n_agents: int, device: str) -> str:
-        """``"brute"`` or ``"grid"``: ``neighbor_method`` with ``"auto"`` decided for ``n_agents``
-        per env on ``device`` (``"cpu"``, ``"cuda"`` or ``"cuda:N"``).
-
-        ``"auto"`` takes the grid from the device's threshold (``GRID_RULE``, or ``grid_threshold``)
-        unless ``bounds`` and ``neighbor_radius`` are both given and the 3 x 3 cells an agent visits
-        (side ``neighbor_radius``) cover more of the arena than the device's share: then the grid
-        visits nearly as many agents as brute force, each at a higher price."""
-        if self.neighbor_method != "auto":
-            return self.neighbor_method
-        min_agents, max_cover = GRID_RULE["cuda" if str(device).startswith("cuda") else "cpu"]
-        if n_agents < (min_agents if self.grid_threshold is None else self.grid_threshold):
-            return "brute"
-        if self.bounds is None or self.neighbor_radius is None:
-            return "grid"
-        x_min, x_max, y_min, y_max = self.bounds
-        cover = 9.0 * self.neighbor_radius**2 / ((x_max - x_min) * (y_max - y_min))
-        return "grid" if cover <= max_cover else "brute"
 
     def __post_init__(self) -> None:
         if self.bounds is not None:
@@ -335,7 +314,7 @@ class WorldConfig:
             raise ValueError(f"WorldConfig.max_neighbors must be an int >= 1, got {self.max_neighbors!r}")
         if self.neighbor_radius is not None:
             _check_positive("WorldConfig.neighbor_radius", self.neighbor_radius)
-        if self.neighbor_method not in ("brute", "grid", "auto"):
+        if self.neighbor_method not in NEIGHBOR_METHODS:
             raise ValueError(
                 f"WorldConfig.neighbor_method must be 'brute', 'grid' or 'auto', got {self.neighbor_method!r}"
             )

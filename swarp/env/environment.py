@@ -34,7 +34,7 @@ from swarp.physics.world import World
 from swarp.runtime import episode, health
 from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.launch import EAGER, Launcher
-from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan
+from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_neighbor_method, choose_plan
 from swarp.runtime.rows import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP
 from swarp.runtime.sequence import CompiledSequence, TorchStreamScope, fork, join, on_callers_stream
 from swarp.runtime.step_end import PreparedStarts
@@ -200,7 +200,7 @@ class Environment:
         hooks = scenario.step_end_hooks(spec) if self.fused and isinstance(scenario, FusedScenario) else None
         device = resolve_device(device)
         cuda = device.startswith("cuda")
-        brute_lists = spec.world.neighbor_method_for(len(spec.agents), device) == "brute"
+        brute_lists = choose_neighbor_method(spec.world, len(spec.agents), device) == "brute"
         can = Capabilities(
             # The torch reference is captured whole by torch on CUDA (swarp.env.reference).
             capturable=scenario.supports_graph_reset() if self.fused else cuda,

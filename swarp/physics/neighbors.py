@@ -12,7 +12,7 @@ Backends:
     grid: a sort-based uniform grid of cells of side just over ``neighbor_radius``, hashed into a fixed table
         of buckets per env: count agents per bucket, scan each env's counts in one block, scatter,
         then each agent visits the 3x3 cells around its own. O(A) per env for a fixed density; no
-        allocation after set-up. ``WorldConfig.neighbor_method_for`` chooses between them.
+        allocation after set-up. ``runtime.plan.choose_neighbor_method`` chooses between them.
 """
 
 import functools

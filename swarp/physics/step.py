@@ -31,7 +31,13 @@ from swarp.core.types import Model, State
 from swarp.physics import bodies, contacts, drone, dynamics, substep
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
 from swarp.runtime.launch import EAGER, Launcher
-from swarp.runtime.plan import Capabilities, ExecutionPlan, choose_plan, fused_substep_problem
+from swarp.runtime.plan import (
+    Capabilities,
+    ExecutionPlan,
+    choose_neighbor_method,
+    choose_plan,
+    fused_substep_problem,
+)
 
 
 @dataclass
@@ -132,7 +138,7 @@ class Stepper:
             if why:
                 raise ValueError(f"plan.fused_substep=True is not possible here: {why}")
         self.plan = plan
-        self.neighbor_method = world.neighbor_method_for(len(agents), self.device)
+        self.neighbor_method = choose_neighbor_method(world, len(agents), self.device)
         # Movable bodies are a structural flag: without them no body launch or argument exists.
         self.bodies = None
         if world.bodies:

@@ -24,6 +24,7 @@ from typing import Any
 
 import warp as wp
 
+from swarp.core.config import WorldConfig
 from swarp.runtime import workers
 from swarp.runtime.launch import replay_enabled
 
@@ -312,6 +313,34 @@ def cpu_shard_count(device, n_envs: int, cpu_threads: int, can: Capabilities) ->
         return 1
     shards = min(cpu_threads, n_envs // MIN_SHARD_ENVS)
     return shards if shards >= 2 and -(-n_envs // shards) <= MAX_SHARD_ENVS else 1
+
+
+#: ``neighbor_method="auto"``'s rule per device kind: the fewest agents per env from which the grid
+#: is taken, and the largest share of a bounded arena that one agent's 3 x 3 cells may cover for
+#: it. Grid / brute-force time, H100 (us/step): bare physics at 1,024 agents 0.29, navigation with
+#: 0.9% coverage at 512 agents 1.29 (256 envs) to 0.85 (4,096), at 6% coverage 1.3-2.0, navigation's
+#: defaults (56%) 2.5-3.2; the CPU (2-core EPYC): physics at 128 agents 0.69, navigation at 6%
+#: coverage 0.99 at 128 and 0.79 at 256, at 56% 1.3-1.5 (docs/benchmarks.md, s31).
+GRID_RULE = {"cpu": (128, 1.0 / 16.0), "cuda": (512, 1.0 / 64.0)}
+
+
+def choose_neighbor_method(world: WorldConfig, n_agents: int, device) -> str:
+    """``"brute"`` or ``"grid"``: ``world.neighbor_method`` for ``n_agents`` per env on ``device``
+    (``"cpu"``, ``"cuda"`` or ``"cuda:N"``), ``"auto"`` decided by ``GRID_RULE``: the grid from the
+    device's threshold (or ``world.grid_threshold``), unless ``world.bounds`` and
+    ``world.neighbor_radius`` are both given and the 3 x 3 cells an agent visits (side
+    ``neighbor_radius``) cover more of the arena than the device's share; there the grid visits
+    nearly as many agents as brute force, each at a higher price."""
+    if world.neighbor_method != "auto":
+        return world.neighbor_method
+    min_agents, max_cover = GRID_RULE["cuda" if str(device).startswith("cuda") else "cpu"]
+    if n_agents < (min_agents if world.grid_threshold is None else world.grid_threshold):
+        return "brute"
+    if world.bounds is None or world.neighbor_radius is None:
+        return "grid"
+    x_min, x_max, y_min, y_max = world.bounds
+    cover = 9.0 * world.neighbor_radius**2 / ((x_max - x_min) * (y_max - y_min))
+    return "grid" if cover <= max_cover else "brute"
 
 
 @functools.cache

@@ -99,7 +99,7 @@ class NavigationConfig:
         max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
         neighbor_method: How neighbor lists are found: ``brute`` (every agent of the env),
             ``grid`` (a uniform grid of cells of the list radius) or ``auto`` (``WorldConfig``'s
-            rule, ``neighbor_method_for``). Same lists either way.
+            rule, ``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
     n_agents: int = 4

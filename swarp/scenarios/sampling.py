@@ -77,7 +77,7 @@ class SamplingConfig:
         max_steps: Episode length [steps].
         max_neighbors: Width of the world's neighbor lists (contacts only).
         neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
-            (``WorldConfig.neighbor_method_for``). Same lists either way.
+            (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
     n_agents: int = 4

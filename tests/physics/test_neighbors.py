@@ -7,7 +7,7 @@ import torch
 import warp as wp
 
 from swarp import AgentConfig, Stepper, World, WorldConfig
-from swarp.runtime.plan import ExecutionPlan
+from swarp.runtime.plan import ExecutionPlan, choose_neighbor_method
 
 #: Neighbor radius [m] of every world below (agents have the default radius of 0.05 m).
 RADIUS = 0.15
@@ -231,26 +231,28 @@ def test_auto_method_switches_to_grid_at_threshold():
     assert Stepper([AgentConfig()] * 9, device="cpu", world=world).neighbor_method == "brute"
     assert Stepper([AgentConfig()] * 10, device="cpu", world=world).neighbor_method == "grid"
     # The measured thresholds: 128 agents an env on the CPU, 512 on CUDA.
-    assert WorldConfig().neighbor_method_for(127, "cpu") == "brute"
-    assert WorldConfig().neighbor_method_for(128, "cpu") == "grid"
-    assert WorldConfig().neighbor_method_for(511, "cuda:0") == "brute"
-    assert WorldConfig().neighbor_method_for(512, "cuda") == "grid"
-    assert world.neighbor_method_for(10, "cuda:0") == "grid"  # a threshold given holds on every device
+    assert choose_neighbor_method(WorldConfig(), 127, "cpu") == "brute"
+    assert choose_neighbor_method(WorldConfig(), 128, "cpu") == "grid"
+    assert choose_neighbor_method(WorldConfig(), 511, "cuda:0") == "brute"
+    assert choose_neighbor_method(WorldConfig(), 512, "cuda") == "grid"
+    assert choose_neighbor_method(world, 10, "cuda:0") == "grid"  # a threshold given holds on every device
 
 
 def test_auto_method_keeps_brute_force_where_the_grid_cells_cover_the_arena():
     # 3 x 3 cells of 0.5 m cover 2.25 m^2: 56% of a 4 m^2 arena, 1/16 of 36 m^2, under 1/64 of 256 m^2.
     small, middle, large = (WorldConfig(bounds=half, neighbor_radius=0.5) for half in (1.0, 3.0, 8.0))
     for device in ("cpu", "cuda:0"):
-        assert small.neighbor_method_for(4096, device) == "brute"
-        assert large.neighbor_method_for(4096, device) == "grid"
-    assert middle.neighbor_method_for(128, "cpu") == "grid"  # within the CPU's 1/16
-    assert middle.neighbor_method_for(4096, "cuda:0") == "brute"  # over CUDA's 1/64
-    assert large.neighbor_method_for(511, "cuda:0") == "brute"
+        assert choose_neighbor_method(small, 4096, device) == "brute"
+        assert choose_neighbor_method(large, 4096, device) == "grid"
+    assert choose_neighbor_method(middle, 128, "cpu") == "grid"  # within the CPU's 1/16
+    assert choose_neighbor_method(middle, 4096, "cuda:0") == "brute"  # over CUDA's 1/64
+    assert choose_neighbor_method(large, 511, "cuda:0") == "brute"
     # Without the radius or the bounds the agents decide alone.
-    assert WorldConfig(bounds=1.0).neighbor_method_for(512, "cuda:0") == "grid"
-    assert WorldConfig(neighbor_radius=0.5).neighbor_method_for(128, "cpu") == "grid"
-    assert WorldConfig(bounds=1.0, neighbor_radius=0.5, neighbor_method="grid").neighbor_method_for(4, "cpu") == "grid"
+    assert choose_neighbor_method(WorldConfig(bounds=1.0), 512, "cuda:0") == "grid"
+    assert choose_neighbor_method(WorldConfig(neighbor_radius=0.5), 128, "cpu") == "grid"
+    assert (
+        choose_neighbor_method(WorldConfig(bounds=1.0, neighbor_radius=0.5, neighbor_method="grid"), 4, "cpu") == "grid"
+    )
 
 
 def test_neighbor_radius_must_cover_contacts():

@@ -254,5 +254,5 @@ def test_arena_scenarios_take_the_neighbor_method(name):
     # The grid where asked (at 4 agents "auto" picks brute force), and a named error for a bad value.
     assert swarp.make(name, n_envs=1, device="cpu").stepper.neighbor_method == "brute"
     assert swarp.make(name, n_envs=1, device="cpu", neighbor_method="grid").stepper.neighbor_method == "grid"
-    with pytest.raises(ValueError, match=rf"{name} option neighbor_method must be one of auto, brute, grid, got 'kd'"):
+    with pytest.raises(ValueError, match=rf"{name} option neighbor_method must be one of brute, grid, auto, got 'kd'"):
         swarp.make(name, n_envs=1, device="cpu", neighbor_method="kd")

@@ -271,7 +271,7 @@ def test_structured_draws_fail_the_coverage_check():
         (dict(n_agents=10, spawn_cells=3), "cannot place 10 separated points"),
         (
             dict(neighbor_method="octree"),
-            "navigation option neighbor_method must be one of auto, brute, grid, got 'octree'",
+            "navigation option neighbor_method must be one of brute, grid, auto, got 'octree'",
         ),
     ],
 )

@@ -6,10 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from swarp.core.config import ControlMode, _coerce_enum
-
-#: ``WorldConfig.neighbor_method``'s values.
-NEIGHBOR_METHODS = ("auto", "brute", "grid")
+from swarp.core.config import NEIGHBOR_METHODS, ControlMode, _coerce_enum
 
 
 class OptionChecker:
@@ -104,7 +101,7 @@ class ArenaConfig:
         max_steps: Episode length [steps].
         max_neighbors: Neighbor-list width K (>= obs_neighbors).
         neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
-            (``WorldConfig.neighbor_method_for``). Same lists either way.
+            (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
     #: Scenario name in option error messages.
