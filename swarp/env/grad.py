@@ -6,24 +6,32 @@ Its gradient is always the torch reference's: the scenario's ``post_step``, ``ob
 ``rewards`` on the physics' taped state (``warp_step``), the specification every scenario has,
 built-in or user-written. ``plan.grad_step`` chooses how a step gets there:
 
-* ``"direct"``: the physics through ``warp_step``, then the torch reference recorded by autograd
-  (``direct_step``); the env's outputs and bookkeeping come from the reference too.
-* ``"recompute"``: the forward is the environment's ordinary no-grad step (its fused kernels, one
-  graph), bit for bit what the same step without grads returns; the inputs of the step (the
-  state, the scenario's memory, parameters, counters and actions) are copied into a slot. The
-  backward copies the slot into a twin environment and recomputes the step's pre-reset
-  observation and reward there (taped physics plus the torch reference), then backpropagates into
-  the actions. On CUDA that recompute and its backward are captured as one torch CUDA graph
-  (Warp's launches join it), so each step's backward is one graph launch (``RecomputedGrad``).
+In every mode the environment itself takes its ordinary no-grad step (fused kernels, one graph;
+or the torch reference where ``fused=False``), so a history that mixes grad-mode steps into
+no-grad ones is the all-no-grad history bit for bit: the returned values, the state and every
+buffer (the scenario's memory, auto-resets, starts prepared ahead). The torch reference never
+writes the environment's buffers: it runs in a twin environment (built like ``env`` on the first
+grad step) from a copy of the step's inputs (the state, the scenario's memory, parameters,
+obstacles and counters), and only its gradient reaches the returned tensors. The fused kernels
+and the reference agree to float rounding, not bit for bit, so the reference's values in the
+buffers (the scenario's memory, a reset's start) would make every later step differ.
+
+* ``"direct"``: the twin runs the taped physics and the torch reference in the step's forward,
+  recorded by autograd (``RecomputedGrad.direct``); the backward is autograd's.
+* ``"recompute"``: the step's inputs are copied into a slot; the backward copies the slot into the
+  twin, recomputes the step's pre-reset observation and reward there (taped physics plus the
+  torch reference), then backpropagates into the actions. On CUDA that recompute and its backward
+  are captured as one torch CUDA graph (Warp's launches join it), so each step's backward is one
+  graph launch (``RecomputedGrad``).
 * ``"compiled"``: ``"recompute"`` with the twin's torch reference (``reference_outputs``) through
   ``torch.compile``: inductor fuses its ~100 small kernels and their adjoints into a few, which the
   captured graph then replays. The first backward compiles (seconds); where compiling fails the
   step runs as ``"recompute"`` from then on, with one warning.
 
-The values ``"recompute"`` returns are the fused kernels', the gradient the reference's; the two
-agree to float rounding (the twin tests); ``"compiled"``'s gradient is the reference's up to the
-rounding of inductor's fused sums. On the CPU ``"direct"`` is the rule: with no graph to replay,
-recomputing costs a second forward.
+``"direct"`` and ``"recompute"`` give the same values and, on the CPU, the same gradient bit for
+bit (the reference's on the same taped physics); ``"compiled"``'s gradient is the reference's up
+to the rounding of inductor's fused sums. On the CPU ``"direct"`` is the rule: with no graph to
+replay, a recompute in the backward buys nothing over recording the reference in the forward.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import torch
 import warp as wp
+from torch.autograd.graph import increment_version
 
 from swarp.env import reference
 from swarp.physics.autograd import GradRing, step_fields, warp_step
@@ -110,12 +119,12 @@ def grad_step(env: Environment, actions: torch.Tensor):
     Returns:
         What ``Environment.step`` returns.
     """
-    if env.plan.grad_step != "direct":
-        if env._recomputed_grad is None:
-            env._recomputed_grad = RecomputedGrad(env)
-        obs, reward = _RecomputedStep.apply(env._recomputed_grad, actions)
+    if env._recomputed_grad is None:
+        env._recomputed_grad = RecomputedGrad(env)
+    if env.plan.grad_step == "direct":
+        obs, reward = env._recomputed_grad.direct(actions)
     else:
-        obs, reward = direct_step(env, actions)
+        obs, reward = _RecomputedStep.apply(env._recomputed_grad, actions)
     info = dict(env.info)
     if env.auto_reset:
         info["final_obs"] = obs
@@ -127,42 +136,40 @@ def grad_step(env: Environment, actions: torch.Tensor):
     return obs, reward, env.terminated, env.truncated, info
 
 
-def direct_step(env: Environment, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``"direct"`` grad step: taped physics, then the torch reference recorded by autograd;
-    every persistent buffer updated as on the no-grad path (the reference's values), finished
-    envs reset. Returns the pre-reset ``obs`` and the ``reward``, with grad history."""
-    sc = env.scenario
-    state = taped_physics(env, actions)
-    try:
-        obs, reward = reference_outputs(env, state)
-        terminated = reference.checked(sc.done(), env, "done", env.terminated.shape, torch.bool)
-        step_info = reference.scenario_info(env)
-    finally:
-        env._grad_state = None
-    _check_memory_detached(env)
-    with torch.no_grad():
-        env.obs.copy_(obs)
-        env.reward.copy_(reward)
-        reference.flag_non_finite(env, env.obs, env.reward)
-        env.terminated.copy_(terminated)
-        for key, value in step_info.items():
-            env.info[key].copy_(value)
-    reference.end_step(env)
-    if env.auto_reset:
-        reference.reset_envs(env, env.done)
-    return obs, reward
+def pre_reset_outputs(env: Environment) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of the step's observation before its auto-reset [E, A, obs_dim] (the finished envs'
+    rows from ``final_obs``) and of its reward [E, A], just after a no-grad step of ``env``."""
+    pre_reset = torch.where(env.done.view(-1, 1, 1), env.final_obs, env.obs) if env.auto_reset else env.obs.clone()
+    return pre_reset, env.reward.clone()
+
+
+class _WithReferenceGradient(torch.autograd.Function):
+    """(env, reference_obs, reference_reward) -> the pre-reset obs and the reward of ``env``'s
+    no-grad step just taken (``pre_reset_outputs``: fresh tensors, bit for bit what the step
+    without grads gives), differentiated as the torch reference's outputs of the same step (equal
+    to them to float rounding): the gradient passes through to those."""
+
+    @staticmethod
+    def forward(ctx, env: Environment, reference_obs: torch.Tensor, reference_reward: torch.Tensor):
+        return pre_reset_outputs(env)
+
+    @staticmethod
+    def backward(ctx, grad_obs, grad_reward):
+        return None, grad_obs, grad_reward
 
 
 class RecomputedGrad:
-    """The ``"recompute"`` grad step of one environment: its slots and its twin (module doc).
+    """The grad step of one environment: its twin, and for ``"recompute"`` its slots (module doc).
 
-    A slot holds copies of what a step reads (``inputs``) and the step's actions, from the step's
+    The twin is an environment built like ``env``. ``"direct"`` copies the step's inputs into it
+    and records the torch reference there in the step's forward (``direct``). For ``"recompute"``,
+    a slot holds copies of what a step reads (``inputs``) and the step's actions, from the step's
     forward until its autograd node is gone; slots are reused after that, so a loop of T steps and
-    one backward keeps about T slots. The twin is an environment built like ``env``; each backward
-    copies a slot into it and runs ``_recompute`` there: eagerly on the first backward (it warms
-    every kernel and checks the step), then captured as one CUDA graph on CUDA. A step that cannot
-    be captured (a torch reference that syncs with the host) keeps running eagerly, with one warning.
-    With ``plan.grad_step="compiled"`` the twin's torch reference runs through ``torch.compile``.
+    one backward keeps about T slots. Each backward copies a slot into the twin and runs
+    ``_recompute`` there: eagerly on the first backward (it warms every kernel and checks the
+    step), then captured as one CUDA graph on CUDA. A step that cannot be captured (a torch
+    reference that syncs with the host) keeps running eagerly, with one warning. With
+    ``plan.grad_step="compiled"`` the twin's torch reference runs through ``torch.compile``.
 
     Args:
         env: The environment (built and reset).
@@ -180,6 +187,7 @@ class RecomputedGrad:
         self._ring = GradRing(twin.stepper, env.n_envs, env.act_dim, 1)
         self._twin_inputs = [*self.inputs(twin)[:-1], self._actions.detach()]
         self._inputs = self.inputs(env)
+        self._to_twin: CompiledSequence | None = None  # "direct": the step's inputs into the twin's
         self._free: list[_Slot] = []
         self._graph: torch.cuda.CUDAGraph | None = None
         self._eager_runs = 0
@@ -206,9 +214,34 @@ class RecomputedGrad:
     def invalidate(self) -> None:
         """Read the environment's buffers afresh and drop every graph (``Environment.invalidate``)."""
         self._inputs = self.inputs(self.env)
+        self._to_twin = None
         self._free = []
         self._graph = None
         self._eager_runs = 0
+
+    def direct(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``"direct"`` grad step: the environment's no-grad step, and the twin's taped physics
+        and torch reference from the same inputs, recorded by autograd. Returns the pre-reset
+        ``obs`` [E, A, obs_dim] and the ``reward`` [E, A]: the no-grad step's values, with the
+        reference's autograd history reaching ``actions``."""
+        env, twin = self.env, self.twin
+        if self._to_twin is None:
+            pairs = zip(map(_dense, self._twin_inputs[:-1]), map(_dense, self._inputs[:-1]), strict=True)
+            self._to_twin = CompiledSequence(_copies(list(pairs)), env.plan.launch, env.device, env.streams)
+        self._to_twin()  # before the step rewrites them
+        # Warp's copies bump no version counter: an earlier step's graph that saved one of these
+        # buffers then raises at its backward (torch's in-place error) instead of reading new values.
+        increment_version(self._twin_inputs[:-1])
+        with torch.no_grad():
+            env.world.actions.copy_(actions)
+            env._run_step()
+        state = taped_physics(twin, actions)
+        try:
+            reference_obs, reference_reward = reference_outputs(twin, state)
+        finally:
+            twin._grad_state = None
+        _check_memory_detached(twin)
+        return _WithReferenceGradient.apply(env, reference_obs, reference_reward)
 
     def save(self) -> _Slot:
         """A slot holding the step's inputs now (the action buffer written): one compiled copy."""
@@ -350,8 +383,7 @@ class _RecomputedStep(torch.autograd.Function):
         ctx.slot = grad.save()
         weakref.finalize(ctx, grad.release, ctx.slot)
         env._run_step()
-        pre_reset = torch.where(env.done.view(-1, 1, 1), env.final_obs, env.obs) if env.auto_reset else env.obs.clone()
-        return pre_reset, env.reward.clone()
+        return pre_reset_outputs(env)
 
     @staticmethod
     def backward(ctx, grad_obs, grad_reward):
