@@ -3,7 +3,7 @@
 The built-in scenarios' contract tests (``tests/scenarios/test_contract.py``) call the same checks.
 Each check builds small CPU environments of the scenario, steps them with random actions (beyond
 the action bounds, so clamping acts) and raises ``ScenarioContractError`` naming the check and the
-scenario method at fault.
+scenario method at fault (and, for a non-finite value, the step, env and agent).
 
     import swarp.testing
     swarp.testing.check_scenario("my_scenario", n_agents=4)   # {"declared shapes": "ok", ...}
@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from swarp.core.types import STATE_FIELDS
 from swarp.env.environment import Environment
 from swarp.env.make import make
 from swarp.runtime import host
@@ -43,6 +44,20 @@ MASK_INDEXING = ("__getitem__", "__setitem__")
 PARITY_ATOL = 1e-5
 #: The physical state a scenario's reset must write for the envs it resets (planar agents).
 RESET_STATE = ("state.pos", "state.vel", "state.theta")
+#: Steps before the snapshot check takes its snapshot; it replays the rest of the actions.
+SNAPSHOT_AFTER_STEPS = 5
+#: Diverged entries a snapshot failure lists (the first ones in ``UPSTREAM_FIRST`` order).
+DIVERGED_SHOWN = 4
+#: The groups of recorded entries (``record``) in the order failures look at them: upstream first
+#: (the state, then what a step computes from it), so the entry a failure names first is a cause,
+#: not one of its consequences.
+UPSTREAM_FIRST = ("state", "obstacles", "agent_params", "counters", "scenario", "obs", "final_obs", "reward", "done",
+                  "info")  # fmt: skip
+#: Recorded entries that are copies of others (``get_state``'s of the step's outputs).
+COPIES = ("env.obs", "env.reward", "env.terminated", "env.truncated", "info.final_obs")
+#: Recorded entries whose group is not their key's first part.
+NAMED_GROUPS = {"env.agent_params": "agent_params", "env.final_obs": "final_obs", "terminated": "done",
+                "truncated": "done"}  # fmt: skip
 
 
 class ScenarioContractError(AssertionError):
@@ -196,7 +211,12 @@ def check_scenario(
 
     * declared shapes: observations ``[E, A, obs_dim]``, rewards ``[E, A]``, ``done`` ``[E]`` bool,
       ``info`` keys equal to ``info_buffers``' keys, each with leading dim E;
+    * finite values: every float the reset and each step hand out or keep (observations, rewards,
+      info, ``final_obs`` of finished envs, the world state, ``state_tensors``; all of
+      ``get_state``) is finite; runs before determinism, as NaN != NaN would read as randomness;
     * determinism: the same seed and actions give the same bits; another seed other starts;
+    * snapshot complete: ``set_state(get_state())`` then the same actions replay the same bits
+      (memory a step reads but ``state_tensors`` leaves out diverges);
     * ``reset_at`` changes only the masked envs, and an env's new episode depends only on (seed,
       env, episode);
     * a reset writes every state field (positions, velocities, headings, ``state_tensors``) of
@@ -245,7 +265,9 @@ def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_
     report: dict[str, str] = {}
     checks: list[tuple[str, Callable[[bool], str | None]]] = [
         ("declared shapes", lambda fused: _check_shapes(build(fused), actions)),
+        ("finite values", lambda fused: _check_finite(build(fused), actions)),  # before determinism: NaN != NaN
         ("determinism", lambda fused: _check_determinism(build, fused, actions, seed)),
+        ("snapshot complete", lambda fused: _check_snapshot(build(fused), actions)),
         ("reset_at masks", lambda fused: _check_reset_at(build, fused, actions)),
         ("reset writes every state field", lambda fused: _check_reset_writes(build, fused, actions)),
         ("final_obs", lambda fused: _check_final_obs(build, fused, actions)),
@@ -315,6 +337,115 @@ def _check_shapes(env: Environment, actions: list[torch.Tensor]) -> None:
         for key in declared:
             if info[key].shape[:1] != (E,):
                 _fail("info_buffers", f"info[{key!r}] has shape {tuple(info[key].shape)}: leading dim must be E={E}")
+
+
+def _check_finite(env: Environment, actions: list[torch.Tensor]) -> None:
+    """Every float of the reset's and each step's record (``record``: outputs and ``get_state``) is
+    finite, or the failure names the step, the entry, the env (and agent) and the method at fault."""
+    everyone = torch.ones(env.n_envs, dtype=torch.bool, device=env.torch_device)
+    _check_row_finite(env, record(env, _outputs(env)), "the reset", restarted=everyone, finished=~everyone)
+    for t, step_actions in enumerate(actions):
+        row = record(env, env.step(step_actions))
+        done = row["terminated"] | row["truncated"]  # auto-reset: these envs finished and restarted
+        _check_row_finite(env, row, f"step {t}", restarted=done, finished=done)
+
+
+def _group(key: str) -> str | None:
+    """The ``UPSTREAM_FIRST`` group of a recorded entry, or None for a copy (``COPIES``)."""
+    if key in COPIES:
+        return None
+    if key in NAMED_GROUPS:
+        return NAMED_GROUPS[key]
+    if key.startswith("env."):
+        return "counters"  # the seed, episode and step counters
+    return key.split(".", 1)[0]
+
+
+def _upstream_first(keys) -> list[str]:
+    """``keys`` of a recorded row in ``UPSTREAM_FIRST`` order (``record``'s order within a group), copies left out."""
+    kept = [key for key in keys if _group(key) is not None]
+    return sorted(kept, key=lambda key: UPSTREAM_FIRST.index(_group(key)))
+
+
+def _check_row_finite(
+    env: Environment, row: dict[str, torch.Tensor], when: str, restarted: torch.Tensor, finished: torch.Tensor
+) -> None:
+    """Raise naming the method at fault unless every float of ``row`` is finite.
+
+    Args:
+        restarted: [E] bool, the envs whose state a reset wrote (their faults are the reset's).
+        finished: [E] bool, the envs whose ``final_obs`` row is an observation (the others are stale).
+    """
+    fused = env.fused
+    observe = "launch_observe" if fused else "observations"
+    # The method at fault per group: in the restarted envs, in the others.
+    writers = {
+        "state": ("launch_reset" if fused else "reset_world", "make_world (the physics of its agents and world)"),
+        "obstacles": ("launch_reset" if fused else "reset_world", "make_world (its obstacles)"),
+        "agent_params": ("make_world (its agents' parameters)",) * 2,
+        "scenario": ("launch_reset" if fused else "reset_world", "launch_observe" if fused else "post_step / rewards"),
+        "obs": (observe, observe),
+        "final_obs": (observe, observe),
+        "reward": ("launch_observe" if fused else "rewards",) * 2,
+        "info": ("launch_observe" if fused else "info",) * 2,
+    }
+    for key in _upstream_first(key for key, value in row.items() if value.is_floating_point()):
+        value = row[key]
+        bad = ~torch.isfinite(value)
+        per_env = value.shape[:1] == (env.n_envs,)
+        if _group(key) == "final_obs":
+            bad &= finished.view(-1, 1, 1)
+        if not bool(bad.any()):
+            continue
+        index = bad.nonzero()[0].tolist()
+        in_restarted, in_others = writers[_group(key)]
+        method = in_restarted if not per_env or bool(restarted[index[0]]) else in_others
+        envs = bad.flatten(1).any(1).nonzero().flatten().tolist() if per_env and value.dim() > 1 else []
+        also = f" (non-finite in envs {envs})" if len(envs) > 1 else ""
+        _fail(method, f"{when}: {key} is {value[tuple(index)].item()} at {_where(key, index, per_env)}{also}")
+
+
+def _where(key: str, index: list[int], per_env: bool) -> str:
+    """Where element ``index`` of a recorded entry is: ``env 2, agent 0, column 5`` (or ``body``,
+    ``component``), ``env 2, index [1]`` in scenario memory, ``index [...]`` in a batch-wide entry."""
+    if not per_env:
+        return f"index {index}"
+    field = key.removeprefix("state.")
+    if key in ("obs", "env.final_obs"):
+        names = ("env", "agent", "column")
+    elif key == "reward" or (key.startswith("state.") and field in STATE_FIELDS):
+        names = ("env", "agent", "component")
+    elif key.startswith("state."):
+        names = ("env", "body", "component")
+    else:
+        return f"env {index[0]}" + (f", index {index[1:]}" if len(index) > 1 else "")
+    return ", ".join(f"{name} {i}" for name, i in zip(names, index, strict=False))
+
+
+def _check_snapshot(env: Environment, actions: list[torch.Tensor]) -> None:
+    """A few steps, ``get_state``, the rest of the actions recorded, ``set_state``, the same actions
+    again: the same bits, unless the step reads memory the snapshot does not hold."""
+    start = min(SNAPSHOT_AFTER_STEPS, len(actions) // 2)
+    for step_actions in actions[:start]:
+        env.step(step_actions)
+    snapshot = env.get_state()
+    first = rollout(env, actions[start:])
+    env.set_state(snapshot)
+    for t, (expected, replayed) in enumerate(zip(first, rollout(env, actions[start:]), strict=True)):
+        diverged = [key for key in _upstream_first(expected) if not torch.equal(expected[key], replayed[key])]
+        if diverged:
+            shown = ", ".join(_divergence(key, expected[key], replayed[key]) for key in diverged[:DIVERGED_SHOWN])
+            more = f" and {len(diverged) - DIVERGED_SHOWN} more" if len(diverged) > DIVERGED_SHOWN else ""
+            _fail("state_tensors", f"the snapshot is incomplete: restored by set_state(get_state()) before step "
+                                   f"{start}, the same actions diverged at step {start + t}: {shown}{more}; "
+                                   "state_tensors() must return all the memory a step reads")  # fmt: skip
+
+
+def _divergence(key: str, first: torch.Tensor, second: torch.Tensor) -> str:
+    """``key``, with the largest difference of a float entry (``obs by up to 0.31``)."""
+    if not first.is_floating_point():
+        return key
+    return f"{key} by up to {(first - second).abs().max().item():.3g}"
 
 
 def _check_determinism(build, fused: bool, actions: list[torch.Tensor], seed: int) -> str | None:

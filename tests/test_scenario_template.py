@@ -135,6 +135,45 @@ def test_cli_refuses_module_names_it_would_shadow(tmp_path, capsys):
         assert "would shadow" in capsys.readouterr().err
 
 
+def test_cli_refuses_names_too_long_for_a_file_with_one_line(tmp_path, capsys):
+    """300 characters once ended in the file system's traceback (file name too long), exit 1."""
+    assert main(["new", "a" * 300, "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("python -m swarp.scenario: error: scenario name 'aaaaaaaaaaaaaaaaaaaaaaaa'... (300 characters) is "
+                   "too long: at most 64 (it names the files NAME.py and test_NAME.py)\n")  # fmt: skip
+    assert main(["new", "a" * 64, "--dir", str(tmp_path)]) == 0  # the longest name allowed
+    assert (tmp_path / f"test_{'a' * 64}.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("msvcrt", "would shadow the standard-library module 'msvcrt'"),  # Windows' own: no module here
+        ("list", "would shadow the Python builtin 'list' where the module is imported"),
+        ("range", "would shadow the Python builtin 'range'"),  # the test file it writes calls range()
+        ("con", "is a device name on Windows"),
+        ("lpt1", "is a device name on Windows"),
+    ],
+)
+def test_cli_refuses_names_of_modules_builtins_and_devices(name, reason, tmp_path, capsys):
+    assert main(["new", name, "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert reason in err and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_reports_a_folder_or_file_it_cannot_write_in_one_line(tmp_path, capsys):
+    """An ``OSError`` while writing is a one-line error with exit status 2, not a traceback."""
+    occupied = tmp_path / "a_file"
+    occupied.write_text("")
+    error = "python -m swarp.scenario: error:"
+    assert main(["new", "dispersion_z", "--dir", str(occupied)]) == 2
+    assert capsys.readouterr().err == f"{error} cannot make the folder {occupied}: File exists\n"
+    (tmp_path / "dispersion_z.py").mkdir()  # a folder where the module goes
+    assert main(["new", "dispersion_z", "--dir", str(tmp_path), "--force"]) == 2
+    assert capsys.readouterr().err == f"{error} cannot write {tmp_path / 'dispersion_z.py'}: Is a directory\n"
+
+
 def test_cli_refuses_existing_files_without_force(tmp_path, capsys):
     assert main(["new", "dispersion_y", "--dir", str(tmp_path / "new")]) == 0  # creates the folder
     assert capsys.readouterr().out.count("wrote ") == 2

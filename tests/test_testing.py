@@ -9,6 +9,8 @@ import torch
 
 import swarp
 from swarp.runtime.host import host_rows
+from swarp.scenarios.framework import arena
+from swarp.scenarios.framework.base import OBSERVE_STEP
 from swarp.scenarios.spread import SpreadScenario
 from swarp.testing import HostTransferError, ScenarioContractError, check_scenario, forbid_host_transfers
 
@@ -92,6 +94,68 @@ class ForgetfulFlag(TorchSpread):
         return {**super().state_tensors(), "flag": self.flag}
 
 
+#: The env a broken scenario below breaks in.
+BROKEN_ENV = 2
+
+
+class NanRewardInOneEnv(TorchSpread):
+    """A reward of NaN in one env: two runs then differ (NaN != NaN), which is no randomness."""
+
+    name = "nan_reward_in_one_env"
+
+    def rewards(self):
+        reward = super().rewards()
+        broken = torch.arange(self.n_envs, device=reward.device).view(-1, 1) == BROKEN_ENV
+        return torch.where(broken, torch.full_like(reward, torch.nan), reward)
+
+
+class InfiniteObservation(TorchSpread):
+    """An observation column of inf in one env: the same in every run, so only a finiteness check sees it."""
+
+    name = "infinite_observation"
+
+    def observations(self):
+        obs = super().observations()
+        broken = torch.arange(self.n_envs, device=obs.device).view(-1, 1, 1) == BROKEN_ENV
+        return torch.where(broken, torch.full_like(obs, torch.inf), obs)
+
+
+class InfiniteRestart(TorchSpread):
+    """Agents placed at infinity when one env restarts for its second episode (an auto-reset)."""
+
+    name = "infinite_restart"
+
+    def reset_world(self, env_mask):
+        super().reset_world(env_mask)
+        pos = self.env.state.pos
+        envs = torch.arange(self.n_envs, device=pos.device)
+        broken = (env_mask & (envs == BROKEN_ENV) & (self.env.episode == 1)).view(-1, 1, 1)
+        pos.copy_(torch.where(broken, torch.full_like(pos, torch.inf), pos))
+
+
+class MovingLandmarks(TorchSpread):
+    """Landmarks that move at a velocity drawn per episode, a velocity ``state_tensors`` leaves out:
+    a restored snapshot moves them at whatever velocity the env last drew."""
+
+    name = "moving_landmarks"
+    #: Largest landmark speed [m/s].
+    LANDMARK_SPEED = 0.5
+
+    def bind(self, env):
+        super().bind(env)
+        self.landmark_vel = torch.zeros_like(self.landmarks)
+
+    def reset_world(self, env_mask):
+        super().reset_world(env_mask)
+        E, A = self.n_envs, self.n_agents
+        draws = torch.cat(arena.env_draws_torch(self, 4 * A), -1)[:, 2 * A :].view(E, A, 2)  # after the landmarks'
+        velocity = (2.0 * draws - 1.0) * self.LANDMARK_SPEED
+        self.landmark_vel.copy_(torch.where(env_mask.view(E, 1, 1), velocity, self.landmark_vel))
+
+    def post_step(self):
+        self.landmarks.add_(self.landmark_vel * self.env.stepper.dt)
+
+
 class ExtraInfo(TorchSpread):
     name = "extra_info"
 
@@ -123,12 +187,36 @@ def test_a_built_in_fused_scenario_checks_both_paths():
         (TorchRandReset, r"determinism.*start differently.*keyed RNG.*method at fault: reset_world"),
         (ForgetfulReset, r"reset writes every state field.*scenario.memory.*method at fault: reset_world"),
         (ForgetfulFlag, r"reset writes every state field.*scenario.flag.*method at fault: reset_world"),
+        (NanRewardInOneEnv, rf"finite values: step 0: reward is nan at env {BROKEN_ENV}, agent 0 \(the method at "
+                            r"fault: rewards\)"),
+        (InfiniteObservation, rf"finite values: the reset: obs is inf at env {BROKEN_ENV}, agent 0, column 0 \(the "
+                              r"method at fault: observations\)"),
+        (InfiniteRestart, rf"finite values: step 4: state.pos is inf at env {BROKEN_ENV}, agent 0, component 0 "
+                          r"\(the method at fault: reset_world\)"),
+        (MovingLandmarks, r"snapshot complete: the snapshot is incomplete: .* diverged at step 5: scenario.landmarks "
+                          r"by up to .*state_tensors\(\) must return all the memory a step reads \(the method at "
+                          r"fault: state_tensors\)"),
     ],
-)
+)  # fmt: skip
 def test_each_break_is_caught_with_the_method_at_fault(cls, match):
     with pytest.raises(ScenarioContractError, match=match):
         check_scenario(cls, **OPTIONS)
     assert cls.name not in swarp.scenario_names()
+
+
+def test_a_nan_in_one_env_is_reported_as_such_in_the_fused_path_too(monkeypatch):
+    """spread's fused twin with one env's reward poisoned after its kernels ran: the finiteness
+    check, not determinism, names it (the fused method at fault)."""
+    launch_observe = SpreadScenario.launch_observe
+
+    def poisoned(self, launcher, env_mask=None, mode=OBSERVE_STEP):
+        launch_observe(self, launcher, env_mask, mode)
+        self.env.reward[BROKEN_ENV].fill_(torch.nan)
+
+    monkeypatch.setattr(SpreadScenario, "launch_observe", poisoned)
+    with pytest.raises(ScenarioContractError, match=rf"spread: finite values \(fused\): .*reward is nan at env "
+                                                    rf"{BROKEN_ENV}.*method at fault: launch_observe"):  # fmt: skip
+        check_scenario("spread", **OPTIONS, plan={"launch": "eager"})
 
 
 def test_forbid_host_transfers_refuses_what_a_cuda_graph_cannot_capture_and_allows_the_rest():

@@ -156,31 +156,62 @@ def write_params(
         env_mask: Optional [E] bool: only these env rows change (per-env tables only).
         **columns: Single parameters by name (``mass=...``), each broadcastable to [E_p, A]
             (a number, an [A] row, an [E_p, 1] column, ...). Applied after ``values``.
+
+    Raises:
+        TypeError: ``values`` is not a tensor, or a column is neither a number nor a tensor.
+        ValueError: a shape that does not broadcast (the message names the argument, the shape it
+            must broadcast to and the shape given), an unknown column, an ``env_mask`` that is not
+            [E] bool or given for a shared table, or values ``check_param_table`` refuses.
     """
     table = wp.to_torch(model.params)
     new = table.clone()
     if values is not None:
         if not isinstance(values, torch.Tensor):
             raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
+        if not _broadcasts_to(values.shape, table.shape):
+            raise ValueError(
+                f"values must broadcast to the agent parameter table [E_p, A, P] = {list(table.shape)} "
+                f"({_table_rows(table)}, {len(PARAM_NAMES)} parameters: {', '.join(PARAM_NAMES)}), "
+                f"got shape {list(values.shape)}"
+            )
         new[:] = values.to(new.device, new.dtype)
     for field, value in columns.items():
         column = param_column(field)
         if isinstance(value, torch.Tensor):
+            if not _broadcasts_to(value.shape, table.shape[:2]):
+                raise ValueError(
+                    f"{field} must broadcast to the parameter rows [E_p, A] = {list(table.shape[:2])} "
+                    f"({_table_rows(table)}), got shape {list(value.shape)}"
+                )
             value = value.to(new.device, new.dtype)
-        try:
-            new[..., column] = value
-        except RuntimeError as error:
-            raise ValueError(
-                f"{field} must broadcast to the parameter rows [{table.shape[0]}, {table.shape[1]}]: {error}"
-            ) from None
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{field} must be a number or a torch.Tensor, got {type(value).__name__}")
+        new[..., column] = value
     if env_mask is not None:
         if table.shape[0] == 1:
             raise ValueError("env_mask needs per-env parameters (the table is shared by every env)")
         if not isinstance(env_mask, torch.Tensor) or env_mask.dtype != torch.bool or env_mask.shape != table.shape[:1]:
-            raise ValueError(f"env_mask must be a [{table.shape[0]}] bool tensor")
+            got = (f"a {env_mask.dtype} tensor of shape {list(env_mask.shape)}" if isinstance(env_mask, torch.Tensor)
+                   else type(env_mask).__name__)  # fmt: skip
+            raise ValueError(f"env_mask must be a [{table.shape[0]}] bool tensor (one flag per env), got {got}")
         new = torch.where(env_mask.to(new.device).view(-1, 1, 1), new, table)
     check_param_table(model, new)
     table.copy_(new)
+
+
+def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to ``target`` (without growing it)."""
+    try:
+        return torch.broadcast_shapes(shape, target) == target
+    except RuntimeError:
+        return False
+
+
+def _table_rows(table: torch.Tensor) -> str:
+    """What the two leading dims of a parameter table are: ``2 envs, 3 agents`` or, for the shared
+    table, ``1 row shared by every env (per_env_params=False), 3 agents``."""
+    envs = "1 row shared by every env (per_env_params=False)" if table.shape[0] == 1 else f"{table.shape[0]} envs"
+    return f"{envs}, {table.shape[1]} agents"
 
 
 def _check_ranges(ranges: Mapping[str, tuple[float, float]]) -> dict[int, tuple[float, float]]:

@@ -189,7 +189,7 @@ class Environment:
         self.clone_outputs = bool(clone_outputs)
         self.fused = scenario.fused_available if fused == "auto" else bool(fused)
         self._grad_state: tuple | None = None  # the differentiable state of a grad-mode step (``state``)
-        self._recomputed_grad = None  # swarp.env.grad.RecomputedGrad, built by the first "recompute" grad step
+        self._recomputed_grad = None  # swarp.env.grad.RecomputedGrad, built by the first grad-mode step
         self._async = None  # AsyncStep, created by the first send()
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self._per_env_params = per_env_params
@@ -411,6 +411,12 @@ class Environment:
             **columns: Parameters by name, e.g. ``mass=torch.full((E, A), 2.0)`` or ``max_speed=0.5``;
                 each broadcastable to [E_p, A]. radius and max_speed may not exceed the configured
                 fleet maxima (they size the contact search).
+
+        Raises:
+            TypeError: ``values`` is not a tensor, or a column is neither a number nor a tensor.
+            ValueError: a shape that does not broadcast (named with the shape it must broadcast to,
+                the table's columns and the shape given), an ``env_mask`` that is not [E] bool, or
+                invalid values; the table is left as it was.
         """
         self._check_open("set_agent_params")
         self._check_no_pending_send("set_agent_params")

@@ -2,8 +2,9 @@
 
 Writes ``DIR/NAME.py`` (the scenario, registered as NAME when imported) and ``DIR/test_NAME.py`` (its
 pytest file); with ``--fused`` the module also holds the scenario's fused twin (Warp kernels).
-Refuses, with exit status 2, a name that is no snake_case identifier, a built-in
-scenario's name, or files that exist (unless ``--force``).
+Refuses, with exit status 2 and a one-line message, a name ``check_name`` refuses (no snake_case
+identifier, longer than 64 characters, a built-in scenario's name, a module's or builtin's it would
+shadow), files that exist (unless ``--force``), and a folder or file it cannot write.
 """
 
 import argparse
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         paths = write_scenario(args.name, args.dir, force=args.force, fused=args.fused)
-    except (ValueError, FileExistsError) as error:
+    except (ValueError, OSError) as error:  # FileExistsError is an OSError
         print(f"python -m swarp.scenario: error: {error}", file=sys.stderr)
         return 2
     for path in paths:

@@ -9,10 +9,12 @@ form (``${Class}Scenario``, ``${Class}Config``); the imports, the paths named in
 with ``fused``, the twin (``TWIN_TEMPLATE``: Warp kernels and ``${Class}FusedScenario``).
 """
 
+import builtins
 import importlib.util
 import keyword
 import re
 import string
+import sys
 from pathlib import Path
 
 from swarp.scenarios.framework.base import get_scenario, scenario_names
@@ -422,6 +424,12 @@ def test_scripted_controller_beats_random_actions():
 
 #: Names refused because a module of that name next to the scenario would shadow what it imports.
 SHADOWED = frozenset({"swarp", "torch", "warp", "numpy", "pytest"})
+#: Longest scenario name [characters]: it names NAME.py and test_NAME.py (file systems allow 255 bytes).
+MAX_NAME_LENGTH = 64
+#: Device names Windows reserves: no file ``con.py`` can be made there.
+WINDOWS_DEVICES = frozenset(
+    {"con", "prn", "aux", "nul"} | {f"{port}{digit}" for port in ("com", "lpt") for digit in "123456789"}
+)
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -434,14 +442,22 @@ def check_name(name: str, folder: Path | None = None) -> None:
     """Refuse a scenario name that cannot be a module and a scenario of its own.
 
     Args:
-        name: The candidate, snake_case (``[a-z][a-z0-9_]*``, not a Python keyword).
+        name: The candidate, snake_case (``[a-z][a-z0-9_]*``, not a Python keyword), at most
+            ``MAX_NAME_LENGTH`` characters.
         folder: Where the module will be written: a module of this name found there is the
             scenario itself (written before), not one it would shadow.
 
     Raises:
-        ValueError: ``name`` is no snake_case identifier, is a Python keyword, is the name of a
-            built-in swarp scenario, or would shadow an importable module (``torch``, ``json``...).
+        ValueError: ``name`` is longer than ``MAX_NAME_LENGTH``, is no snake_case identifier, is a
+            Python keyword, is the name of a built-in swarp scenario, would shadow an importable or
+            standard-library module (``torch``, ``json``...) or a Python builtin (``list``, ``sum``:
+            the test file imports the module by its name), or is a device name Windows reserves.
     """
+    if isinstance(name, str) and len(name) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"scenario name {name[:24]!r}... ({len(name)} characters) is too long: at most {MAX_NAME_LENGTH} "
+            f"(it names the files NAME.py and test_NAME.py)"
+        )
     if not isinstance(name, str) or not _NAME.fullmatch(name) or keyword.iskeyword(name):
         raise ValueError(
             f"invalid scenario name {name!r}: use a snake_case Python identifier "
@@ -449,6 +465,15 @@ def check_name(name: str, folder: Path | None = None) -> None:
         )
     if name in scenario_names() and get_scenario(name).__module__.startswith("swarp."):
         raise ValueError(f"{name!r} is a built-in swarp scenario; choose another name")
+    if hasattr(builtins, name):
+        raise ValueError(f"scenario name {name!r} would shadow the Python builtin {name!r} where the module is "
+                         "imported; choose another name")  # fmt: skip
+    if name in WINDOWS_DEVICES:
+        raise ValueError(f"scenario name {name!r} is a device name on Windows (no file {name}.py can be made "
+                         "there); choose another name")  # fmt: skip
+    if name in sys.stdlib_module_names:
+        raise ValueError(f"scenario name {name!r} would shadow the standard-library module {name!r}; choose another "
+                         "name")  # fmt: skip
     spec = None if name in SHADOWED else importlib.util.find_spec(name)
     own = folder is not None and spec is not None and spec.origin is not None
     if own and Path(spec.origin).resolve() == (Path(folder) / f"{name}.py").resolve():
@@ -490,6 +515,8 @@ def write_scenario(name: str, folder, force: bool = False, fused: bool = False) 
     Raises:
         ValueError: A refused name (``check_name``).
         FileExistsError: A file exists and ``force`` is false.
+        OSError: The folder cannot be made or a file cannot be written (the message names it and
+            the system's reason, on one line).
     """
     folder = Path(folder)
     check_name(name, folder)
@@ -497,7 +524,13 @@ def write_scenario(name: str, folder, force: bool = False, fused: bool = False) 
     existing = [str(p) for p in paths if p.exists()]
     if existing and not force:
         raise FileExistsError(f"{', '.join(existing)} already exist(s); pass --force (force=True) to overwrite")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OSError(f"cannot make the folder {folder}: {error.strerror or error}") from error
     for path, text in zip(paths, render_template(name, fused), strict=True):
-        path.write_text(text)
+        try:
+            path.write_text(text)
+        except OSError as error:
+            raise OSError(f"cannot write {path}: {error.strerror or error}") from error
     return paths

@@ -182,6 +182,43 @@ def test_invalid_parameters_are_rejected_and_leave_the_table_untouched(columns, 
     assert torch.equal(env.agent_params, before)
 
 
+#: ``set_agent_params`` arguments of wrong shapes or types, and the message each gets (2 envs, 2 agents).
+WRONG_ARGUMENTS = [
+    pytest.param(dict(values=torch.ones(5)), ValueError,
+                 r"^values must broadcast to the agent parameter table \[E_p, A, P\] = \[2, 2, 17\] \(2 envs, 2 "
+                 r"agents, 17 parameters: radius, mass, .*, max_body_rate\), got shape \[5\]$", id="table"),
+    pytest.param(dict(values=torch.ones(3, 2, 17)), ValueError, r"= \[2, 2, 17\] .*got shape \[3, 2, 17\]$",
+                 id="table of more envs"),
+    pytest.param(dict(mass=torch.ones(5)), ValueError,
+                 r"^mass must broadcast to the parameter rows \[E_p, A\] = \[2, 2\] \(2 envs, 2 agents\), got shape "
+                 r"\[5\]$", id="column"),
+    pytest.param(dict(mass=[1.0, 2.0]), TypeError, r"^mass must be a number or a torch.Tensor, got list$",
+                 id="column of a list"),
+    pytest.param(dict(mass=2.0, env_mask=torch.ones(3, dtype=torch.bool)), ValueError,
+                 r"^env_mask must be a \[2\] bool tensor \(one flag per env\), got a torch.bool tensor of shape \[3\]$",
+                 id="mask"),
+    pytest.param(dict(mass=2.0, env_mask=torch.ones(2)), ValueError,
+                 r"^env_mask must be a \[2\] bool tensor \(one flag per env\), got a torch.float32 tensor of shape "
+                 r"\[2\]$", id="mask of floats"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("arguments, error, match", WRONG_ARGUMENTS)
+def test_wrong_shapes_are_named_with_the_shape_expected_and_leave_the_table_untouched(arguments, error, match):
+    env = swarp.make("navigation", n_envs=2, device="cpu", n_agents=2, per_env_params=True)
+    before = env.agent_params.clone()
+    with pytest.raises(error, match=match):
+        env.set_agent_params(**arguments)
+    assert torch.equal(env.agent_params, before)
+
+
+def test_the_shared_table_names_its_shape_and_how_to_get_per_env_rows():
+    env = swarp.make("navigation", n_envs=2, device="cpu", n_agents=2)
+    with pytest.raises(ValueError, match=r"= \[1, 2, 17\] \(1 row shared by every env \(per_env_params=False\), 2 "
+                                         r"agents, 17 parameters: .*got shape \[2, 2, 17\]$"):  # fmt: skip
+        env.set_agent_params(torch.ones(2, 2, 17))
+
+
 def test_randomize_and_masks_need_per_env_params():
     env = swarp.make("navigation", n_envs=2, device="cpu", n_agents=2)
     with pytest.raises(RuntimeError, match="per_env_params=True"):

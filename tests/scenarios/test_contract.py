@@ -1,7 +1,8 @@
 """The contract every fused scenario of the library keeps (``swarp/scenarios/base.py``), checked for
 each registered scenario with its defaults and a short time limit: ``swarp.testing.check_scenario``
-(the contract user scenarios are checked with: shapes, determinism, masked resets, resets writing
-every field, final observations, no host transfers, fused == torch), and what only built-in
+(the contract user scenarios are checked with: shapes, finite values, determinism, complete
+snapshots, masked resets, resets writing every field, final observations, no host transfers,
+fused == torch), and what only built-in
 scenarios promise: identical reset draws, graph vs eager bit-identity, a single-launch capturable
 reset, shard draws, plan layouts with the same bits.
 
@@ -55,7 +56,8 @@ def action_sequence(env: swarp.Environment, n_steps: int, generator: torch.Gener
 @SCENARIOS
 def test_the_scenario_contract_holds(name):
     """``swarp.testing.check_scenario``, the contract user scenarios are checked with: declared
-    shapes and info keys, determinism per seed, ``reset_at`` masks, resets writing every state
+    shapes and info keys, finite values, determinism per seed, complete snapshots, ``reset_at`` masks,
+    resets writing every state
     field, ``final_obs``, no host transfers in step/reset_at (fused and torch paths), fused == torch."""
     report = check_scenario(name, n_envs=N_ENVS, n_steps=N_STEPS, parity_atol=ROUNDED_RESETS.get(name, PARITY_ATOL),
                             **OPTIONS[name])  # fmt: skip
