@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 import torch
 import warp as wp
 
+from swarp.runtime.sequence import collector_paused
+
 
 @contextlib.contextmanager
 def environment_variable(name: str, value: str | None) -> Iterator[None]:
@@ -71,7 +73,7 @@ def time_graph(fn: Callable[[], None], device: str, n_iters: int, repeats: int =
     Host launch overhead is excluded, so this is the device-side cost of the work itself.
     """
     with wp.ScopedDevice(device):
-        with wp.ScopedCapture() as capture:
+        with collector_paused(), wp.ScopedCapture() as capture:
             for _ in range(n_iters):
                 fn()
         graph = capture.graph

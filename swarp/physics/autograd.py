@@ -39,7 +39,7 @@ from swarp.core.types import (
 )
 from swarp.physics.neighbors import NeighborBuffers
 from swarp.physics.step import Stepper, StepScratch
-from swarp.runtime.sequence import TorchStreamScope
+from swarp.runtime.sequence import TorchStreamScope, collector_paused
 
 
 def step_fields(stepper: Stepper) -> tuple[str, ...]:
@@ -569,9 +569,9 @@ class RolloutGraph:
     def _capture(self) -> None:
         device = self.stepper.device
         self._forward(None)  # loads (compiles) every module the rollout uses, outside the capture
-        with wp.ScopedCapture(device=device, force_module_load=False) as forward:
+        with collector_paused(), wp.ScopedCapture(device=device, force_module_load=False) as forward:
             self._forward(self._tape)
-        with wp.ScopedCapture(device=device, force_module_load=False) as backward:
+        with collector_paused(), wp.ScopedCapture(device=device, force_module_load=False) as backward:
             self._backward()
         self._forward_graph, self._backward_graph = forward.graph, backward.graph
 

@@ -21,6 +21,16 @@ torch's legacy default stream, so on the default stream ordering with torch come
 scope is opened (it would cost a large share of a small step). Under a user-created
 ``torch.cuda.Stream`` every entry point scopes onto torch's current stream. Capture itself always
 happens on Warp's own stream: capturing the legacy stream is a CUDA error; replaying anywhere is fine.
+
+Capture hygiene (what earlier code in the process may have left behind must not break a capture):
+Python's garbage collector is paused during every capture this package opens or joins
+(``collector_paused``): a collection mid-capture can free an object of earlier work (a torch
+``CUDAGraph`` of an old trainer, whose destructor calls ``cudaGraphExecDestroy``; a Warp graph or
+stream of an old environment) with a CUDA call that a global-mode capture forbids, which
+invalidates the capture (torch's "operation not permitted when stream is capturing (function
+reset)", then Warp CUDA error 901 at the next launch). ``torch_capture`` is the torch capture
+with that pause, a clear refusal where a capture is already open, and a clean failure: the capture
+ended, the caller's stream and torch's random-number bookkeeping restored.
 """
 
 from __future__ import annotations
@@ -90,9 +100,13 @@ def on_callers_stream(device: str):
 @contextlib.contextmanager
 def collector_paused():
     """Context for a CUDA capture: Python's garbage collector does not run during it. An object
-    it frees mid-capture (an old environment's stream, say) can make a CUDA call that invalidates
-    a global-mode capture (Warp CUDA error 901, seen rarely in long test sessions). No collection
-    first: one costs ~0.3 s in a process holding torch and a few environments."""
+    it frees mid-capture (an old trainer's torch ``CUDAGraph``, an old environment's Warp graph or
+    stream) can make a CUDA call that invalidates a global-mode capture (torch's "operation not
+    permitted when stream is capturing (function reset)", Warp CUDA error 901; seen in long test
+    sessions). Garbage that exists before the capture is left for a collection after it: none
+    runs during it, so no collection first (one costs ~0.3 s in a process holding torch and a few
+    environments; torch >= 2.5 no longer collects before its captures either). Nested uses and a
+    collector the caller disabled are left as they were."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -105,13 +119,117 @@ def collector_paused():
 @contextlib.contextmanager
 def joined_capture(stream: wp.Stream):
     """Context whose Warp launches join the CUDA capture torch has open on ``stream`` (Warp is told
-    of it, ``external=True``, so it allocates nothing outside it)."""
-    with wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
+    of it, ``external=True``, so it allocates nothing outside it). The garbage collector is paused
+    meanwhile (``collector_paused``: the capture is the caller's, and may be global-mode)."""
+    with collector_paused(), wp.ScopedStream(stream, sync_enter=False, sync_exit=False):
         wp.capture_begin(stream=stream, external=True, force_module_load=False)
         try:
             yield
         finally:
             wp.capture_end(stream=stream)
+
+
+def open_capture(device) -> str | None:
+    """What capture is open that a new capture on ``device`` (a torch or Warp CUDA device) would
+    collide with, in words, or ``None``: torch's current stream capturing (a ``capture_begin``
+    without its ``capture_end``, or a call from inside someone's ``torch.cuda.graph``), or a Warp
+    capture still registered on the device (``wp.capture_begin`` without ``wp.capture_end``).
+    ``None`` on the CPU. One CUDA query."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    index = torch.cuda.current_device() if device.index is None else device.index
+    # Warp's first: querying torch's legacy default stream while a blocking stream (Warp's) captures is an error.
+    captures = _warp_captures(index)
+    if captures:
+        return f"Warp has {len(captures)} graph capture(s) open on cuda:{index} (wp.capture_begin without capture_end?)"
+    with torch.cuda.device(index):
+        try:
+            if torch.cuda.is_current_stream_capturing():
+                return f"torch's current stream on cuda:{index} is capturing a CUDA graph"
+        except RuntimeError as error:  # cudaErrorStreamCaptureImplicit: the legacy stream, a blocking stream captures
+            return f"a CUDA graph capture is open on a stream of cuda:{index} ({str(error).splitlines()[0]})"
+    return None
+
+
+def _warp_captures(index: int) -> dict | None:
+    """Warp's open captures on CUDA device ``index`` (stream -> graph), or ``None`` where Warp is not
+    initialised (then it has none, and initialising it here could run inside someone's capture)."""
+    try:
+        from warp._src import context
+    except ImportError:  # another Warp layout: ask the device (initialises Warp where it is not)
+        context = None
+    if context is not None and getattr(context, "runtime", None) is None:
+        return None
+    return getattr(wp.get_device(f"cuda:{index}"), "captures", None)
+
+
+def refuse_open_capture(device, what: str) -> None:
+    """Raise a ``RuntimeError`` naming the open capture (``open_capture``) that ``what`` cannot start under."""
+    found = open_capture(device)
+    if found is not None:
+        raise RuntimeError(
+            f"{what} cannot start: {found}. A CUDA capture left open by earlier code (or an outer "
+            "capture around this call) must be ended first (capture_end / the end of its `with` block)"
+        )
+
+
+def end_failed_torch_capture(device, capture_stream: torch.cuda.Stream | None = None, graph=None,
+                             generators: list[torch.Generator] = ()) -> None:  # fmt: skip
+    """Repair what a failed ``torch.cuda.graph`` capture leaves behind on ``device``: the capture
+    itself where it is still open on ``capture_stream`` (ended, its graph dropped), and the
+    random-number bookkeeping of torch's default CUDA generator and of ``generators`` (those the
+    failed graph had registered), which torch ends only when a capture succeeds (until then every
+    draw from them raises "Offset increment outside graph capture"): a capture of one fill ends it.
+    A failed capture ran nothing, so nothing else is left queued."""
+    device = torch.device(device)
+    if capture_stream is not None and graph is not None:
+        with torch.cuda.stream(capture_stream):
+            if torch.cuda.is_current_stream_capturing():
+                with contextlib.suppress(RuntimeError):
+                    graph.capture_end()  # ends the stream's capture (reports the failure again)
+    torch.cuda.synchronize(device)
+    with torch.cuda.device(device):
+        repair = torch.cuda.CUDAGraph()
+        for generator in generators:
+            repair.register_generator_state(generator)
+        with torch.cuda.graph(repair):
+            torch.zeros(1, device=device)
+    torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def torch_capture(graph: torch.cuda.CUDAGraph, device, pool=None, generators: list[torch.Generator] = (),
+                  what: str = "a CUDA graph capture"):  # fmt: skip
+    """``torch.cuda.graph(graph, pool=pool)``, with ``generators`` (non-default CUDA generators the
+    captured work draws from) registered to ``graph``, made robust to the process's history (module doc):
+
+    * refuses (``RuntimeError``, nothing changed) where a capture is already open (``open_capture``);
+    * Python's garbage collector is paused during the capture (``collector_paused``);
+    * on failure the capture is ended, torch's current stream is the caller's again (torch leaves
+      its capture's side stream current when a capture fails) and the generators' random-number
+      bookkeeping works again (``end_failed_torch_capture``); the capture's error propagates.
+    """
+    refuse_open_capture(device, what)
+    device = torch.device(device)
+    generators = list(generators)
+    for generator in generators:
+        graph.register_generator_state(generator)  # their offsets advance with every replay
+    caller_stream = torch.cuda.current_stream(device)
+    scope = torch.cuda.graph(graph, pool=pool)
+    try:
+        with collector_paused(), scope:
+            yield
+    except BaseException as error:
+        try:
+            end_failed_torch_capture(device, scope.capture_stream, graph, generators)
+        except Exception as repair_error:  # noqa: BLE001 - the capture's own error is the one to report
+            note = getattr(error, "add_note", None)  # Python 3.11+
+            if note is not None:
+                note(f"(repairing torch's state after the failed capture failed too: {repair_error})")
+        finally:
+            torch.cuda.set_stream(caller_stream)
+        raise
 
 
 def fork(side: wp.Stream | None, device: str):
