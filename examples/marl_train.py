@@ -64,7 +64,7 @@ import swarp
 import swarp.distributed as sd
 from swarp.interop.torchrl import SwarpEnv
 from swarp.train.config import field_docs, parse_dataclass
-from swarp.train.run import plot_learning_curve
+from swarp.train.run import new_run_dir, plot_learning_curve
 from swarp.train.tasks import TASKS, Task, get_task  # noqa: F401 (TASKS: the records, re-exported)
 
 try:  # torchrl 0.11 to 0.14 (0.14 keeps only this name)
@@ -177,11 +177,11 @@ def parse_args(argv=None, cls=Args, description: str | None = __doc__):
 def make_env(scenario: str, task: Task, n_envs: int, device: str, seed: int, shard: bool = False) -> SwarpEnv:
     """The TorchRL env of a task: ``SwarpEnv`` in the agents layout with normalized actions; with
     ``shard``, over this rank's shard of ``n_envs`` envs (``swarp.distributed.make_shard``)."""
-    max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
+    kwargs = {k: v for k, v in task.env_kwargs().items() if k != "auto_reset"}  # TorchRL resets the envs itself
     if shard:
-        sim = sd.make_shard(scenario, global_n_envs=n_envs, device=device, seed=seed, **max_steps, **task.options)
+        sim = sd.make_shard(scenario, global_n_envs=n_envs, device=device, seed=seed, **kwargs)
     else:
-        sim = swarp.make(scenario, n_envs=n_envs, device=device, seed=seed, **max_steps, **task.options)
+        sim = swarp.make(scenario, n_envs=n_envs, device=device, seed=seed, **kwargs)
     return SwarpEnv(sim, layout="agents", action_low=ACTION_LOW, action_high=ACTION_HIGH)
 
 
@@ -388,12 +388,11 @@ def train(args: Args) -> dict:
     lead = rank == 0
     frames_per_batch = args.n_envs * args.rollout_steps  # global; each rank collects 1/world of it
     # Whole batches: the collector cannot stop mid-batch.
-    budget = args.total_frames or task.overrides.get("total_steps", TOTAL_FRAMES)
+    budget = args.total_frames or task.total_steps or TOTAL_FRAMES
     total_frames = math.ceil(budget / frames_per_batch) * frames_per_batch
     run_name = args.run_name or f"{args.scenario}__{args.seed}__{int(time.time())}"
-    run_dir = Path(args.run_dir) / run_name
-    if lead:
-        run_dir.mkdir(parents=True, exist_ok=True)
+    # A folder of its own (``-2``, ``-3``... where the name is taken); other ranks write nothing.
+    run_dir = new_run_dir(Path(args.run_dir), run_name) if lead else Path(args.run_dir) / run_name
     torch.manual_seed(args.seed)
 
     base_env = make_env(args.scenario, task, args.n_envs, device, args.seed, shard=args.distributed)

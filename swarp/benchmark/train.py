@@ -4,7 +4,8 @@
     python -m swarp.benchmark.train --envs 4096 --capture both        # graphs against eager, same run
 
 Each row trains navigation (its task record, the defaults) for ``--iterations`` iterations after
-``--warmup`` ones (the warm-up iterations run eagerly, compile and capture) and reports env-steps/s
+``--warmup`` ones (the warm-up iterations run eagerly, compile and capture), each followed by the
+health check ``swarp.train`` makes (``swarp.train.health``) and reports env-steps/s
 of the timed ones (over all ``--runs`` batched runs), the wall time of one iteration, and the mean
 device time of each stage (collect, advantages, update) in microseconds::
 
@@ -21,6 +22,7 @@ import torch
 import swarp
 from swarp.benchmark.common import print_table
 from swarp.train import Trainer, get_task, make_config
+from swarp.train.health import HealthWatch
 from swarp.train.ppo import StageClock
 
 
@@ -30,24 +32,24 @@ def bench(
     """Time ``iterations`` training iterations of ``runs`` batched runs of ``scenario`` at ``n_envs``
     envs each, after ``warmup`` iterations."""
     task = get_task(scenario)
-    max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
-    envs = [
-        swarp.make(scenario, n_envs=n_envs, device=device, seed=k, auto_reset=True, **max_steps, **task.options)
-        for k in range(runs)
-    ]
+    envs = [swarp.make(scenario, n_envs=n_envs, device=device, seed=k, **task.env_kwargs()) for k in range(runs)]
     env = envs[0]
     config = make_config({"n_envs": n_envs, "capture": capture, "run_dir": "", **overrides}, task.overrides)
     if env.torch_device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = config.tf32
     trainer = Trainer.build(envs, task, config, seeds=list(range(runs)))
-    for _ in range(warmup):
+    watch = HealthWatch(trainer)
+    for i in range(warmup):
         trainer.iterate()
+        watch.check(i)
     trainer.read_metrics()
     sync = torch.cuda.synchronize if env.torch_device.type == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
-    for _ in range(iterations):
+    for i in range(iterations):
         trainer.iterate()
+        if watch.check(warmup + i) is not None:  # what swarp.train reads every iteration (no stall)
+            raise RuntimeError("the benchmark's training diverged")
     trainer.read_metrics()  # what a logged iteration reads (one host sync)
     sync()
     seconds = time.perf_counter() - start
@@ -72,11 +74,7 @@ def profile(scenario: str, n_envs: int, runs: int, device: str, top: int = 18, *
     from torch.profiler import profile as torch_profile
 
     task = get_task(scenario)
-    max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
-    envs = [
-        swarp.make(scenario, n_envs=n_envs, device=device, seed=k, auto_reset=True, **max_steps, **task.options)
-        for k in range(runs)
-    ]
+    envs = [swarp.make(scenario, n_envs=n_envs, device=device, seed=k, **task.env_kwargs()) for k in range(runs)]
     config = make_config({"n_envs": n_envs, "capture": False, "run_dir": "", **overrides}, task.overrides)
     torch.backends.cuda.matmul.allow_tf32 = config.tf32
     trainer = Trainer.build(envs, task, config, seeds=list(range(runs)))

@@ -1,5 +1,12 @@
 """Checkpoints: ``state_dict``s and plain values, written with ``torch.save`` and read back with
-``weights_only=True``, so a checkpoint cannot run code when it is loaded (a tampered file is refused)."""
+``weights_only=True``, so a checkpoint cannot run code when it is loaded (a tampered file is refused).
+
+A checkpoint holds one run: its scenario, seed, config, task (options included) and dimensions; the
+networks of its result (the policy that reached the target, else the last one); and, unless the run
+was data-parallel, ``resume``: everything that decides the run's next iteration (``Trainer.run_state``),
+from which ``swarp.train.resume`` continues it. Every file that is not such a checkpoint, damaged,
+truncated, foreign or holding non-finite weights, is refused with a ``ValueError`` naming it.
+"""
 
 from __future__ import annotations
 
@@ -11,45 +18,54 @@ from pathlib import Path
 import torch
 
 from swarp.train.config import TrainConfig
-from swarp.train.networks import Actor, Critic, Normalizer, Policy, take_run
+from swarp.train.networks import Actor, Critic, Normalizer, Policy
 from swarp.train.tasks import Task
 
-FORMAT = "swarp.train/1"
+FORMAT = "swarp.train/2"
+#: Formats read: /1 had no resume state.
+READABLE = ("swarp.train/1", FORMAT)
 
 
-def save_checkpoint(path: str | Path, trainer, k: int, scenario: str, extra: dict | None = None) -> Path:
-    """Write run ``k`` of ``trainer`` (its networks, config, task and seed) to ``path``; returns the path."""
+def save_checkpoint(path: str | Path, trainer, k: int, scenario: str, extra: dict | None = None, *,
+                    networks: dict | None = None, resume: bool = True) -> Path:  # fmt: skip
+    """Write run ``k`` of ``trainer`` to ``path`` atomically (a reader never sees half a file); returns the path.
+
+    Args:
+        networks: The result's networks (``Trainer.run_networks``; default: run k's current ones).
+        resume: Also write the run's state (``Trainer.run_state``) for ``swarp.train.resume``.
+        extra: Plain values kept beside them (``iteration``, ``frames``, ``train_seconds``...).
+    """
     env = trainer.envs[k]
     low, high = env.action_bounds
-    seed = trainer.seeds[k]
     data = {
         "format": FORMAT,
         "scenario": scenario,
-        "seed": seed,
+        "seed": trainer.seeds[k],
         "config": dataclasses.asdict(trainer.config),
         "task": dataclasses.asdict(trainer.task),
         "dims": {"n_agents": env.n_agents, "obs_dim": env.obs_dim, "act_dim": env.act_dim},
         "action_low": low.detach().float().cpu(),
         "action_high": high.detach().float().cpu(),
-        "normalizer": _cpu(take_run(trainer.normalizer, k)),
-        "actor": _cpu(take_run(trainer.actor, k)),
-        "critic": _cpu(take_run(trainer.critic, k)),
+        **(networks or trainer.run_networks(k)),
         "extra": extra or {},
+        "resume": trainer.run_state(k) if resume else None,
     }
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(data, tmp)
-    tmp.replace(path)  # a reader never sees half a file
+    tmp.replace(path)
     return path
-
-
-def _cpu(module: torch.nn.Module) -> dict:
-    return {name: tensor.detach().cpu() for name, tensor in module.state_dict().items()}
 
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint: the greedy ``policy`` and ``critic`` on ``device``, and what built them."""
+    """A loaded checkpoint: the greedy ``policy`` and ``critic`` on ``device``, and what built them.
+
+    Attributes:
+        path: The file read.
+        dims: ``n_agents``, ``obs_dim``, ``act_dim`` of the env it was trained on.
+        resume: The run's state for ``swarp.train.resume`` (``None`` where none was written).
+    """
 
     scenario: str
     seed: int
@@ -58,45 +74,109 @@ class Checkpoint:
     policy: Policy
     critic: Critic
     extra: dict
+    path: Path | None = None
+    dims: dict | None = None
+    resume: dict | None = None
+
+    def networks(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The result's networks as ``state_dict``s, as ``Trainer.run_networks`` gives them."""
+        return {"normalizer": self.policy.normalizer.state_dict(), "actor": self.policy.actor.state_dict(),
+                "critic": self.critic.state_dict()}  # fmt: skip
+
+
+def checkpoint_path(path: str | Path) -> Path:
+    """``path``, or ``path/checkpoint.pt`` for a run folder."""
+    path = Path(path)
+    return path / "checkpoint.pt" if path.is_dir() else path
 
 
 def load_checkpoint(path: str | Path, device="cpu") -> Checkpoint:
-    """Read a checkpoint written by ``save_checkpoint``.
+    """Read a checkpoint written by ``save_checkpoint`` (a file, or a run folder holding ``checkpoint.pt``).
 
     Raises:
-        ValueError: the file is not a swarp.train checkpoint, or it holds anything but tensors and
-            plain values (``weights_only`` refused it: nothing in it was run).
+        FileNotFoundError: there is no such file.
+        ValueError: the file is not a readable swarp.train checkpoint (truncated, empty, foreign, an
+            entry missing or of the wrong kind, weights that do not fit its dimensions or are not
+            finite), or it holds anything but tensors and plain values (``weights_only`` refused
+            it: nothing in it was run). The message names the file.
     """
+    path = checkpoint_path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         raise ValueError(f"{path}: refused, it holds objects other than tensors and plain values ({error})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a {FORMAT} checkpoint")
+    except Exception as error:  # truncated, empty, a text file...: torch.load raises what its reader met
+        raise ValueError(f"{path}: not a readable swarp.train checkpoint ({type(error).__name__}: {error})") from None
+    if not isinstance(data, dict) or data.get("format") not in READABLE:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path}: not a {FORMAT} checkpoint (found {found!r})")
+    try:
+        return _read(data, path, device)
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        detail = f"no entry {error}" if isinstance(error, KeyError) else str(error)
+        raise ValueError(f"{path}: a damaged checkpoint: {detail}") from None
+
+
+def _read(data: dict, path: Path, device) -> Checkpoint:
     config = TrainConfig(**data["config"])
     task = Task(**data["task"])
     dims = data["dims"]
+    for name in ("n_agents", "obs_dim", "act_dim"):
+        if isinstance(dims[name], bool) or not isinstance(dims[name], int) or dims[name] < 1:
+            raise ValueError(f"dims[{name!r}] must be an int >= 1, got {dims[name]!r}")
+    low, high = data["action_low"], data["action_high"]
+    if not (isinstance(low, torch.Tensor) and isinstance(high, torch.Tensor)
+            and low.shape == high.shape == (dims["n_agents"], dims["act_dim"])):  # fmt: skip
+        raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}]")
+    for name in ("normalizer", "actor", "critic"):
+        for key, tensor in data[name].items():
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"{name}.{key} is not a tensor")
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise ValueError(f"{name}.{key} holds non-finite values (the weights of a diverged run)")
     normalizer = Normalizer(1, dims["obs_dim"], enabled=config.norm_obs)
     normalizer.load_state_dict(data["normalizer"])
-    actor = Actor(1, dims["obs_dim"], data["action_low"], data["action_high"], config.hidden, config.depth, 0.0)
-    actor.load_state_dict(data["actor"])
+    actor = Actor(1, dims["obs_dim"], low, high, config.hidden, config.depth, 0.0)
+    # The box comes from the bounds (kept once where every agent shares it), not the saved buffers.
+    actor.load_state_dict({k: v for k, v in data["actor"].items() if k not in ("center", "half_range")}, strict=False)
+    missing = set(actor.state_dict()) - set(data["actor"])
+    if missing:
+        raise KeyError(f"actor.{sorted(missing)[0]}")
     critic = Critic(1, dims["obs_dim"], dims["n_agents"], config.hidden, config.depth, config.algorithm == "mappo")
     critic.load_state_dict(data["critic"])
+    seed, extra = data["seed"], data["extra"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or not isinstance(extra, dict):
+        raise TypeError("seed must be an int and extra a dict")
+    if not isinstance(data["scenario"], str):
+        raise TypeError("scenario must be a string")
+    resume = data.get("resume")
+    if resume is not None and not isinstance(resume, dict):
+        raise TypeError("resume must be a dict")
     policy = Policy(normalizer, actor).to(device)
-    return Checkpoint(data["scenario"], data["seed"], config, task, policy, critic.to(device), data["extra"])
+    return Checkpoint(data["scenario"], seed, config, task, policy, critic.to(device), extra, path, dict(dims), resume)
 
 
-def resolve_policy(policy, scenario: str | None, device, caller: str) -> tuple[Policy, str, Task | None]:
-    """``(policy, scenario, task)`` from a ``Policy`` and its scenario, or from a checkpoint path (its
-    scenario unless ``scenario`` is given, its task record). ``task`` is ``None`` for a policy object.
+def resolve_policy(policy, scenario: str | None, device, caller: str) -> tuple[Policy, str, Task | None, str]:
+    """``(policy, scenario, task, origin)`` from a ``Policy`` and its scenario, or from a checkpoint
+    path. ``task`` is the checkpoint's task record where the scenario is the checkpoint's own (its
+    options, its episode length), ``None`` otherwise (a policy object, or a checkpoint asked to act
+    in another scenario: that scenario's record applies). ``origin`` describes where the policy
+    came from, for messages.
 
     Raises:
-        ValueError: a policy object without a scenario name (``caller`` names the function).
+        ValueError: a policy object without a scenario name (``caller`` names the function), or a
+            path that is no checkpoint.
     """
-    task = None
-    if not isinstance(policy, torch.nn.Module):
+    task, origin = None, "the policy"
+    if isinstance(policy, (str, Path)):
         loaded = load_checkpoint(policy, device=device)
-        policy, scenario, task = loaded.policy, scenario or loaded.scenario, loaded.task
+        origin = (f"checkpoint {loaded.path} (trained on {loaded.scenario} with options {loaded.task.options}, "
+                  f"max_steps {loaded.task.max_steps})")  # fmt: skip
+        if scenario is None or scenario == loaded.scenario:
+            task = loaded.task
+        policy, scenario = loaded.policy, scenario or loaded.scenario
     if scenario is None:
         raise ValueError(f"{caller}() needs the scenario name with a policy object")
-    return policy, scenario, task
+    return policy, scenario, task, origin

@@ -1,4 +1,10 @@
-"""The trainer's hyper-parameters, one dataclass, and the command line built from it."""
+"""The trainer's hyper-parameters, one dataclass, checked once at the door, and the command line built from it.
+
+Every field declares its type and, where it has one, its range (``setting``); ``check_fields`` holds
+any dataclass built that way to them, so ``TrainConfig(...)``, ``make_config``, ``--config`` files
+and the flags all refuse a wrong type, a non-finite number or a value out of range with one
+``ValueError`` that names the field, its flag, what it accepts and what it got.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +13,82 @@ import ast
 import dataclasses
 import inspect
 import json
+import math
+import numbers
+import os
 import typing
 from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field accepts: ``low <= x`` (``low < x`` with ``low_open``), ``x <= high``."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+
+    def __contains__(self, x: float) -> bool:
+        above = self.low is None or (x > self.low if self.low_open else x >= self.low)
+        return above and (self.high is None or x <= self.high)
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        return "" if self.high is None else f"<= {self.high:g}"
+
+
+def setting(default, *, at_least: float | None = None, above: float | None = None, at_most: float | None = None,
+            choices: tuple = ()):  # fmt: skip
+    """A dataclass field with its range (``at_least``/``above`` and ``at_most``) or its ``choices``."""
+    low = above if above is not None else at_least
+    return dataclasses.field(default=default, metadata={"range": Range(low, at_most, above is not None),
+                                                        "choices": tuple(choices)})  # fmt: skip
 
 
 @dataclass
 class TrainConfig:
     """Hyper-parameters of a ``swarp.train`` run. Each field's docstring is its ``--help`` text."""
 
-    algorithm: str = "mappo"
+    algorithm: str = setting("mappo", choices=("mappo", "ippo"))
     """mappo (a critic over every agent's observation) or ippo (a critic over the agent's own)"""
-    n_envs: int | None = None
+    n_envs: int | None = setting(None, at_least=1)
     """parallel envs of the training batch (default: 4096 on CUDA, 64 on the CPU)"""
-    rollout_steps: int = 32
+    rollout_steps: int = setting(32, at_least=1)
     """steps per env per iteration (an iteration holds n_envs * rollout_steps env-steps)"""
-    total_steps: int = 50_000_000
-    """training budget [env-steps]"""
-    max_seconds: float | None = None
+    total_steps: int = setting(50_000_000, at_least=1)
+    """training budget [env-steps] (a task record sets the budget that solves its task)"""
+    max_seconds: float | None = setting(None, above=0.0)
     """stop after this much training time [s] (the iteration in flight finishes)"""
-    target_success: float | None = None
-    """stop once a greedy evaluation reaches this success rate"""
-    lr: float = 1e-3
+    target_success: float | None = setting(None, at_least=0.0, at_most=1.0)
+    """stop once a greedy evaluation reaches this success rate (with several seeds: once each seed has)"""
+    lr: float = setting(1e-3, above=0.0)
     """Adam learning rate of actor and critic"""
-    gamma: float = 0.99
+    gamma: float = setting(0.99, at_least=0.0, at_most=1.0)
     """discount factor"""
-    gae_lambda: float = 0.95
+    gae_lambda: float = setting(0.95, at_least=0.0, at_most=1.0)
     """GAE lambda"""
-    clip_coef: float = 0.2
+    clip_coef: float = setting(0.2, above=0.0)
     """PPO ratio clipping"""
-    ent_coef: float = 0.0
+    ent_coef: float = setting(0.0, at_least=0.0)
     """entropy bonus weight (the entropy of the squashed actions, estimated at reparameterized samples)"""
-    vf_coef: float = 0.5
+    vf_coef: float = setting(0.5, at_least=0.0)
     """value loss weight"""
-    epochs: int = 2
+    epochs: int = setting(2, at_least=1)
     """passes over each iteration's batch (2 solves navigation sooner than 4, H200 and CPU: docs/training.md)"""
-    minibatches: int = 4
+    minibatches: int = setting(4, at_least=1)
     """minibatches per pass"""
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = setting(1.0, above=0.0)
     """gradient clipping (global norm)"""
-    hidden: int = 128
+    hidden: int = setting(128, at_least=1)
     """width of the hidden layers of actor and critic"""
-    depth: int = 2
+    depth: int = setting(2, at_least=1)
     """hidden layers of actor and critic"""
-    init_log_std: float = -0.5
+    init_log_std: float = setting(-0.5, at_least=-50.0, at_most=5.0)
     """initial log standard deviation of the pre-squash Gaussian"""
     norm_obs: bool = True
     """running observation normalization (statistics updated once per iteration, on the device)"""
@@ -61,12 +100,14 @@ class TrainConfig:
     """TF32 matmuls on CUDA"""
     bf16: bool = False
     """bf16 autocast of the update's forward passes (CUDA)"""
-    eval_every: int = 10
+    eval_every: int = setting(10, at_least=0)
     """greedy evaluation every this many iterations (0: only at the end)"""
-    eval_envs: int = 1024
+    eval_envs: int = setting(1024, at_least=1)
     """episodes of each greedy evaluation during training"""
-    log_every: int = 1
+    log_every: int = setting(1, at_least=1)
     """read the metrics back every this many iterations (each read is a host sync)"""
+    checkpoint_every: int = setting(200, at_least=0)
+    """write each run's resumable checkpoint.pt every this many iterations (0: only at the end or on Ctrl-C)"""
     run_dir: str = "runs"
     """folder of the run folders ("" writes nothing)"""
     progress: bool = True
@@ -75,54 +116,125 @@ class TrainConfig:
     """data-parallel over the processes torchrun starts (NCCL on GPUs, gloo on the CPU): n_envs and
     eval_envs are global, each rank simulates its shard, gradients and statistics are averaged"""
 
+    def __post_init__(self) -> None:
+        for name, value in check_fields(type(self), self.__dict__).items():
+            setattr(self, name, value)
+
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field out of range."""
-        if self.algorithm not in ("mappo", "ippo"):
-            raise ValueError(f"algorithm must be 'mappo' or 'ippo', got {self.algorithm!r}")
+        """Raise ``ValueError`` naming the first field of the wrong type, non-finite or out of range,
+        or the fields that disagree with each other."""
+        self.__post_init__()  # fields may have been assigned since construction
         if self.n_envs is None:
-            raise ValueError("n_envs is unset: swarp.train.train picks it from the device")
-        for name in ("n_envs", "rollout_steps", "total_steps", "epochs", "minibatches", "hidden", "depth", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            raise ValueError("TrainConfig.n_envs is unset: swarp.train.train picks it from the device")
         if (self.n_envs * self.rollout_steps) % self.minibatches:
             raise ValueError(
-                f"n_envs * rollout_steps ({self.n_envs * self.rollout_steps}) must be a multiple of minibatches "
-                f"({self.minibatches})"
+                f"TrainConfig: n_envs * rollout_steps ({self.n_envs} * {self.rollout_steps}) must be a multiple of "
+                f"minibatches ({self.minibatches})"
             )
-        for name in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.lr <= 0 or self.clip_coef <= 0 or self.max_grad_norm <= 0:
-            raise ValueError("lr, clip_coef and max_grad_norm must be > 0")
-        if self.eval_every < 0 or self.eval_envs < 1:
-            raise ValueError("eval_every must be >= 0 and eval_envs >= 1")
+
+
+def check_fields(cls, values: dict, source: str = "") -> dict:
+    """``values`` (field name -> value) checked against dataclass ``cls``'s field types and ranges.
+
+    Accepted: for an ``int`` field an integer (not a bool); for a ``float`` field a finite real number
+    (not a bool); for a ``bool`` field ``True``/``False``; for a ``str`` field a string or a path; for
+    ``X | None`` also ``None``. Returns the values as those types (a numpy integer becomes an int).
+
+    Raises:
+        ValueError: an unknown field name, or a value that does not fit; the message names the field,
+            its flag, what it accepts and what it got (prefixed by ``source``, e.g. a file's path).
+    """
+    prefix = f"{source}: " if source else ""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ValueError(f"{prefix}unknown {cls.__name__} fields {unknown}; valid: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    checked = {}
+    for name, value in values.items():
+        try:
+            checked[name] = _check_value(value, hints[name], fields[name].metadata)
+        except ValueError as error:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{prefix}{cls.__name__}.{name} ({flag}) {error}") from None
+    return checked
+
+
+def _check_value(value, kind, metadata):
+    """``value`` as field type ``kind`` (``T`` or ``T | None``) within ``metadata``'s range/choices."""
+    args = typing.get_args(kind)
+    optional = type(None) in args
+    base = next(t for t in args if t is not type(None)) if optional else kind
+    valid = metadata.get("range") or Range()
+    choices = metadata.get("choices") or ()
+    expected = {bool: "a bool (True or False)", int: "an int", float: "a finite number", str: "a string"}[base]
+    if choices:
+        expected = "one of " + ", ".join(map(repr, choices))
+    elif str(valid):
+        expected += f" {valid}"
+    if optional:
+        expected += " or None"
+    if value is None and optional:
+        return None
+    got = f"got {value!r} ({type(value).__name__})"
+    if base is bool:
+        ok = isinstance(value, (bool, np.bool_))
+        value = bool(value) if ok else value
+    elif base is int:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+        value = int(value) if ok else value
+    elif base is float:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+        if ok:
+            value = float(value)
+            ok = math.isfinite(value)
+    else:
+        value = os.fspath(value) if isinstance(value, os.PathLike) else value
+        ok = isinstance(value, str)
+    if ok and base in (int, float):
+        ok = value in valid
+    if ok and choices:
+        ok = value in choices
+    if not ok:
+        raise ValueError(f"must be {expected}, {got}")
+    return value
 
 
 def make_config(overrides: dict | None = None, task_overrides: dict | None = None) -> TrainConfig:
     """A validated ``TrainConfig``: the defaults, then the task's overrides, then the caller's.
 
     Raises:
-        ValueError: an unknown field name or a value out of range.
+        ValueError: an unknown field name or a value of the wrong type, non-finite or out of range
+            (the field and the value named).
     """
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    values: dict = {}
-    for source in (task_overrides or {}, overrides or {}):
-        unknown = sorted(set(source) - names)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig fields {unknown}; valid: {sorted(names)}")
-        values.update(source)
+    values = {
+        **check_fields(TrainConfig, task_overrides or {}, "the task record"),
+        **check_fields(TrainConfig, overrides or {}),
+    }
     config = TrainConfig(**values)
     config.validate()
     return config
 
 
 def load_config_file(path: str) -> dict:
-    """Field overrides from a JSON file (an object of ``TrainConfig`` field names to values)."""
-    with open(path) as f:
-        data = json.load(f)
+    """Field overrides from a JSON file (an object of ``TrainConfig`` field names to values), checked.
+
+    Raises:
+        ValueError: the file is missing or unreadable, is not one JSON object, or holds an unknown
+            field or a bad value; the message names the file (``--config PATH``).
+    """
+    source = f"--config {path}"
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as error:
+        raise ValueError(f"{source}: cannot read the file ({error.strerror or error})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{source}: not a JSON file ({error}); it holds one JSON object of TrainConfig "
+                         'fields, e.g. {"lr": 3e-4, "epochs": 4}') from None  # fmt: skip
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a config file holds one JSON object, got {type(data).__name__}")
-    return data
+        raise ValueError(f"{source}: a config file holds one JSON object, got {type(data).__name__}")
+    return check_fields(TrainConfig, data, source)
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -150,7 +262,13 @@ def add_fields(parser: argparse.ArgumentParser, cls, defaults: bool = True) -> N
 
 
 def parse_dataclass(argv, cls, description: str | None = None):
-    """An instance of dataclass ``cls`` from command-line flags (``add_fields``)."""
+    """An instance of dataclass ``cls`` from command-line flags (``add_fields``), its fields checked
+    (``check_fields``: a bad value exits with argparse's usage error naming the flag)."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_fields(parser, cls)
-    return cls(**vars(parser.parse_args(argv)))
+    values = vars(parser.parse_args(argv))
+    try:
+        values = check_fields(cls, values)
+    except ValueError as error:
+        parser.error(str(error))
+    return cls(**values)

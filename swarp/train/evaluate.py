@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -11,6 +11,7 @@ import torch
 import swarp.distributed as sd
 from swarp.render.video import random_action_fn
 from swarp.scenarios.framework.base import Scenario
+from swarp.train.networks import Policy
 from swarp.train.tasks import Task, episode_success, get_task
 
 #: Evaluation cap [steps] for scenarios without a time limit.
@@ -43,10 +44,8 @@ class Evaluator:
     """
 
     def __init__(self, scenario: str, task: Task, episodes: int, device, seed: int):
-        max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
         # Under torch.distributed each rank plays its shard of the episodes (the results are gathered).
-        self.env = sd.make_shard(scenario, global_n_envs=episodes, device=device, seed=seed, auto_reset=True,
-                                 **max_steps, **task.options)  # fmt: skip
+        self.env = sd.make_shard(scenario, global_n_envs=episodes, device=device, seed=seed, **task.env_kwargs())
         self.task, self.seed = task, seed
         self.steps = self.env.max_steps or MAX_EVAL_STEPS
 
@@ -90,6 +89,27 @@ class Evaluator:
         return lambda obs: scenario.scripted_actions()
 
 
+def check_evaluation(episodes, seed) -> None:
+    """Raise ``ValueError`` unless ``episodes`` is an int >= 1 and ``seed`` an int in [0, 2^31)."""
+    for name, value, low, high in (("episodes", episodes, 1, None), ("seed", seed, 0, 2**31 - 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low or (high and value > high):
+            span = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise ValueError(f"{name} must be an int {span}, got {value!r}")
+
+
+def check_policy_fits(policy, env, scenario: str, task: Task, origin: str) -> None:
+    """Raise ``ValueError`` unless ``policy`` (a ``swarp.train.Policy``) can act in ``env``: the same
+    observation and action widths and action box, an agent count it acts for. Other callables pass."""
+    if not isinstance(policy, Policy):
+        return
+    low, high = env.action_bounds
+    try:
+        policy.check_fits(env.n_agents, env.obs_dim, env.act_dim, low, high)
+    except ValueError as error:
+        raise ValueError(f"{origin} cannot act in {scenario} with options {task.options} (max_steps "
+                         f"{task.max_steps}): that env has {error}") from None  # fmt: skip
+
+
 def summary(result: dict[str, torch.Tensor]) -> dict[str, float]:
     """Success rate, its 95% Wilson interval and the mean return of an ``Evaluator`` result."""
     n, k = result["success"].numel(), int(result["success"].sum())
@@ -104,26 +124,34 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
 
     Args:
         policy: A ``swarp.train.Policy`` (observations [E, A, O] -> actions [E, A, U]), or the path
-            of a checkpoint written by ``swarp.train.train``.
-        scenario: The scenario (default: the checkpoint's).
-        episodes: Fresh episodes (one per env) to score.
+            of a checkpoint written by ``swarp.train.train`` (or of its run folder).
+        scenario: The scenario (default: the checkpoint's; another scenario runs under its own task
+            record, where the checkpoint's policy fits it).
+        episodes: Fresh episodes (one per env) to score, >= 1.
         device: Where to run (default: CUDA when available).
-        seed: The episodes' reset seed (the training runs' own seeds are 0, 1, ...: keep it apart).
-        options: Scenario options over the task's (a checkpoint's task, else the scenario's record).
+        seed: The episodes' reset seed in [0, 2^31) (the training runs' own seeds are 0, 1, ...:
+            keep it apart).
+        options: Scenario options over the task's (a checkpoint's task, else the scenario's record);
+            ``max_steps`` sets the episode length.
 
     Returns:
         ``{"policy": {...}, "random": {...}, "scripted": {...}}`` (``"scripted"`` only where the
         scenario has a scripted controller), each with ``success``, ``success_low``, ``success_high``
         (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``.
+
+    Raises:
+        ValueError: a bad argument, a damaged checkpoint, or a policy that cannot act in the
+            scenario (the observation or action width, the agent count or the action box differs:
+            the message names both sides).
     """
     from swarp.train.checkpoint import resolve_policy
 
+    check_evaluation(episodes, seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    policy, scenario, task = resolve_policy(policy, scenario, device, "evaluate")
-    task = task or get_task(scenario)
-    if options:
-        task = dataclasses.replace(task, options={**task.options, **options})
+    policy, scenario, task, origin = resolve_policy(policy, scenario, device, "evaluate")
+    task = (task or get_task(scenario)).with_options(options)
     evaluator = Evaluator(scenario, task, episodes, device, seed)
+    check_policy_fits(policy, evaluator.env, scenario, task, origin)
     policy = policy.to(evaluator.env.torch_device)
     result = {"policy": summary(evaluator(policy)), "random": summary(evaluator(evaluator.random_actions(seed)))}
     scripted = evaluator.scripted_actions()

@@ -109,13 +109,17 @@ class Normalizer(nn.Module):
 class Actor(nn.Module):
     """Shared Gaussian policy: each agent's normalized observation [K, ..., A, O] -> the mean
     [K, ..., A, U] of a Gaussian over pre-squash actions; ``squash`` maps a sample into the physical
-    box ``[low, high]`` ([A, U] each) through tanh. The log standard deviation is a learned [K, U]."""
+    box ``[low, high]`` ([A, U] each) through tanh. The log standard deviation is a learned [K, U].
+    Where every agent has the same box it is kept once ([K, 1, U]), so the actor acts for any number
+    of agents."""
 
     def __init__(self, k: int, obs_dim: int, low: torch.Tensor, high: torch.Tensor, hidden: int, depth: int,
                  init_log_std: float):  # fmt: skip
         super().__init__()
         if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
             raise ValueError("the scenario's action bounds must be finite for a squashed policy")
+        if bool((low == low[:1]).all() and (high == high[:1]).all()):
+            low, high = low[:1], high[:1]  # one box for every agent
         act_dim = low.shape[-1]
         self.net = StackedMLP(k, obs_dim, act_dim, hidden, depth)
         self.log_std = nn.Parameter(torch.full((k, act_dim), float(init_log_std)))
@@ -177,14 +181,60 @@ class Critic(nn.Module):
 
 class Policy(nn.Module):
     """The trained policy of one run: observations [E, A, O] -> greedy physical actions [E, A, U]
-    (tanh of the Gaussian mean, in the scenario's bounds), in the observations' dtype."""
+    (tanh of the Gaussian mean, in the scenario's bounds), in the observations' dtype. One network
+    shared by the agents: it acts for any agent count A where all agents were trained in one action
+    box (``n_agents`` is then ``None``), else for the A agents it was trained with."""
 
     def __init__(self, normalizer: Normalizer, actor: Actor):
         super().__init__()
         self.normalizer, self.actor = normalizer, actor
 
+    @property
+    def obs_dim(self) -> int:
+        return self.normalizer.mean.shape[-1]
+
+    @property
+    def act_dim(self) -> int:
+        return self.actor.log_std.shape[-1]
+
+    @property
+    def n_agents(self) -> int | None:
+        """The agent count it acts for (``None``: any)."""
+        agents = self.actor.center.shape[-2]
+        return None if agents == 1 else agents
+
+    def action_box(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(low, high)``, each [A, U] ([1, U] for one box shared by any number of agents)."""
+        center, half = self.actor.center[0], self.actor.half_range[0]
+        return center - half, center + half
+
+    def check_fits(self, n_agents: int, obs_dim: int, act_dim: int, low: torch.Tensor, high: torch.Tensor) -> None:
+        """Raise ``ValueError`` naming the mismatch unless this policy can act in an env of ``n_agents``
+        agents, ``obs_dim`` observation and ``act_dim`` action columns, and action box ``low``,
+        ``high`` ([A, U] each, physical units)."""
+        problems = []
+        if obs_dim != self.obs_dim:
+            problems.append(f"observations of {obs_dim} columns, not {self.obs_dim}")
+        if act_dim != self.act_dim:
+            problems.append(f"actions of {act_dim} columns, not {self.act_dim}")
+        elif self.n_agents is not None and n_agents != self.n_agents:
+            problems.append(f"{n_agents} agents, not the {self.n_agents} its per-agent action boxes were trained for")
+        else:
+            mine_low, mine_high = (b.to(low.device, torch.float32).expand(low.shape) for b in self.action_box())
+            if not (torch.allclose(mine_low, low.float(), rtol=1e-6, atol=1e-6)
+                    and torch.allclose(mine_high, high.float(), rtol=1e-6, atol=1e-6)):  # fmt: skip
+                problems.append(f"action box [{low.tolist()}, {high.tolist()}], not the trained "
+                                f"[{mine_low.tolist()}, {mine_high.tolist()}]")  # fmt: skip
+        if problems:
+            raise ValueError("; ".join(problems))
+
     @torch.no_grad()
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if obs.dim() != 3 or obs.shape[-1] != self.obs_dim:
+            raise ValueError(f"the policy takes observations [E, A, {self.obs_dim}], got {list(obs.shape)}")
+        if self.n_agents is not None and obs.shape[1] != self.n_agents:
+            raise ValueError(f"the policy acts for {self.n_agents} agents (their action boxes differ), got "
+                             f"observations of {obs.shape[1]} agents")  # fmt: skip
         x = self.normalizer(obs.float().unsqueeze(0))
         return self.actor.squash(self.actor(x))[0].to(obs.dtype)
 

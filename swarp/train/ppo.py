@@ -70,6 +70,10 @@ class Buffers:
 EPISODES, SUCCESSES, RETURN_SUM = range(3)
 #: Columns of the device-side update statistics (sums over minibatch steps).
 LOSS_NAMES = ("policy_loss", "value_loss", "approx_kl", "clip_fraction")
+#: Columns of ``Trainer.health`` (raised inside the captured update), then of the env's own flags
+#: that ``health_flags`` appends: what went non-finite.
+UPDATE_CHECKS = ("loss", "gradient norm", "parameters")
+HEALTH_CHECKS = (*UPDATE_CHECKS, "environment state, observation or reward", "actions")
 
 
 @dataclass
@@ -94,6 +98,7 @@ class Trainer:
     update_stats: torch.Tensor  # [K, 4] float64 sums, see LOSS_NAMES; zeroed at each update
     return_state: torch.Tensor  # [K, E, A] running discounted return (norm_returns)
     return_var: Normalizer  # running variance of return_state (norm_returns)
+    health: torch.Tensor  # [K, len(UPDATE_CHECKS)] bool, sticky: a non-finite loss, gradient norm or parameter seen
     stages: dict[str, Graphed] = field(default_factory=dict)
     run_streams: list = field(default_factory=list)  # CUDA, K > 1: run k's env steps on stream k, concurrently
 
@@ -106,6 +111,7 @@ class Trainer:
         minibatch orders (``rank_seed``), and averages gradients and statistics over ranks."""
         if len(envs) != len(seeds) or not envs:
             raise ValueError(f"one env per seed: {len(envs)} envs, {len(seeds)} seeds")
+        config.validate()
         env = envs[0]
         for other in envs:
             if not other.auto_reset:
@@ -143,6 +149,7 @@ class Trainer:
             update_stats=torch.zeros(K, len(LOSS_NAMES), dtype=torch.float64, device=dev),
             return_state=torch.zeros(K, E, A, device=dev),
             return_var=Normalizer(K, 1, enabled=config.norm_returns).to(dev),
+            health=torch.zeros(K, len(UPDATE_CHECKS), dtype=torch.bool, device=dev),
         )
         for run_env, seed in zip(envs, seeds, strict=True):
             run_env.reset(seed=int(seed))
@@ -258,6 +265,9 @@ class Trainer:
                 index = (runs, order[:, i * size : (i + 1) * size])
                 self.minibatch_step(obs[index], raw[index], old_log_prob[index], advantage[index], returns[index])
         self.normalizer.update(b.obs)  # after the update: it used the statistics the rollout used
+        with torch.no_grad():  # one reduction per parameter tensor an iteration
+            largest = torch.stack([p.detach().abs().flatten(1).amax(1) for p in self.parameters()]).amax(0)
+            self.health[:, 2] |= ~torch.isfinite(largest)
 
     def minibatch_step(self, obs, raw, old_log_prob, advantage, returns) -> None:
         """One gradient step of every run on its minibatch ([K, M, A, ...] each)."""
@@ -274,6 +284,7 @@ class Trainer:
         loss = policy_loss + cfg.vf_coef * value_loss
         if cfg.ent_coef:
             loss = loss - cfg.ent_coef * self.actor.squashed_entropy(mean.float(), self.noise(mean))
+        self.health[:, 0] |= ~torch.isfinite(loss.detach())
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # runs share no parameter: each run's gradient is its own loss's
         sd.all_reduce_gradients(self.parameters())  # data-parallel: the mean over ranks (no-op alone)
@@ -294,6 +305,7 @@ class Trainer:
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads])  # [P, K]
         total = torch.linalg.vector_norm(norms, dim=0)  # [K]
+        self.health[:, 1] |= ~torch.isfinite(total)
         scale = (self.config.max_grad_norm / (total + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
@@ -336,6 +348,74 @@ class Trainer:
         """Wall time spent capturing the stages' graphs [s]."""
         return sum(stage.capture_seconds for stage in self.stages.values())
 
+    def health_flags(self) -> torch.Tensor:
+        """[K, len(HEALTH_CHECKS)] bool device tensor: per run, which checks have failed so far (the
+        update's sticky flags, then the env's ``non_finite()`` and ``invalid_actions()``). A few
+        device ops, no host sync; under ``torch.distributed`` the ranks' flags are or-ed (a collective)."""
+        env_flags = torch.stack([torch.stack([env.non_finite(), env.invalid_actions()]) for env in self.envs])
+        flags = torch.cat([self.health, env_flags.to(self.health.device)], dim=1)
+        return sd.all_reduce(flags.int(), "max").bool() if sd.is_distributed() else flags
+
+    # --- a run's state, to resume it ---------------------------------------------------------------
+
+    def run_networks(self, k: int) -> dict[str, dict[str, torch.Tensor]]:
+        """Run ``k``'s networks as CPU ``state_dict``s: ``normalizer``, ``actor``, ``critic`` (each [1, ...])."""
+        return {name: _cpu_state(take_run(getattr(self, name), k)) for name in ("normalizer", "actor", "critic")}
+
+    def run_state(self, k: int) -> dict:
+        """Everything of run ``k`` that decides its next iteration, on the CPU: its networks and
+        return statistics, its slice of Adam's state, its generator, its env's ``get_state()`` and the
+        running episode tallies. ``load_run_states`` puts it back; the iterations that follow are
+        the ones the run would have trained (on the CPU bit for bit)."""
+        optimizer = []
+        for p in self.parameters():
+            state = self.optimizer.state.get(p, {})
+            optimizer.append({key: (v if v.dim() == 0 else v[k : k + 1]).detach().cpu().clone()
+                              for key, v in state.items()})  # fmt: skip
+        return {
+            **self.run_networks(k),
+            "return_var": _cpu_state(take_run(self.return_var, k)),
+            "optimizer": optimizer,
+            "generator": self.generators[k].get_state().cpu(),
+            "env": {key: v.detach().cpu() for key, v in self.envs[k].get_state().items()},
+            "episode_return": self.episode_return[k].cpu().clone(),
+            "episode_stats": self.episode_stats[k].cpu().clone(),
+            "return_state": self.return_state[k].cpu().clone(),
+            "health": self.health[k].cpu().clone(),
+        }
+
+    def load_run_states(self, states: list[dict]) -> None:
+        """Put back ``run_state(k)`` of every run (``states[k]`` for run k), before the first iteration.
+
+        Raises:
+            ValueError: ``states`` does not match this trainer (runs, shapes): nothing is changed then.
+        """
+        if len(states) != self.n_runs:
+            raise ValueError(f"{len(states)} run states for a trainer of {self.n_runs} runs")
+        params = self.parameters()
+        try:
+            modules = {name: _stack_states([s[name] for s in states]) for name in
+                       ("normalizer", "actor", "critic", "return_var")}  # fmt: skip
+            optimizer = self.optimizer.state_dict()
+            for i in range(len(params)):
+                entries = [s["optimizer"][i] for s in states]
+                if entries[0]:
+                    optimizer["state"][i] = {key: v if v.dim() == 0 else torch.cat([e[key] for e in entries])
+                                             for key, v in entries[0].items()}  # fmt: skip
+            for name, state in modules.items():
+                getattr(self, name).load_state_dict(state)
+            self.optimizer.load_state_dict(optimizer)
+        except (KeyError, IndexError, RuntimeError, TypeError) as error:
+            detail = f"{type(error).__name__}: {error}"
+            raise ValueError(f"the saved run states do not fit this trainer ({detail})") from None
+        for k, (state, env) in enumerate(zip(states, self.envs, strict=True)):
+            self.generators[k].set_state(state["generator"])
+            env.set_state({key: v.to(env.torch_device) for key, v in state["env"].items()})
+            self.episode_return[k].copy_(state["episode_return"])
+            self.episode_stats[k].copy_(state["episode_stats"])
+            self.return_state[k].copy_(state["return_state"])
+            self.health[k].copy_(state["health"])
+
 
 class StageClock:
     """Per-stage device time of iterations: CUDA events (no sync until ``read``), or the host clock
@@ -365,6 +445,15 @@ class StageClock:
             totals.setdefault(name, []).append(seconds * 1e6)
         self.marks.clear()
         return {name: sum(v) / len(v) for name, v in totals.items()}
+
+
+def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().cpu() for name, tensor in module.state_dict().items()}
+
+
+def _stack_states(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Per-run ``state_dict``s ([1, ...] each) -> one of the K runs ([K, ...])."""
+    return {name: torch.cat([state[name] for state in states]) for name in states[0]}
 
 
 def _on_stream(stream, main):

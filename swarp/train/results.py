@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarp.scenarios.framework.base import import_scenario_modules, scenario_names
+from swarp.train.cli import fraction, positive_float, positive_int, seed
 
 #: The bar of "solved": greedy success on fresh episodes.
 SOLVED = 0.90
@@ -180,6 +181,7 @@ def plot_curves(runs: list[Run], path: Path) -> None:
     axes.flat[0].set_ylabel("greedy success")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
@@ -210,10 +212,10 @@ def main(argv=None) -> None:
     run.add_argument("out", type=Path)
     run.add_argument("--scenarios", nargs="+", default=scenario_names(), choices=scenario_names())
     run.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"], choices=["mappo", "ippo"])
-    run.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    run.add_argument("--max-seconds", type=float, default=300.0, help="training budget per process [s]")
-    run.add_argument("--target", type=float, default=0.95, help="stop once every seed's evaluation reaches this")
-    run.add_argument("--parallel", type=int, default=1,
+    run.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2])
+    run.add_argument("--max-seconds", type=positive_float, default=300.0, help="training budget per process [s]")
+    run.add_argument("--target", type=fraction, default=0.95, help="stop once every seed's evaluation reaches this")
+    run.add_argument("--parallel", type=positive_int, default=1,
                      help="processes at a time on the device (GPU processes time-slice: 12 at once ran each ~10x "
                           "slower than 2 at once, docs/results.md)")  # fmt: skip
     run.add_argument("--device", default=None)
@@ -223,7 +225,7 @@ def main(argv=None) -> None:
     table.add_argument("out", type=Path)
     table.add_argument("--markdown", type=Path, default=None, help="write the table here (default: print it)")
     table.add_argument("--figure", type=Path, default=None, help="write the learning curves here (PNG)")
-    table.add_argument("--threshold", type=float, default=SOLVED)
+    table.add_argument("--threshold", type=fraction, default=SOLVED)
     gifs = sub.add_parser("gifs", help="a GIF of each scenario's first run")
     gifs.add_argument("out", type=Path)
     gifs.add_argument("--dir", type=Path, required=True)
@@ -240,6 +242,7 @@ def main(argv=None) -> None:
     if args.command == "table":
         text = summary_table(runs, args.threshold) + "\n" + markdown_table(runs, args.threshold)
         if args.markdown:
+            args.markdown.parent.mkdir(parents=True, exist_ok=True)
             args.markdown.write_text(text)
         else:
             print(text)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from swarp.env.make import make
+from swarp.render.video import check_video_path
+from swarp.train.evaluate import check_policy_fits
 from swarp.train.tasks import get_task
 
 
 def write_video(policy, path, scenario: str | None = None, *, device=None, seed: int = 0, n_envs: int = 4,
-                steps: int | None = None, fps: float = 15.0, tile_size: int = 192) -> Path:  # fmt: skip
+                steps: int | None = None, fps: float = 15.0, tile_size: int = 192,
+                options: dict | None = None) -> Path:  # fmt: skip
     """Write ``n_envs`` envs (a mosaic) under the greedy ``policy`` for ``steps`` steps (default: one
     episode) to ``path`` (``.gif`` or ``.mp4``).
 
@@ -18,6 +21,7 @@ def write_video(policy, path, scenario: str | None = None, *, device=None, seed:
         scenario: The scenario (default: the checkpoint's; required with a policy object).
         device: Where to simulate (default: CPU; rendering reads the state back anyway).
         seed: Reset seed of the episodes shown.
+        options: Scenario options over the task's (as ``swarp.train.evaluate``'s).
 
     Returns:
         The path written.
@@ -25,11 +29,12 @@ def write_video(policy, path, scenario: str | None = None, *, device=None, seed:
     from swarp.render import save_video
     from swarp.train.checkpoint import resolve_policy
 
+    check_video_path(path)
     device = device or "cpu"
-    policy, scenario, task = resolve_policy(policy, scenario, device, "write_video")
-    task = task or get_task(scenario)
-    max_steps = {} if task.max_steps is None else {"max_steps": task.max_steps}
-    env = make(scenario, n_envs=n_envs, device=device, seed=seed, auto_reset=True, **max_steps, **task.options)
+    policy, scenario, task, origin = resolve_policy(policy, scenario, device, "write_video")
+    task = (task or get_task(scenario)).with_options(options)
+    env = make(scenario, n_envs=n_envs, device=device, seed=seed, **task.env_kwargs())
+    check_policy_fits(policy, env, scenario, task, origin)
     env.reset(seed=seed)
     policy = policy.to(env.torch_device)
     steps = steps if steps is not None else (env.max_steps or 200)

@@ -10,7 +10,7 @@ import torch
 import swarp
 from swarp.scenarios.framework.base import get_scenario
 from swarp.train import Evaluator, evaluate, get_task, train
-from swarp.train.__main__ import scenario_option
+from swarp.train.cli import scenario_option
 from swarp.train.results import load_runs, markdown_table, plot_curves, run_all, summary_table
 from swarp.train.tasks import TASKS
 
@@ -119,3 +119,35 @@ def test_the_results_table_reads_run_folders(tmp_path):
 def _tiny_policy(name):
     return train(name, device="cpu", n_envs=8, total_steps=64, rollout_steps=8, eval_every=0, eval_envs=8,
                  run_dir="", progress=False).policy  # fmt: skip
+
+
+def test_every_built_in_record_carries_the_budget_that_solves_it():
+    """``python -m swarp.train SCENARIO`` with nothing else trains to the record's target within its
+    budget (docs/results.md checks both on seeds 3-5); the config takes them unless the caller says."""
+    from swarp.train import make_config
+
+    for name, task in TASKS.items():
+        assert task.total_steps is not None and task.target_success is not None, name
+        config = make_config({"n_envs": 64}, task.config_overrides())
+        assert (config.total_steps, config.target_success) == (task.total_steps, task.target_success), name
+    config = make_config({"n_envs": 64, "total_steps": 10}, TASKS["give_way"].config_overrides())
+    assert config.total_steps == 10 and config.target_success == TASKS["give_way"].target_success
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"overrides": {"total_steps": 5}}, "Task.total_steps"),
+        ({"overrides": {"lr": "fast"}}, "Task.overrides: TrainConfig.lr"),
+        ({"max_steps": 0}, "Task.max_steps"),
+        ({"success": "won"}, "Task.success"),
+        ({"options": {"seed": 1}}, "may not set 'seed'"),
+        ({"options": {"max_steps": 5}}, "Task.max_steps"),
+        ({"target_success": 2.0}, "Task: TrainConfig.target_success"),
+    ],
+)
+def test_a_bad_task_record_is_refused(fields, words):
+    from swarp.train import Task
+
+    with pytest.raises(ValueError, match=words):
+        Task(**fields)
