@@ -6,9 +6,40 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
+s32)
+  # Issue 55 in one call: the whole GPU suite in one run (a process history must not break the
+  # trainer) beside every scenario's task record with nothing else on seeds 3-5 (never tuned on), in
+  # three streams (spread; give_way and drone_navigation; the rest): up to four processes share the
+  # GPU, so the training wall-clocks are upper bounds. Then the trainer's speed against the tree
+  # before, alone (carry .ab/base: git archive 1700cc2 swarp). SKIP_SUITE=1 / SKIP_AB=1 leave those
+  # out. Run folders come back trimmed, in one archive.
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  if [ -z "${SKIP_SUITE:-}" ]; then
+    (timeout ${SUITE_LIMIT:-420} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+     echo "pytest exit $?" >> "$out/tests_gpu.log") &
+  fi
+  train_scenarios() {
+    for s in "$@"; do
+      echo "== $s"
+      start=$(date +%s)
+      timeout ${LIMIT:-330} $py -m swarp.train "$s" --seeds 3 4 5 --no-progress --run-dir "$out/r/$s/mappo" 2>&1 \
+        | grep -v "^Module\|^Warp"
+      echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
+    done
+  }
+  train_scenarios spread > "$out/train_spread.log" 2>&1 &
+  train_scenarios give_way drone_navigation > "$out/train_long.log" 2>&1 &
+  train_scenarios navigation formation flocking balance sampling transport push_t discovery > "$out/train_short.log" 2>&1
+  wait
+  [ -n "${SKIP_SUITE:-}" ] || tail -4 "$out/tests_gpu.log"
+  cat "$out"/train_*.log | grep "==\|seed\|with start"
+  (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
+  [ -n "${SKIP_AB:-}" ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
+    bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
+  ;;
 scaling_a)
   # Issue 32 on a multi-GPU host (NVLink multicast off): the NCCL tests on every GPU, then the
   # simulator's weak scaling on 1, 2, 4 and 8 GPUs (as many as the host has), navigation x 16.

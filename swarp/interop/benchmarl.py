@@ -14,6 +14,7 @@ environments as ``SwarpEnv(swarp.make(...), layout="agents")``, the layout of To
     task = SwarpTask.NAVIGATION.get_from_yaml()    # the defaults, swarp/interop/benchmarl_tasks/navigation.yaml
     task.config["n_agents"] = 8                     # any scenario option or Environment keyword
     config = ExperimentConfig.get_from_yaml()       # BenchMARL's defaults; then, e.g.:
+    config.loggers = ["csv"]                        # the default adds wandb, which the extra leaves out
     config.sampling_device = config.train_device = config.buffer_device = "cuda"
     config.on_policy_n_envs_per_worker = 600        # swarp envs simulated together (one batch)
     config.on_policy_collected_frames_per_batch = 60_000
@@ -52,7 +53,9 @@ head fits every scenario; a subclass of ``SwarpClass`` with ``action_box = None`
 Per-agent info entries are ``("agents", "info", key)`` (BenchMARL logs them under
 ``collection/agents/info/``), per-env ones ``("info", key)`` (logged under ``collection/info/``);
 neither is an observation. There is no global state and no action mask. Evaluation videos draw env
-0 of the evaluation batch with ``Environment.render``.
+0 of the evaluation batch with ``Environment.render``; BenchMARL's csv logger writes them with
+torchvision, so where torchvision does not import (the CUDA build pip pairs with the CPU torch 2.13)
+``has_render`` is False and evaluations run without them (``video_writer_problem``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -289,8 +293,19 @@ class SwarpClass(TaskClass):
         return False
 
     def has_render(self, env: EnvBase) -> bool:
-        """True: ``Environment.render`` draws any scenario (see ``render_callback``)."""
-        return True
+        """True where BenchMARL can write its evaluation videos: ``Environment.render`` draws any
+        scenario (``render_callback``), but the csv logger writes the video with torchvision
+        (``video_writer_problem``). False, with one warning saying why, where torchvision does not
+        import: the evaluation then runs without a video instead of failing."""
+        problem = video_writer_problem()
+        if problem is not None:  # Python's default filter shows it once
+            warnings.warn(
+                f"swarp's BenchMARL tasks evaluate without videos: {problem}, and BenchMARL's csv logger "
+                f"writes its videos with torchvision.io.write_video; a torchvision built for this torch "
+                f"brings them back (for a CPU torch, from PyTorch's CPU wheel index)",
+                stacklevel=2,
+            )
+        return problem is None
 
     def max_steps(self, env: EnvBase) -> int:
         """The episode length [steps]: the config's ``max_steps``, else the environment's.
@@ -360,6 +375,26 @@ class SwarpClass(TaskClass):
         """An (H, W, 3) uint8 RGB frame [px] of env 0 of ``env`` (``Environment.render``), for
         BenchMARL's evaluation videos."""
         return _base_env(env).sim.render(mode="rgb_array", env_index=0)
+
+
+@functools.cache
+def video_writer_problem() -> str | None:
+    """Why BenchMARL's evaluation videos cannot be written in this process, or None if they can.
+
+    With ``ExperimentConfig.render`` on (BenchMARL's default) and a task whose ``has_render`` is
+    true, the evaluation collects a frame per step and ``benchmarl.experiment.logger.Logger``
+    hands the video to every logger; the csv logger (torchrl's ``CSVLogger``, which
+    ``torchrl.record.loggers.get_logger("csv", ...)`` builds with ``video_format="mp4"``) writes it
+    with ``torchvision.io.write_video``, importing torchvision at that moment. BenchMARL requires
+    torchvision, and the one pip takes beside ``torch==2.13.0`` from PyPI is a CUDA build
+    (0.28.0+cu130) whose import fails under the CPU torch (``RuntimeError: operator torchvision::nms
+    does not exist``). The answer is cached: the import is tried once per process.
+    """
+    try:
+        import torchvision.io  # noqa: F401
+    except Exception as error:  # ImportError, or the RuntimeError of a torchvision built for another torch
+        return f"torchvision does not import here ({type(error).__name__}: {error})"
+    return None
 
 
 class _SwarpTaskBase(Task):

@@ -3,6 +3,7 @@
     python -m swarp.render.demo --save nav.mp4                 # navigation, env 0, 200 steps
     python -m swarp.render.demo --save grid.gif --mosaic 16    # 16 envs in one frame
     python -m swarp.render.demo --scenario navigation          # a window (needs a display)
+    python -m swarp.render.demo --import my_scenario --scenario my_scenario --save mine.gif   # your own
     SDL_VIDEODRIVER=dummy python -m swarp.render.demo --frames 10   # the window, headless
 
 The policy is the scenario's scripted controller (``Scenario.scripted_actions``: in navigation every
@@ -21,6 +22,7 @@ import torch
 
 import swarp
 from swarp.render.video import ActionFn, random_action_fn, save_video
+from swarp.scenarios.framework.base import add_import_flag, import_scenario_modules
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -41,8 +43,10 @@ def scripted_action_fn(env: Environment, seed: int = 0) -> ActionFn:
 
 def main(argv: list[str] | None = None) -> None:
     """Command line entry point (see the module docstring)."""
+    import_scenario_modules(argv)  # --import MODULE registers its scenarios before the choices are listed
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", default="navigation", choices=swarp.scenario_names())
+    add_import_flag(parser)
     parser.add_argument("--save", default=None, help="write a video (.mp4 or .gif) instead of opening a window")
     parser.add_argument("--steps", type=int, default=200, help="steps to record (video only)")
     parser.add_argument("--frames", type=int, default=None, help="close the window after this many frames")

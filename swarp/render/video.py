@@ -118,6 +118,15 @@ def _import_imageio():
     return imageio_v2, imageio_v3
 
 
+def check_video_path(path: str | Path) -> Path:
+    """``path`` as a ``Path``; raises ``ValueError`` unless its suffix is one ``save_video`` writes
+    (check it before the work whose result is to be written)."""
+    path = Path(path)
+    if path.suffix.lower() not in VIDEO_SUFFIXES:
+        raise ValueError(f"video path must end in one of {VIDEO_SUFFIXES}, got {str(path)!r}")
+    return path
+
+
 def save_video(
     env: Environment,
     path: str | os.PathLike,
@@ -146,10 +155,8 @@ def save_video(
     Returns:
         The path written. mp4 frames are padded to even sizes (an H.264 requirement).
     """
-    path = Path(path)
+    path = check_video_path(path)
     suffix = path.suffix.lower()
-    if suffix not in VIDEO_SUFFIXES:
-        raise ValueError(f"video path must end in one of {VIDEO_SUFFIXES}, got {str(path)!r}")
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0:
         raise ValueError(f"fps must be a number > 0, got {fps!r}")
     imageio_v2, imageio_v3 = _import_imageio()

@@ -8,6 +8,7 @@ import sys
 import imageio.v3 as imageio
 import pytest
 
+import swarp
 from swarp.benchmark import render as render_benchmark
 from swarp.render import demo
 
@@ -23,6 +24,25 @@ def test_demo_mosaic_video(tmp_path):
     path = tmp_path / "grid.mp4"
     demo.main(["--save", str(path), "--steps", "2", "--mosaic", "4", "--n-agents", "2", "--size", "128"])
     assert len(imageio.imread(path, index=None)) == 3
+
+
+def test_demo_imports_a_user_scenario_module(tmp_path, monkeypatch):
+    """``--import MODULE`` registers the module's scenarios before ``--scenario``'s choices are listed."""
+    (tmp_path / "demo_scenario_for_tests.py").write_text(
+        "import swarp\n"
+        "from swarp.scenarios.framework.base import get_scenario\n\n\n"
+        "class Mine(get_scenario('spread')):\n"
+        "    name = 'demo_mine_for_tests'\n\n\n"
+        "swarp.register_scenario('demo_mine_for_tests', Mine)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "mine.gif"
+    try:
+        demo.main(["--import", "demo_scenario_for_tests", "--scenario", "demo_mine_for_tests", "--save", str(path),
+                   "--steps", "2", "--n-envs", "1", "--n-agents", "2", "--size", "64"])  # fmt: skip
+        assert imageio.imread(path, index=None).shape == (3, 64, 64, 3)
+    finally:
+        swarp.unregister_scenario("demo_mine_for_tests")
 
 
 def test_demo_opens_the_viewer(monkeypatch):
