@@ -6,6 +6,7 @@
     result = swarp.train.train("navigation", seeds=(0,), total_steps=2_000_000)
     actions = result.policy(obs)                                     # [E, A, O] -> [E, A, U]
     swarp.train.evaluate(result.checkpoint, episodes=4096)
+    swarp.train.resume(result.run_dir, total_steps=4_000_000)        # continue from its checkpoint
 
 The algorithm is ``swarp.train.ppo``; per-scenario defaults are ``swarp.train.tasks``.
 """
@@ -13,9 +14,10 @@ The algorithm is ``swarp.train.ppo``; per-scenario defaults are ``swarp.train.ta
 from swarp.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from swarp.train.config import TrainConfig, make_config
 from swarp.train.evaluate import Evaluator, evaluate, wilson_interval
+from swarp.train.health import TrainingDiverged
 from swarp.train.networks import Actor, Critic, Normalizer, Policy
 from swarp.train.ppo import Trainer
-from swarp.train.run import TrainResult, train
+from swarp.train.run import TrainResult, resume, train
 from swarp.train.tasks import TASKS, Task, get_task
 
 __all__ = [
@@ -30,10 +32,12 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "Trainer",
+    "TrainingDiverged",
     "evaluate",
     "get_task",
     "load_checkpoint",
     "make_config",
+    "resume",
     "save_checkpoint",
     "train",
     "wilson_interval",
