@@ -106,7 +106,7 @@ class TrainConfig:
     """episodes of each greedy evaluation during training"""
     log_every: int = setting(1, at_least=1)
     """read the metrics back every this many iterations (each read is a host sync)"""
-    checkpoint_every: int = setting(200, at_least=0)
+    checkpoint_every: int = setting(500, at_least=0)
     """write each run's resumable checkpoint.pt every this many iterations (0: only at the end or on Ctrl-C)"""
     run_dir: str = "runs"
     """folder of the run folders ("" writes nothing)"""
