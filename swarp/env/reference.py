@@ -29,7 +29,7 @@ import warp as wp
 from swarp.core import params as param_table
 from swarp.runtime.host import host_any, host_rows
 from swarp.runtime.launch import EAGER
-from swarp.runtime.sequence import collector_paused, joined_capture
+from swarp.runtime.sequence import joined_capture, torch_capture
 
 if TYPE_CHECKING:
     from swarp.env.environment import Environment
@@ -220,18 +220,13 @@ def capture_torch(device: torch.device, scenario, work) -> tuple[torch.cuda.CUDA
     """Capture ``work()`` (torch ops and Warp launches joined to torch's capture) as one torch CUDA
     graph: ``(graph, None)``, or ``(None, why)`` where the capture failed or changed an attribute
     of ``scenario`` (a replay would then be wrong). A failed capture ran nothing; the caller's
-    stream and the default generator are repaired."""
+    stream and the random-number bookkeeping are repaired (``sequence.torch_capture``)."""
     before = scenario_fingerprint(scenario)
     graph = torch.cuda.CUDAGraph()
-    caller_stream = torch.cuda.current_stream(device)
     try:
-        with collector_paused(), torch.cuda.graph(graph):
+        with torch_capture(graph, device, what="a torch step's capture"):
             work()
     except Exception as error:  # noqa: BLE001 - any failure of the capture means "run eagerly"
-        # torch.cuda.graph restores the caller's stream only after its capture ends cleanly: a
-        # failed capture would leave torch on the capture's side stream for the whole process.
-        torch.cuda.set_stream(caller_stream)
-        end_failed_capture(device)
         while error.__context__ is not None:  # the first failure, not the capture's end failing after it
             error = error.__context__
         return None, (
@@ -242,19 +237,6 @@ def capture_torch(device: torch.device, scenario, work) -> tuple[torch.cuda.CUDA
     if changed:
         return None, f"the step changes the attribute(s) {', '.join(changed)} while captured"
     return graph, None
-
-
-def end_failed_capture(device: torch.device) -> None:
-    """Undo what a failed ``torch.cuda.graph`` capture leaves behind: torch ends a capture's
-    random-number bookkeeping only when the capture succeeds, and until then every draw from the
-    default CUDA generator raises ("Offset increment outside graph capture"). A capture of one fill
-    ends it; a failed capture ran nothing, so nothing else is left queued."""
-    torch.cuda.synchronize(device)
-    with torch.cuda.device(device):
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            torch.zeros(1, device=device)
-    torch.cuda.synchronize(device)
 
 
 def scenario_fingerprint(scenario) -> dict[str, tuple]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from swarp.train.config import TrainConfig
-from swarp.train.networks import Actor, Critic, Normalizer, Policy
+from swarp.train.networks import Critic, Policy
 from swarp.train.tasks import Task
 
 FORMAT = "swarp.train/2"
@@ -136,14 +136,7 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
                 raise TypeError(f"{name}.{key} is not a tensor")
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise ValueError(f"{name}.{key} holds non-finite values (the weights of a diverged run)")
-    normalizer = Normalizer(1, dims["obs_dim"], enabled=config.norm_obs)
-    normalizer.load_state_dict(data["normalizer"])
-    actor = Actor(1, dims["obs_dim"], low, high, config.hidden, config.depth, 0.0)
-    # The box comes from the bounds (kept once where every agent shares it), not the saved buffers.
-    actor.load_state_dict({k: v for k, v in data["actor"].items() if k not in ("center", "half_range")}, strict=False)
-    missing = set(actor.state_dict()) - set(data["actor"])
-    if missing:
-        raise KeyError(f"actor.{sorted(missing)[0]}")
+    policy = Policy.from_networks(data, dims["obs_dim"], low, high, config.hidden, config.depth, config.norm_obs)
     critic = Critic(1, dims["obs_dim"], dims["n_agents"], config.hidden, config.depth, config.algorithm == "mappo")
     critic.load_state_dict(data["critic"])
     seed, extra = data["seed"], data["extra"]
@@ -154,8 +147,8 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
     resume = data.get("resume")
     if resume is not None and not isinstance(resume, dict):
         raise TypeError("resume must be a dict")
-    policy = Policy(normalizer, actor).to(device)
-    return Checkpoint(data["scenario"], seed, config, task, policy, critic.to(device), extra, path, dict(dims), resume)
+    return Checkpoint(data["scenario"], seed, config, task, policy.to(device), critic.to(device), extra, path,
+                      dict(dims), resume)  # fmt: skip
 
 
 def resolve_policy(policy, scenario: str | None, device, caller: str) -> tuple[Policy, str, Task | None, str]:

@@ -189,6 +189,27 @@ class Policy(nn.Module):
         super().__init__()
         self.normalizer, self.actor = normalizer, actor
 
+    @classmethod
+    def from_networks(cls, networks: dict, obs_dim: int, low: torch.Tensor, high: torch.Tensor, hidden: int,
+                      depth: int, norm_obs: bool) -> Policy:  # fmt: skip
+        """A policy from one run's ``state_dict``s (``networks["normalizer"]``, ``networks["actor"]``,
+        as ``Trainer.run_networks`` gives them), its action box from ``low``, ``high`` ([A, U], CPU).
+
+        Raises:
+            KeyError: an actor entry is missing.
+            RuntimeError: an entry's shape does not fit (``load_state_dict``).
+        """
+        normalizer = Normalizer(1, obs_dim, enabled=norm_obs)
+        normalizer.load_state_dict(networks["normalizer"])
+        actor = Actor(1, obs_dim, low, high, hidden, depth, 0.0)
+        # The box comes from the bounds (kept once where every agent shares it), not the saved buffers.
+        saved = networks["actor"]
+        actor.load_state_dict({k: v for k, v in saved.items() if k not in ("center", "half_range")}, strict=False)
+        missing = set(actor.state_dict()) - set(saved)
+        if missing:
+            raise KeyError(f"actor.{sorted(missing)[0]}")
+        return cls(normalizer, actor)
+
     @property
     def obs_dim(self) -> int:
         return self.normalizer.mean.shape[-1]

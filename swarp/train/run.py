@@ -36,7 +36,7 @@ from swarp.train.checkpoint import load_checkpoint, save_checkpoint
 from swarp.train.config import TrainConfig, check_fields, make_config
 from swarp.train.evaluate import Evaluator, summary
 from swarp.train.health import HealthWatch, TrainingDiverged, diverged
-from swarp.train.networks import Actor, Normalizer, Policy
+from swarp.train.networks import Policy
 from swarp.train.ppo import StageClock, Trainer, iterations_for
 from swarp.train.tasks import Task, get_task
 
@@ -371,12 +371,9 @@ def new_run_dir(parent: Path, name: str) -> Path:
 def _policy(networks: dict, trainer: Trainer, config: TrainConfig) -> Policy:
     """A ``Policy`` from a run's saved networks (``Trainer.run_networks``)."""
     env = trainer.envs[0]
-    normalizer = Normalizer(1, env.obs_dim, enabled=config.norm_obs)
-    normalizer.load_state_dict(networks["normalizer"])
-    low, high = env.action_bounds
-    actor = Actor(1, env.obs_dim, low.float().cpu(), high.float().cpu(), config.hidden, config.depth, 0.0)
-    actor.load_state_dict(networks["actor"])
-    return Policy(normalizer, actor).to(env.torch_device)
+    low, high = (b.float().cpu() for b in env.action_bounds)
+    policy = Policy.from_networks(networks, env.obs_dim, low, high, config.hidden, config.depth, config.norm_obs)
+    return policy.to(env.torch_device)
 
 
 def _finish(rows, loggers, bar, envs, evaluator, joined: bool) -> None:
