@@ -17,7 +17,7 @@ s32)
   # before, alone (carry .ab/base: git archive 1700cc2 swarp). SKIP_SUITE=1 / SKIP_AB=1 leave those
   # out. Run folders come back trimmed, in one archive.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  if [ -z "${SKIP_SUITE:-}" ]; then
+  if [ -z "${SKIP_SUITE:-}" ] && [ "${PART:-all}" != b ]; then
     (timeout ${SUITE_LIMIT:-420} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
      echo "pytest exit $?" >> "$out/tests_gpu.log") &
   fi
@@ -30,14 +30,23 @@ s32)
       echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
     done
   }
-  train_scenarios spread > "$out/train_spread.log" 2>&1 &
-  train_scenarios give_way drone_navigation > "$out/train_long.log" 2>&1 &
-  train_scenarios navigation formation flocking balance sampling transport push_t discovery > "$out/train_short.log" 2>&1
+  # PART=a: the suite, spread and the short ones; PART=b: give_way and drone_navigation side by side,
+  # then the A/B alone (two calls that each fit 10 minutes); unset: all in one call.
+  part=${PART:-all}
+  [ "$part" = b ] || train_scenarios spread > "$out/train_spread.log" 2>&1 &
+  if [ "$part" = b ]; then
+    train_scenarios give_way > "$out/train_give_way.log" 2>&1 &
+    train_scenarios drone_navigation > "$out/train_drone.log" 2>&1 &
+  elif [ "$part" = all ]; then
+    train_scenarios give_way drone_navigation > "$out/train_long.log" 2>&1 &
+  fi
+  [ "$part" = b ] || train_scenarios navigation formation flocking balance sampling transport push_t discovery \
+    > "$out/train_short.log" 2>&1
   wait
-  [ -n "${SKIP_SUITE:-}" ] || tail -4 "$out/tests_gpu.log"
+  [ ! -f "$out/tests_gpu.log" ] || tail -4 "$out/tests_gpu.log"
   cat "$out"/train_*.log | grep "==\|seed\|with start"
   (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
-  [ -n "${SKIP_AB:-}" ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
+  [ -n "${SKIP_AB:-}" ] || [ "${PART:-all}" = a ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
   ;;
 scaling_a)
