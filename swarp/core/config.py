@@ -71,7 +71,7 @@ NeighborMethod = Literal["brute", "grid", "auto"]
 NEIGHBOR_METHODS: tuple[str, ...] = get_args(NeighborMethod)
 
 
-def _coerce_enum(enum_type: type[enum.IntEnum], value: object, name: str) -> enum.IntEnum:
+def coerce_enum(enum_type: type[enum.IntEnum], value: object, name: str) -> enum.IntEnum:
     """Accept an enum member, its name (any case) or its integer value; raise a clear error else."""
     if isinstance(value, enum_type):
         return value
@@ -162,8 +162,8 @@ class AgentConfig:
     max_body_rate: float = DEFAULT_MAX_BODY_RATE
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "model", _coerce_enum(DynamicsModel, self.model, "AgentConfig.model"))
-        object.__setattr__(self, "ctrl_mode", _coerce_enum(ControlMode, self.ctrl_mode, "AgentConfig.ctrl_mode"))
+        object.__setattr__(self, "model", coerce_enum(DynamicsModel, self.model, "AgentConfig.model"))
+        object.__setattr__(self, "ctrl_mode", coerce_enum(ControlMode, self.ctrl_mode, "AgentConfig.ctrl_mode"))
         for name in ("radius", "mass", "wheelbase", "arm_length", "inertia_x", "inertia_y", "inertia_z"):
             _check_positive(f"AgentConfig.{name}", getattr(self, name))
         for name in (
@@ -216,7 +216,7 @@ class Obstacle:
     angle: float = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", _coerce_enum(ObstacleShape, self.shape, "Obstacle.shape"))
+        object.__setattr__(self, "shape", coerce_enum(ObstacleShape, self.shape, "Obstacle.shape"))
         if self.shape == ObstacleShape.NONE:
             raise ValueError("Obstacle.shape must be CIRCLE, BOX or SEGMENT, got NONE")
         if len(self.center) != 2 or len(self.size) != 2:

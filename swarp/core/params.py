@@ -33,14 +33,14 @@ import warp as wp
 
 from swarp.core import stability
 from swarp.core.rng import INV_2_24, ResetStreams, episode_key, uniform_u24, uniform_u24_torch
-from swarp.core.types import _PARAM_FIELDS, PARAM_MAX_SPEED, PARAM_RADIUS, Model, param_array
+from swarp.core.types import PARAM_FIELDS, PARAM_MAX_SPEED, PARAM_RADIUS, Model, param_array
 
 #: Column names of the parameter table, in column order (``PARAM_*`` indices of swarp.core.types).
-PARAM_NAMES: tuple[str, ...] = _PARAM_FIELDS
+PARAM_NAMES: tuple[str, ...] = PARAM_FIELDS
 #: First draw index of parameter samples in an episode's random stream (clear of scenario draws).
 DRAW_PARAMS = 1 << 24
 _DRAW_PARAMS = wp.constant(DRAW_PARAMS)
-_N_PARAMS = wp.constant(len(_PARAM_FIELDS))
+_N_PARAMS = wp.constant(len(PARAM_FIELDS))
 
 _STRICTLY_POSITIVE = (
     "radius",

@@ -40,7 +40,8 @@ PARAM_MAX_BODY_RATE = 16  # [rad/s] (drone)
 #: Relative margin on the contact distance ``2 * max_radius`` when sizing neighbor lists [-].
 CONTACT_MARGIN = 0.25
 
-_PARAM_FIELDS = (
+#: The parameter table's column names, in column order.
+PARAM_FIELDS = (
     "radius",
     "mass",
     "max_speed",
@@ -60,7 +61,7 @@ _PARAM_FIELDS = (
     "max_body_rate",
 )
 #: P, the number of columns (``tests/core/test_params.py`` checks each ``PARAM_*`` names its column).
-N_PARAMS = len(_PARAM_FIELDS)
+N_PARAMS = len(PARAM_FIELDS)
 
 
 class TorchState(NamedTuple):
@@ -356,7 +357,7 @@ class Model:
         self.act_dim = max(cfg.act_dim for cfg in agents)
         self.scalar, self.device = scalar, device
         np_dtype = np.float64 if scalar is wp.float64 else np.float32
-        table = np.array([[float(getattr(cfg, f)) for f in _PARAM_FIELDS] for cfg in agents], dtype=np_dtype)
+        table = np.array([[float(getattr(cfg, f)) for f in PARAM_FIELDS] for cfg in agents], dtype=np_dtype)
         self.params = param_array(table[None], scalar, device)
         self.kinds = wp.array(np.array([int(cfg.model) for cfg in agents], np.int32), dtype=wp.int32, device=device)
         self.ctrl_modes = wp.array(

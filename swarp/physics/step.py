@@ -25,7 +25,7 @@ import torch
 import warp as wp
 
 from swarp.core import stability
-from swarp.core.config import AgentConfig, DynamicsModel, Integrator, WorldConfig, _coerce_enum
+from swarp.core.config import AgentConfig, DynamicsModel, Integrator, WorldConfig, coerce_enum
 from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
 from swarp.physics import bodies, contacts, drone, dynamics, substep
@@ -114,7 +114,7 @@ class Stepper:
             raise ValueError(f"dt must be a finite number > 0 [s], got {dt!r}")
         if isinstance(substeps, bool) or not isinstance(substeps, int) or substeps < 1:
             raise ValueError(f"substeps must be an int >= 1, got {substeps!r}")
-        self.integrator = _coerce_enum(Integrator, integrator, "integrator")
+        self.integrator = coerce_enum(Integrator, integrator, "integrator")
         self.scalar, self.torch_dtype = resolve_dtype(dtype)
         self.device = resolve_device(device)
         self.torch_device = torch.device(wp.device_to_torch(self.device))

@@ -208,7 +208,8 @@ def _check_extent(extent) -> tuple[float, float, float, float]:
     return values
 
 
-def _check_size(name: str, value, low: int = 8) -> int:
+def check_size(name: str, value, low: int = 8) -> int:
+    """``value`` as an int side length in [``low``, ``MAX_SIDE_PX``] [px]; ``ValueError`` naming ``name`` else."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= MAX_SIDE_PX:
         raise ValueError(f"{name} must be an int in [{low}, {MAX_SIDE_PX}] [px], got {value!r}")
     return int(value)
@@ -266,8 +267,8 @@ class Renderer:
                 world.
             **overlays: ``Overlays`` fields (``neighbors=True``, ``velocity=True``, ``ids=True``...).
         """
-        index = self._check_env_index(env_index)
-        width, height = _check_size("width", width), _check_size("height", height)
+        index = self.check_env_index(env_index)
+        width, height = check_size("width", width), check_size("height", height)
         return self._frame([index], 1, width, height, 0, extent, Overlays.from_kwargs(**overlays))
 
     def mosaic(
@@ -303,7 +304,7 @@ class Renderer:
         if tile_size is None:
             tile_size = int(np.clip(1024 // cols, 32, 256))
         tile_w, tile_h = (tile_size, tile_size) if not isinstance(tile_size, (tuple, list)) else tile_size
-        tile_w, tile_h = _check_size("tile width", tile_w), _check_size("tile height", tile_h)
+        tile_w, tile_h = check_size("tile width", tile_w), check_size("tile height", tile_h)
         if isinstance(gap, bool) or not isinstance(gap, (int, np.integer)) or not 0 <= gap <= 64:
             raise ValueError(f"gap must be an int in [0, 64] [px], got {gap!r}")
         rows = -(-n // cols)
@@ -317,7 +318,8 @@ class Renderer:
 
     # --- validation ---------------------------------------------------------------------------
 
-    def _check_env_index(self, env_index) -> int:
+    def check_env_index(self, env_index) -> int:
+        """``env_index`` as an int in [0, n_envs); ``TypeError``/``IndexError`` naming it else."""
         if isinstance(env_index, bool):
             raise TypeError("env_index must be an int, got bool")
         try:
@@ -339,7 +341,7 @@ class Renderer:
             env_indices = env_indices.tolist()
         if isinstance(env_indices, (int, np.integer)) or not hasattr(env_indices, "__iter__"):
             raise TypeError(f"env_indices must be a sequence of ints or None, got {env_indices!r}")
-        indices = [self._check_env_index(i) for i in env_indices]
+        indices = [self.check_env_index(i) for i in env_indices]
         if not indices:
             raise ValueError("env_indices must name at least one env")
         return indices

@@ -34,7 +34,7 @@ import torch
 import warp as wp
 
 from swarp.core.types import PARAM_RADIUS
-from swarp.render.frame import Overlays, Renderer, Style, _check_size
+from swarp.render.frame import Overlays, Renderer, Style, check_size
 from swarp.render.video import ActionFn, random_action_fn
 
 if TYPE_CHECKING:
@@ -105,11 +105,11 @@ class Viewer:
         style: Style | None = None,
         **overlays: Any,
     ):
-        width, height = _check_size("width", width, low=64), _check_size("height", height, low=64)
+        width, height = check_size("width", width, low=64), check_size("height", height, low=64)
         self.pygame = _import_pygame()
         self.env = env
         self.renderer = Renderer(env, style)
-        self.env_index = self.renderer._check_env_index(env_index)
+        self.env_index = self.renderer.check_env_index(env_index)
         self.action_fn = action_fn if action_fn is not None else random_action_fn(0)
         if not callable(self.action_fn):
             raise TypeError(f"action_fn must be callable as action_fn(env, obs) -> actions, got {action_fn!r}")

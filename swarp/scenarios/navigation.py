@@ -40,7 +40,7 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, _coerce_enum
+from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, coerce_enum
 from swarp.core.types import PARAM_RADIUS
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
@@ -143,7 +143,7 @@ class NavigationConfig:
         check.number("goal_radius", optional=True)
         if self.spawn_cells is not None:
             check.int("spawn_cells", 1)
-        model = _coerce_enum(DynamicsModel, self.model, "navigation option model")
+        model = coerce_enum(DynamicsModel, self.model, "navigation option model")
         if (model == DynamicsModel.DRONE) != self._drones:
             raise ValueError(
                 "drones fly the 'drone_navigation' scenario (its observation and reset cover altitude "
@@ -151,7 +151,7 @@ class NavigationConfig:
                 if model == DynamicsModel.DRONE
                 else f"drone_navigation flies drones only, got model={self.model!r}"
             )
-        _coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
+        coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
         if self.obstacle_shape not in ("circle", "box", "mixed"):
             raise ValueError(
                 f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', got {self.obstacle_shape!r}"

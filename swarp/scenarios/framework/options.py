@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from swarp.core.config import NEIGHBOR_METHODS, ControlMode, _coerce_enum
+from swarp.core.config import NEIGHBOR_METHODS, ControlMode, coerce_enum
 
 
 class OptionChecker:
@@ -50,7 +50,7 @@ class OptionChecker:
             self.fail(f"{name} must be a bool, got {value!r}")
 
     def ctrl_mode(self, name: str = "ctrl_mode") -> None:
-        _coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
+        coerce_enum(ControlMode, getattr(self.cfg, name), f"{self.scenario} option {name}")
 
     def neighbor_method(self, name: str = "neighbor_method") -> None:
         """One of ``WorldConfig.neighbor_method``'s values."""
