@@ -1,15 +1,15 @@
 """``cos_sin``: the cosine and sine of an angle inside a kernel, inline on the CPU.
 
-On the CPU, ``cosf`` and ``sinf`` are calls into the C library, and a navigation step spends a
-sixth of its time in them (docs/journal, s22). There ``cos_sin_f32`` is inline instead: the angle's
-nearest multiple ``q`` of pi/2 taken off in three parts (Cody and Waite), minimax polynomials of
-degree 7 and 8 on the remainder in [-pi/4, pi/4], and the quadrant's swap and signs as selects
-(a branch on the quadrant mispredicts on random headings). It is within 2^-23 of the exact values
-for ``|phi| <= 1e4`` rad (tests/core/test_trig.py); beyond that, where the reduction's second part
-is no longer exact, it calls the library, a branch headings (wrapped to [-pi, pi)) and ray angles
-never take. NaN and infinities give NaN, as the library does. On CUDA it is ``cosf`` and ``sinf``,
-what ``wp.cos`` and ``wp.sin`` compile to, so its callers' CUDA code is unchanged; ``sincos_f32``,
-the lidar's grouped scan's, is ``sincosf`` there.
+On the CPU, ``cosf`` and ``sinf`` are calls into the C library, and a navigation step spends a large
+share of its time in them (docs/benchmarks.md, "Other measured choices in the code"). There
+``cos_sin_f32`` is inline instead: the angle's nearest multiple ``q`` of pi/2 taken off in three
+parts (Cody and Waite), minimax polynomials of degree 7 and 8 on the remainder in [-pi/4, pi/4], and
+the quadrant's swap and signs as selects (a branch on the quadrant mispredicts on random headings).
+It is within 2^-23 of the exact values for ``|phi| <= 1e4`` rad (tests/core/test_trig.py); beyond
+that, where the reduction's second part is no longer exact, it calls the library, a branch headings
+(wrapped to [-pi, pi)) and ray angles never take. NaN and infinities give NaN, as the library does.
+On CUDA it is ``cosf`` and ``sinf``, what ``wp.cos`` and ``wp.sin`` compile to, so its callers' CUDA
+code is unchanged; ``sincos_f32``, the lidar's grouped scan's, is ``sincosf`` there.
 """
 
 import functools

@@ -307,8 +307,9 @@ def param_array(table: np.ndarray, scalar: type, device: str) -> wp.array:
     """An agent-parameter table [E_p, A, P] as a Warp array of that shape stored column-major per
     env (``[E_p, P, A]`` in memory, a strided view): a kernel reading one parameter of consecutive
     agents then reads consecutive words. In row-major ``[E_p, A, P]`` each such read fetched a whole
-    P-float row per agent, which made per-env tables (``E_p = E``) cost 5.7% of the 16,384 x 16
-    navigation step on an H200. Indexing (``params[e, a, p]``, ``agent_params[..., p]``) is unchanged.
+    P-float row per agent, which made per-env tables (``E_p = E``) cost a measurable share of the
+    navigation step (docs/benchmarks.md, "Other measured choices in the code"). Indexing
+    (``params[e, a, p]``, ``agent_params[..., p]``) is unchanged.
     """
     storage = wp.array(np.ascontiguousarray(np.asarray(table).transpose(0, 2, 1)), dtype=scalar, device=device)
     return storage.transpose((0, 2, 1))

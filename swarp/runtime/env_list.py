@@ -1,15 +1,15 @@
 """A device-side list of the envs of a mask, for launches that would otherwise skip most envs.
 
-A masked kernel launched over every env pays for the envs it skips: at 262,144 x 16 the
-auto-reset's masked reset and observation launched ~21 M threads per step to do the work of the
-~1/200 envs that finished, and their blocks alone took ~130 us on an H200. ``EnvList`` compacts a
-mask into a list of env indices on the device (``compact_envs``); a kernel's listed twin takes an
-``EnvListArgs`` and is launched over a fixed number of list rows (enough threads to fill the GPU
-twice, ``list_rows``), each row walking the list with that stride. The list's order depends on
-thread timing, but each env is handled by one row with the same arithmetic as the masked kernel,
-so the results are the same bits. The list has a fixed cost of its own, so the environment lists
-only where it pays (``ExecutionPlan.list_resets``: large CUDA batches, and the CPU); elsewhere the
-masked kernels run unchanged.
+A masked kernel launched over every env pays for the envs it skips: at 262,144 x 16 the auto-reset's
+masked reset and observation launched ~21 M threads per step to do the work of the ~1/200 envs that
+finished, and their blocks alone were a large share of the step (docs/benchmarks.md,
+``list_resets``). ``EnvList`` compacts a mask into a list of env indices on the device
+(``compact_envs``); a kernel's listed twin takes an ``EnvListArgs`` and is launched over a fixed
+number of list rows (enough threads to fill the GPU twice, ``list_rows``), each row walking the list
+with that stride. The list's order depends on thread timing, but each env is handled by one row with
+the same arithmetic as the masked kernel, so the results are the same bits. The list has a fixed
+cost of its own, so the environment lists only where it pays (``ExecutionPlan.list_resets``: large
+CUDA batches, and the CPU); elsewhere the masked kernels run unchanged.
 
 A listed kernel (``row`` = the launch's first index)::
 

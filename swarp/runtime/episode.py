@@ -110,9 +110,10 @@ def save_final_obs_kernel(scalar: type):
     copy the observation rows of the envs in ``done`` to ``final_obs``, one row per thread on CUDA
     (launch ``dim=(E, threads)`` from ``agents_per_thread``).
 
-    A single thread copying a whole env serially (as ``end_step`` once did) cost 25-30 us of
-    exposed latency per step on an H200 at 16,384 x 16. Scenarios whose masked observation kernel
-    saves rows itself (``FusedScenario.saves_final_obs``) need no launch of this one."""
+    A single thread copying a whole env serially (as ``end_step`` once did) was exposed latency on
+    every step (docs/benchmarks.md, "Other measured choices in the code"). Scenarios whose masked
+    observation kernel saves rows itself (``FusedScenario.saves_final_obs``) need no launch of this
+    one."""
 
     save_row = save_row_func(scalar)
 

@@ -27,7 +27,7 @@ def finite(x: Any) -> bool:
     exactly zero for a finite value and NaN for an infinite or NaN one, and NaN is the only value
     unequal to itself. Arithmetic, so it compiles inline on the CPU, where ``wp.isfinite`` is a call
     into Warp's runtime per component that makes the compiler spill every live register around it
-    (the navigation observation kernel ran 1.9x slower checking its rows that way)."""
+    (docs/benchmarks.md, "Other measured choices in the code")."""
     d = x - x
     return d == d
 

@@ -85,8 +85,8 @@ def _replay_command(cmd: wp.Launch) -> Callable[[], None]:
     recorded arguments (its handles and packed parameters bound once here), on the current stream.
 
     ``wp.Launch.launch`` looks up capture state, the device's stream and the launch's fields on
-    every call; bound once, a replayed launch costs ~0.6 us less host time (5.66 vs 6.30 us per
-    launch measured on an H200 at 1,024 x 4, where a replayed step is host-bound). It reaches into
+    every call; bound once, a replayed launch costs less host time, which a host-bound replayed step
+    feels (docs/benchmarks.md, "Other measured choices in the code"). It reaches into
     Warp's runtime (``warp._src.context.runtime``): where that is not as expected, or
     under any capture (a CUDA graph, or Warp's own command capture), it is ``cmd.launch``.
     """

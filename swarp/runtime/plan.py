@@ -9,8 +9,9 @@ runs, and no environment variable changes it (``SWARP_LAUNCH_MODE=eager`` and ``
 ``swarp.make(..., plan={"fused_step_end": False})`` fixes fields; the rules choose the others
 around them, and a field the device or the scenario cannot honour is an error naming it.
 
-Each rule below is the measurement that earned it (numbers: docs/benchmarks.md; history:
-docs/journal/). A new optimisation is a field here with a measured rule, or it is not kept.
+Each rule below is the measurement that earned it: its row in docs/benchmarks.md, "The execution
+plan's rules: the evidence" (history: docs/journal/). A new optimisation is a field here with a
+measured rule, or it is not kept.
 """
 
 from __future__ import annotations
@@ -28,48 +29,40 @@ from swarp.core.config import WorldConfig
 from swarp.runtime import workers
 from swarp.runtime.launch import replay_enabled
 
-#: Resident threads per SM of the GPUs swarp targets (an H200: 132 SMs x 2048).
+#: Resident threads per SM of the GPUs swarp targets (Hopper).
 THREADS_PER_SM = 2048
 #: Threads per block of the one-thread-per-env kernels on CUDA (a step's finish, episode
-#: bookkeeping). Their threads are latency-bound; Warp's default 256 put 16,384 envs on 64 blocks,
-#: half of an H200's SMs (ncu: 12% achieved occupancy), while 32 spreads them over every SM.
+#: bookkeeping). Their threads are latency-bound: Warp's default 256 left half the SMs idle at
+#: 16,384 envs, 32 spreads them over every SM (docs/benchmarks.md, the plan rules' evidence).
 ENV_BLOCK = 32
-#: Widest neighbor list kept in registers on CUDA (``register_lists``): the physics step at
-#: 16,384 x 16 / 64 agents 48.0 -> 36.0 / 235.1 -> 184.4 us against lists in local memory (H200).
+#: Widest neighbor list kept in registers on CUDA (``register_lists``): faster than lists in local
+#: memory up to this width (docs/benchmarks.md, the plan rules' evidence).
 REGISTER_LIST_MAX_K = 16
-#: Rays per thread of the CUDA lidar scan: 1.9-2.2x the step at 4,096 x 16 x 32 rays, against
-#: 2.9x with 2 rays and slower with 8 or 16 (registers), H200.
+#: Rays per thread of the CUDA lidar scan: fewer repeat the disc loads, more cost registers
+#: (docs/benchmarks.md, the plan rules' evidence).
 LIDAR_RAYS_PER_THREAD = 4
 #: Most agents per env whose step ends in one fused kernel (a block of 64 threads holds whole envs).
 FUSED_END_MAX_AGENTS = 64
 #: Most agents per env of a fused substep with one agent per thread: an env's threads share one
 #: block (CUDA's limit).
 FUSED_SUBSTEP_MAX_AGENTS = 1024
-#: Most agents per env for which CUDA's plan chooses the fused substep: 1.005-1.12x at 3-128 agents,
-#: 0.96-0.99x at 256 (H100, s30-s31, docs/benchmarks.md). Larger envs run it where a plan asks.
+#: Most agents per env for which CUDA's plan chooses the fused substep: faster up to here, no gain
+#: from 256 (docs/benchmarks.md, the plan rules' evidence). Larger envs run it where a plan asks.
 FUSED_SUBSTEP_CHOSEN_MAX_AGENTS = 128
 #: Most agent threads (E x A) whose fused end stores its rows thread by thread instead of through
-#: the tiled store (``tiled_rows=False``): navigation with realistic auto-reset, two rounds, us/step
-#: tiled / direct, 1,024 x 3 24.80 / 22.96 and 24.71 / 23.13, 1,024 x 8 26.07 / 24.72 and 26.16 /
-#: 24.77; from 1,024 x 16 and 4,096 x 3 the uncoalesced stores lose (29.3 / 30.8, 25.8 / 26.8;
-#: 4,096 x 16 35.1 / 49.2), H200. Against the native store (s27) direct still wins at 512-1,024 x
-#: 3-8 (1,024 x 4 23.43 / 22.21 and 23.19 / 22.38) and loses at 2,048 x 8 (25.57 / 28.32).
+#: the tiled store (``tiled_rows=False``): below it the store's barriers cost more than coalescing
+#: saves, above it the uncoalesced stores lose (docs/benchmarks.md, the plan rules' evidence).
 DIRECT_ROWS_MAX_THREADS = 8192
 #: Envs per CPU shard (``cpu_shards``): at least ``MIN_SHARD_ENVS``, at most ``MAX_SHARD_ENVS``.
-#: Navigation x 4, two shards on the 2-core EPYC VM (CI's kind), speed-up over one thread: 256 envs
-#: 0.67x, 512 1.13x, 1,024 1.41x, 4,096 1.36x, 8,192 0.69x, 16,384 0.82x (a shard's copies and
-#: working set past the cores' caches). On the GPU machine's 16-core Xeon at 2 / 4 / 8 / 16 shards:
-#: 1,024 envs 2.26 / 2.50 / 1.99 / 0.84x, 4,096 1.58 / 1.94 / 2.35 / 2.09x, 16,384 1.09 / 2.36 /
-#: 3.13 / 3.82x. A batch whose shards would exceed ``MAX_SHARD_ENVS`` on the threads there are
-#: stays on one thread (``plan={"cpu_shards": N}`` forces it).
+#: Smaller shards do not pay for the hand-off; larger ones outgrow the cores' caches
+#: (docs/benchmarks.md, the plan rules' evidence). A batch whose shards would exceed
+#: ``MAX_SHARD_ENVS`` on the threads there are stays on one thread (``plan={"cpu_shards": N}``
+#: forces it).
 MIN_SHARD_ENVS = 512
 MAX_SHARD_ENVS = 2048
-#: Most shards whose other threads are spinning graph workers (``cpu_graph_workers``). Navigation x 4,
-#: two shards against a thread pool, alternated processes: 1,024 envs 363 -> 255 us/step (2-core
-#: VM), 2,048 646 -> 573, 4,096 1,207 -> 1,154; on the GPU machine's 16-core host (two runs each)
-#: 1,024 envs at 2 / 4 shards 1.44-1.62x / 1.94-2.50x one thread against the pool's 1.14-1.23x /
-#: 1.17-1.59x, but at 8 and 16 shards the spinning threads lost (4,096 x 16: 2,952-4,812 against
-#: 1,374-1,439 us).
+#: Most shards whose other threads are spinning graph workers (``cpu_graph_workers``): up to here
+#: they beat a thread pool's hand-off, past it the spinning threads take the cores the shards need
+#: (docs/benchmarks.md, the plan rules' evidence).
 GRAPH_WORKERS_MAX_SHARDS = 4
 
 LAUNCH_MODES = ("graph", "replay", "eager")
@@ -87,7 +80,7 @@ class ExecutionPlan:
             arguments) or ``"eager"`` (plain launches).
         one_thread_per_env: Each kernel thread walks a whole env (its agents, spawn cells or rays),
             instead of one item per thread. The CPU runs a launch's threads one after another and
-            each costs a call: 1.4x faster on the navigation step at 1,024 x 4 (2-core EPYC).
+            each costs a call (docs/benchmarks.md, the plan rules' evidence).
         env_block: ``block_dim`` of the one-thread-per-env kernels (``None``: Warp's default).
         register_lists: Neighbor lists kept in registers while candidates stream past, the brute
             scan in two passes (mark, then insert); else entries shift in local memory. Same lists.
@@ -252,15 +245,12 @@ def choose_plan(
     rule("one_thread_per_env", not cuda)
     rule("env_block", ENV_BLOCK if cuda else None)
     rule("register_lists", cuda and max_neighbors <= REGISTER_LIST_MAX_K)
-    # One launch fewer per substep: navigation on the CPU (one thread, interleaved in one process,
-    # 30 rounds) 1,024 x 4 283.2 -> 278.4 us/step (1.02x, every round 0.995-1.047x), 256 x 16 1.00x
-    # (2-core EPYC). On CUDA, where the force also stays in a register: 1.01-1.04x on the s27 grid
-    # and 262,144 x 16 (1.00x at 1,024 x 16), three rounds a cell (H100, docs/benchmarks.md s30).
+    # One launch fewer per substep, and on CUDA the force stays in a register (evidence:
+    # docs/benchmarks.md, the plan rules' table, as for every rule below).
     measured = cuda and n_agents <= FUSED_SUBSTEP_CHOSEN_MAX_AGENTS
     rule("fused_substep", can.fuses_substep and (chosen["one_thread_per_env"] or measured))
     # Small batches are a chain of latency-bound launches, which the fused end shortens by two; from
-    # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose:
-    # 65,536 x 16 263.8 vs 254.0 us/step split, 262,144 x 16 883.1 vs 859.7 (H200).
+    # two GPU-fulls of agent threads its blocks hold registers through the per-env end and lose.
     fits = can.fused and can.fuses_end and n_agents <= FUSED_END_MAX_AGENTS
     rule("fused_step_end", fits and cuda and not bound)
     # The tiled store's barriers and shared round trip are on the critical path of the fused end's
@@ -268,37 +258,33 @@ def choose_plan(
     direct = chosen["fused_step_end"] and n_envs * n_agents <= DIRECT_ROWS_MAX_THREADS
     rule("tiled_rows", cuda and not direct)
     # The auto-reset's reset and masked observation, prepared beside the next step's physics instead
-    # of chained at its end: 4,096 x 8 34.7 -> 29.1 us/step, 16,384 x 16 87.9 -> 81.7 (H200, with
-    # the fused end). Not where the masked preparation over every env would compete with a
+    # of chained at its end. Not where the masked preparation over every env would compete with a
     # saturated GPU, nor without a graph (each launch is host time there).
     ahead = can.fused and can.auto_reset and can.prepares_ahead
     rule("reset_ahead", ahead and cuda and chosen["launch"] == "graph" and not bound)
-    # A list costs a fixed ~12 us per step on an H200 (16,384 x 16: 92 -> 104 us/step) and saves the
-    # blocks of the envs a mask skips (262,144 x 16: 951 -> 864). On the CPU a skipped env is not
-    # free (each thread copies its struct arguments before it tests its mask): 1,024 x 4 324 -> 300 us.
+    # A list costs a fixed compaction and walk per step and saves the blocks of the envs a mask
+    # skips, which pays only on a saturated GPU. On the CPU a skipped env is not free (each thread
+    # copies its struct arguments before it tests its mask).
     lists = can.fused and can.auto_reset and not chosen["reset_ahead"]
     rule("list_resets", lists and (not cuda or bound))
     rule("lidar_rays_per_thread", LIDAR_RAYS_PER_THREAD if cuda else 0)
-    # Two latency-bound chains over the few restarting envs paid once: 88 -> 84-85 us/step at
-    # 4,096 x 16 x 32 rays (H200).
+    # Two latency-bound chains over the few restarting envs paid once.
     rule("lidar_side_stream", cuda and can.lidar and can.auto_reset and not chosen["reset_ahead"])
     rule("async_cpu", "measure")
     rule("cpu_shards", cpu_shard_count(device, n_envs, cpu_threads, can))
-    # Spinning native workers instead of a pool's sleeping threads: 1.4x at 1,024 x 4 over two shards
-    # (GRAPH_WORKERS_MAX_SHARDS has the measurements); past four shards the spinning threads lose.
+    # Spinning native workers instead of a pool's sleeping threads: no wake-up at the hand-off; past
+    # GRAPH_WORKERS_MAX_SHARDS the spinning threads lose.
     graphs = chosen["launch"] == "graph"
     spinning = 2 <= chosen["cpu_shards"] <= GRAPH_WORKERS_MAX_SHARDS
     rule("cpu_graph_workers", graphs and spinning and workers.available())
     # The CPU torch reference, asked for a graph (``use_graph=True``): compiled, its torch work fused
-    # loop nests instead of an op-by-op dispatch (the 256 x 8 template step 2.7-3.1x -> 1.7-2.1x
-    # spread's fused step, interleaved, 2-core EPYC). Not by default: the first steps compile 11-15 s.
+    # loop nests instead of an op-by-op dispatch. Not by default: the first steps compile for seconds.
     rule("compile_torch", not cuda and not can.fused and use_graph is True)
     # The no-grad step forward and a captured recompute a step backward, against the torch reference
-    # recorded op by op: navigation 1,024 x 4, T = 30 forward + backward on the H200 189.6 -> 12.92 ms;
-    # on the CPU, with no graph to replay, the recompute is a second forward: 113 -> 141 ms (2-core EPYC).
-    # The recompute's torch reference compiled (its ~100 small kernels and their adjoints fused by
-    # inductor): 13.34 -> 7.76 ms on the H200, after a compile of 5-45 s; it needs triton. On the
-    # CPU 1.1x "direct" (203.5 -> 185.6 ms), not worth a compile of seconds in every process.
+    # recorded op by op; on the CPU, with no graph to replay, the recompute is a second forward and
+    # loses. The recompute's torch reference compiled (its ~100 small kernels and their adjoints fused
+    # by inductor) is faster again after a compile of seconds; it needs triton. On the CPU it gains
+    # too little to pay for a compile in every process.
     rule("grad_step", ("compiled" if has_triton() else "recompute") if cuda else "direct")
     plan = ExecutionPlan(**chosen)
     _check(plan, device, n_agents, can, given)
@@ -317,10 +303,8 @@ def cpu_shard_count(device, n_envs: int, cpu_threads: int, can: Capabilities) ->
 
 #: ``neighbor_method="auto"``'s rule per device kind: the fewest agents per env from which the grid
 #: is taken, and the largest share of a bounded arena that one agent's 3 x 3 cells may cover for
-#: it. Grid / brute-force time, H100 (us/step): bare physics at 1,024 agents 0.29, navigation with
-#: 0.9% coverage at 512 agents 1.29 (256 envs) to 0.85 (4,096), at 6% coverage 1.3-2.0, navigation's
-#: defaults (56%) 2.5-3.2; the CPU (2-core EPYC): physics at 128 agents 0.69, navigation at 6%
-#: coverage 0.99 at 128 and 0.79 at 256, at 56% 1.3-1.5 (docs/benchmarks.md, s31).
+#: it: the grid pays a fixed price per candidate that brute force's streamed scan does not, so it
+#: wins only once it skips enough agents (docs/benchmarks.md, the plan rules' evidence).
 GRID_RULE = {"cpu": (128, 1.0 / 16.0), "cuda": (512, 1.0 / 64.0)}
 
 
@@ -351,8 +335,8 @@ def has_triton() -> bool:
 
 def launch_mode(use_graph: bool | str, capturable: bool) -> str:
     """``"graph"`` where a graph is wanted and possible, else ``"replay"`` (``"eager"`` under
-    ``SWARP_LAUNCH_MODE=eager``). A CPU graph is Warp's operation stream replayed in C++: about 4x
-    less overhead than replaying recorded launches from Python (16 envs x 4 agents)."""
+    ``SWARP_LAUNCH_MODE=eager``). A CPU graph is Warp's operation stream replayed in C++, with less
+    overhead than replaying recorded launches from Python (docs/benchmarks.md)."""
     if use_graph not in (True, False, "auto"):
         raise ValueError(f"use_graph must be True, False or 'auto', got {use_graph!r}")
     if use_graph is not False and capturable:
@@ -363,7 +347,7 @@ def launch_mode(use_graph: bool | str, capturable: bool) -> str:
 def throughput_bound(device, n_envs: int, n_agents: int) -> bool:
     """Whether a step's per-agent launches over ``n_envs`` x ``n_agents`` threads are bound by
     throughput rather than latency: on CUDA from two GPU-fulls of agent threads (E x A >= 2 x SMs x
-    ``THREADS_PER_SM``: 540,672 on an H200; 262,144 x 3 is above, 16,384 x 16 below). False on the CPU."""
+    ``THREADS_PER_SM``; 262,144 x 3 is above, 16,384 x 16 below). False on the CPU."""
     dev = wp.get_device(device)
     return dev.is_cuda and n_envs * n_agents >= 2 * dev.sm_count * THREADS_PER_SM
 

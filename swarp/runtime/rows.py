@@ -52,7 +52,7 @@ def block_rows_store(scalar: type, width: int):
     t + block_rows, ... (``width`` stores, each address a division by the constant ``width`` away,
     unrolled 4 at a time: fully unrolled, ptxas hoists the shared loads and ``step_rows`` spills). It replaces
     Warp's tile scatter and store, which pay a barrier per column and per-element bounds and
-    stride arithmetic (docs/benchmarks.md, "The row store and lean launches (s27)"). Elsewhere
+    stride arithmetic (docs/benchmarks.md, the plan rules' evidence: the tiled rows' store). Elsewhere
     (CPU blocks) each thread stores its own row: the same values."""
     ctype = {float: "wp::float32", wp.float32: "wp::float32", wp.float64: "wp::float64"}.get(scalar)
     if ctype is None:

@@ -4,8 +4,7 @@ A CPU step in shards (``ExecutionPlan.cpu_shards``) runs shard 0 on the caller's
 others on threads of their own. Handing a shard to a Python thread costs what the shard's work
 costs at 1,024 x 4: the thread sleeps in the kernel, waking it takes tens of microseconds on a
 virtual machine, and both threads then queue for the GIL at every Python line between the graph
-replays (measured on the 2-core VM: submit 29 us, start 60 us, wake-up of the caller 63 us, against
-158 us of work a shard).
+replays (docs/benchmarks.md, "Other measured choices in the code").
 
 A ``GraphWorker`` is a thread that spends its idle time, and runs its work, inside one native call:
 a Warp CPU kernel whose native snippet spins on a flag (a pause instruction a turn, then a
@@ -35,7 +34,7 @@ from types import SimpleNamespace
 import warp as wp
 
 #: Idle spin of a worker before it sleeps [s]: a step's gap (the caller's Python, a small policy)
-#: is well inside it; a longer pause costs a wake-up (~60 us on the 2-core VM) at the next step.
+#: is well inside it; a longer pause costs a thread wake-up at the next step.
 SPIN_S = 2e-4
 #: The caller's spin between checks that the worker is alive [s].
 WAIT_CHUNK_S = 5e-3

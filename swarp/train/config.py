@@ -79,7 +79,7 @@ class TrainConfig:
     vf_coef: float = setting(0.5, at_least=0.0)
     """value loss weight"""
     epochs: int = setting(2, at_least=1)
-    """passes over each iteration's batch (2 solves navigation sooner than 4, H200 and CPU: docs/training.md)"""
+    """passes over each iteration's batch (2 solves navigation sooner than 4: docs/training.md)"""
     minibatches: int = setting(4, at_least=1)
     """minibatches per pass"""
     max_grad_norm: float = setting(1.0, above=0.0)

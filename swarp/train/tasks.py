@@ -113,7 +113,7 @@ class Task:
 
 
 #: The records. Each budget (``total_steps``, env-steps per run at 4,096 envs) is about 3x the most
-#: that seeds 0-2 needed to reach ``SOLVED`` on an H200 (docs/results.md), checked on seeds 3-5, so
+#: that seeds 0-2 needed to reach ``SOLVED`` (docs/results.md), checked on seeds 3-5, so
 #: ``python -m swarp.train SCENARIO`` with nothing else solves its task on a GPU and stops there.
 TASKS: dict[str, Task] = {
     # 4 agents, goal radius = agent radius; success: every agent on its goal at once. A straight
@@ -122,7 +122,7 @@ TASKS: dict[str, Task] = {
                        target_success=SOLVED),  # fmt: skip
     # Flocking never terminates: success is every agent in the target disc, touching nobody, at the
     # last step of the episode. lr 3e-4 x 4 epochs: at navigation's 1e-3 x 2 it reached 1.00 and
-    # then drifted down to 0.45 (H200, docs/results.md).
+    # then drifted down to 0.45 (docs/results.md).
     "flocking": Task(success="info:in_flock", overrides={"lr": 3e-4, "epochs": 4}, total_steps=20_000_000,
                      target_success=SOLVED),  # fmt: skip
     "formation": Task(total_steps=10_000_000, target_success=SOLVED),
@@ -149,7 +149,7 @@ TASKS: dict[str, Task] = {
                    target_success=SOLVED),  # fmt: skip
     # No penalty for the fall beyond the episode's end: with failure_penalty 1 (the scenario's
     # default) standing still beat every early lift, which ends in a fall, and seeds stayed at 0 for
-    # 200 M env-steps; without it all three seeds passed 0.99 in 6.5 s (H200, session 17). lr 3e-4 x
+    # 200 M env-steps; without it all three seeds passed 0.99 (journal, session 17). lr 3e-4 x
     # 4 epochs: 1e-3 (x 2 or 4 epochs, 4,096 or 16,384 envs) stalled at 0.35-0.55.
     "balance": Task(success="info:success", options={"failure_penalty": 0.0}, overrides={"lr": 3e-4, "epochs": 4},
                     total_steps=20_000_000, target_success=SOLVED),  # fmt: skip
