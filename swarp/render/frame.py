@@ -203,8 +203,8 @@ class Renderer:
         env = self.env
         index = torch.tensor(indices, dtype=torch.long).to(env.torch_device)
         state = env.state
-        # index_select, not tensor[index]: on a 2-core CPU the latter runs a parallel region whose
-        # thread wake-up alone was measured at ~8 ms per call.
+        # index_select, not tensor[index]: on a small CPU the latter runs a parallel region whose
+        # thread wake-up alone costs more than the frame (docs/benchmarks.md, "Rendering").
         tensors = {"pos": state.pos.index_select(0, index), "theta": state.theta.index_select(0, index)}
         # Radii [N, A] from the parameter table: per env when the environment randomizes them.
         radius = env.agent_params[..., PARAM_RADIUS]
