@@ -336,7 +336,7 @@ def template_scenario(name: str, folder) -> Iterator[type]:
     """Generator for a module fixture: the scenario class ``python -m swarp.scenario new NAME``
     writes into ``folder`` (torch only), imported as a module (``sys.modules``, as an import does:
     ``torch.compile`` reads its globals) and registered; unregistered after."""
-    from swarp.scenario.template import write_scenario
+    from swarp.scenarios.authoring.template import write_scenario
     from swarp.scenarios.framework.base import get_scenario
 
     path, _ = write_scenario(name, folder)

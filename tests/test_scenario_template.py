@@ -13,8 +13,8 @@ import torch
 
 import swarp
 import swarp.render
-from swarp.scenario.__main__ import main
-from swarp.scenario.template import class_stem, write_scenario
+from swarp.scenarios.authoring.command import main
+from swarp.scenarios.authoring.template import class_stem, write_scenario
 from swarp.scenarios.framework.base import get_scenario
 from swarp.testing import check_scenario
 

@@ -1,4 +1,4 @@
-"""``swarp/vmas.py``: VMAS scripts run through ``swarp.vmas`` with VMAS 1.5.2's conventions."""
+"""``swarp/vmas/``: VMAS scripts run through ``swarp.vmas`` with VMAS 1.5.2's conventions."""
 
 import sys
 

@@ -1,7 +1,11 @@
-"""Greedy evaluation on fresh episodes, with random play on the same episodes as the baseline."""
+"""Greedy evaluation on fresh episodes, with random play on the same episodes as the baseline:
+``evaluate`` (Python) and ``main`` (the command line ``python -m swarp.train.eval``, whose module
+only forwards here)."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import numbers
 from collections.abc import Callable
@@ -9,8 +13,9 @@ from collections.abc import Callable
 import torch
 
 import swarp.distributed as sd
-from swarp.render.video import random_action_fn
-from swarp.scenarios.framework.base import Scenario
+from swarp.render.video import check_video_path, random_action_fn
+from swarp.scenarios.framework.base import Scenario, add_import_flag, import_scenario_modules
+from swarp.train.cli import positive_int, scenario_name, scenario_option, seed
 from swarp.train.networks import Policy
 from swarp.train.tasks import Task, episode_success, get_task
 
@@ -157,4 +162,52 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     scripted = evaluator.scripted_actions()
     if scripted is not None:
         result["scripted"] = summary(evaluator(scripted))
+    return result
+
+
+#: The command's ``--help`` text: what ``main`` runs.
+COMMAND_DESCRIPTION = """Greedy success of a checkpoint's policy (a checkpoint.pt or its run folder) with its 95%
+Wilson interval, beside random play's on the same episodes; --video also writes a GIF/MP4 of the policy
+(needs the viz extra). --scenario scores it in another scenario where its policy fits there; --import
+registers the scenarios of your own module first."""
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run ``python -m swarp.train.eval`` on ``argv`` (default: ``sys.argv[1:]``; ``COMMAND_DESCRIPTION``
+    says what it does) and print the scores; returns ``evaluate``'s result. A bad argument or
+    checkpoint exits with status 2 and its message."""
+    import_scenario_modules(argv)
+    parser = argparse.ArgumentParser(prog="python -m swarp.train.eval", description=COMMAND_DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("checkpoint", help="a checkpoint.pt, or the run folder holding it")
+    add_import_flag(parser)
+    parser.add_argument("--scenario", type=scenario_name, default=None, help="default: the checkpoint's")
+    parser.add_argument("--episodes", type=positive_int, default=4096)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--seed", type=seed, default=12345, help="reset seed of the episodes, in [0, 2^31)")
+    parser.add_argument("--option", action="append", default=[], type=scenario_option, metavar="NAME=VALUE",
+                        help="a scenario option over the checkpoint's (repeatable; VALUE a literal)")  # fmt: skip
+    parser.add_argument("--video", default=None, help="write a video of the policy here (.gif or .mp4)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    options = dict(args.option) or None
+    try:
+        if args.video:
+            check_video_path(args.video)  # before the evaluation, not after it
+        result = evaluate(args.checkpoint, args.scenario, episodes=args.episodes, device=args.device, seed=args.seed,
+                          options=options)  # fmt: skip
+    except (ValueError, FileNotFoundError) as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for name in ("policy", "random"):
+            r = result[name]
+            print(f"{name:>6}: success {r['success']:.3f} [{r['success_low']:.3f}, {r['success_high']:.3f}] "
+                  f"(95% Wilson), return {r['return']:.3f}, {r['episodes']} episodes")  # fmt: skip
+    if args.video:
+        from swarp.train.video import write_video
+
+        write_video(args.checkpoint, args.video, args.scenario, device=args.device, seed=args.seed, options=options)
+        print(f"video: {args.video}")
     return result

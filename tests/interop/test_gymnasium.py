@@ -1,4 +1,4 @@
-"""``swarp/interop/gymnasium.py``: the VectorEnv adapter under Gymnasium's own checks."""
+"""``swarp/interop/gymnasium/``: the VectorEnv adapter under Gymnasium's own checks."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""``swarp/interop/gymnasium.py`` with Gymnasium's own tools: NEXT_STEP auto-reset, the vector
+"""``swarp/interop/gymnasium/`` with Gymnasium's own tools: NEXT_STEP auto-reset, the vector
 wrappers, the torch backend's refusal of numpy wrappers, and the registered ``swarp/<scenario>-v0``."""
 
 import warnings

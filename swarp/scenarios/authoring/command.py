@@ -1,4 +1,5 @@
-"""``python -m swarp.scenario new NAME [--dir DIR] [--force] [--fused]``: write a new scenario from the template.
+"""The command line of ``python -m swarp.scenario new NAME [--dir DIR] [--force] [--fused]``: write a new
+scenario from the template (``swarp/scenario.py`` forwards here).
 
 Writes ``DIR/NAME.py`` (the scenario, registered as NAME when imported) and ``DIR/test_NAME.py`` (its
 pytest file); with ``--fused`` the module also holds the scenario's fused twin (Warp kernels).
@@ -11,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from swarp.scenario.template import write_scenario
+from swarp.scenarios.authoring.template import write_scenario
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +39,3 @@ def main(argv: list[str] | None = None) -> int:
         f"env = swarp.make({args.name!r}, n_envs=64)"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,11 @@
-"""``check_scenario``: the contract every scenario keeps, runnable on yours.
-
-The built-in scenarios' contract tests (``tests/scenarios/test_contract.py``) call the same checks.
-Each check builds small CPU environments of the scenario, steps them with random actions (beyond
-the action bounds, so clamping acts) and raises ``ScenarioContractError`` naming the check and the
-scenario method at fault (and, for a non-finite value, the step, env and agent).
-
-    import swarp.testing
-    swarp.testing.check_scenario("my_scenario", n_agents=4)   # {"declared shapes": "ok", ...}
-"""
+"""``check_scenario``: the contract checks a scenario must pass (declared shapes, finite values,
+snapshots, determinism, ``reset_at``, the reset's writes, ``final_obs``, no host transfer, the
+CUDA graph, fused-torch parity), each raising ``ScenarioContractError`` naming the check and the
+scenario method at fault."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-import numbers
 import warnings
 from collections.abc import Callable
 
@@ -22,7 +14,6 @@ import torch
 from swarp.core.types import STATE_FIELDS
 from swarp.env.environment import Environment
 from swarp.env.make import make
-from swarp.runtime import host
 from swarp.scenarios.framework.base import (
     Scenario,
     get_scenario,
@@ -30,18 +21,9 @@ from swarp.scenarios.framework.base import (
     scenario_names,
     unregister_scenario,
 )
+from swarp.testing.host_transfers import HostTransferError, forbid_host_transfers
+from swarp.testing.rollouts import PARITY_ATOL, first_difference, random_actions, record, rollout, row_difference
 
-#: Tensor methods that copy to the host (or sync with it): none may run inside ``step``/``reset_at``.
-HOST_TRANSFERS = ("item", "cpu", "numpy", "tolist", "__bool__", "__int__", "__float__")
-#: torch functions that copy host data to the device when given Python values (a CUDA graph cannot
-#: capture that): none may run inside ``step``/``reset_at`` either.
-HOST_UPLOADS = ("tensor", "as_tensor")
-#: torch functions whose output size depends on the data: the host waits for the device to size it.
-DATA_SIZED = ("nonzero", "argwhere", "masked_select", "unique")
-#: Indexing with a boolean mask is a ``nonzero`` inside: a host sync.
-MASK_INDEXING = ("__getitem__", "__setitem__")
-#: Largest float difference between a fused twin and its torch reference [units of the value].
-PARITY_ATOL = 1e-5
 #: The physical state a scenario's reset must write for the envs it resets (planar agents).
 RESET_STATE = ("state.pos", "state.vel", "state.theta")
 #: Steps before the snapshot check takes its snapshot; it replays the rest of the actions.
@@ -62,136 +44,6 @@ NAMED_GROUPS = {"env.agent_params": "agent_params", "env.final_obs": "final_obs"
 
 class ScenarioContractError(AssertionError):
     """A scenario broke the contract: the message names the check and the method at fault."""
-
-
-class HostTransferError(AssertionError):
-    """A host transfer ran where none may (``forbid_host_transfers``)."""
-
-
-@contextlib.contextmanager
-def forbid_host_transfers():
-    """Within the block, what syncs a CUDA step with the host (or cannot be captured in a CUDA graph)
-    raises ``HostTransferError``, on any device: the ``HOST_TRANSFERS`` methods of ``torch.Tensor``,
-    the ``DATA_SIZED`` functions and methods, indexing with a boolean mask, and the ``HOST_UPLOADS``
-    functions of ``torch`` given a Python number, list or tuple (a host-to-device copy on CUDA).
-    swarp's own CPU-only host reads (``swarp.runtime.host.host_rows``) pass."""
-    saved = {name: torch.Tensor.__dict__.get(name) for name in (*HOST_TRANSFERS, *DATA_SIZED, *MASK_INDEXING)}
-    saved_uploads = {name: getattr(torch, name) for name in HOST_UPLOADS}
-
-    originals = {name: getattr(torch.Tensor, name) for name in (*HOST_TRANSFERS, *DATA_SIZED)}
-
-    def forbidden(name):
-        def method(self, *args, **kwargs):
-            if host.reading():  # swarp's own CPU-only reads (swarp.runtime.host)
-                return originals[name](self, *args, **kwargs)
-            raise HostTransferError(f"host transfer: Tensor.{name}()")
-
-        return method
-
-    def forbidden_upload(name):
-        original = saved_uploads[name]
-
-        def function(data, *args, **kwargs):
-            if isinstance(data, (numbers.Number, list, tuple)):
-                raise HostTransferError(
-                    f"host-to-device copy: torch.{name}() of a Python value (make constants once, in bind, "
-                    "or with torch.full)"
-                )
-            return original(data, *args, **kwargs)
-
-        return function
-
-    def forbidden_sized(name):
-        def function(*args, **kwargs):
-            if host.reading():
-                return saved_functions[name](*args, **kwargs)
-            raise HostTransferError(f"host sync: torch.{name}() (its output size depends on the data)")
-
-        return function
-
-    def forbidden_mask_index(name):
-        original = getattr(torch.Tensor, name)
-
-        def method(self, index, *args):
-            parts = index if isinstance(index, tuple) else (index,)
-            if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
-                raise HostTransferError(
-                    f"host sync: Tensor.{name}() with a boolean mask (use torch.where, or integer indices made in bind)"
-                )
-            return original(self, index, *args)
-
-        return method
-
-    saved_functions = {name: getattr(torch, name) for name in DATA_SIZED}
-    try:
-        for name in HOST_TRANSFERS:
-            setattr(torch.Tensor, name, forbidden(name))
-        for name in DATA_SIZED:
-            setattr(torch.Tensor, name, forbidden(name))
-            setattr(torch, name, forbidden_sized(name))
-        for name in MASK_INDEXING:
-            setattr(torch.Tensor, name, forbidden_mask_index(name))
-        for name in HOST_UPLOADS:
-            setattr(torch, name, forbidden_upload(name))
-        yield
-    finally:
-        for name, original in saved_functions.items():
-            setattr(torch, name, original)
-        for name, original in saved.items():
-            if original is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, original)
-        for name, original in saved_uploads.items():
-            setattr(torch, name, original)
-
-
-def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
-    """[E, A, act_dim] uniform random actions of the env's dtype and device, ``overshoot`` (a share
-    of the box's width) beyond the action bounds on both sides, so clamping acts."""
-    low, high = (b.cpu() for b in env.action_bounds)
-    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
-    return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
-
-
-def record(env: Environment, outputs: tuple) -> dict[str, torch.Tensor]:
-    """Clones of what a step (or ``(obs, reward, terminated, truncated, info)``) returned, and the
-    whole ``env.get_state()``, under flat keys (``obs``, ``info.<key>``, ``state.pos``...)."""
-    obs, reward, terminated, truncated, info = outputs
-    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
-    row.update({f"info.{k}": v for k, v in info.items()})
-    row.update(env.get_state())
-    return {k: v.clone() for k, v in row.items()}
-
-
-def rollout(env: Environment, actions: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
-    """Step ``env`` through pre-drawn actions, recording every step (``record``)."""
-    return [record(env, env.step(a)) for a in actions]
-
-
-def first_difference(first: list[dict], second: list[dict]) -> str | None:
-    """``"step t: key"`` of the first entry where two recorded rollouts differ in any bit (or in
-    their keys), or None."""
-    for t, (a, b) in enumerate(zip(first, second, strict=True)):
-        if a.keys() != b.keys():
-            return f"step {t}: keys {sorted(a.keys() ^ b.keys())}"
-        for key in a:
-            if not torch.equal(a[key], b[key]):
-                return f"step {t}: {key}"
-    return None
-
-
-def row_difference(first: dict, second: dict, atol: float = PARITY_ATOL) -> str | None:
-    """The first key where two recorded rows (``record``) disagree, or None: flags and counts
-    (non-float dtypes) must be equal, floats within ``atol`` (NaN equal to NaN)."""
-    if first.keys() != second.keys():
-        return f"keys {sorted(first.keys() ^ second.keys())}"
-    for key, a in first.items():
-        b = second[key]
-        same = torch.allclose(a, b, atol=atol, rtol=0.0, equal_nan=True) if a.is_floating_point() else torch.equal(a, b)
-        if not same:
-            return key
-    return None
 
 
 def check_scenario(

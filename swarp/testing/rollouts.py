@@ -1,0 +1,61 @@
+"""Recorded rollouts, the material of the contract's comparisons: ``random_actions`` (beyond the
+action bounds, so clamping acts), ``record`` and ``rollout`` (every output and the whole state of
+each step, under flat keys), and ``first_difference`` / ``row_difference`` (bit-exact and within
+``PARITY_ATOL``)."""
+
+from __future__ import annotations
+
+import torch
+
+from swarp.env.environment import Environment
+
+#: Largest float difference between a fused twin and its torch reference [units of the value].
+PARITY_ATOL = 1e-5
+
+
+def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
+    """[E, A, act_dim] uniform random actions of the env's dtype and device, ``overshoot`` (a share
+    of the box's width) beyond the action bounds on both sides, so clamping acts."""
+    low, high = (b.cpu() for b in env.action_bounds)
+    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
+    return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
+
+
+def record(env: Environment, outputs: tuple) -> dict[str, torch.Tensor]:
+    """Clones of what a step (or ``(obs, reward, terminated, truncated, info)``) returned, and the
+    whole ``env.get_state()``, under flat keys (``obs``, ``info.<key>``, ``state.pos``...)."""
+    obs, reward, terminated, truncated, info = outputs
+    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
+    row.update({f"info.{k}": v for k, v in info.items()})
+    row.update(env.get_state())
+    return {k: v.clone() for k, v in row.items()}
+
+
+def rollout(env: Environment, actions: list[torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """Step ``env`` through pre-drawn actions, recording every step (``record``)."""
+    return [record(env, env.step(a)) for a in actions]
+
+
+def first_difference(first: list[dict], second: list[dict]) -> str | None:
+    """``"step t: key"`` of the first entry where two recorded rollouts differ in any bit (or in
+    their keys), or None."""
+    for t, (a, b) in enumerate(zip(first, second, strict=True)):
+        if a.keys() != b.keys():
+            return f"step {t}: keys {sorted(a.keys() ^ b.keys())}"
+        for key in a:
+            if not torch.equal(a[key], b[key]):
+                return f"step {t}: {key}"
+    return None
+
+
+def row_difference(first: dict, second: dict, atol: float = PARITY_ATOL) -> str | None:
+    """The first key where two recorded rows (``record``) disagree, or None: flags and counts
+    (non-float dtypes) must be equal, floats within ``atol`` (NaN equal to NaN)."""
+    if first.keys() != second.keys():
+        return f"keys {sorted(first.keys() ^ second.keys())}"
+    for key, a in first.items():
+        b = second[key]
+        same = torch.allclose(a, b, atol=atol, rtol=0.0, equal_nan=True) if a.is_floating_point() else torch.equal(a, b)
+        if not same:
+            return key
+    return None

@@ -1,0 +1,498 @@
+"""``VmasEnvironment``: a swarp ``Environment`` behind VMAS 1.5.2's ``Environment`` API (lists or
+dicts of per-agent tensors, ``reset_at``, spaces, ``render``), and ``VmasAgent``, one entry of its
+``agents`` list. ``swarp.vmas``'s docstring lists what follows VMAS exactly and what differs."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from swarp.env.environment import Environment, check_seed
+from swarp.vmas.option_table import NOT_PER_AGENT
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value``, or ``TypeError`` naming flag ``name`` unless it is a bool."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class VmasAgent:
+    """One agent of a ``VmasEnvironment``, as VMAS's ``env.agents`` lists them.
+
+    Attributes:
+        name: ``"agent_{index}"`` (the key of dict actions, observations and spaces).
+        index: Its index in the swarp batch (the A axis of ``env.sim``'s tensors).
+        action_size: Its action width (the swarp env's ``act_dim``).
+        action_low, action_high: [action_size] float32 tensors on the env's device: its action box
+            in physical units (``env.sim.action_bounds``' row).
+        batch_dim: Parallel envs E.
+        device: The env's ``torch.device``.
+    """
+
+    name: str
+    index: int
+    action_size: int
+    action_low: torch.Tensor
+    action_high: torch.Tensor
+    batch_dim: int
+    device: torch.device
+
+    def __repr__(self) -> str:
+        return f"VmasAgent({self.name!r})"
+
+
+def _spaces():
+    try:
+        from gymnasium import spaces
+    except ImportError as error:  # the spaces are the one part that needs it
+        raise ImportError(
+            "observation_space and action_space need gymnasium (pip install gymnasium; VMAS builds them with gym); "
+            "everything else of swarp.vmas works without it"
+        ) from error
+    return spaces
+
+
+class VmasEnvironment:
+    """A swarp ``Environment`` with VMAS 1.5.2's ``Environment`` API (see the module docstring).
+
+    Args:
+        sim: The swarp ``Environment`` (built with ``auto_reset=False``: VMAS resets nothing itself).
+        dict_spaces: Outputs and spaces keyed by agent name.
+        clamp_actions: Clamp out-of-range actions instead of raising.
+        grad_enabled: Keep the actions' autograd history.
+        terminated_truncated: ``step`` returns terminated and truncated instead of ``dones``.
+        seed: Seed of ``get_random_action``'s generator (int in [0, 2^31)).
+
+    Attributes:
+        sim: The swarp ``Environment``: batched [E, A, ...] tensors.
+        agents: ``VmasAgent`` s, in index order.
+        n_agents, num_envs, batch_dim, device, max_steps: as in VMAS.
+        continuous_actions: True. multidiscrete_actions: False.
+        dict_spaces, clamp_action, grad_enabled, terminated_truncated: as given.
+    """
+
+    metadata = {"render.modes": ["human", "rgb_array"], "runtime.vectorized": True}
+    continuous_actions = True
+    multidiscrete_actions = False
+
+    def __init__(
+        self,
+        sim: Environment,
+        dict_spaces: bool = False,
+        clamp_actions: bool = False,
+        grad_enabled: bool = False,
+        terminated_truncated: bool = False,
+        seed: int = 0,
+    ):
+        if not isinstance(sim, Environment):
+            raise TypeError(f"VmasEnvironment wraps a swarp.Environment, got {type(sim).__name__}")
+        if sim.auto_reset:
+            raise ValueError(
+                "VmasEnvironment needs a swarp Environment built with auto_reset=False: VMAS's step never resets "
+                "an env (call reset_at)"
+            )
+        self.sim = sim
+        self.dict_spaces = check_flag("dict_spaces", dict_spaces)
+        self.clamp_action = check_flag("clamp_actions", clamp_actions)
+        self.grad_enabled = check_flag("grad_enabled", grad_enabled)
+        self.terminated_truncated = check_flag("terminated_truncated", terminated_truncated)
+        self.device = sim.torch_device
+        self.num_envs = sim.n_envs
+        self.n_agents = sim.n_agents
+        self.scenario_name = sim.scenario.name
+        low, high = sim.action_bounds
+        self._low = low.to(torch.float32)
+        self._high = high.to(torch.float32)
+        self.agents = [
+            VmasAgent(f"agent_{i}", i, sim.act_dim, self._low[i], self._high[i], sim.n_envs, self.device)
+            for i in range(sim.n_agents)
+        ]
+        self._by_name = {agent.name: agent for agent in self.agents}
+        # Done flags as VMAS reports them: a reset_at clears its env's (the swarp buffers keep them
+        # until the next step).
+        self._terminated = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
+        self._truncated = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
+        self._mask = torch.zeros(sim.n_envs, dtype=torch.bool, device=self.device)
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(check_seed(seed))
+        self._pending_seed: int | None = None
+        self._action_space = self._observation_space = None
+        per_agent_skip = NOT_PER_AGENT.get(self.scenario_name, ())
+        self._per_agent_info = {
+            key for key, value in sim.info.items() if value.dim() >= 2 and value.shape[1] == self.n_agents
+        } - set(per_agent_skip)
+
+    # --- VMAS attributes ----------------------------------------------------------------------
+
+    @property
+    def batch_dim(self) -> int:
+        """Parallel envs E (VMAS's name for ``num_envs``)."""
+        return self.num_envs
+
+    @property
+    def max_steps(self) -> int | None:
+        """Episode length [steps] after which envs are done (truncated); ``None``: no limit."""
+        return self.sim.max_steps
+
+    @property
+    def steps(self) -> torch.Tensor:
+        """[E] float32 (a copy): steps since each env's last reset, as VMAS's ``env.steps``."""
+        return self.sim.step_count.to(torch.float32)
+
+    @property
+    def action_space(self):
+        """``gymnasium.spaces.Tuple`` (``Dict`` by agent name with ``dict_spaces``) of per-agent
+        float32 ``Box(action_low, action_high, (action_size,))``, physical units.
+
+        Raises:
+            ImportError: gymnasium is not installed.
+        """
+        if self._action_space is None:
+            self._action_space = self._collect(self.get_agent_action_space)
+        return self._action_space
+
+    @property
+    def observation_space(self):
+        """``gymnasium.spaces.Tuple`` (``Dict`` with ``dict_spaces``) of per-agent float32
+        ``Box(-inf, inf, (obs_dim,))``.
+
+        Raises:
+            ImportError: gymnasium is not installed.
+        """
+        if self._observation_space is None:
+            self._observation_space = self._collect(self.get_agent_observation_space)
+        return self._observation_space
+
+    def _collect(self, per_agent: Callable[[VmasAgent], Any]):
+        spaces = _spaces()
+        if self.dict_spaces:
+            return spaces.Dict({agent.name: per_agent(agent) for agent in self.agents})
+        return spaces.Tuple([per_agent(agent) for agent in self.agents])
+
+    def _agent(self, agent: VmasAgent | str) -> VmasAgent:
+        if isinstance(agent, str):
+            if agent not in self._by_name:
+                raise KeyError(f"no agent named {agent!r}; agents: {list(self._by_name)}")
+            return self._by_name[agent]
+        if not isinstance(agent, VmasAgent) or self._by_name.get(agent.name) is not agent:
+            raise TypeError(f"agent must be one of env.agents or its name, got {agent!r}")
+        return agent
+
+    def get_agent_action_size(self, agent: VmasAgent | str) -> int:
+        """The action width of ``agent`` (an element of ``agents`` or its name)."""
+        return self._agent(agent).action_size
+
+    def get_agent_action_space(self, agent: VmasAgent | str):
+        """``gymnasium.spaces.Box`` float32 [action_size]: the agent's action box (physical units)."""
+        agent = self._agent(agent)
+        spaces = _spaces()
+        low, high = (b.detach().cpu().numpy() for b in (agent.action_low, agent.action_high))
+        return spaces.Box(low=low, high=high, shape=(agent.action_size,), dtype=low.dtype)
+
+    def get_agent_observation_space(self, agent: VmasAgent | str, obs: Any = None):
+        """``gymnasium.spaces.Box(-inf, inf, (obs_dim,), float32)`` (``obs`` is accepted and ignored,
+        as VMAS's signature has it: every swarp observation is one flat vector)."""
+        self._agent(agent)
+        return _spaces().Box(low=-np.inf, high=np.inf, shape=(self.sim.obs_dim,), dtype=np.float32)
+
+    def get_random_action(self, agent: VmasAgent | str) -> torch.Tensor:
+        """[E, action_size] float32 on the env's device: uniform in the agent's action box, from the
+        env's own generator (seeded with the env's seed; torch's global RNG is not touched)."""
+        agent = self._agent(agent)
+        u = torch.rand(
+            (self.num_envs, agent.action_size), generator=self._generator, device=self.device, dtype=torch.float32
+        )
+        return agent.action_low + u * (agent.action_high - agent.action_low)
+
+    def get_random_actions(self) -> list[torch.Tensor]:
+        """``get_random_action`` of every agent: ``n_agents`` float32 tensors [E, action_size], a list
+        to pass to ``step``."""
+        return [self.get_random_action(agent) for agent in self.agents]
+
+    # --- reset, step --------------------------------------------------------------------------
+
+    def seed(self, seed: int | None = None) -> list[int]:
+        """Seed the next ``reset()`` (which restarts swarp's reset RNG from it) and reseed
+        ``get_random_action``'s generator now. ``None`` means 0. Returns ``[seed]`` as VMAS does.
+
+        Unlike VMAS, nothing is drawn from it before that ``reset()``: a ``reset_at`` in between
+        draws from the current seed's counter-based stream.
+        """
+        seed = 0 if seed is None else check_seed(seed)
+        self._pending_seed = seed
+        self._generator.manual_seed(seed)
+        return [seed]
+
+    def reset(
+        self,
+        seed: int | None = None,
+        return_observations: bool = True,
+        return_info: bool = False,
+        return_dones: bool = False,
+    ):
+        """Reset every env; with ``seed`` (int in [0, 2^31)) restart swarp's reset RNG from it.
+
+        Returns:
+            Per-agent observations [E, obs_dim] float32 (a list, or a dict with ``dict_spaces``);
+            with ``return_info`` / ``return_dones`` a list ``[obs, dones, infos]`` (``[obs,
+            terminated, truncated, infos]`` with ``terminated_truncated``) of the parts asked for;
+            ``None`` when none is.
+        """
+        if seed is None:
+            seed, self._pending_seed = self._pending_seed, None
+        else:
+            seed = check_seed(seed)
+            self._pending_seed = None
+        if seed is not None:
+            self._generator.manual_seed(seed)
+        self.sim.reset(seed=seed)
+        self._terminated.zero_()
+        self._truncated.zero_()
+        return self._result(return_observations, False, return_info, return_dones)
+
+    def _index(self, index: Any) -> int:
+        if isinstance(index, torch.Tensor):
+            if index.numel() != 1 or index.dtype == torch.bool or index.is_floating_point() or index.is_complex():
+                raise TypeError(
+                    f"index must be one integer env index, got a {index.dtype} tensor of shape {list(index.shape)}; "
+                    f"reset many envs at once with env.sim.reset_at(mask [num_envs] bool)"
+                )
+            index = int(index.item())
+        elif isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(f"index must be an int env index, got {index!r}")
+        index = int(index)
+        if not 0 <= index < self.num_envs:
+            raise IndexError(f"index must be in [0, {self.num_envs}), got {index}")
+        return index
+
+    def reset_at(
+        self,
+        index: int,
+        return_observations: bool = True,
+        return_info: bool = False,
+        return_dones: bool = False,
+    ):
+        """Reset env ``index`` (an int, or an integer tensor of one element) and no other.
+
+        Returns:
+            As ``reset``: the observations of every env (the reset one's start its new episode).
+
+        Raises:
+            TypeError: ``index`` is not one integer. IndexError: it is not in [0, num_envs).
+        """
+        index = self._index(index)
+        self._mask.zero_()
+        self._mask[index] = True
+        self.sim.reset_at(self._mask)
+        self._terminated[index] = False
+        self._truncated[index] = False
+        return self._result(return_observations, False, return_info, return_dones)
+
+    def _actions(self, actions: Sequence | Mapping) -> torch.Tensor:
+        """Per-agent actions -> the swarp action tensor [E, A, act_dim], checked like VMAS's."""
+        if isinstance(actions, Mapping):
+            names = [agent.name for agent in self.agents]
+            missing = [name for name in names if name not in actions]
+            extra = sorted(str(key) for key in actions if key not in self._by_name)
+            if missing or extra:
+                raise ValueError(
+                    f"actions dict must hold one entry per agent {names}: missing {missing}, unknown {extra}"
+                )
+            actions = [actions[name] for name in names]
+        elif isinstance(actions, torch.Tensor) or not isinstance(actions, Sequence) or isinstance(actions, str):
+            raise TypeError(
+                f"actions must be a list of {self.n_agents} per-agent tensors [num_envs, act_dim] or a dict by agent "
+                f"name, got {type(actions).__name__} (env.sim.step takes one [num_envs, n_agents, act_dim] tensor)"
+            )
+        if len(actions) != self.n_agents:
+            raise ValueError(f"expected actions for {self.n_agents} agents, got {len(actions)}")
+        rows = []
+        for agent, action in zip(self.agents, actions, strict=True):
+            if not isinstance(action, torch.Tensor):
+                try:
+                    action = torch.as_tensor(action, device=self.device)
+                except (TypeError, ValueError, RuntimeError) as error:
+                    raise TypeError(f"action of {agent.name} must be numbers [num_envs, act_dim]: {error}") from None
+            if action.dtype == torch.bool or action.is_complex():
+                raise TypeError(f"action of {agent.name} must be real numbers, got dtype {action.dtype}")
+            if action.dim() == 1:
+                action = action.unsqueeze(-1)  # VMAS reads [num_envs] as [num_envs, 1]
+            if tuple(action.shape) != (self.num_envs, agent.action_size):
+                raise ValueError(
+                    f"action of {agent.name} must have shape [num_envs, act_dim] = [{self.num_envs}, "
+                    f"{agent.action_size}], got {list(action.shape)}"
+                )
+            if not self.grad_enabled:
+                action = action.detach()
+            rows.append(action.to(device=self.device, dtype=torch.float32))
+        stacked = torch.stack(rows, dim=1)
+        low, high = self._low, self._high
+        if self.clamp_action:
+            if bool(torch.isnan(stacked).any()):
+                raise ValueError(f"actions contain NaN: {self._first_bad(torch.isnan(stacked))}")
+            stacked = torch.clamp(stacked, low, high)
+        else:
+            outside = ~((stacked >= low) & (stacked <= high))  # NaN compares False: outside too
+            if bool(outside.any()):
+                raise ValueError(
+                    f"actions out of the action space (NaN, or outside [low, high]; clamp_actions=True clamps them): "
+                    f"{self._first_bad(outside, stacked)}"
+                )
+        return stacked.to(self.sim.dtype)
+
+    def _first_bad(self, bad: torch.Tensor, values: torch.Tensor | None = None) -> str:
+        env, agent, column = (int(i) for i in bad.nonzero()[0])
+        text = f"agent {self.agents[agent].name}, env {env}, component {column}"
+        if values is not None:
+            text += (
+                f": {values[env, agent, column].item()!r} not in [{self._low[agent, column].item()!r}, "
+                f"{self._high[agent, column].item()!r}]"
+            )
+        return text
+
+    def step(self, actions: Sequence | Mapping):
+        """Step every env with per-agent actions.
+
+        Args:
+            actions: ``n_agents`` tensors [E, act_dim] (a list in agent order, or a dict by agent
+                name), physical units within ``action_space`` (see ``clamp_actions``); numbers that
+                are not tensors are converted to float32 tensors, and [E] is read as [E, 1].
+
+        Returns:
+            ``[obs, rews, dones, infos]``: ``n_agents`` observations [E, obs_dim] float32, rewards
+            [E] float32 and info dicts (lists, or dicts by agent name with ``dict_spaces``), and
+            ``dones`` [E] bool (terminated or truncated); ``[obs, rews, terminated, truncated,
+            infos]`` with ``terminated_truncated``.
+
+        Raises:
+            TypeError: ``actions`` is not a list or dict of numbers. ValueError: wrong count,
+            names or shapes, NaN, or values out of range without ``clamp_actions``.
+        """
+        stacked = self._actions(actions)
+        obs, reward, terminated, truncated, info = self.sim.step(stacked)
+        self._terminated.copy_(terminated)
+        self._truncated.copy_(truncated)
+        return self._compose(obs, reward, info, True, True, True, True, None)
+
+    def done(self):
+        """[E] bool: terminated or truncated; ``(terminated, truncated)`` with ``terminated_truncated``.
+        An env reset by ``reset_at`` is not done."""
+        if self.terminated_truncated:
+            return self._terminated.clone(), self._truncated.clone()
+        return self._terminated | self._truncated
+
+    def get_from_scenario(
+        self,
+        get_observations: bool,
+        get_rewards: bool,
+        get_infos: bool,
+        get_dones: bool,
+        dict_agent_names: bool | None = None,
+    ):
+        """The current observations, the last step's rewards, the infos and the done flags, composed
+        as VMAS does: a list of the parts asked for, in the order obs, rews, dones (or terminated,
+        truncated), infos; ``None`` when none is. ``dict_agent_names`` overrides ``dict_spaces``.
+
+        Rewards are swarp's reward buffer, [E] float32 per agent: the last step's (zeros before the
+        first step; resets leave it as it was). VMAS recomputes them from the scenario instead.
+        """
+        sim = self.sim
+        return self._compose(
+            sim.obs, sim.reward, sim.info, get_observations, get_rewards, get_infos, get_dones, dict_agent_names
+        )
+
+    def _result(self, observations: bool, rewards: bool, infos: bool, dones: bool):
+        result = self.get_from_scenario(observations, rewards, infos, dones)
+        return result[0] if result and len(result) == 1 else result
+
+    def _compose(self, obs, reward, info, get_obs, get_rews, get_infos, get_dones, dict_agent_names):
+        if not (get_obs or get_rews or get_infos or get_dones):
+            return None
+        by_name = self.dict_spaces if dict_agent_names is None else dict_agent_names
+        names = [agent.name for agent in self.agents]
+
+        def arrange(values: list):
+            return dict(zip(names, values, strict=True)) if by_name else list(values)
+
+        result = []
+        if get_obs:
+            result.append(arrange(_split(obs)))
+        if get_rews:
+            result.append(arrange(_split(reward)))
+        if get_dones:
+            if self.terminated_truncated:
+                result += [self._terminated.clone(), self._truncated.clone()]
+            else:
+                result.append(self._terminated | self._truncated)
+        if get_infos:
+            result.append(arrange(self._infos(info)))
+        return result
+
+    def _infos(self, info: Mapping[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        """Per-agent info dicts: entries [E, A, ...] split by agent, the others ([E], [E, k]) copied whole."""
+        split = {key: _split(value) for key, value in info.items() if key in self._per_agent_info}
+        return [
+            {key: split[key][i] if key in split else value.clone() for key, value in info.items()}
+            for i in range(self.n_agents)
+        ]
+
+    # --- rendering, the rest ------------------------------------------------------------------
+
+    def render(
+        self,
+        mode: str = "rgb_array",
+        env_index: int = 0,
+        agent_index_focus: int | None = None,
+        visualize_when_rgb: bool = False,
+        **overlays: Any,
+    ):
+        """Draw env ``env_index`` (swarp's renderer: agents, the scenario's goals, obstacles, walls).
+
+        Args:
+            mode: ``"rgb_array"`` (the default here; VMAS's is ``"human"``) or ``"human"`` (also
+                shows it in a window: pygame, the ``viz`` extra).
+            env_index: The env, in [0, num_envs).
+            agent_index_focus: Must be None: swarp's view frames the arena, it follows no agent.
+            visualize_when_rgb: With ``"rgb_array"``, also show the frame in a window.
+            **overlays: swarp's ``Environment.render`` options (``width``, ``height`` [px], ...).
+
+        Returns:
+            (H, W, 3) uint8 RGB image (480 x 480 by default).
+
+        Raises:
+            ValueError: an unknown mode, or ``agent_index_focus``. TypeError / IndexError:
+            ``env_index`` is not an int in [0, num_envs).
+        """
+        if mode not in self.metadata["render.modes"]:
+            raise ValueError(f"render mode must be one of {self.metadata['render.modes']}, got {mode!r}")
+        if agent_index_focus is not None:
+            raise ValueError("agent_index_focus is not supported: swarp's renderer frames the arena, not an agent")
+        index = self._index(env_index)
+        show = mode == "human" or check_flag("visualize_when_rgb", visualize_when_rgb)
+        return self.sim.render(mode="human" if show else "rgb_array", env_index=index, **overlays)
+
+    def to(self, device: Any) -> None:
+        """Not supported: a swarp environment's buffers live on the device it was built on."""
+        raise NotImplementedError(
+            f"swarp environments cannot move devices: build a new one with make_env(device={device!r})"
+        )
+
+    def close(self) -> None:
+        """Close the swarp environment (``Environment.close``); further steps raise."""
+        self.sim.close()
+
+    def __repr__(self) -> str:
+        return f"VmasEnvironment({self.scenario_name!r}, num_envs={self.num_envs}, n_agents={self.n_agents})"
+
+
+def _split(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """[E, A, ...] -> A tensors [E, ...]: one copy, each contiguous, none a view of ``tensor``."""
+    return list(tensor.transpose(0, 1).clone(memory_format=torch.contiguous_format).unbind(0))
