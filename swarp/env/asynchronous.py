@@ -164,19 +164,19 @@ class AsyncStep:
             raise RuntimeError("send()/recv() steps are not differentiable: detach the actions or use step()")
         if self.cuda and not self.side_stream:
             env.world.actions.copy_(actions)
-            env._run_step()
+            env.launches.run_step()
         elif self.cuda:
             self._stream.wait_stream(torch.cuda.current_stream(env.torch_device))
             with torch.cuda.stream(self._stream):
                 env.world.actions.copy_(actions)
-                env._run_step()
+                env.launches.run_step()
                 self._done.record(self._stream)
             # The caller may free its action tensor right away: keep its memory until the copy ran.
             actions.record_stream(self._stream)
         else:
             # Copy now, so the caller may overwrite its action tensor while the step runs.
             env.world.actions.copy_(actions)
-            env._prepare_step()  # capture on this thread: never two captures at once
+            env.launches.prepare_step()  # capture on this thread: never two captures at once
             self.last_threaded = self.placement.next(self.step_time_s)
             if self.last_threaded:
                 self._future = self._executor.submit(self._timed_step)
@@ -186,7 +186,7 @@ class AsyncStep:
 
     def _timed_step(self) -> None:
         start = time.perf_counter()
-        self.env._run_step()
+        self.env.launches.run_step()
         self.step_time_s = _average(self.step_time_s, time.perf_counter() - start)
 
     def wait(self) -> None:

@@ -67,7 +67,7 @@ WRITE_ONLY = ("env.obs", "env.final_obs")
 def _linked_buffers(env: Environment) -> dict[str, torch.Tensor]:
     """The buffers of ``env`` that a shard's step or reset reads or writes, by name."""
     world = env.world
-    buffers = dict(env._snapshot_tensors())
+    buffers = dict(env.snapshots.tensors())
     # The parameter table as stored ([E or 1, P, A]: ``swarp.core.types.param_array``), contiguous.
     buffers["env.agent_params"] = wp.to_torch(world.model.params).permute(0, 2, 1)
     buffers["env.done"] = env.done
@@ -163,8 +163,8 @@ class Shards:
             if self.env.auto_reset and not _views(shard.final_obs, self.env.final_obs, lo, hi):
                 step_out.append(self._final_rows_back(shard, *final))
             self.n_views.append(views)
-            self._step_seqs.append(self._linked(shard, shard._fused_step, copies_in, step_out))
-            self._reset_seqs.append(self._linked(shard, shard._fused_reset, copies_in, copies_out))
+            self._step_seqs.append(self._linked(shard, shard.launches.step, copies_in, step_out))
+            self._reset_seqs.append(self._linked(shard, shard.launches.reset, copies_in, copies_out))
         self._flag_views = [(full.numpy(), [part.numpy() for part in parts]) for full, parts in self._flags]
 
     @staticmethod

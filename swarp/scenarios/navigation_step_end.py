@@ -267,8 +267,12 @@ class NavigationStepEnd(StepEndHooks):
         return nk.kernels_for(sc), end_kernels(*key)
 
     def bind(self, marks: AheadMarks) -> None:
-        self.ahead = AheadStarts(self.sc)
+        sc = self.sc
+        self.ahead = AheadStarts(sc)
         self.marks = marks
+        # The live goals and reward memory, through the scenario's public torch views (same memory).
+        self.goals = wp.from_torch(sc.goals, dtype=vec2_type(sc.env.stepper.scalar))
+        self.prev_dist = wp.from_torch(sc.prev_dist)
 
     def launch_prepare(self, launcher: Launcher, env_mask: wp.array, streams) -> None:
         sc, ahead = self.sc, self.ahead
@@ -293,8 +297,8 @@ class NavigationStepEnd(StepEndHooks):
         src.rows = rows.row_vectors(ahead.rows, sc.obs_dim)
         sw = swap.NavSwap()
         sw.marks, sw.ahead = self.marks, src
-        sw.live = nk.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), sc._goals)
-        sw.nq, sw.prev_dist = world.neighbor_query(), sc._prev_dist
+        sw.live = nk.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), self.goals)
+        sw.nq, sw.prev_dist = world.neighbor_query(), self.prev_dist
         sw.final_obs = rows.row_vectors(b.final_obs_saved, sc.obs_dim)
         return sw
 
