@@ -41,6 +41,9 @@ class StepEnd:
         stages: Its single launches.
     """
 
+    #: Whether the auto-reset swaps in starts prepared ahead (``AheadStepEnd``).
+    prepares_ahead = False
+
     def __init__(self, core: EnvCore, stages: Stages):
         self.core = core
         self.stages = stages
@@ -113,6 +116,8 @@ class AheadStepEnd(StepEnd):
         hooks: The scenario's ``StepEndHooks`` (``prepares_ahead``); bound here.
     """
 
+    prepares_ahead = True
+
     def __init__(self, core: EnvCore, stages: Stages, hooks: StepEndHooks):
         super().__init__(core, stages)
         b, dev = core.buffers, core.device
@@ -126,9 +131,9 @@ class AheadStepEnd(StepEnd):
         self.forked = None  # the side stream the preparation of this step runs on, until joined
         hooks.bind(marks)
         # Re-drawn radii: the lidar scans after the swap instead (ahead, it would see the old ones).
-        scan_ahead = core.lidar is not None and core.randomization is None
-        shape = (core.n_envs, core.n_agents, core.lidar.n_rays) if scan_ahead else None
-        self.lidar_rows = wp.zeros(shape, dtype=b.scalar, device=dev) if scan_ahead else None
+        self.lidar_rows = None  # the prepared starts' lidar columns [E, A, n_rays]
+        if core.lidar is not None and core.randomization is None:
+            self.lidar_rows = wp.zeros((core.n_envs, core.n_agents, core.lidar.n_rays), dtype=b.scalar, device=dev)
 
     def begin_step(self, launcher: Launcher) -> None:
         """Prepare the next starts of the envs marked by the last reset or swap: on the side stream
