@@ -16,6 +16,7 @@ Everything here is a plain attribute; the ``Environment`` shows each of ``PUBLIC
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import warp as wp
 
@@ -39,6 +40,19 @@ PUBLIC = (
     "scenario_obs_dim", "lidar", "obs_dim", "obs", "final_obs", "info", "scenario_info_keys", "streams",
     "seed_value",
 )  # fmt: skip
+
+
+class CoreField:
+    """An ``Environment`` attribute held by its ``EnvCore`` (read and written through)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, env: Any, owner: type | None = None) -> Any:
+        return self if env is None else getattr(env.core, self.name)
+
+    def __set__(self, env: Any, value: Any) -> None:
+        setattr(env.core, self.name, value)
 
 
 def choose_env_plan(scenario: Scenario, options: EnvOptions, hooks: StepEndHooks | None):

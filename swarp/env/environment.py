@@ -30,12 +30,12 @@ import warp as wp
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import stream_key_torch
 from swarp.env import grad
-from swarp.env.core import PUBLIC, EnvCore
+from swarp.env.core import PUBLIC, CoreField, EnvCore
 from swarp.env.launches import Launches
 from swarp.env.options import MAX_GLOBAL_ENVS, EnvOptions, check_seed
-from swarp.env.parameters import AgentParameters
+from swarp.env.parameters import AgentParameters, ParameterMethods
 from swarp.env.shards import Shards
-from swarp.env.snapshots import Snapshots, check_picklable, rebuild
+from swarp.env.snapshots import Snapshots, Snapshotting
 from swarp.env.stages import Stages
 from swarp.env.step_end import make_step_end
 from swarp.runtime.plan import ExecutionPlan
@@ -44,20 +44,7 @@ from swarp.scenarios.framework.base import Scenario
 __all__ = ["MAX_GLOBAL_ENVS", "Environment", "check_seed"]
 
 
-class CoreField:
-    """An ``Environment`` attribute held by its ``EnvCore`` (read and written through)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __get__(self, env: Environment | None, owner: type | None = None) -> Any:
-        return self if env is None else getattr(env.core, self.name)
-
-    def __set__(self, env: Environment, value: Any) -> None:
-        setattr(env.core, self.name, value)
-
-
-class Environment:
+class Environment(ParameterMethods, Snapshotting):
     """A batch of ``n_envs`` copies of a scenario, stepped together on one device.
 
     Args:
@@ -111,21 +98,8 @@ class Environment:
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
         env_offset: As given.
 
-    Pickling and copying: an environment pickles (``pickle``, ``cloudpickle``, ``torch.save``,
-    multiprocessing) as what it was built from, never as its buffers: the scenario as it was given
-    (its class and options, ``scenario.cfg``, before the environment bound buffers to it) and the
-    constructor's arguments (``n_envs``, the resolved ``device``, ``seed``, ``auto_reset``,
-    ``max_steps``, ``fused``, ``use_graph``, ``clone_outputs``, ``dtype``, ``env_offset``, the lidar,
-    parameter and plan options), which is everything ``swarp.make`` passes. Unpickling builds a new
-    environment from them, freshly reset with the seed it was built with: the state is not carried
-    (episodes, counters, a later ``reset(seed=...)``, parameters written by ``set_agent_params``,
-    a ``close()``). To carry it, pickle a snapshot beside it and restore it:
-    ``env2, snap = pickle.loads(pickle.dumps((env, env.get_state()))); env2.set_state(snap)``.
-    An unpickled env steps exactly like a fresh one made with the same arguments. ``copy.copy`` and
-    ``copy.deepcopy`` give such a rebuilt environment too (two envs never share buffers). An
-    environment built from a ``Scenario`` instance of your own pickles when that scenario does
-    (module-level class, picklable options); otherwise pickling raises ``TypeError`` naming what
-    does not pickle.
+    Agent parameters: ``swarp.env.parameters.ParameterMethods``. Snapshots (``get_state``,
+    ``set_state``), pickling and copying: ``swarp.env.snapshots.Snapshotting``.
     """
 
     #: Set by ``close()``; the methods that step, reset, snapshot, re-parameterise or draw the env
@@ -244,72 +218,6 @@ class Environment:
         if self._action_bounds is None:
             self._action_bounds = self.stepper.model.action_bounds(self.torch_device, self.dtype)
         return self._action_bounds
-
-    @property
-    def per_env_params(self) -> bool:
-        """Whether every env has its own agent parameters (``agent_params`` is [E, A, P])."""
-        return self.parameters.per_env
-
-    @property
-    def agent_params(self) -> torch.Tensor:
-        """Zero-copy view of the agent parameter table: [E, A, P] with ``per_env_params``, else
-        [1, A, P] shared by every env; columns ``swarp.core.params.PARAM_NAMES`` (SI units).
-
-        The step reads it in place: ``set_agent_params`` writes it with validation, and a change
-        takes effect on the next step without recapturing anything. ``action_bounds`` keeps the
-        configured limits; the kernels clamp each env's actions to its own.
-        """
-        return self.parameters.table
-
-    # --- agent parameters ---------------------------------------------------------------------
-
-    def set_agent_params(
-        self, values: torch.Tensor | None = None, env_mask: torch.Tensor | None = None, **columns: Any
-    ) -> None:
-        """Write agent parameters in place, validated (one host sync); next step uses them.
-
-        Args:
-            values: A whole table broadcastable to ``agent_params``' shape.
-            env_mask: Optional [E] bool: only these envs change (needs ``per_env_params``).
-            **columns: Parameters by name, e.g. ``mass=torch.full((E, A), 2.0)`` or ``max_speed=0.5``;
-                each broadcastable to [E_p, A]. radius and max_speed may not exceed the configured
-                fleet maxima (they size the contact search).
-
-        Raises:
-            TypeError: ``values`` is not a tensor, or a column is neither a number nor a tensor.
-            ValueError: a shape that does not broadcast (named with the shape it must broadcast to,
-                the table's columns and the shape given), an ``env_mask`` that is not [E] bool, or
-                invalid values; the table is left as it was.
-        """
-        self._check_open("set_agent_params")
-        self._check_no_pending_send("set_agent_params")
-        self.parameters.write(values, env_mask, **columns)
-        self.launches.start_again()  # a lidar's prepared scans saw the old radii
-
-    def randomize_agent_params(
-        self,
-        ranges: dict[str, tuple[float, float]],
-        env_mask: torch.Tensor | None = None,
-        relative: bool = False,
-        per_agent: bool = True,
-    ) -> None:
-        """Domain randomization: draw parameters uniformly in ``ranges`` for every env (or those in
-        ``env_mask``), in place. Draws come from the reset RNG keyed by (seed, env, episode), so
-        calling this after each reset gives every episode its own, reproducible parameters.
-
-        Args:
-            ranges: ``{name: (low, high)}`` in SI units, or factors of the configured values with
-                ``relative=True`` (e.g. ``{"mass": (0.8, 1.2)}``).
-            env_mask: Optional [E] bool.
-            relative: Scale the configured (``AgentConfig``) values instead of replacing them.
-            per_agent: Each agent draws its own value; otherwise all agents of an env share one.
-        """
-        table = self.parameters.sample(ranges, self.rng_keys(), relative, per_agent)
-        self.set_agent_params(table, env_mask=env_mask)
-
-    def configured_params(self) -> torch.Tensor:
-        """[1, A, P] the parameters the ``AgentConfig``s give (the shared table's values)."""
-        return self.parameters.configured()
 
     def rng_keys(self) -> torch.Tensor:
         """[E] int64 reset-RNG keys of the current episodes (torch twin of the kernels' ``episode_key``),
@@ -493,102 +401,6 @@ class Environment:
             self.launches.shards.close()
         if self.recomputed_grad is not None:
             self.recomputed_grad.close()
-
-    # --- pickling and copying -------------------------------------------------------------------
-
-    def __reduce__(self):
-        """Pickle as ``(class, scenario as given, constructor arguments)``: unpickling rebuilds a fresh,
-        reset environment (the state is not carried; see the class docstring).
-
-        Raises:
-            TypeError: the scenario or an argument does not pickle (named in the message).
-        """
-        recipe = (type(self), self.scenario_as_given, dict(self.rebuild_kwargs))
-        check_picklable(recipe)
-        return (rebuild, recipe)
-
-    def __copy__(self) -> Environment:
-        """A rebuilt environment (as ``copy.deepcopy``): a shallow copy would share device buffers."""
-        return self.__deepcopy__({})
-
-    def __deepcopy__(self, memo: dict) -> Environment:
-        """A fresh environment rebuilt from copies of the scenario as given and of the arguments
-        (the state is not carried: ``set_state(env.get_state())`` on the copy carries it)."""
-        scenario, kwargs = copy.deepcopy((self.scenario_as_given, self.rebuild_kwargs), memo)
-        rebuilt = rebuild(type(self), scenario, kwargs)
-        memo[id(self)] = rebuilt
-        return rebuilt
-
-    # --- snapshots ----------------------------------------------------------------------------
-
-    def get_state(self) -> dict[str, torch.Tensor]:
-        """An exact snapshot of the whole batch: clones of every buffer that decides the next step.
-
-        ``set_state`` restores it, after which the env steps, resets and auto-resets to the same
-        bits as after the ``get_state`` (same seed, same actions, same bits). Keys:
-
-        * ``state.*``: the world state [E, A, ...] (``self.state``'s fields: agents, the drone
-          fields, bodies [E, B, ...] in a world with bodies).
-        * ``env.seed`` [1] int32, ``env.episode`` and ``env.step_count`` [E] int32: the reset RNG's
-          seed and counters (they key every reset draw, prepared starts' and re-drawn parameters'
-          included) and the episode clocks.
-        * ``env.obs``, ``env.final_obs`` [E, A, obs_dim], ``env.reward`` [E, A], ``env.terminated``
-          and ``env.truncated`` [E] bool: the last outputs (``done``, the envs a caller's
-          ``reset_at(env.done)`` would restart, is their ``or`` and is rebuilt from them).
-        * ``env.agent_params``: the agent parameter table (``agent_params``: [E, A, P] per env, or
-          the shared [1, A, P]), as drawn by ``randomize_params`` or written by ``set_agent_params``.
-        * ``obstacles.*``: the obstacle arrays (``Model.obstacle_tensors``; per-env slots a scenario
-          samples at reset included).
-        * ``scenario.*``: the scenario's memory (``Scenario.state_tensors``: goals, targets, the
-          previous distances of progress rewards...).
-        * ``info.*``: the scenario's info buffers (``final_obs`` is ``env.final_obs``).
-
-        Left out on purpose, as nothing the next step computes reads them: the sticky diagnostic
-        flags (``invalid_actions``, ``neighbor_overflow``, ``non_finite``: they keep counting across
-        a restore), per-step scratch that a step writes before it reads it (contact forces, the
-        action buffer, the reset mask, the auto-reset's env list, a scenario's per-step terms;
-        navigation's tallies are zero between steps), the lidar's ``last`` scan (``Lidar.scan``),
-        and what is static after construction (plan, configured parameters, the ranges of
-        ``randomize_params``). Derived buffers are rebuilt by ``set_state`` instead:
-        neighbor lists (from ``state.pos``), ``done``, and the starts prepared ahead
-        (``plan.reset_ahead``: prepared again from the restored counters at the next step).
-
-        Returns:
-            ``{key: tensor}`` of device tensors, each a clone (later steps do not change it).
-
-        Raises:
-            RuntimeError: a ``send()`` is pending (its step is rewriting the buffers).
-        """
-        self._check_open("get_state")
-        self._check_no_pending_send("get_state")
-        return self.snapshots.get()
-
-    def set_state(self, snapshot: dict[str, torch.Tensor]) -> None:
-        """Restore a ``get_state`` snapshot in place (buffers keep their addresses: graphs stay valid).
-
-        The snapshot is checked whole before anything is copied, so a rejected one leaves the env
-        as it was: the same keys as ``get_state`` gives, each a tensor of its shape and dtype, and
-        values ``get_state`` could have produced: finite floats, a seed in [0, 2^31), episode and
-        step counters >= 0, a valid parameter table (``swarp.core.params.check_param_table``, as
-        ``set_agent_params`` checks it) and valid obstacle codes and sizes. Tensors may be on
-        another device (a snapshot of a CUDA env restored on the CPU, or one loaded with
-        ``torch.load(map_location=...)``): they are copied across, bit for bit. One host sync.
-
-        Args:
-            snapshot: ``{key: tensor}`` from ``get_state`` (of this env or one built alike).
-
-        Raises:
-            TypeError: ``snapshot`` is not a dict, or an entry is not a tensor.
-            ValueError: missing or unexpected keys, or an entry of the wrong shape, dtype or value
-                (the message names the key, and for a non-finite value its first index).
-            RuntimeError: a ``send()`` is pending.
-        """
-        self._check_open("set_state")
-        self._check_no_pending_send("set_state")
-        self.snapshots.restore(snapshot)
-        if self.launches.shards is not None:
-            self.launches.shards.mark_dirty()
-        self.launches.start_again()  # prepared starts follow the episode counters
 
     # --- rendering ----------------------------------------------------------------------------
 

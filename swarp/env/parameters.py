@@ -97,3 +97,72 @@ class AgentParameters:
             outputs=[core.world.model.params],
             device=core.device,
         )
+
+
+class ParameterMethods:
+    """The agent parameter methods of ``Environment`` (it provides ``parameters``, ``launches``
+    and ``rng_keys``)."""
+
+    @property
+    def per_env_params(self) -> bool:
+        """Whether every env has its own agent parameters (``agent_params`` is [E, A, P])."""
+        return self.parameters.per_env
+
+    @property
+    def agent_params(self) -> torch.Tensor:
+        """Zero-copy view of the agent parameter table: [E, A, P] with ``per_env_params``, else
+        [1, A, P] shared by every env; columns ``swarp.core.params.PARAM_NAMES`` (SI units).
+
+        The step reads it in place: ``set_agent_params`` writes it with validation, and a change
+        takes effect on the next step without recapturing anything. ``action_bounds`` keeps the
+        configured limits; the kernels clamp each env's actions to its own.
+        """
+        return self.parameters.table
+
+    def set_agent_params(
+        self, values: torch.Tensor | None = None, env_mask: torch.Tensor | None = None, **columns: Any
+    ) -> None:
+        """Write agent parameters in place, validated (one host sync); next step uses them.
+
+        Args:
+            values: A whole table broadcastable to ``agent_params``' shape.
+            env_mask: Optional [E] bool: only these envs change (needs ``per_env_params``).
+            **columns: Parameters by name, e.g. ``mass=torch.full((E, A), 2.0)`` or ``max_speed=0.5``;
+                each broadcastable to [E_p, A]. radius and max_speed may not exceed the configured
+                fleet maxima (they size the contact search).
+
+        Raises:
+            TypeError: ``values`` is not a tensor, or a column is neither a number nor a tensor.
+            ValueError: a shape that does not broadcast (named with the shape it must broadcast to,
+                the table's columns and the shape given), an ``env_mask`` that is not [E] bool, or
+                invalid values; the table is left as it was.
+        """
+        self._check_open("set_agent_params")
+        self._check_no_pending_send("set_agent_params")
+        self.parameters.write(values, env_mask, **columns)
+        self.launches.start_again()  # a lidar's prepared scans saw the old radii
+
+    def randomize_agent_params(
+        self,
+        ranges: dict[str, tuple[float, float]],
+        env_mask: torch.Tensor | None = None,
+        relative: bool = False,
+        per_agent: bool = True,
+    ) -> None:
+        """Domain randomization: draw parameters uniformly in ``ranges`` for every env (or those in
+        ``env_mask``), in place. Draws come from the reset RNG keyed by (seed, env, episode), so
+        calling this after each reset gives every episode its own, reproducible parameters.
+
+        Args:
+            ranges: ``{name: (low, high)}`` in SI units, or factors of the configured values with
+                ``relative=True`` (e.g. ``{"mass": (0.8, 1.2)}``).
+            env_mask: Optional [E] bool.
+            relative: Scale the configured (``AgentConfig``) values instead of replacing them.
+            per_agent: Each agent draws its own value; otherwise all agents of an env share one.
+        """
+        table = self.parameters.sample(ranges, self.rng_keys(), relative, per_agent)
+        self.set_agent_params(table, env_mask=env_mask)
+
+    def configured_params(self) -> torch.Tensor:
+        """[1, A, P] the parameters the ``AgentConfig``s give (the shared table's values)."""
+        return self.parameters.configured()
