@@ -12,7 +12,7 @@
 eager launches, averaged per step), the finest split short of Nsight. On the CPU (``--device cpu``,
 ``--kernels`` only) it lists the host time of each launch of one fused step on one thread
 (``cpu_shards=1``), the step recorded and replayed ``--iters`` times, each launch timed in place
-(Python's launch overhead, ~1-8 us a launch, included; a graph pays less of it):
+(Python's launch overhead included; a graph pays less of it):
 
     python -m swarp.benchmark.profile_env --device cpu --kernels --envs 512 --agents 4 --option substeps=2
 """

@@ -337,8 +337,8 @@ class RecomputedGrad:
 
 class _Slot:
     """One step's saved inputs (``tensors``) and the two compiled copies around them: ``save``
-    (the environment's buffers in) and ``load`` (out into the twin's). As torch copies of the
-    ~25 buffers they cost 150 us of host time each on CUDA (navigation x 4)."""
+    (the environment's buffers in) and ``load`` (out into the twin's): compiled, since as torch
+    copies of the ~25 buffers they cost host time on every step (docs/benchmarks.md)."""
 
     def __init__(self, owner: RecomputedGrad, tensors: list[torch.Tensor]):
         self.sources = owner._inputs

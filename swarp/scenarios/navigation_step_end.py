@@ -74,9 +74,9 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
         copied from ``ahead``. Returns the start's first observation row (the caller stores it)."""
         # In groups, each loaded then stored, so few values are live at once: the fused end compiles
         # this into the observation's kernel, where every register this rare path holds would cost
-        # every block occupancy (s26, one group at a time: 80 registers, no spill, under launch
-        # bounds since removed; all loads first: 96). Each group waits for the stores before it (the compiler
-        # cannot tell the arrays apart): a few memory round trips, on the lanes of restarting envs only.
+        # every block occupancy (one group at a time needs fewer registers than all loads first:
+        # docs/benchmarks.md). Each group waits for the stores before it (the compiler cannot tell
+        # the arrays apart): a few memory round trips, on the lanes of restarting envs only.
         sw.final_obs[env, agent] = old
         entries = list_k()
         for k in range(wp.static(max_neighbors)):
@@ -156,9 +156,8 @@ def end_kernels(
     @wp.struct
     class NavEnd:
         """What the fused end reads and writes (``swap``: only with prepared starts). Both variants
-        take it, the split one through ``end_env_split``: handed ``NavFinish`` itself, ptxas spilled
-        24 bytes of the kernel's 80 registers at 16 agents (no spill this way), and the step with
-        no auto-reset measured 2-3% slower on an H200."""
+        take it, the split one through ``end_env_split``: handed ``NavFinish`` itself, the kernel
+        spilled registers and the step with no auto-reset measured slower (docs/benchmarks.md)."""
 
         finish: NavFinish
         swap: NavSwap
