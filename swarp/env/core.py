@@ -25,6 +25,7 @@ from swarp.env.options import EnvOptions
 from swarp.physics import substep
 from swarp.physics.step import Stepper
 from swarp.physics.world import World
+from swarp.runtime import step_end
 from swarp.runtime.buffers import EnvBuffers
 from swarp.runtime.plan import Capabilities, choose_neighbor_method, choose_plan
 from swarp.runtime.sequence import TorchStreamScope, on_callers_stream
@@ -71,8 +72,7 @@ def choose_env_plan(scenario: Scenario, options: EnvOptions, hooks: StepEndHooks
         fused=options.fused,
         auto_reset=options.auto_reset,
         lidar=options.lidar is not None,
-        fuses_end=hooks is not None and hooks.fuses_end,
-        prepares_ahead=hooks is not None and hooks.prepares_ahead and brute_lists,
+        **step_end.capabilities(hooks, brute_lists),
         fuses_substep=substep.can_fuse(spec.agents, spec.world),
     )
     n_agents, max_neighbors = len(spec.agents), spec.world.max_neighbors

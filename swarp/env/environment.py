@@ -103,7 +103,7 @@ class Environment(ParameterMethods, Snapshotting):
     """
 
     #: Set by ``close()``; the methods that step, reset, snapshot, re-parameterise or draw the env
-    #: check it first (``check_open``).
+    #: check it first (``_check_open``).
     closed = False
     #: The ``AsyncStep`` of ``send``/``recv`` (created by the first ``send``, or by an ``EnvPool``).
     async_step = None
@@ -138,14 +138,13 @@ class Environment(ParameterMethods, Snapshotting):
             lidar_rays=lidar_rays, lidar_range=lidar_range, per_env_params=per_env_params,
             randomize_params=randomize_params, plan=plan, cpu_threads=cpu_threads,
         )  # fmt: skip
-        # The scenario as given, before ``make_world`` and ``bind`` touch it: pickles and copies
-        # rebuild the environment from it (``__reduce__``).
-        self.scenario_as_given = copy.copy(scenario)
+        #: The scenario as given (before ``make_world`` and ``bind``): what pickles and copies rebuild from.
+        self.scenario_as_given = options.scenario_as_given
         #: The constructor's arguments, checked and resolved: what a pickle or a copy rebuilds from.
         self.rebuild_kwargs = options.rebuild_kwargs
         self.core = EnvCore(scenario, options)
-        self.core.bind(self)
         self.parameters = AgentParameters(self.core, options.per_env_params)
+        self.core.bind(self)  # the scenario binds to the facade: everything above is shown
         stages = Stages(self.core, self.parameters)
         self.launches = Launches(self, self.core, stages, make_step_end(self.core, stages))
         self.snapshots = Snapshots(self.core, self.parameters)

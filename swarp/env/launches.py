@@ -122,8 +122,8 @@ class Launches:
         self.torch_end_seq()
 
     def start_again(self) -> None:
-        """After a change outside the step (a restored snapshot, new agent parameters): let the
-        step end redo what it prepared from the old values; the shards copy everything in anew."""
+        """After a change outside the step (a restored snapshot, new agent parameters): the step
+        end drops whatever it computed from the old values (``StepEnd.start_again``)."""
         if self.step_end is not None:
             self.step_end.start_again()
 

@@ -8,6 +8,7 @@ again. ``EnvOptions.rebuild_kwargs`` are the arguments a pickle or a copy rebuil
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import numbers
 from collections.abc import Mapping
@@ -37,6 +38,30 @@ def _is_int(value: Any, low: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= low
 
 
+def _check_counts(k: dict[str, Any]) -> int:
+    """Check the integer arguments of ``k`` (sizes, seed, offset, rays, flags); returns the threads
+    a CPU step may use."""
+    n_envs, env_offset, lidar_rays, cpu_threads = k["n_envs"], k["env_offset"], k["lidar_rays"], k["cpu_threads"]
+    if not _is_int(n_envs, 1):
+        raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
+    check_seed(k["seed"])
+    if not _is_int(env_offset, 0):
+        raise ValueError(f"env_offset must be an int >= 0, got {env_offset!r}")
+    if env_offset + n_envs > MAX_GLOBAL_ENVS:
+        raise ValueError(
+            f"env_offset + n_envs must be <= 2^31 (global env indices are int32), got "
+            f"{env_offset} + {n_envs} = {env_offset + n_envs}"
+        )
+    if not _is_int(lidar_rays, 0):
+        raise ValueError(f"lidar_rays must be an int >= 0, got {lidar_rays!r}")
+    if not isinstance(k["per_env_params"], bool):
+        raise TypeError(f"per_env_params must be a bool, got {k['per_env_params']!r}")
+    threads = torch.get_num_threads() if cpu_threads is None else cpu_threads
+    if not _is_int(threads, 1):
+        raise ValueError(f"cpu_threads must be None or an int >= 1, got {cpu_threads!r}")
+    return threads
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvOptions:
     """The ``Environment`` arguments, checked and resolved (see ``Environment`` for each).
@@ -52,6 +77,8 @@ class EnvOptions:
         per_env_params: Resolved (``randomize_params`` implies it).
         rebuild_kwargs: The constructor's keyword arguments, checked and resolved: what a pickle or
             a copy rebuilds the environment from.
+        scenario_as_given: A shallow copy of the scenario as given, before ``make_world`` and
+            ``bind`` touch it: what a pickle or a copy rebuilds the environment from.
     """
 
     spec: WorldSpec
@@ -72,6 +99,7 @@ class EnvOptions:
     per_env_params: bool
     plan: ExecutionPlan | Mapping[str, Any] | None
     rebuild_kwargs: dict[str, Any]
+    scenario_as_given: Scenario
 
     @classmethod
     def check(cls, scenario: Scenario, **kwargs: Any) -> EnvOptions:
@@ -83,27 +111,12 @@ class EnvOptions:
         """
         if not isinstance(scenario, Scenario):
             raise TypeError(f"scenario must be a Scenario instance, got {type(scenario).__name__}")
+        # Before ``make_world`` (and later ``bind``) touch it: pickles and copies rebuild from it.
+        as_given = copy.copy(scenario)
         k = kwargs
         n_envs, env_offset, lidar_rays = k["n_envs"], k["env_offset"], k["lidar_rays"]
-        if not _is_int(n_envs, 1):
-            raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
-        check_seed(k["seed"])
-        if not _is_int(env_offset, 0):
-            raise ValueError(f"env_offset must be an int >= 0, got {env_offset!r}")
-        if env_offset + n_envs > MAX_GLOBAL_ENVS:
-            raise ValueError(
-                f"env_offset + n_envs must be <= 2^31 (global env indices are int32), got "
-                f"{env_offset} + {n_envs} = {env_offset + n_envs}"
-            )
-        if not _is_int(lidar_rays, 0):
-            raise ValueError(f"lidar_rays must be an int >= 0, got {lidar_rays!r}")
-        if not isinstance(k["per_env_params"], bool):
-            raise TypeError(f"per_env_params must be a bool, got {k['per_env_params']!r}")
-        cpu_threads = k["cpu_threads"]
-        threads = torch.get_num_threads() if cpu_threads is None else cpu_threads
-        if not _is_int(threads, 1):
-            raise ValueError(f"cpu_threads must be None or an int >= 1, got {cpu_threads!r}")
-        plan = k["plan"]
+        threads = _check_counts(k)
+        plan, fused = k["plan"], k["fused"]
         if plan is not None and not isinstance(plan, (ExecutionPlan, Mapping)):
             raise TypeError(
                 f"plan must be an ExecutionPlan, a mapping of its fields or None, got {type(plan).__name__}"
@@ -112,7 +125,6 @@ class EnvOptions:
         if randomization is not None and not isinstance(randomization, ParamRandomization):
             randomization = ParamRandomization(randomization)
         per_env_params = k["per_env_params"] or randomization is not None
-        fused = k["fused"]
         if fused not in (True, False, "auto"):
             raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
         if fused is True and not scenario.fused_available:
@@ -152,4 +164,5 @@ class EnvOptions:
             per_env_params=per_env_params,
             plan=plan,
             rebuild_kwargs=rebuild,
+            scenario_as_given=as_given,
         )

@@ -140,7 +140,7 @@ class ParameterMethods:
         self._check_open("set_agent_params")
         self._check_no_pending_send("set_agent_params")
         self.parameters.write(values, env_mask, **columns)
-        self.launches.start_again()  # a lidar's prepared scans saw the old radii
+        self.launches.start_again()  # scans the step end drew ahead saw the old radii
 
     def randomize_agent_params(
         self,

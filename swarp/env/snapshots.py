@@ -65,7 +65,7 @@ class Snapshots:
 
     def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
         """Check ``snapshot`` whole, then copy it into the buffers and rebuild ``done`` and the
-        neighbor lists (``Environment.set_state``; the caller redoes anything prepared ahead)."""
+        neighbor lists (``Environment.set_state``; the caller tells the step end, ``start_again``)."""
         if not isinstance(snapshot, dict):
             raise TypeError(f"snapshot must be a dict from get_state(), got {type(snapshot).__name__}")
         core = self.core
@@ -204,7 +204,7 @@ class Snapshotting:
         self.snapshots.restore(snapshot)
         if self.launches.shards is not None:
             self.launches.shards.mark_dirty()
-        self.launches.start_again()  # prepared starts follow the episode counters
+        self.launches.start_again()  # what the step end drew ahead follows the episode counters
 
     def __reduce__(self):
         """Pickle as ``(class, scenario as given, constructor arguments)``: unpickling rebuilds a fresh,

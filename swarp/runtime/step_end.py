@@ -77,6 +77,15 @@ class StepEndHooks:
         raise NotImplementedError
 
 
+def capabilities(hooks: StepEndHooks | None, brute_lists: bool) -> dict[str, bool]:
+    """What a scenario's ``hooks`` (or ``None``) let the plan turn on, as ``Capabilities`` fields:
+    ``fuses_end`` and ``prepares_ahead`` (only over brute-force lists: ``brute_lists``)."""
+    return {
+        "fuses_end": hooks is not None and hooks.fuses_end,
+        "prepares_ahead": hooks is not None and hooks.prepares_ahead and brute_lists,
+    }
+
+
 # --- the fused step end ----------------------------------------------------------------------------
 
 
