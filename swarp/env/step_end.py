@@ -13,12 +13,14 @@ hands the rest to its ``StepEnd``, which must, in order:
 and, outside the step, ``after_reset(launcher, env_mask)`` ends a reset's sequence and
 ``start_again()`` follows any change made outside the step (a restored snapshot, new parameters).
 
-``StepEnd`` is the generic split end every fused scenario gets. ``AheadStepEnd`` is an
-optimisation for small, latency-bound CUDA batches (``plan.reset_ahead``): each env's next start is
-drawn and observed the step before it is needed, beside the physics, and the auto-reset swaps it
-in (same bits; the kernels and the scenario's part are ``swarp.runtime.step_end``). A new
-optimisation of the step's end is a subclass here, chosen in ``make_step_end``; nothing else in
-the environment knows which one runs.
+``StepEnd`` is the generic split end every fused scenario gets (where ``plan.fused_step_end``, the
+scenario's step observation is itself the one kernel that ends every env's step: its business,
+through its ``StepEndHooks``). ``AheadStepEnd`` is an optimisation for small, latency-bound CUDA
+batches (``plan.reset_ahead``): each env's next start is drawn and observed the step before it is
+needed, beside the physics, and the auto-reset swaps it in (same bits; the kernels and the
+scenario's part are ``swarp.runtime.step_end``). Nothing else in the environment refers to
+prepared starts: removing them is removing ``AheadStepEnd``, the plan field and those kernels.
+A new optimisation of the step's end is a subclass here, chosen in ``make_step_end``.
 """
 
 from __future__ import annotations
