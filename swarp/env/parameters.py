@@ -100,8 +100,8 @@ class AgentParameters:
 
 
 class ParameterMethods:
-    """The agent parameter methods of ``Environment`` (it provides ``parameters``, ``launches``
-    and ``rng_keys``)."""
+    """The agent parameter methods of ``Environment`` (it provides ``parameters``, ``launches``,
+    ``rng_keys`` and its ``_check_open`` and ``_check_no_pending_send`` guards)."""
 
     @property
     def per_env_params(self) -> bool:

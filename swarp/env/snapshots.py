@@ -118,7 +118,8 @@ class Snapshots:
 
 class Snapshotting:
     """The snapshot and pickling methods of ``Environment`` (it provides ``snapshots``,
-    ``launches``, ``scenario_as_given`` and ``rebuild_kwargs``).
+    ``launches``, ``scenario_as_given``, ``rebuild_kwargs`` and its ``_check_open`` and
+    ``_check_no_pending_send`` guards).
 
     Pickling and copying: an environment pickles (``pickle``, ``cloudpickle``, ``torch.save``,
     multiprocessing) as what it was built from, never as its buffers: the scenario as it was given
