@@ -37,7 +37,7 @@ def main() -> None:
     with torch.no_grad():
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
-        env._fused_step(EAGER)
+        env.launches.step(EAGER)
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
 

@@ -67,7 +67,7 @@ def breakdown(n_envs: int, n_agents: int, device: str, n_iters: int) -> list:
     stages = {
         "neighbors": lambda: world.build_neighbors(),
         "substep": lambda: st.substep(
-            world.state, world._actions_wp, world.neighbors, world.forces, world.state, world.invalid_action_flag
+            world.state, world.actions_array, world.neighbors, world.forces, world.state, world.invalid_action_flag
         ),
         "step": world.simulate,
     }

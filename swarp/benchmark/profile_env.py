@@ -12,7 +12,7 @@
 eager launches, averaged per step), the finest split short of Nsight. On the CPU (``--device cpu``,
 ``--kernels`` only) it lists the host time of each launch of one fused step on one thread
 (``cpu_shards=1``), the step recorded and replayed ``--iters`` times, each launch timed in place
-(Python's launch overhead, ~1-8 us a launch, included; a graph pays less of it):
+(Python's launch overhead included; a graph pays less of it):
 
     python -m swarp.benchmark.profile_env --device cpu --kernels --envs 512 --agents 4 --option substeps=2
 """
@@ -59,13 +59,13 @@ def profile(n_envs: int, n_agents: int, iters: int, scenario: str = "navigation"
         synchronize(env.device)
         sc, world = env.scenario, env.world
         stages = {
-            "step": lambda: env._fused_step(EAGER),
+            "step": lambda: env.launches.step(EAGER),
             "substeps": lambda: world.stepper.substep(
-                world.state, world._actions_wp, world.neighbors, world.forces, world.state, world.invalid_action_flag
+                world.state, world.actions_array, world.neighbors, world.forces, world.state, world.invalid_action_flag
             ),
             "list build alone": lambda: world.build_neighbors(),
             "observe+lists+finish": lambda: sc.launch_observe(EAGER, mode=OBSERVE_STEP),
-            "reset path": lambda: env._launch_restart(EAGER),
+            "reset path": lambda: env.launches.step_end.launch_new_episodes(EAGER),
         }
         snapshot = env.get_state()
         gpu = {name: time_graph(fn, env.device, iters) for name, fn in stages.items()}
@@ -81,7 +81,7 @@ def kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "naviga
         synchronize(env.device)
         wp.timing_begin(cuda_filter=wp.TIMING_KERNEL)
         for _ in range(iters):
-            env._fused_step(EAGER)
+            env.launches.step(EAGER)
         results = wp.timing_end()
     per_kernel: dict[str, float] = {}
     for r in results:
@@ -110,7 +110,7 @@ def cpu_kernel_times(n_envs: int, n_agents: int, iters: int, scenario: str = "na
     with torch.no_grad():
         snapshot = env.get_state()
         recorder = Recorder()
-        env._fused_step(recorder)
+        env.launches.step(recorder)
         commands = recorder.program().commands()
         spent = [0.0] * len(commands)
         for _ in range(iters):

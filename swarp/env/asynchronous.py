@@ -7,8 +7,8 @@ own work between ``send`` and ``recv``:
   queues it, and ``send`` returns before it has run. The host is then free to launch the policy
   while the GPU steps; the GPU itself runs them in order, since each needs the other's output.
   A side stream would let the step run concurrently with GPU work issued between ``send`` and
-  ``recv`` (stores, an update), but in a PPO loop the step is ~2% of the GPU time, so it can save
-  at most that, and measured it lost 4-15% (docs/async.md).
+  ``recv`` (stores, an update), but in a PPO loop the step is a small share of the GPU time, so it
+  can save at most that, and measured it lost more (docs/async.md, docs/benchmarks.md).
 * CUDA, ``EnvPool`` groups: each group's step goes to its own side stream that first waits for
   torch's current stream (so the actions are ready); ``recv`` makes the current stream wait for
   the step's completion event. No host synchronisation. This is where GPU work really overlaps:
@@ -22,7 +22,7 @@ own work between ``send`` and ``recv``:
   for ``HOLD_SENDS`` sends, then measures again. A step only pays in the worker when the caller
   has work of its own between ``send`` and ``recv``, and even then torch's intra-op threads,
   which spin on every core after each parallel op, compete with the worker; a rule from that gap
-  alone measured 0.81-0.91x of ``step()`` in a PPO loop at 16,384 CPU envs (docs/async.md), so
+  alone measured slower than ``step()`` in a PPO loop of many CPU envs (docs/async.md), so
   the loop itself is timed. Steps shorter than ``OVERLAP_MIN_S`` never go to the worker (the
   hand-off alone costs about half that). ``ExecutionPlan.async_cpu`` can force a placement.
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from swarp.env.environment import Environment
 
 #: CPU steps shorter than this [s] (running average) never go to the worker thread: about twice
-#: the thread round trip (57.7 us per ``submit(...).result()`` measured on the 2-core EPYC).
+#: the thread round trip (one ``submit(...).result()``, measured: docs/benchmarks.md).
 OVERLAP_MIN_S = 1.2e-4
 #: Send-to-send periods timed per placement when ``CpuPlacement`` measures.
 PROBE_SENDS = 8
@@ -164,19 +164,19 @@ class AsyncStep:
             raise RuntimeError("send()/recv() steps are not differentiable: detach the actions or use step()")
         if self.cuda and not self.side_stream:
             env.world.actions.copy_(actions)
-            env._run_step()
+            env.launches.run_step()
         elif self.cuda:
             self._stream.wait_stream(torch.cuda.current_stream(env.torch_device))
             with torch.cuda.stream(self._stream):
                 env.world.actions.copy_(actions)
-                env._run_step()
+                env.launches.run_step()
                 self._done.record(self._stream)
             # The caller may free its action tensor right away: keep its memory until the copy ran.
             actions.record_stream(self._stream)
         else:
             # Copy now, so the caller may overwrite its action tensor while the step runs.
             env.world.actions.copy_(actions)
-            env._prepare_step()  # capture on this thread: never two captures at once
+            env.launches.prepare_step()  # capture on this thread: never two captures at once
             self.last_threaded = self.placement.next(self.step_time_s)
             if self.last_threaded:
                 self._future = self._executor.submit(self._timed_step)
@@ -186,7 +186,7 @@ class AsyncStep:
 
     def _timed_step(self) -> None:
         start = time.perf_counter()
-        self.env._run_step()
+        self.env.launches.run_step()
         self.step_time_s = _average(self.step_time_s, time.perf_counter() - start)
 
     def wait(self) -> None:

@@ -90,8 +90,8 @@ def taped_physics(env: Environment, actions: torch.Tensor, ring: GradRing | None
 
 def reference_outputs(env: Environment, state) -> tuple[torch.Tensor, torch.Tensor]:
     """The scenario's ``post_step``, then its observation [E, A, obs_dim] and reward [E, A] with
-    ``env.state`` reading the taped ``state``; the caller clears ``env._grad_state`` after."""
-    env._grad_state = state
+    ``env.state`` reading the taped ``state``; the caller clears ``env.grad_state`` after."""
+    env.grad_state = state
     env.scenario.post_step()
     obs = reference.observations(env)
     reward = reference.checked(env.scenario.rewards(), env, "rewards", env.reward.shape)
@@ -119,12 +119,12 @@ def grad_step(env: Environment, actions: torch.Tensor):
     Returns:
         What ``Environment.step`` returns.
     """
-    if env._recomputed_grad is None:
-        env._recomputed_grad = RecomputedGrad(env)
+    if env.recomputed_grad is None:
+        env.recomputed_grad = RecomputedGrad(env)
     if env.plan.grad_step == "direct":
-        obs, reward = env._recomputed_grad.direct(actions)
+        obs, reward = env.recomputed_grad.direct(actions)
     else:
-        obs, reward = _RecomputedStep.apply(env._recomputed_grad, actions)
+        obs, reward = _RecomputedStep.apply(env.recomputed_grad, actions)
     info = dict(env.info)
     if env.auto_reset:
         info["final_obs"] = obs
@@ -177,7 +177,7 @@ class RecomputedGrad:
 
     def __init__(self, env: Environment):
         self.env = env
-        self.twin = twin = env._build_twin()
+        self.twin = twin = env.build_twin()
         device = env.torch_device
         self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=env.dtype, device=device)
         self._actions.requires_grad_()
@@ -207,7 +207,7 @@ class RecomputedGrad:
     def inputs(env: Environment) -> list[torch.Tensor]:
         """The buffers of ``env`` a step reads (its snapshot without the step's outputs, then the
         action buffer), in key order."""
-        tensors = env._snapshot_tensors()
+        tensors = env.snapshots.tensors()
         keys = [key for key in sorted(tensors) if key not in OUTPUT_KEYS and not key.startswith("info.")]
         return [*(tensors[key] for key in keys), env.world.actions]
 
@@ -234,12 +234,12 @@ class RecomputedGrad:
         increment_version(self._twin_inputs[:-1])
         with torch.no_grad():
             env.world.actions.copy_(actions)
-            env._run_step()
+            env.launches.run_step()
         state = taped_physics(twin, actions)
         try:
             reference_obs, reference_reward = reference_outputs(twin, state)
         finally:
-            twin._grad_state = None
+            twin.grad_state = None
         _check_memory_detached(twin)
         return _WithReferenceGradient.apply(env, reference_obs, reference_reward)
 
@@ -298,7 +298,7 @@ class RecomputedGrad:
             try:
                 obs, reward = self._outputs(twin, state)
             finally:
-                twin._grad_state = None
+                twin.grad_state = None
             _check_memory_detached(twin)
             # An output with no path to the actions (a reward of discrete events, say) adds nothing.
             seeded = ((obs, self._seed_obs), (reward, self._seed_reward))
@@ -337,8 +337,8 @@ class RecomputedGrad:
 
 class _Slot:
     """One step's saved inputs (``tensors``) and the two compiled copies around them: ``save``
-    (the environment's buffers in) and ``load`` (out into the twin's). As torch copies of the
-    ~25 buffers they cost 150 us of host time each on CUDA (navigation x 4)."""
+    (the environment's buffers in) and ``load`` (out into the twin's): compiled, since as torch
+    copies of the ~25 buffers they cost host time on every step (docs/benchmarks.md)."""
 
     def __init__(self, owner: RecomputedGrad, tensors: list[torch.Tensor]):
         self.sources = owner._inputs
@@ -382,7 +382,7 @@ class _RecomputedStep(torch.autograd.Function):
         env.world.actions.copy_(actions)
         ctx.slot = grad.save()
         weakref.finalize(ctx, grad.release, ctx.slot)
-        env._run_step()
+        env.launches.run_step()
         return pre_reset_outputs(env)
 
     @staticmethod

@@ -65,11 +65,11 @@ class EnvPool:
                 raise ValueError(f"group {index} must have env_offset {index * batch}, got {group.env_offset}")
             if group.device != groups[0].device:
                 raise ValueError("every group must be on one device")
-            if group._closed:
+            if group.closed:
                 raise ValueError(f"group {index} is closed")
         for group in groups:
-            if group._async is None:  # each group on its own side stream (CUDA) or worker thread (CPU)
-                group._async = AsyncStep(group, side_stream=True, cpu_placement="long")
+            if group.async_step is None:  # each group on its own side stream (CUDA) or worker thread (CPU)
+                group.async_step = AsyncStep(group, side_stream=True, cpu_placement="long")
         self.groups = groups
         self.batch_size = batch
         self.n_groups = len(groups)
@@ -140,8 +140,8 @@ class EnvPool:
         if seed is not None:
             check_seed(seed)  # before anything changes
         for group in self.groups:
-            if group._async.pending:
-                group._async.wait()
+            if group.async_step.pending:
+                group.async_step.wait()
         for group in self.groups:
             group.reset(seed=seed)
             group.reward.zero_()
@@ -168,8 +168,8 @@ class EnvPool:
         group = self.groups[g]
         if g in self._fresh:
             self._fresh.discard(g)
-            outputs = group._outputs(group.obs, group.reward, group.terminated, group.truncated)
-        elif group._async.pending:
+            outputs = group.outputs()
+        elif group.async_step.pending:
             outputs = group.recv()
         else:
             raise RuntimeError("recv() was called before async_reset()")

@@ -70,7 +70,7 @@ def torch_step(env: Environment, capturing: bool = False) -> None:
         env.world.simulate(EAGER)
     else:
         env.world.run_step()
-    env._torch_calls.outputs(env)
+    env.launches.torch_calls.outputs(env)
     end_step(env, capturing)
     if env.auto_reset:
         reset_envs(env, env.done)
@@ -266,7 +266,7 @@ def changed_attributes(before: dict[str, tuple], after: dict[str, tuple]) -> lis
 def torch_reset(env: Environment) -> None:
     """A reset of the envs in ``env.reset_mask`` by the torch reference."""
     with env.streams.scope():
-        env._launch_begin_episodes(EAGER)
+        env.launches.stages.begin_episodes(EAGER)
     reset_envs(env, env.reset_mask)
     # An explicit reset refreshes the info of the reset envs (an auto-reset keeps the step's).
     for key, value in scenario_info(env).items():
@@ -278,7 +278,7 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     """Start new episodes in the envs of ``mask`` [E] bool (one of the environment's own mask
     buffers, ``done`` or ``reset_mask``): parameters, state, neighbor lists, observation rows.
     On the CPU nothing runs when ``mask`` is empty (``swarp.runtime.host``)."""
-    compiled = env._torch_calls.compiled
+    compiled = env.launches.torch_calls.compiled
     rows = None if compiled else host_rows(mask)
     if (rows is not None and rows.numel() == 0) or (compiled and not host_any(mask)):
         return
@@ -292,7 +292,7 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     with env.streams.scope():
         env.world.build_neighbors(mask_wp)
     if rows is None:  # CUDA, or compiled (a fixed shape: one compile)
-        env._torch_calls.fresh(env, mask)
+        env.launches.torch_calls.fresh(env, mask)
         return
     fresh = observations(env)[rows]
     env.obs[rows] = fresh
@@ -310,8 +310,8 @@ def flag_non_finite(
     bool, whose ``obs`` [E, A, W] rows or ``reward`` [E, A] hold a NaN or infinity (device-side,
     no host sync); with ``rows`` ([k] int64 env indices), ``obs`` is those envs' [k, A, W] rows.
     ``x * 0`` is 0 for a finite ``x`` and NaN otherwise, so one multiply and one sum per env find
-    them, with no false alarm from large finite values (256 x 8 x 28 on the CPU: 56 us, against 230
-    us for the fused path's check kernel and 300 us for torch's isfinite passes). The saved final
+    them, with no false alarm from large finite values, faster on the CPU than the fused path's
+    check kernel or torch's isfinite passes (docs/benchmarks.md). The saved final
     rows need no check of their own: they are rows this check saw."""
     if torch.compiler.is_compiling():  # inductor folds x * 0 to 0; fused, the plain test costs little
         bad = ~torch.isfinite(obs).flatten(1).all(dim=1)
@@ -336,6 +336,6 @@ def end_step(env: Environment, capturing: bool = False) -> None:
     finished envs' rows to ``final_obs`` and start their next episode (recorded launches; plain
     ones in an open capture, which they join)."""
     if capturing:
-        env._torch_end_step(EAGER)
+        env.launches.torch_end(EAGER)
     else:
-        env._torch_end_seq()
+        env.launches.run_torch_end()

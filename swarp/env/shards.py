@@ -8,8 +8,8 @@ those envs of the whole batch draw: ``swarp.core.rng``). Its step and reset laun
 shards: shard 0 on the caller's thread, the others on a thread pool (a graph replay releases the
 GIL). Where the plan says (``plan.cpu_graph_workers``: graphs, at most four shards), the other
 shards run on ``swarp.runtime.workers.GraphWorker`` threads that replay them in native code, spinning between
-steps, so no thread wakes up or waits for the GIL at the hand-off (1,024 x 4 on the 2-core VM:
-363 -> 255 us/step against the pool); a thread pool runs sequences without graphs.
+steps, so no thread wakes up or waits for the GIL at the hand-off (measured faster than the pool:
+docs/benchmarks.md); a thread pool runs sequences without graphs.
 
 A shard is built inside ``env_arrays.views_of``: the per-env buffers the framework allocates by
 name (world state, actions, neighbor lists, ``[E]`` health flags, ``EnvBuffers``' counters, flags,
@@ -26,9 +26,8 @@ one-element flags, and any buffer not allocated by name) is linked by copies: ea
 3. copies its slice of the same buffers back (the sticky one-element flags: or-ed over the shards
    after the threads join).
 
-Recorded inside the graph the copies cost next to nothing (as 36 torch copies per shard they cost
-as much as the shard's step at 1,024 x 4); the views took the step of 1,024 x 4, two shards, from
-~220 to ~200 us on the 2-core VM.
+Recorded inside the graph the copies cost next to nothing (as torch copies, one per buffer, they
+cost as much as the shard's step), and viewing rather than copying saves more (docs/benchmarks.md).
 
 So after every call the environment's buffers hold exactly what one unsharded environment's would,
 bit for bit (the kernels are per env and the draws keyed by global env index), and everything that
@@ -60,14 +59,14 @@ if TYPE_CHECKING:
 
 #: Linked buffers that a step or reset only writes (every row of a step, the reset rows of a
 #: reset), and the largest: copied in only after the environment wrote them itself (``mark_dirty``).
-#: With them copied in every step, the copies took a shard's step at 4,096 x 4 from 1,250 to 1,720 us.
+#: Copied in every step, they made the largest share of a shard's copies (docs/benchmarks.md).
 WRITE_ONLY = ("env.obs", "env.final_obs")
 
 
 def _linked_buffers(env: Environment) -> dict[str, torch.Tensor]:
     """The buffers of ``env`` that a shard's step or reset reads or writes, by name."""
     world = env.world
-    buffers = dict(env._snapshot_tensors())
+    buffers = dict(env.snapshots.tensors())
     # The parameter table as stored ([E or 1, P, A]: ``swarp.core.types.param_array``), contiguous.
     buffers["env.agent_params"] = wp.to_torch(world.model.params).permute(0, 2, 1)
     buffers["env.done"] = env.done
@@ -157,14 +156,14 @@ class Shards:
                     )
             # A step changes the final rows of the envs it ended only, and only with auto-reset: those
             # alone come back (without auto-reset a finished env stays done, and copying its rows back
-            # every step cost 65 us of a 330 us shard step at 512 x 4).
+            # every step cost a fair share of a shard's step: docs/benchmarks.md).
             final = (wp.from_torch(self.env.final_obs[lo:hi]), wp.from_torch(shard.final_obs))
             step_out = [pair for pair in copies_out if pair[0].ptr != final[0].ptr]
             if self.env.auto_reset and not _views(shard.final_obs, self.env.final_obs, lo, hi):
                 step_out.append(self._final_rows_back(shard, *final))
             self.n_views.append(views)
-            self._step_seqs.append(self._linked(shard, shard._fused_step, copies_in, step_out))
-            self._reset_seqs.append(self._linked(shard, shard._fused_reset, copies_in, copies_out))
+            self._step_seqs.append(self._linked(shard, shard.launches.step, copies_in, step_out))
+            self._reset_seqs.append(self._linked(shard, shard.launches.reset, copies_in, copies_out))
         self._flag_views = [(full.numpy(), [part.numpy() for part in parts]) for full, parts in self._flags]
 
     @staticmethod
@@ -230,7 +229,7 @@ class Shards:
             self._run_on_workers(sequences)
         else:
             self._run_on_pool(sequences)
-        # The sticky flags, or-ed through numpy views: three torch ops here measured 18 us a step.
+        # The sticky flags, or-ed through numpy views: cheaper than three torch ops a step.
         for full, parts in self._flag_views:
             for part in parts:
                 if part[0] > full[0]:

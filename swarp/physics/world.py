@@ -54,6 +54,11 @@ class World:
         self.clear_neighbor_overflow()
 
     @property
+    def actions_array(self) -> wp.array:
+        """The action buffer as a Warp array ([E, A, act_dim]; ``actions`` is its torch view)."""
+        return self._actions_wp
+
+    @property
     def model(self):
         """The stepper's static ``Model``."""
         return self.stepper.model

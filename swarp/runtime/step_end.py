@@ -1,9 +1,11 @@
-"""How a step ends on latency-bound batches: one fused kernel, and restarts from starts prepared ahead.
+"""The kernels of a faster step end on latency-bound batches: one fused kernel, and restarts from
+starts prepared ahead.
 
 Optional machinery that a scenario author never needs: a fused scenario works without it, and
 only a scenario whose ``FusedScenario.step_end_hooks`` returns a ``StepEndHooks`` takes part
 (navigation). The environment uses it where its plan says (``ExecutionPlan.fused_step_end``,
-``ExecutionPlan.reset_ahead``: small CUDA batches).
+``ExecutionPlan.reset_ahead``: small CUDA batches); its side of it is the step-end strategy
+``swarp.env.step_end.AheadStepEnd``.
 
 On a small CUDA batch a step is a chain of latency-bound launches, each a few microseconds of
 launch and tail however little it does. Two things shorten the chain's end:
@@ -11,7 +13,7 @@ launch and tail however little it does. Two things shorten the chain's end:
 * **The fused step end** (``step_rows_kernel``): the step's observation, the end of each env's
   step (the scenario's per-env and per-agent hooks) and, with starts prepared ahead, their swap in
   one kernel, blocks of whole envs, instead of three chained launches.
-* **Starts prepared ahead** (``PreparedStarts``): the reset RNG is counter-based, so an env's next
+* **Starts prepared ahead** (``swarp.env.step_end.AheadStepEnd``): the reset RNG is counter-based, so an env's next
   episode is a function of (seed, env, episode), known as soon as its current one begins. The
   step after an episode begins draws the next start and observes it into buffers of the
   scenario's (and the lidar scans it), on a side stream beside that step's physics; the
@@ -19,8 +21,8 @@ launch and tail however little it does. Two things shorten the chain's end:
 
 ``AheadMarks`` say which envs to prepare: an auto-reset's swap marks the envs it restarted (with
 the episode to prepare), a reset marks its envs (``mark_started``), and ``set_state`` or new agent
-parameters mark every env. Invariant: at a swap, the buffers of every finished env hold the start
-of the episode it is entering.
+parameters mark every env (``AheadStepEnd.start_again``). Invariant: at a swap, the buffers of
+every finished env hold the start of the episode it is entering.
 """
 
 import functools
@@ -29,9 +31,8 @@ import warp as wp
 
 from swarp.runtime import health
 from swarp.runtime.buffers import EnvBuffers
-from swarp.runtime.launch import EAGER, Launcher
-from swarp.runtime.rows import OBS_BLOCK, OBSERVE_STEP, block_rows_store, row_vectors
-from swarp.runtime.sequence import fork, join
+from swarp.runtime.launch import Launcher
+from swarp.runtime.rows import OBS_BLOCK, OBSERVE_STEP, block_rows_store
 
 
 class StepEndHooks:
@@ -74,6 +75,15 @@ class StepEndHooks:
         the state, rows and whatever else the reset and observation would) and call
         ``mark_ahead(marks, env, done, episode)`` for every env."""
         raise NotImplementedError
+
+
+def capabilities(hooks: StepEndHooks | None, brute_lists: bool) -> dict[str, bool]:
+    """What a scenario's ``hooks`` (or ``None``) let the plan turn on, as ``Capabilities`` fields:
+    ``fuses_end`` and ``prepares_ahead`` (only over brute-force lists: ``brute_lists``)."""
+    return {
+        "fuses_end": hooks is not None and hooks.fuses_end,
+        "prepares_ahead": hooks is not None and hooks.prepares_ahead and brute_lists,
+    }
 
 
 # --- the fused step end ----------------------------------------------------------------------------
@@ -240,96 +250,3 @@ def swap_rows_kernel(scalar: type, width: int):
         obs[env, agent] = new
 
     return swap_rows
-
-
-class PreparedStarts:
-    """The environment's side of starts prepared ahead (``plan.reset_ahead``).
-
-    Args:
-        buffers: The environment's ``EnvBuffers``.
-        hooks: The scenario's ``StepEndHooks`` (``prepares_ahead``); bound here.
-        lidar: The environment's lidar (``swarp.sensors.lidar.Lidar``) or ``None``.
-        scan_ahead: Whether the lidar scans the prepared starts too (not where the agents' radii
-            are re-drawn at the reset: the scan would see the old ones).
-        saves_final_obs: Whether the scenario's masked observation saves its own final rows (then
-            a lidar scanning after the swap keeps its columns' readings itself).
-
-    Attributes:
-        marks: The ``AheadMarks``.
-    """
-
-    def __init__(self, buffers: EnvBuffers, hooks: StepEndHooks, lidar, scan_ahead: bool, saves_final_obs: bool):
-        b = buffers
-        E, dev = b.n_envs, b.device
-        self.buffers, self.hooks, self.lidar = b, hooks, lidar
-        self.saves_final_obs = saves_final_obs
-        self._mask = wp.zeros(E, dtype=wp.bool, device=dev)
-        self._episode_ahead = wp.zeros(E, dtype=wp.int32, device=dev)
-        marks = AheadMarks()
-        marks.mask, marks.episode_ahead, marks.episode = self._mask, self._episode_ahead, b.episode
-        self.marks = marks
-        self.streams = b.streams_over(self._episode_ahead)
-        self._side = wp.Stream(dev) if str(dev).startswith("cuda") else None
-        self._forked = None
-        hooks.bind(marks)
-        self._lidar_rows = None
-        if lidar is not None and scan_ahead:
-            self._lidar_rows = wp.zeros((E, b.n_agents, lidar.n_rays), dtype=b.scalar, device=dev)
-
-    def launch_prepare(self, launcher: Launcher) -> None:
-        """Prepare the next starts of the envs marked by the last reset or swap: on the side stream
-        where there is one (CUDA, live or under capture), joined by ``join`` or ``launch_swap``."""
-        side = self._side if launcher is EAGER else None
-        with fork(side, self.buffers.device):
-            self.hooks.launch_prepare(launcher, self._mask, self.streams)
-            if self._lidar_rows is not None:
-                poses = self.hooks.prepared_poses()
-                self.lidar.launch(launcher, self._lidar_rows, 0, self._mask, poses=poses)
-        self._forked = side
-
-    def join(self) -> None:
-        """Make the current stream wait for the preparation ``launch_prepare`` forked."""
-        side, self._forked = self._forked, None
-        join(side, self.buffers.device)
-
-    def launch_swap(self, launcher: Launcher, swapped_in_step: bool) -> None:
-        """The auto-reset of the step's ``done`` envs from their prepared starts (after joining
-        their preparation): the scenario's swap, unless the step's fused end did it
-        (``swapped_in_step``), and, beside it on the side stream, the lidar columns' (or, where the
-        lidar could not scan ahead, its scan after the swap)."""
-        b = self.buffers
-        side = None if swapped_in_step else self._forked  # a lone lidar swap has nothing to run beside
-        self.join()
-        if self._lidar_rows is None:
-            if not swapped_in_step:
-                self.hooks.launch_swap(launcher, b.done, self.marks)
-            if self.lidar is not None:
-                keep = b.final_obs if self.saves_final_obs else None
-                self.lidar.launch(launcher, b.obs, b.scenario_obs_dim, b.done, keep)
-            return
-        rays, first = self.lidar.n_rays, b.scenario_obs_dim
-        columns = (
-            row_vectors(self._lidar_rows, rays),
-            row_vectors(b.obs, rays, first),
-            row_vectors(b.final_obs, rays, first),
-        )
-        with fork(side, b.device):
-            launcher.launch(
-                swap_rows_kernel(b.scalar, rays), dim=(b.n_envs, b.n_agents), inputs=[b.done, *columns], device=b.device
-            )
-        if not swapped_in_step:
-            self.hooks.launch_swap(launcher, b.done, self.marks)
-        join(side, b.device)
-
-    def launch_mark_started(self, launcher: Launcher, env_mask: wp.array) -> None:
-        """After a reset of the envs of ``env_mask``: prepare their next starts at the next step."""
-        launcher.launch(
-            mark_started, dim=self.buffers.n_envs, inputs=[env_mask, self.marks], device=self.buffers.device
-        )
-
-    def mark_all(self) -> None:
-        """Prepare every env's next start again at the next step (after anything it depends on
-        changed outside the step: a restored snapshot, new agent parameters). Eager; on torch's
-        current stream."""
-        wp.to_torch(self._mask).fill_(True)
-        wp.to_torch(self._episode_ahead).copy_(wp.to_torch(self.buffers.episode) + 1)

@@ -74,9 +74,9 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
         copied from ``ahead``. Returns the start's first observation row (the caller stores it)."""
         # In groups, each loaded then stored, so few values are live at once: the fused end compiles
         # this into the observation's kernel, where every register this rare path holds would cost
-        # every block occupancy (s26, one group at a time: 80 registers, no spill, under launch
-        # bounds since removed; all loads first: 96). Each group waits for the stores before it (the compiler
-        # cannot tell the arrays apart): a few memory round trips, on the lanes of restarting envs only.
+        # every block occupancy (one group at a time needs fewer registers than all loads first:
+        # docs/benchmarks.md). Each group waits for the stores before it (the compiler cannot tell
+        # the arrays apart): a few memory round trips, on the lanes of restarting envs only.
         sw.final_obs[env, agent] = old
         entries = list_k()
         for k in range(wp.static(max_neighbors)):
@@ -156,9 +156,8 @@ def end_kernels(
     @wp.struct
     class NavEnd:
         """What the fused end reads and writes (``swap``: only with prepared starts). Both variants
-        take it, the split one through ``end_env_split``: handed ``NavFinish`` itself, ptxas spilled
-        24 bytes of the kernel's 80 registers at 16 agents (no spill this way), and the step with
-        no auto-reset measured 2-3% slower on an H200."""
+        take it, the split one through ``end_env_split``: handed ``NavFinish`` itself, the kernel
+        spilled registers and the step with no auto-reset measured slower (docs/benchmarks.md)."""
 
         finish: NavFinish
         swap: NavSwap
@@ -267,8 +266,12 @@ class NavigationStepEnd(StepEndHooks):
         return nk.kernels_for(sc), end_kernels(*key)
 
     def bind(self, marks: AheadMarks) -> None:
-        self.ahead = AheadStarts(self.sc)
+        sc = self.sc
+        self.ahead = AheadStarts(sc)
         self.marks = marks
+        # The live goals and reward memory, through the scenario's public torch views (same memory).
+        self.goals = wp.from_torch(sc.goals, dtype=vec2_type(sc.env.stepper.scalar))
+        self.prev_dist = wp.from_torch(sc.prev_dist)
 
     def launch_prepare(self, launcher: Launcher, env_mask: wp.array, streams) -> None:
         sc, ahead = self.sc, self.ahead
@@ -293,8 +296,8 @@ class NavigationStepEnd(StepEndHooks):
         src.rows = rows.row_vectors(ahead.rows, sc.obs_dim)
         sw = swap.NavSwap()
         sw.marks, sw.ahead = self.marks, src
-        sw.live = nk.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), sc._goals)
-        sw.nq, sw.prev_dist = world.neighbor_query(), sc._prev_dist
+        sw.live = nk.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), self.goals)
+        sw.nq, sw.prev_dist = world.neighbor_query(), self.prev_dist
         sw.final_obs = rows.row_vectors(b.final_obs_saved, sc.obs_dim)
         return sw
 

@@ -94,12 +94,12 @@ def test_in_place_update_takes_effect_next_step_without_recapture():
     assert env.execution_mode == "graph"
     actions = torch.tensor([5.0, 0.0]).expand(3, 2, 2).contiguous()
     env.step(actions)
-    graph = env._step_seq._graph
+    graph = env.launches.step_seq._graph
     assert graph is not None
     assert torch.allclose(env.state.speed, torch.ones(3, 2))
     env.set_agent_params(max_speed=torch.tensor([[0.25], [0.5], [1.0]]))
     env.step(actions)
-    assert env._step_seq._graph is graph
+    assert env.launches.step_seq._graph is graph
     assert torch.allclose(env.state.speed, torch.tensor([[0.25], [0.5], [1.0]]).expand(3, 2))
 
 

@@ -49,7 +49,7 @@ def test_send_recv_matches_step_bit_for_bit(fused, placement, generator):
             assert torch.equal(x, y)
     assert int(sync_env.episode.sum()) > N_ENVS  # auto-resets happened along the way
     assert torch.equal(sync_env.state.pos, async_env.state.pos)
-    assert async_env._async.last_threaded == (placement == "thread")
+    assert async_env.async_step.last_threaded == (placement == "thread")
 
 
 class FakeClock:
@@ -150,20 +150,20 @@ def test_a_real_slow_step_goes_to_the_worker_when_the_caller_works(monkeypatch):
     """End to end, real clock: a step made 5 ms long and 10 ms of caller work between send and
     recv end up in the worker; the results stay the same bits as step()."""
     sync_env, env = make_env(), make_env()
-    slow = env._run_step
+    slow = env.launches.run_step
 
     def long_step():
         slow()
         time.sleep(0.005)
 
-    monkeypatch.setattr(env, "_run_step", long_step)
+    monkeypatch.setattr(env.launches, "run_step", long_step)
     actions = torch.zeros(N_ENVS, N_AGENTS, env.act_dim)
     for _ in range(3 * asynchronous.PROBE_SENDS + 4):
         expected = snapshot(sync_env.step(actions))
         env.send(actions)
         time.sleep(0.010)
         assert all(torch.equal(x, y) for x, y in zip(expected, snapshot(env.recv()), strict=True))
-    assert env._async.placement.threaded and env._async.last_threaded
+    assert env.async_step.placement.threaded and env.async_step.last_threaded
 
 
 def test_caller_may_overwrite_its_actions_after_send(generator):
@@ -212,7 +212,7 @@ def test_send_recv_on_cuda_matches_step_also_under_a_user_stream(generator):
         torch.cuda.synchronize()
         for x, y in zip(expected, got, strict=True):
             assert torch.equal(x, y)
-    assert not async_env._async.side_stream
+    assert not async_env.async_step.side_stream
 
 
 def closed_calls(env: swarp.Environment) -> dict:
@@ -240,9 +240,9 @@ def test_close_releases_the_worker_and_every_later_call_raises(fused):
     obs = env.obs.clone()
     env.close()
     env.close()  # idempotent
-    assert env._async._executor._shutdown, "the worker thread is stopped"
+    assert env.async_step._executor._shutdown, "the worker thread is stopped"
     if fused:
-        assert env._step_seq._graph is None and env._step_seq._program is None, "graphs are dropped"
+        assert env.launches.step_seq._graph is None and env.launches.step_seq._program is None, "graphs are dropped"
     for name, call in closed_calls(env).items():
         with pytest.raises(RuntimeError, match=f"the Environment is closed: {name}\\(\\) cannot run after close"):
             call()
@@ -252,18 +252,18 @@ def test_close_releases_the_worker_and_every_later_call_raises(fused):
 def test_close_finishes_a_pending_send(monkeypatch):
     """A step pending in the worker at close() completes (it is never half-done) and is dropped."""
     sync_env, env = make_env(), make_env(plan={"async_cpu": "thread"})
-    slow = env._run_step
+    slow = env.launches.run_step
 
     def long_step():
         time.sleep(0.05)  # still running when close() is called
         slow()
 
-    monkeypatch.setattr(env, "_run_step", long_step)
+    monkeypatch.setattr(env.launches, "run_step", long_step)
     actions = torch.full((N_ENVS, N_AGENTS, 2), 0.5)
     sync_env.step(actions)
     env.send(actions)
     env.close()
-    assert not env._async.pending
+    assert not env.async_step.pending
     assert torch.equal(env.state.pos, sync_env.state.pos) and torch.equal(env.obs, sync_env.obs)
     with pytest.raises(RuntimeError, match="the Environment is closed: recv"):
         env.recv()
@@ -272,5 +272,5 @@ def test_close_finishes_a_pending_send(monkeypatch):
 def test_close_without_send_and_the_flags_stay_readable():
     env = make_env()
     env.close()
-    assert env._async is None
+    assert env.async_step is None
     assert not bool(env.invalid_actions())

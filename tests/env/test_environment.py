@@ -52,7 +52,7 @@ def test_replay_and_eager_are_bit_identical(fused, monkeypatch, generator):
     default_env = make_env(fused=fused, auto_reset=True)
     assert default_env.execution_mode == ("graph" if fused else "replay")
     assert_bit_identical(eager, rollout(default_env, noise))
-    program = replay_env._step_seq._program if fused else replay_env.world._program
+    program = replay_env.launches.step_seq._program if fused else replay_env.world._program
     assert program is not None and program.n_launches >= 2  # at least the fused substep and a neighbor build
 
     # Debug mode re-traces the launch sequence before every replay: nothing recorded went stale.
@@ -573,7 +573,7 @@ def test_graph_and_replay_are_bit_identical_on_cuda(generator):
     graph_env = make_cuda_env()
     noise = noise_sequence(graph_env, N_STEPS, generator)
     graph = rollout(graph_env, noise)
-    assert graph_env.graph_mode and graph_env._step_seq._graph is not None
+    assert graph_env.graph_mode and graph_env.launches.step_seq._graph is not None
     assert count_events(graph)[0] > 0 and count_events(graph)[1] > 0
     assert_bit_identical(graph, rollout(make_cuda_env(use_graph=False), noise))
 

@@ -206,7 +206,7 @@ def test_a_step_keeps_its_inputs_until_its_backward(grad_step, generator):
     assert torch.equal(alone, first) and torch.equal(first, again)
     del loss
     if grad_step != "direct":
-        grad = env._recomputed_grad
+        grad = env.recomputed_grad
         for _ in range(4):
             grad_rollout(env, plan)
         assert len(grad._free) == len(plan), "one slot a live step: slots of finished backwards are reused"
@@ -284,7 +284,7 @@ def test_recompute_on_cuda_is_one_graph_with_the_direct_gradient(grad_step, gene
     for _ in range(3):
         env.set_state(start)
         grads, _ = grad_rollout(env, plan)
-    assert env._recomputed_grad._graph is not None and env._recomputed_grad.no_graph_reason is None
+    assert env.recomputed_grad._graph is not None and env.recomputed_grad.no_graph_reason is None
     assert env.plan.grad_step == grad_step  # compiling did not fall back
     direct_grads, _ = grad_rollout(direct, plan)
     for t, (a, b) in enumerate(zip(direct_grads, grads, strict=True)):

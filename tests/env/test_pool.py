@@ -72,7 +72,7 @@ def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(placement, gene
 
     monkeypatch.setattr(CpuPlacement, "next", spy)
     pool = run_pool_against_batch("cpu", generator, plan={"async_cpu": placement})
-    placements = [group._async.placement for group in pool.groups]
+    placements = [group.async_step.placement for group in pool.groups]
     assert len(decisions) == ROUNDS * pool.n_groups  # every send decided where its step runs
     if placement == "measure":
         # These 4-env steps take about the threshold (~80-100 us): which side of it they land on
@@ -83,7 +83,7 @@ def test_pool_rounds_cover_every_env_and_match_the_unsplit_batch(placement, gene
     else:
         assert all(threaded == (placement == "thread") for *_, threaded in decisions)
     for group, p in zip(pool.groups, placements, strict=True):
-        assert group._async.last_threaded == [threaded for q, _, threaded in decisions if q is p][-1]
+        assert group.async_step.last_threaded == [threaded for q, _, threaded in decisions if q is p][-1]
 
 
 def test_pool_matches_the_unsplit_batch_with_the_torch_reference(generator):
@@ -116,7 +116,7 @@ def test_pool_misuse_raises_clear_errors(generator):
 @pytest.mark.gpu
 def test_pool_on_cuda_matches_the_unsplit_batch(generator):
     pool = run_pool_against_batch("cuda:0", generator)
-    assert all(group._async.side_stream for group in pool.groups), "groups step on their own streams"
+    assert all(group.async_step.side_stream for group in pool.groups), "groups step on their own streams"
 
 
 def run_rounds(pool, rounds: int, generator: torch.Generator) -> list[torch.Tensor]:
@@ -139,7 +139,7 @@ def test_use_after_close_raises_one_clear_error(placement, generator):
     _, _, _, _, info = pool.recv()
     pool.close()
     pool.close()  # idempotent
-    assert all(group._closed and not group._async.pending for group in pool.groups)
+    assert all(group.closed and not group.async_step.pending for group in pool.groups)
     actions = torch.zeros(BATCH, N_AGENTS, 2)
     for name, call in (
         ("send", lambda: pool.send(actions, info["env_id"])),
@@ -166,7 +166,7 @@ def test_async_reset_mid_cycle_finishes_pending_steps(generator):
     pool.recv()  # one group received, the others pending
     with pytest.raises(ValueError, match="seed must be an int"):
         pool.async_reset(seed=-1)
-    assert sum(group._async.pending for group in pool.groups) == pool.n_groups - 1, "a bad seed changes nothing"
+    assert sum(group.async_step.pending for group in pool.groups) == pool.n_groups - 1, "a bad seed changes nothing"
     pool.async_reset(seed=9)
     fresh.async_reset(seed=9)
     replay = torch.Generator().manual_seed(1)

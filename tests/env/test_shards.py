@@ -37,7 +37,7 @@ def test_every_scenario_steps_to_the_same_bits_in_two_and_three_shards(name):
     expected = trajectory(make(name, 1))
     for shards in (2, 3):
         env = make(name, shards)
-        assert env._shards is not None and [hi - lo for lo, hi in env._shards.bounds] == (
+        assert env.launches.shards is not None and [hi - lo for lo, hi in env.launches.shards.bounds] == (
             [4, 3] if shards == 2 else [3, 2, 2]
         )
         assert_bit_identical(trajectory(env), expected)
@@ -45,7 +45,7 @@ def test_every_scenario_steps_to_the_same_bits_in_two_and_three_shards(name):
 
 def test_shards_view_the_environments_framework_buffers_and_copy_the_rest():
     env = make("navigation", 2)
-    shards = env._shards
+    shards = env.launches.shards
     for shard, (lo, hi) in zip(shards.envs, shards.bounds, strict=True):
         for mine, theirs in ((env.obs, shard.obs), (env.state.pos, shard.state.pos), (env.done, shard.done)):
             assert theirs.data_ptr() == mine[lo:hi].data_ptr()
@@ -131,7 +131,7 @@ def test_the_rule_shards_only_with_enough_threads_and_envs():
     assert shards(2 * MAX_SHARD_ENVS + 1, 2) == 1  # two threads' shards would be too large
     assert shards(16 * MIN_SHARD_ENVS, 16, fused=False) == 1  # the torch reference holds the GIL
     env = swarp.make("navigation", n_envs=4, device="cpu")
-    assert env.plan.cpu_shards == 1 and env._shards is None
+    assert env.plan.cpu_shards == 1 and env.launches.shards is None
 
 
 def test_bad_shard_requests_are_errors_that_say_why():
@@ -148,10 +148,10 @@ def test_bad_shard_requests_are_errors_that_say_why():
 def test_a_sharded_env_pickles_and_closes():
     env = make("navigation", 2)
     copy = pickle.loads(pickle.dumps(env))
-    assert copy.plan.cpu_shards == 2 and copy._shards is not None
+    assert copy.plan.cpu_shards == 2 and copy.launches.shards is not None
     assert_bit_identical(trajectory(copy, 6), trajectory(make("navigation", 2), 6))
     env.close()
-    assert all(shard._closed for shard in env._shards.envs)
+    assert all(shard.closed for shard in env.launches.shards.envs)
     with pytest.raises(RuntimeError, match="closed"):
         env.step(torch.zeros(N_ENVS, env.n_agents, env.act_dim))
 
@@ -162,10 +162,10 @@ def test_invalidate_links_the_buffers_again_and_keeps_the_bits():
     actions = [random_actions(env, gen, overshoot=0.0) for _ in range(4)]
     first = [record(expected, expected.step(a)) for a in actions]
     rows = [record(env, env.step(a)) for a in actions[:2]]
-    old = env._shards._step_seqs
+    old = env.launches.shards._step_seqs
     env.invalidate()
     rows += [record(env, env.step(a)) for a in actions[2:]]
-    assert env._shards._step_seqs is not old
+    assert env.launches.shards._step_seqs is not old
     assert_bit_identical(rows, first)
 
 
@@ -174,10 +174,10 @@ def test_send_on_a_worker_thread_captures_the_shards_graphs_on_the_caller_s_thre
     expected = make("navigation", 1)
     gen = torch.Generator().manual_seed(6)
     actions = random_actions(env, gen, overshoot=0.0)
-    env._shards.invalidate()  # no graph until the first send captures them
+    env.launches.shards.invalidate()  # no graph until the first send captures them
     env.send(actions)
-    assert all(seq._graph is not None for seq in env._shards._step_seqs)
-    assert env._async.last_threaded
+    assert all(seq._graph is not None for seq in env.launches.shards._step_seqs)
+    assert env.async_step.last_threaded
     assert_bit_identical([record(env, env.recv())], [record(expected, expected.step(actions))])
 
 
@@ -200,7 +200,7 @@ def test_shard_graphs_replay_on_native_workers_and_recorded_launches_on_a_pool()
     graphs, launches = make("navigation", 3), make("navigation", 3, use_graph=False)
     for env in (graphs, launches):
         env.step(torch.zeros(N_ENVS, env.n_agents, env.act_dim))
-    assert len(graphs._shards._workers) == 2 and graphs._shards._pool is None
-    assert launches._shards._workers is None and launches._shards._pool is not None
+    assert len(graphs.launches.shards._workers) == 2 and graphs.launches.shards._pool is None
+    assert launches.launches.shards._workers is None and launches.launches.shards._pool is not None
     graphs.close()
-    assert not any(worker._thread.is_alive() for worker in graphs._shards._workers)
+    assert not any(worker._thread.is_alive() for worker in graphs.launches.shards._workers)

@@ -107,7 +107,7 @@ def test_a_restore_replays_starts_prepared_ahead_bit_for_bit(feature, generator)
     """Starts prepared ahead are re-prepared at the first step after a restore: the same bits as
     the ones the snapshot's episode counters had prepared."""
     env = make("navigation", n_obstacles=0, plan={"reset_ahead": True}, **FEATURES[feature])
-    assert env.prepared is not None
+    assert env.launches.step_end.prepares_ahead
     check_replay(env, generator)
 
 
@@ -242,7 +242,7 @@ def test_set_state_copies_values_without_their_autograd_history():
     env = make("navigation")
     snapshot = {k: v.clone().requires_grad_() if v.is_floating_point() else v for k, v in env.get_state().items()}
     env.set_state(snapshot)
-    assert not any(t.requires_grad for t in env._snapshot_tensors().values())
+    assert not any(t.requires_grad for t in env.snapshots.tensors().values())
     assert_bit_identical([env.get_state()], [{k: v.detach() for k, v in snapshot.items()}])
 
 

@@ -47,7 +47,7 @@ def test_the_compiled_torch_step_matches_the_plain_one(template, which):
         compiled = build(scenario(), True, **extra)
     assert not [w for w in caught if "not capturable" in str(w.message)]  # compiling is the CPU's graph
     assert compiled.plan.compile_torch and not plain.plan.compile_torch
-    assert compiled._torch_calls.compiled and not compiled.graph_mode
+    assert compiled.launches.torch_calls.compiled and not compiled.graph_mode
     actions = actions_for(plain)
     expected, got = rollout(plain, actions), rollout(compiled, actions)
     if which == "template":
@@ -81,10 +81,10 @@ def test_a_failed_compile_runs_the_plain_step_and_says_so(template):
     def failing(*_):
         raise BackendCompilerFailed(failing, RuntimeError("no C++ compiler"), None)
 
-    env._torch_calls._outputs = failing
+    env.launches.torch_calls._outputs = failing
     actions = actions_for(env)
     with pytest.warns(UserWarning, match=r"compile_torch: torch.compile failed .*running the torch step uncompiled"):
         first = env.step(actions[0])
-    assert not env.plan.compile_torch and not env._torch_calls.compiled
+    assert not env.plan.compile_torch and not env.launches.torch_calls.compiled
     expected = plain.step(actions[0])
     assert torch.equal(first[0], expected[0]) and torch.equal(first[1], expected[1])

@@ -69,7 +69,7 @@ def test_the_fingerprint_flags_rebound_resized_and_counted_attributes_not_in_pla
 
 def test_the_torch_reference_on_the_cpu_runs_no_torch_graph():
     env = swarp.make("navigation", n_envs=4, device="cpu", fused=False, auto_reset=True)
-    assert env._torch_step is None and not env.graph_mode and env.no_graph_reason is None
+    assert env.launches.torch_step is None and not env.graph_mode and env.no_graph_reason is None
 
 
 class CountedResets(NavigationScenario):
@@ -105,8 +105,8 @@ def test_the_torch_step_is_one_cuda_graph_with_the_bits_of_the_step_without_one(
     assert graph_env.graph_mode and graph_env.execution_mode == "graph" and not eager_env.graph_mode
     actions = actions_for(graph_env)
     graph, messages = rollout_without_warnings(graph_env, actions)
-    assert messages == [] and graph_env.no_graph_reason is None and graph_env._torch_step.graph is not None
-    assert eager_env._torch_step.graph is None
+    assert messages == [] and graph_env.no_graph_reason is None and graph_env.launches.torch_step.graph is not None
+    assert eager_env.launches.torch_step.graph is None
     assert first_difference(graph, rollout(eager_env, actions)) is None
     assert sum(int(row["truncated"].sum()) for row in graph) > 0  # auto-resets ran inside the graph
     # An explicit reset and a restored snapshot are read by the graph in place.
@@ -158,7 +158,7 @@ def test_a_step_that_is_not_capture_safe_runs_eagerly_and_says_why(cls, reason):
     rows, messages = rollout_without_warnings(env, actions)
     assert len(messages) == 1 and reason in messages[0] and f"{cls.__name__}'s torch step" in messages[0]
     assert env.no_graph_reason == messages[0] and not env.graph_mode and env.execution_mode == "replay"
-    assert env._torch_step.graph is None
+    assert env.launches.torch_step.graph is None
     assert first_difference(rows, rollout(eager_env, actions)) is None
     # A failed capture leaves torch's CUDA random numbers working, and torch on the caller's stream.
     assert torch.rand(4, device="cuda:0").shape == (4,)

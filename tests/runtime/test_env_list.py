@@ -74,7 +74,7 @@ def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(list_rese
             launched.append(kernel.key)
             super().launch(kernel, *args, **kwargs)
 
-    env._fused_step(Spy())
+    env.launches.step(Spy())
     listed = [key for key in launched if "listed" in key or "compact_envs" in key]
     if list_resets:
         assert any("compact_envs" in k for k in listed)
@@ -83,6 +83,6 @@ def test_the_auto_reset_launches_the_listed_twins_exactly_when_listing(list_rese
     else:
         assert listed == []
     launched.clear()
-    env._fused_reset(Spy())
+    env.launches.reset(Spy())
     assert not any("listed" in k or "compact_envs" in k for k in launched)
     assert env.buffers.done_list.mask is None  # disarmed after the step

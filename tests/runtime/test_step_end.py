@@ -81,7 +81,7 @@ def test_prepared_starts_give_the_direct_resets_bits(options, use_graph, generat
     direct_env = make(use_graph=use_graph, plan=DIRECT, **options)
     ahead_env = make(use_graph=use_graph, plan=AHEAD, **options)
     assert not direct_env.plan.reset_ahead and ahead_env.plan.reset_ahead
-    assert ahead_env.prepared is not None and not ahead_env.plan.list_resets
+    assert ahead_env.launches.step_end.prepares_ahead and not ahead_env.plan.list_resets
     noise = noise_sequence(direct_env, 60, generator)
     direct = scripted_rollout(direct_env, noise)
     terminated, truncated = count_events(direct)
@@ -132,7 +132,7 @@ def test_the_swap_marks_the_envs_to_prepare(generator):
     """After a step the marks are exactly its finished envs, each asking for the episode after its
     new one; a reset marks its envs too, leaving the others' marks."""
     env = make(n_envs=8, plan=AHEAD)
-    marks = env.prepared.marks
+    marks = env.launches.step_end.marks
     mask = torch.tensor([True, False] * 4)
 
     def read():
@@ -158,8 +158,8 @@ def test_new_agent_params_prepare_every_env_again():
     env = make(lidar_rays=4, per_env_params=True, plan=AHEAD)
     env.step(torch.zeros(env.n_envs, env.n_agents, env.act_dim))
     env.set_agent_params(radius=0.04)
-    assert bool(wp.to_torch(env.prepared.marks.mask).all())
-    assert torch.equal(wp.to_torch(env.prepared.marks.episode_ahead), env.episode + 1)
+    assert bool(wp.to_torch(env.launches.step_end.marks.mask).all())
+    assert torch.equal(wp.to_torch(env.launches.step_end.marks.episode_ahead), env.episode + 1)
 
 
 def test_which_scenarios_prepare_ahead_and_fuse_the_end():
