@@ -759,7 +759,8 @@ def launch_substep(
     by ``integrate_bodies``. Both ways compute the same bits. A body state gone non-finite raises
     its env's ``non_finite_flag`` ([E] or [1] int32, ``swarp.runtime.health``)."""
     m, bm, s = stepper.model, stepper.bodies, stepper.scalar
-    lower, upper, _, _ = stepper._world_args()
+    contact, _ = stepper.model_args()
+    lower, upper = contact.lower, contact.upper
     ob = m.obstacles
     n_envs, n_agents = state_in.pos.shape
     per_thread, threads = stepper.plan.split(n_agents + bm.n_bodies)

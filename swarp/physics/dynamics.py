@@ -139,25 +139,49 @@ ALL_INTEGRATORS = frozenset(Integrator)
 
 
 @functools.cache
-def kernels(
+def integrate_args(scalar: type):
+    """``IntegrateArgs``, the model inputs of one integration substep of one precision (one struct in
+    place of ten arguments, shared by the planar, drone and fused kernels; ``Stepper.integrate_args``
+    fills it once and again only when the model's parameter table is replaced).
+
+    Fields: ``params`` [E_p, A, P] agent parameters (``PARAM_*`` columns), ``per_env_params`` 1
+    when E_p = E (else row 0 is shared); ``kinds`` and ``ctrl_modes`` [A] int32 ``DynamicsModel``
+    and ``ControlMode`` codes; ``h`` the substep [s]; ``integrator`` the ``Integrator`` code;
+    ``agents_per_thread`` of the launch layout; ``clamp_bounds`` 0/1 and the world's corners
+    ``lower``, ``upper`` [m]; ``gravity`` [m/s^2] (drones only).
+    """
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class IntegrateArgs:
+        params: wp.array3d(dtype=scalar)
+        per_env_params: int
+        kinds: wp.array(dtype=wp.int32)
+        ctrl_modes: wp.array(dtype=wp.int32)
+        h: scalar
+        integrator: int
+        agents_per_thread: int
+        clamp_bounds: int
+        lower: vec2
+        upper: vec2
+        gravity: scalar
+
+    return IntegrateArgs
+
+
+@functools.cache
+def integrate_agent_func(
     scalar: type,
     models: frozenset = ALL_MODELS,
     ctrl_modes: frozenset = ALL_CTRL_MODES,
     integrators: frozenset = ALL_INTEGRATORS,
-    per_agent: bool = False,
-) -> SimpleNamespace:
-    """The integration kernel for one precision, compiled for the planar ``models``, ``ctrl_modes``
-    and ``integrators`` a fleet uses (``Stepper`` passes its own; the defaults handle anything).
-
-    Agents still pick their branch at run time from ``kinds`` / ``ctrl_modes``; the sets only drop
-    the branches no agent can take. Measured on an H200 at 16,384 x 16 holonomic agents, the kernel
-    for every model took 142 registers per thread (12.5% occupancy); see docs/benchmarks.md.
-
-    With ``per_agent`` the kernel is launched with one agent per thread (``agents_per_thread`` 1,
-    ``plan.one_thread_per_env`` off) and the loop over a thread's agents compiles away: a run-time
-    trip count kept every value of the loop body live across it (navigation's holonomic kernel 96
-    -> 47 registers on sm_90).
-    """
+):
+    """``integrate_agent``, the Warp function integrating one planar agent over one substep, for one
+    precision, compiled for the planar ``models``, ``ctrl_modes`` and ``integrators`` a fleet uses
+    (``Stepper`` passes its own; the defaults handle anything). Agents still pick their branch at
+    run time from ``kinds`` / ``ctrl_modes``; the sets only drop the branches no agent can take
+    (fewer registers: see docs/benchmarks.md). The integration kernel and the fused substep
+    (``swarp.physics.substep``) both run it, so they compute the same bits."""
     holonomic = DynamicsModel.HOLONOMIC in models
     wheeled = DynamicsModel.DIFF_DRIVE in models or DynamicsModel.KINEMATIC_BICYCLE in models
     bicycles = DynamicsModel.KINEMATIC_BICYCLE in models
@@ -167,7 +191,7 @@ def kernels(
     euler = Integrator.EULER in integrators
     rk4_any = Integrator.RK4 in integrators
     vec2 = vec2_type(scalar)
-    vec3 = wp.types.vector(3, scalar)
+    Args = integrate_args(scalar)
     f = funcs(scalar)
     b = bounds.funcs(scalar)
     zero = scalar(0.0)
@@ -177,15 +201,7 @@ def kernels(
 
     @wp.func
     def integrate_agent(
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        kinds: wp.array(dtype=wp.int32),
-        ctrl_modes: wp.array(dtype=wp.int32),
-        h: scalar,
-        integrator: int,
-        clamp_bounds: int,
-        lower: vec2,
-        upper: vec2,
+        m: Args,
         actions: wp.array3d(dtype=scalar),
         force: vec2,
         pos: wp.array2d(dtype=vec2),
@@ -205,12 +221,14 @@ def kernels(
         """One substep of length ``h`` [s] for ``agent`` of ``env`` under the contact ``force`` [N]
         (a planar agent; a drone is left to physics/drone.py): its state from the input arrays into
         the output ones. Returns whether the new state is finite."""
-        pe = env * per_env_params
+        params = m.params
+        h = m.h
+        pe = env * m.per_env_params
         # Every load first, before any branch or store: the compiler cannot tell the flag store
         # below from these loads apart, so a load after it would wait for it, and one after the
         # drone branch for the kind's load: rounds of memory latency one after another.
-        kind = kinds[agent]
-        velocity_ctrl = ctrl_modes[agent] == _VELOCITY
+        kind = m.kinds[agent]
+        velocity_ctrl = m.ctrl_modes[agent] == _VELOCITY
         raw0 = actions[env, agent, 0]
         raw1 = actions[env, agent, 1]
         max_speed = params[pe, agent, _P_MAX_SPEED]
@@ -229,7 +247,7 @@ def kernels(
             invalid_out[0] = 1
         u0 = wp.where(finite0, raw0, zero)
         u1 = wp.where(finite1, raw1, zero)
-        rk4 = integrator == _RK4
+        rk4 = m.integrator == _RK4
 
         if wp.static(holonomic) and kind == _HOLONOMIC:
             u = vec2(u0, u1)
@@ -316,8 +334,8 @@ def kernels(
             th = f.wrap_angle(th)
             v = f.heading(th + beta) * s + push
 
-        if clamp_bounds != 0:
-            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
+        if m.clamp_bounds != 0:
+            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], m.lower, m.upper)
             p = vec2(clamped[0, 0], clamped[0, 1])
             v = vec2(clamped[1, 0], clamped[1, 1])
         pos_out[env, agent] = p
@@ -328,19 +346,32 @@ def kernels(
         finite = health.finite(p) and health.finite(th) and health.finite(v)
         return finite and health.finite(s) and health.finite(om)
 
+    return integrate_agent
+
+
+@functools.cache
+def integrate_kernel(
+    scalar: type,
+    models: frozenset = ALL_MODELS,
+    ctrl_modes: frozenset = ALL_CTRL_MODES,
+    integrators: frozenset = ALL_INTEGRATORS,
+    per_agent: bool = False,
+):
+    """``integrate``, the planar integration kernel (``integrate_agent_func``'s arguments), launched
+    over (E, threads per env) with the model in an ``integrate_args(scalar)``.
+
+    With ``per_agent`` the kernel is launched with one agent per thread (``agents_per_thread`` 1,
+    ``plan.one_thread_per_env`` off) and the loop over a thread's agents compiles away: a run-time
+    trip count kept every value of the loop body live across it (more registers; see
+    docs/benchmarks.md).
+    """
+    vec2 = vec2_type(scalar)
+    Args = integrate_args(scalar)
+    integrate_agent = integrate_agent_func(scalar, models, ctrl_modes, integrators)
+
     @wp.kernel(module="unique", grid_stride=False)
     def integrate(
-        # model
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        kinds: wp.array(dtype=wp.int32),
-        ctrl_modes: wp.array(dtype=wp.int32),
-        h: scalar,
-        integrator: int,
-        agents_per_thread: int,
-        clamp_bounds: int,
-        lower: vec2,
-        upper: vec2,
+        m: Args,
         # inputs
         actions: wp.array3d(dtype=scalar),
         forces: wp.array2d(dtype=vec2),
@@ -360,22 +391,14 @@ def kernels(
     ):
         env, slot = wp.tid()
         # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        first = slot * agents_per_thread
-        stop = wp.min(first + agents_per_thread, pos.shape[1])
+        first = slot * m.agents_per_thread
+        stop = wp.min(first + m.agents_per_thread, pos.shape[1])
         if wp.static(per_agent):
             stop = first + 1
         finite = bool(True)
         for agent in range(first, stop):
             agent_finite = integrate_agent(
-                params,
-                per_env_params,
-                kinds,
-                ctrl_modes,
-                h,
-                integrator,
-                clamp_bounds,
-                lower,
-                upper,
+                m,
                 actions,
                 forces[env, agent],
                 pos,
@@ -395,4 +418,4 @@ def kernels(
             finite = finite and agent_finite
         health.flag_env(non_finite_out, env, finite)
 
-    return SimpleNamespace(integrate=integrate, integrate_agent=integrate_agent, vec3=vec3)
+    return integrate
