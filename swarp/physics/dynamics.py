@@ -170,6 +170,111 @@ def integrate_args(scalar: type):
 
 
 @functools.cache
+def wheeled_func(scalar: type, models: frozenset, ctrl_modes: frozenset, integrators: frozenset):
+    """``wheeled_step``, one substep of a wheeled agent (the unicycle core of DIFF_DRIVE and
+    KINEMATIC_BICYCLE, see the module docstring) for ``integrate_agent_func``'s arguments: from the
+    finite commands ``u0``, ``u1``, the contact acceleration ``accel_c`` [m/s^2] and the pose and
+    rates on entry to ``(pos, theta, vel, speed, ang_vel)`` after ``h`` [s]."""
+    bicycles = DynamicsModel.KINEMATIC_BICYCLE in models
+    unicycles = DynamicsModel.DIFF_DRIVE in models
+    velocity = ControlMode.VELOCITY in ctrl_modes
+    acceleration = ControlMode.ACCELERATION in ctrl_modes
+    euler = Integrator.EULER in integrators
+    rk4_any = Integrator.RK4 in integrators
+    vec2 = vec2_type(scalar)
+    f = funcs(scalar)
+    zero = scalar(0.0)
+    half = scalar(0.5)
+    two = scalar(2.0)
+    sixth = scalar(1.0 / 6.0)
+
+    @wp.func
+    def wheeled_step(
+        params: wp.array3d(dtype=scalar),
+        pe: int,
+        agent: int,
+        kind: int,
+        velocity_ctrl: bool,
+        rk4: bool,
+        u0: scalar,
+        u1: scalar,
+        max_speed: scalar,
+        accel_c: vec2,
+        h: scalar,
+        p_in: vec2,
+        th_in: scalar,
+        s_in: scalar,
+        om_in: scalar,
+    ):
+        p = p_in
+        th = th_in
+        s = s_in
+        om = om_in
+        bicycle = bool(False)
+        if wp.static(bicycles and unicycles):
+            bicycle = kind == _BICYCLE
+        elif wp.static(bicycles):
+            bicycle = True
+        push = accel_c * h
+        max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
+        beta = zero
+        kappa = zero
+        a_lin = zero
+        a_ang = zero
+        if bicycle:
+            wheelbase = params[pe, agent, _P_WHEELBASE]
+            max_steer = params[pe, agent, _P_MAX_STEER]
+            delta = wp.clamp(u1, -max_steer, max_steer)
+            tan_delta = wp.tan(delta)
+            beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
+            kappa = wp.cos(beta) * tan_delta / wheelbase
+        if wp.static(velocity) and velocity_ctrl:
+            s = wp.clamp(u0, -max_speed, max_speed)
+            if not bicycle:
+                om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
+        elif wp.static(acceleration):
+            max_accel = params[pe, agent, _P_MAX_ACCEL]
+            a_lin = wp.clamp(u0, -max_accel, max_accel)
+            if not bicycle:
+                max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
+                a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
+        if wp.static(rk4_any) and rk4:
+            # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
+            s2 = s + a_lin * (h * half)
+            om2 = om + a_ang * (h * half)
+            s4 = s + a_lin * h
+            om4 = om + a_ang * h
+            k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+            k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+            k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+            k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
+            rate = (k1 + (k2 + k3) * two + k4) * sixth
+            p = p + vec2(rate[0], rate[1]) * h
+            th = th + rate[2] * h
+            s = s4
+            om = om4
+        elif wp.static(euler):
+            s = s + a_lin * h
+            om = om + a_ang * h
+            s = wp.clamp(s, -max_speed, max_speed)
+            if not bicycle:
+                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+            rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+            p = p + vec2(rate[0], rate[1]) * h
+            th = th + rate[2] * h
+        s = wp.clamp(s, -max_speed, max_speed)
+        if bicycle:
+            om = s * kappa
+        else:
+            om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+        th = f.wrap_angle(th)
+        v = f.heading(th + beta) * s + push
+        return p, th, v, s, om
+
+    return wheeled_step
+
+
+@functools.cache
 def integrate_agent_func(
     scalar: type,
     models: frozenset = ALL_MODELS,
@@ -184,14 +289,13 @@ def integrate_agent_func(
     (``swarp.physics.substep``) both run it, so they compute the same bits."""
     holonomic = DynamicsModel.HOLONOMIC in models
     wheeled = DynamicsModel.DIFF_DRIVE in models or DynamicsModel.KINEMATIC_BICYCLE in models
-    bicycles = DynamicsModel.KINEMATIC_BICYCLE in models
-    unicycles = DynamicsModel.DIFF_DRIVE in models
     velocity = ControlMode.VELOCITY in ctrl_modes
     acceleration = ControlMode.ACCELERATION in ctrl_modes
     euler = Integrator.EULER in integrators
     rk4_any = Integrator.RK4 in integrators
     vec2 = vec2_type(scalar)
     Args = integrate_args(scalar)
+    wheeled_step = wheeled_func(scalar, models, ctrl_modes, integrators)
     f = funcs(scalar)
     b = bounds.funcs(scalar)
     zero = scalar(0.0)
@@ -274,65 +378,9 @@ def integrate_agent_func(
             s = f.safe_norm(v)
             om = zero
         elif wp.static(wheeled):
-            bicycle = bool(False)
-            if wp.static(bicycles and unicycles):
-                bicycle = kind == _BICYCLE
-            elif wp.static(bicycles):
-                bicycle = True
-            push = accel_c * h
-            max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
-            beta = zero
-            kappa = zero
-            a_lin = zero
-            a_ang = zero
-            if bicycle:
-                wheelbase = params[pe, agent, _P_WHEELBASE]
-                max_steer = params[pe, agent, _P_MAX_STEER]
-                delta = wp.clamp(u1, -max_steer, max_steer)
-                tan_delta = wp.tan(delta)
-                beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
-                kappa = wp.cos(beta) * tan_delta / wheelbase
-            if wp.static(velocity) and velocity_ctrl:
-                s = wp.clamp(u0, -max_speed, max_speed)
-                if not bicycle:
-                    om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
-            elif wp.static(acceleration):
-                max_accel = params[pe, agent, _P_MAX_ACCEL]
-                a_lin = wp.clamp(u0, -max_accel, max_accel)
-                if not bicycle:
-                    max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
-                    a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
-            if wp.static(rk4_any) and rk4:
-                # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
-                s2 = s + a_lin * (h * half)
-                om2 = om + a_ang * (h * half)
-                s4 = s + a_lin * h
-                om4 = om + a_ang * h
-                k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
-                rate = (k1 + (k2 + k3) * two + k4) * sixth
-                p = p + vec2(rate[0], rate[1]) * h
-                th = th + rate[2] * h
-                s = s4
-                om = om4
-            elif wp.static(euler):
-                s = s + a_lin * h
-                om = om + a_ang * h
-                s = wp.clamp(s, -max_speed, max_speed)
-                if not bicycle:
-                    om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-                rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                p = p + vec2(rate[0], rate[1]) * h
-                th = th + rate[2] * h
-            s = wp.clamp(s, -max_speed, max_speed)
-            if bicycle:
-                om = s * kappa
-            else:
-                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-            th = f.wrap_angle(th)
-            v = f.heading(th + beta) * s + push
+            p, th, v, s, om = wheeled_step(
+                params, pe, agent, kind, velocity_ctrl, rk4, u0, u1, max_speed, accel_c, h, p, th, s, om
+            )
 
         if m.clamp_bounds != 0:
             clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], m.lower, m.upper)
