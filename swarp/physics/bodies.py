@@ -185,20 +185,20 @@ class BodyModel:
         self.n_joints = len(joints)
         self.joint_index = wp.array(index, dtype=wp.int32, device=device)
         self.joint_params = wp.array(values, dtype=scalar, device=device)
-        # (params, obstacles, plan, BodyArgs): the launch's model struct and what it was filled
-        # from (``contact_args``).
+        # (ContactArgs, IntegrateArgs, BodyArgs): the launch's model struct and the stepper's
+        # structs it was filled with (``contact_args``).
         self._args: tuple | None = None
 
     def contact_args(self, stepper):
         """The ``body_kernels.body_args`` instance of ``stepper`` (a ``Stepper`` of this world):
-        filled once, and anew only when the model's parameter or obstacle arrays or the plan have
-        been replaced (whose callers already invalidate recorded launches and graphs)."""
-        m = stepper.model
-        cached = self._args
-        if cached is not None and cached[0] is m.params and cached[1] is m.obstacles and cached[2] is stepper.plan:
-            return cached[3]
-        s = stepper.scalar
+        filled once, and anew only when ``stepper.model_args`` fills new structs (what they are
+        filled from changed)."""
         contact, integrate = stepper.model_args()
+        cached = self._args
+        # The stepper fills new structs whenever what they hold changes: theirs identify ours.
+        if cached is not None and cached[0] is contact and cached[1] is integrate:
+            return cached[2]
+        m, s = stepper.model, stepper.scalar
         ob = m.obstacles
         b = body_kernels.body_args(s)()
         b.params, b.per_env_params = m.params, contact.per_env_params
@@ -212,7 +212,7 @@ class BodyModel:
         b.lower, b.upper = contact.lower, contact.upper
         b.slots_per_thread, _ = stepper.plan.split(stepper.n_agents + self.n_bodies)
         b.body_params, b.h = self.params, integrate.h
-        self._args = (m.params, ob, stepper.plan, b)
+        self._args = (contact, integrate, b)
         return b
 
     def shape_poses_torch(self, body_pos: torch.Tensor, body_theta: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -149,8 +149,8 @@ class Stepper:
         #: [1] int32 health flag of steps given no per-env flags (``swarp.runtime.health``): raised
         #: when any env's state went non-finite in such a step.
         self.non_finite_any = wp.zeros(1, dtype=wp.int32, device=self.device)
-        # (params, obstacles, plan, ContactArgs, IntegrateArgs): the substep's model structs and
-        # what they were filled from (``model_args``).
+        # (what they were filled from, ContactArgs, IntegrateArgs): the substep's model structs
+        # (``model_args``).
         self._model_args: tuple | None = None
 
     @property
@@ -251,15 +251,19 @@ class Stepper:
         instances: parameters, obstacles, contact constants, bounds, substep and launch layout.
 
         Filled once and reused by every substep (no per-step host work); filled anew, as new
-        instances, only when ``model.params``, ``model.obstacles`` or ``plan`` has been replaced (per-env
-        parameters, obstacle slots), whose callers already invalidate recorded launches and graphs
-        (a recording or graph holds the arrays it was made with). The state arrays, which the taped
-        path allocates afresh every step, are never in them.
+        instances, only when what they are filled from has changed: the model's arrays replaced
+        (per-env parameters, obstacle slots; their callers already invalidate recorded launches and
+        graphs, which hold the arrays they were made with), or ``dt``, ``substeps``,
+        ``integrator``, ``world`` or ``plan`` reassigned. The state arrays, which the taped path
+        allocates afresh every step, are never in them.
         """
         m = self.model
+        # What the structs are filled from: arrays and configs by identity, numbers by value.
+        key = (m.params, m.obstacles, m.kinds, m.ctrl_modes, m.world, self.world, self.plan)
+        key += (self.dt, self.substeps, self.integrator)
         cached = self._model_args
-        if cached is not None and cached[0] is m.params and cached[1] is m.obstacles and cached[2] is self.plan:
-            return cached[3], cached[4]
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
         s = self.scalar
         vec2 = vec2_type(s)
         lower, upper = (vec2(*corner) for corner in m.bounds_vectors())
@@ -287,7 +291,7 @@ class Stepper:
         i.clamp_bounds = int(has_bounds and self.world.bounds_mode == "clamp")
         i.lower, i.upper = lower, upper
         i.gravity = s(self.world.gravity)
-        self._model_args = (m.params, ob, self.plan, c, i)
+        self._model_args = (key, c, i)
         return c, i
 
     def build_neighbors(
