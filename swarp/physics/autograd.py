@@ -26,82 +26,19 @@ from dataclasses import dataclass
 import torch
 import warp as wp
 
-from swarp.core.types import (
-    BODY_FIELDS,
-    FIELD_WIDTH,
-    STATE_FIELDS,
-    State,
-    TorchState,
-    TorchStateWithBodies,
-    complete_state,
-    field_dtype,
-    state_fields,
-)
-from swarp.physics.neighbors import NeighborBuffers
+from swarp.core.types import State, TorchState
 from swarp.physics.step import Stepper, StepScratch
-from swarp.runtime.sequence import TorchStreamScope, collector_paused
-
-
-def step_fields(stepper: Stepper) -> tuple[str, ...]:
-    """The state fields a step of ``stepper`` reads and writes, in order: the five planar ones,
-    the four drone ones when the fleet has drones (otherwise they pass through untouched), the
-    four body ones when the world has bodies."""
-    return state_fields(stepper.model.has_drones, stepper.n_bodies > 0)
-
-
-def n_fields(stepper: Stepper) -> int:
-    """How many state tensors a step of ``stepper`` reads and writes (``len(step_fields)``)."""
-    return len(step_fields(stepper))
-
-
-# --- buffers --------------------------------------------------------------------------------
-
-
-@dataclass
-class _NoGradBuffers:
-    """The recycled buffers of no-grad steps of one batch size: two states used in turn, so a
-    step's input (often the previous step's output) is never its own output."""
-
-    states: tuple[State, State]
-    neighbors: NeighborBuffers
-    forces: wp.array
-
-
-class _StepperCache:
-    """Per-stepper state of this module: the invalid-action flag, the no-grad buffers, and the
-    scope that puts Warp's launches on torch's current stream when that is a user stream."""
-
-    def __init__(self, stepper: Stepper):
-        self.invalid_flag = wp.zeros(1, dtype=wp.int32, device=stepper.device)
-        self.no_grad: dict[int, _NoGradBuffers] = {}
-        self.streams = TorchStreamScope(stepper.device)
-
-    def no_grad_buffers(self, stepper: Stepper, n_envs: int) -> _NoGradBuffers:
-        buffers = self.no_grad.get(n_envs)
-        if buffers is None:
-            buffers = _NoGradBuffers(
-                states=tuple(stepper.allocate_state(n_envs, drones=stepper.model.has_drones) for _ in range(2)),
-                neighbors=stepper.allocate_neighbors(n_envs),
-                forces=stepper.allocate_forces(n_envs),
-            )
-            self.no_grad[n_envs] = buffers
-        return buffers
-
-
-_CACHES: weakref.WeakKeyDictionary[Stepper, _StepperCache] = weakref.WeakKeyDictionary()
-
-
-def _cache(stepper: Stepper) -> _StepperCache:
-    cache = _CACHES.get(stepper)
-    if cache is None:
-        cache = _CACHES[stepper] = _StepperCache(stepper)
-    return cache
-
-
-def invalid_actions(stepper: Stepper) -> torch.Tensor:
-    """0-d bool device tensor: has a step of ``stepper`` without an explicit ``invalid_flag`` seen a
-    non-finite action (which then acted as 0)? No host sync."""
-    return wp.to_torch(_cache(stepper).invalid_flag)[0] != 0
+from swarp.physics.step_tensors import (
+    check_state,
+    complete_for,
+    invalid_actions,
+    step_fields,
+    stepper_cache,
+    views,
+    wrap_array,
+    wrap_state,
+)
+from swarp.runtime.sequence import collector_paused
 
 
 class _RingSlot:
@@ -182,68 +119,6 @@ class GradRing:
         return [(s, s.generation) for s in (slot, *owners)]
 
 
-# --- wrapping -------------------------------------------------------------------------------
-
-
-def _wrap(tensor: torch.Tensor, name: str, scalar: type) -> wp.array:
-    dtype = field_dtype(name, scalar) if name in TorchStateWithBodies._fields else scalar
-    return wp.from_torch(tensor, dtype=dtype, requires_grad=False)
-
-
-def _wrap_state(stepper: Stepper, tensors: tuple[torch.Tensor, ...]) -> State:
-    """A ``State`` over ``tensors``, the ``step_fields(stepper)`` in order."""
-    names = step_fields(stepper)
-    if len(tensors) != len(names):
-        raise ValueError(f"expected the {len(names)} state tensors {list(names)}, got {len(tensors)}")
-    kind = TorchStateWithBodies if stepper.n_bodies else TorchState
-    state = kind(**dict(zip(names, tensors, strict=True)))
-    return State.from_torch(state, stepper.scalar, drones=stepper.model.has_drones)
-
-
-def _complete(stepper: Stepper, state, name: str = "state") -> TorchState | TorchStateWithBodies:
-    """``state`` as the stepper's state type (``TorchStateWithBodies`` for a world with bodies,
-    else ``TorchState``, which a plain tuple of its 5 to 9 leading fields also gives), missing
-    drone fields filled (``complete_state``)."""
-    kind = TorchStateWithBodies if stepper.n_bodies else TorchState
-    if isinstance(state, TorchStateWithBodies) != bool(stepper.n_bodies):
-        raise TypeError(
-            f"{name} must be a {kind.__name__} (the stepper has {stepper.n_bodies} bodies), got {type(state).__name__}"
-        )
-    if not isinstance(state, TorchStateWithBodies):
-        if not isinstance(state, tuple) or not 5 <= len(state) <= len(STATE_FIELDS):
-            raise TypeError(f"{name} must be a TorchState with fields {list(STATE_FIELDS)}, got {type(state).__name__}")
-        state = TorchState(*state)
-    return complete_state(state)
-
-
-def _check_state(stepper: Stepper, state: TorchState, name: str = "state") -> int:
-    """Validate ``state`` (completed by ``_complete``) against ``stepper``; return its batch size E."""
-    pos = state.pos
-    if not isinstance(pos, torch.Tensor) or pos.dim() != 3:
-        raise ValueError(f"{name}.pos must be a [n_envs, n_agents, 2] tensor")
-    n_envs = pos.shape[0]
-    for field, tensor in zip(state._fields, state, strict=True):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name}.{field} must be a torch.Tensor, got {type(tensor).__name__}")
-        count = stepper.n_bodies if field in BODY_FIELDS else stepper.n_agents
-        width = FIELD_WIDTH.get(field)
-        expected = (n_envs, count, *((width,) if width else ()))
-        if tuple(tensor.shape) != expected:
-            raise ValueError(f"{name}.{field} must have shape {list(expected)}, got {list(tensor.shape)}")
-        if tensor.dtype != stepper.torch_dtype:
-            raise TypeError(f"{name}.{field} must have dtype {stepper.torch_dtype}, got {tensor.dtype}")
-        if tensor.device != stepper.torch_device:
-            raise ValueError(f"{name}.{field} must be on device {stepper.torch_device}, got {tensor.device}")
-    return n_envs
-
-
-def _views(state: State) -> tuple[torch.Tensor, ...]:
-    """New zero-copy torch views of ``state``'s arrays (its ``fields``, in order): new tensor
-    objects every call, so autograd never re-targets a tensor handed out before (ring slots are
-    reused)."""
-    return tuple(wp.to_torch(array, requires_grad=False) for array in state.arrays())
-
-
 # --- the taped step and its backward (shared with swarp.physics.compile) ---------------------
 
 
@@ -268,8 +143,8 @@ def record_step(
 
     Every array the step writes is ``scratch`` (fresh when ``None``); the inputs are only read.
     """
-    state_in = _wrap_state(stepper, inputs[:-1])
-    actions = _wrap(inputs[-1], "actions", stepper.scalar)
+    state_in = wrap_state(stepper, inputs[:-1])
+    actions = wrap_array(inputs[-1], "actions", stepper.scalar)
     if scratch is None:
         scratch = stepper.allocate_scratch(state_in.n_envs, requires_grad=True)
     tape = wp.Tape()
@@ -293,7 +168,7 @@ def replay_backward(
     grads = tuple(torch.zeros_like(t) if need else None for t, need in zip(inputs, needs, strict=True))
     for array, grad, name in zip(step.inputs, grads, (*step.output.fields, "actions"), strict=True):
         if grad is not None:
-            array.grad = _wrap(grad, name, step.output.scalar)
+            array.grad = wrap_array(grad, name, step.output.scalar)
     # Zeroed every time: a ring slot holds the last iteration's adjoints, and a retained graph
     # may be backpropagated twice.
     step.scratch.zero_grads()
@@ -319,7 +194,7 @@ class _WarpStep(torch.autograd.Function):
         inputs = tuple(t.detach().contiguous() for t in (*state, actions))
         slot = ring._acquire(inputs[0].shape[0]) if ring is not None else None
         ctx.guards = ring._guards(slot, inputs) if ring is not None else []
-        with _cache(stepper).streams.scope():
+        with stepper_cache(stepper).streams.scope():
             step = record_step(
                 stepper, inputs, invalid_flag, slot.scratch if slot is not None else None, non_finite_flag
             )
@@ -329,7 +204,7 @@ class _WarpStep(torch.autograd.Function):
         ctx.slot = slot
         if slot is not None:
             slot.owner = weakref.ref(ctx)
-        return _views(step.output)
+        return views(step.output)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -340,7 +215,7 @@ class _WarpStep(torch.autograd.Function):
                 "with retain_graph=True, backpropagate before the next rollout on the same ring"
             )
         needs = ctx.needs_input_grad
-        with _cache(ctx.stepper).streams.scope():
+        with stepper_cache(ctx.stepper).streams.scope():
             grads = replay_backward(ctx.step, inputs, grad_outputs, (*needs[4:], needs[3]))
         if ctx.slot is not None:
             ctx.slot.backpropagated = True
@@ -357,15 +232,15 @@ def _no_grad_step(
     """The tape-free step into recycled buffers (no allocation once warm for this batch size); the
     result is the buffer's views of the ``step_fields``."""
     n_envs = state.pos.shape[0]
-    cache = _cache(stepper)
+    cache = stepper_cache(stepper)
     buffers = cache.no_grad_buffers(stepper, n_envs)
     first, second = buffers.states
     # Write into whichever buffer the input is not (the previous output is the usual input).
     out = second if state.pos.data_ptr() == first.torch.pos.data_ptr() else first
     if any(getattr(state, name).data_ptr() == getattr(out.torch, name).data_ptr() for name in out.fields):
         out = second if out is first else first
-    state_in = _wrap_state(stepper, tuple(getattr(state, name).contiguous() for name in step_fields(stepper)))
-    actions_in = _wrap(actions.contiguous(), "actions", stepper.scalar)
+    state_in = wrap_state(stepper, tuple(getattr(state, name).contiguous() for name in step_fields(stepper)))
+    actions_in = wrap_array(actions.contiguous(), "actions", stepper.scalar)
     with cache.streams.scope():
         stepper.simulate_into(
             state_in, actions_in, buffers.neighbors, buffers.forces, out, invalid_flag, non_finite_flag=non_finite_flag
@@ -416,13 +291,13 @@ def warp_step(
     """
     if not isinstance(stepper, Stepper):
         raise TypeError(f"stepper must be a Stepper, got {type(stepper).__name__}")
-    state = _complete(stepper, state)
-    n_envs = _check_state(stepper, state)
+    state = complete_for(stepper, state)
+    n_envs = check_state(stepper, state)
     stepper.check_actions(actions, n_envs)
     if ring is not None and ring.stepper is not stepper:
         raise ValueError("ring was built for a different stepper")
     if invalid_flag is None:
-        invalid_flag = _cache(stepper).invalid_flag
+        invalid_flag = stepper_cache(stepper).invalid_flag
     if not _needs_grad(state, actions):
         return _pass_through(stepper, _no_grad_step(stepper, state, actions, invalid_flag, non_finite_flag), state)
     taped = (getattr(state, name) for name in step_fields(stepper))
@@ -462,7 +337,7 @@ def rollout(
         if n_steps > ring.capacity:
             raise ValueError(f"a rollout of T={n_steps} steps needs a GradRing of capacity >= T, got {ring.capacity}")
         ring.rewind()
-    state = _complete(stepper, state0, "state0")
+    state = complete_for(stepper, state0, "state0")
     kind = type(state)
     steps = []
     if _needs_grad(state, actions_seq):
@@ -525,8 +400,8 @@ class RolloutGraph:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         self.stepper, self.n_envs, self.n_steps = stepper, n_envs, n_steps
-        self.invalid_flag = _cache(stepper).invalid_flag
-        self._streams = _cache(stepper).streams
+        self.invalid_flag = stepper_cache(stepper).invalid_flag
+        self._streams = stepper_cache(stepper).streams
         self._start = stepper.allocate_state(n_envs, requires_grad=True, drones=stepper.model.has_drones)
         self._actions = wp.zeros(
             (n_steps, n_envs, stepper.n_agents, stepper.act_dim),
@@ -576,8 +451,8 @@ class RolloutGraph:
         self._forward_graph, self._backward_graph = forward.graph, backward.graph
 
     def __call__(self, state0: TorchState, actions_seq: torch.Tensor) -> tuple[TorchState, TorchState]:
-        state0 = _complete(self.stepper, state0, "state0")
-        n_envs = _check_state(self.stepper, state0, "state0")
+        state0 = complete_for(self.stepper, state0, "state0")
+        n_envs = check_state(self.stepper, state0, "state0")
         if n_envs != self.n_envs:
             raise ValueError(f"this RolloutGraph serves n_envs={self.n_envs}, got a batch of {n_envs}")
         expected = (self.n_steps, self.n_envs, self.stepper.n_agents, self.stepper.act_dim)
@@ -653,5 +528,6 @@ __all__ = [
     "record_step",
     "replay_backward",
     "rollout",
+    "step_fields",
     "warp_step",
 ]

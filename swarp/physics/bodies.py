@@ -22,26 +22,20 @@ Agents are probes; a body circle is one probe; a box's probes are its four corne
 its two end discs. A pair with a circle uses the circle's probe against the other shape (exact);
 box-box uses corners both ways (see docs/bodies.md for what that misses). Every force is the
 spring-damper of contacts.py on the relative normal velocity at the probe.
+
+The kernels and their functions live in ``body_kernels.py``; this module holds the body model, its
+arrays and the launches.
 """
 
-import functools
-from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
 import torch
 import warp as wp
 
-from swarp.core.config import AgentConfig, ObstacleShape, WorldConfig
+from swarp.core.config import AgentConfig, WorldConfig
 from swarp.core.precision import vec2_type
-from swarp.core.types import PARAM_RADIUS
-from swarp.physics import contacts, dynamics
-from swarp.runtime import health
-
-_CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
-_BOX = wp.constant(int(ObstacleShape.BOX))
-_SEGMENT = wp.constant(int(ObstacleShape.SEGMENT))
-_RADIUS = wp.constant(PARAM_RADIUS)
+from swarp.physics import body_kernels
 
 #: Joint stiffness cap ``a = k h^2 w`` per substep, ``w`` an upper bound of the joint's inverse
 #: effective mass. Semi-implicit Euler on ``x'' = -k w x - c w x'`` has the characteristic polynomial
@@ -191,9 +185,38 @@ class BodyModel:
         self.n_joints = len(joints)
         self.joint_index = wp.array(index, dtype=wp.int32, device=device)
         self.joint_params = wp.array(values, dtype=scalar, device=device)
+        # (ContactArgs, IntegrateArgs, BodyArgs): the launch's model struct and the stepper's
+        # structs it was filled with (``contact_args``).
+        self._args: tuple | None = None
+
+    def contact_args(self, stepper):
+        """The ``body_kernels.body_args`` instance of ``stepper`` (a ``Stepper`` of this world):
+        filled once, and anew only when ``stepper.model_args`` fills new structs (what they are
+        filled from changed)."""
+        contact, integrate = stepper.model_args()
+        cached = self._args
+        # The stepper fills new structs whenever what they hold changes: theirs identify ours.
+        if cached is not None and cached[0] is contact and cached[1] is integrate:
+            return cached[2]
+        m, s = stepper.model, stepper.scalar
+        ob = m.obstacles
+        b = body_kernels.body_args(s)()
+        b.params, b.per_env_params = m.params, contact.per_env_params
+        b.shape_body, b.shape_kind, b.shape_offset = self.shape_body, self.shape_kind, self.shape_offset
+        b.shape_angle, b.shape_size, b.first_shape = self.shape_angle, self.shape_size, self.first_shape
+        b.joint_index, b.joint_params, b.n_joints = self.joint_index, self.joint_params, self.n_joints
+        b.obstacle_shape, b.obstacle_center, b.obstacle_angle, b.obstacle_size = ob.shape, ob.center, ob.angle, ob.size
+        b.per_env_obstacles = contact.per_env_obstacles
+        b.stiffness, b.damping = contact.stiffness, contact.damping
+        b.walls = int(stepper.world.bounds is not None)
+        b.lower, b.upper = contact.lower, contact.upper
+        b.slots_per_thread, _ = stepper.plan.split(stepper.n_agents + self.n_bodies)
+        b.body_params, b.h = self.params, integrate.h
+        self._args = (contact, integrate, b)
+        return b
 
     def shape_poses_torch(self, body_pos: torch.Tensor, body_theta: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The world poses of every body shape (torch twin of ``funcs(scalar).shape_pose``).
+        """The world poses of every body shape (torch twin of ``body_kernels.probe_funcs(scalar).shape_pose``).
 
         Args:
             body_pos: [E, B, 2] body positions [m].
@@ -216,494 +239,6 @@ class BodyModel:
             "size": wp.to_torch(self.shape_size).to(body_pos.dtype),
             "body": body,
         }
-
-
-@functools.cache
-def funcs(scalar: type) -> SimpleNamespace:
-    """Rigid-body contact and joint functions for one precision."""
-    vec2 = vec2_type(scalar)
-    vec3 = wp.types.vector(3, scalar)
-    vec4 = wp.types.vector(4, scalar)
-    cf = contacts.funcs(scalar)
-    zero = scalar(0.0)
-    one = scalar(1.0)
-
-    @wp.func
-    def shape_pose(body_pos: vec2, body_theta: scalar, offset: vec2, angle: scalar) -> vec3:
-        """World (x, y, angle) of a shape at ``offset``/``angle`` in a body's frame."""
-        center = body_pos + cf.rotate(offset, body_theta)
-        return vec3(center[0], center[1], body_theta + angle)
-
-    @wp.func
-    def cross(r: vec2, f: vec2) -> scalar:
-        """z-component of ``r x f`` (the torque of ``f`` applied at lever ``r``)."""
-        return r[0] * f[1] - r[1] * f[0]
-
-    @wp.func
-    def point_velocity(v: vec2, omega: scalar, lever: vec2) -> vec2:
-        """Velocity of a body point at ``lever`` from its centre of mass."""
-        return v + vec2(-omega * lever[1], omega * lever[0])
-
-    @wp.func
-    def probe_force(
-        p: vec2,
-        r: scalar,
-        v_p: vec2,
-        kind: int,
-        center: vec2,
-        angle: scalar,
-        size: vec2,
-        x_q: vec2,
-        v_q: vec2,
-        omega_q: scalar,
-        k: scalar,
-        c: scalar,
-    ) -> vec2:
-        """Force [N] on a probe disc (``p``, ``r``) moving at ``v_p`` from a shape of a body with centre
-        of mass ``x_q``, velocity ``v_q`` and angular velocity ``omega_q``; zero without overlap."""
-        hit = cf.obstacle_distance(p, kind, center, angle, size)
-        if hit[0] >= r:
-            return vec2(zero, zero)
-        normal = vec2(hit[1], hit[2])
-        v_rel = v_p - point_velocity(v_q, omega_q, p - x_q)
-        return cf.spring_damper(normal, r - hit[0], wp.dot(v_rel, normal), k, c)
-
-    @wp.func
-    def probe_count(kind: int) -> int:
-        """Probes of a shape: a circle's disc, a box's four corners, a capsule's two end discs."""
-        if kind == _BOX:
-            return 4
-        if kind == _SEGMENT:
-            return 2
-        return 1
-
-    @wp.func
-    def probe(kind: int, center: vec2, angle: scalar, size: vec2, i: int) -> vec3:
-        """Probe ``i`` of a shape as (x, y, radius) in the world frame."""
-        if kind == _BOX:
-            sx = wp.where((i & 1) == 0, -one, one)
-            sy = wp.where((i & 2) == 0, -one, one)
-            corner = center + cf.rotate(vec2(sx * size[0], sy * size[1]), angle)
-            return vec3(corner[0], corner[1], zero)
-        if kind == _SEGMENT:
-            sx = wp.where(i == 0, -one, one)
-            end = center + cf.rotate(vec2(sx * size[0], zero), angle)
-            return vec3(end[0], end[1], size[1])
-        return vec3(center[0], center[1], size[0])
-
-    @wp.func
-    def shape_pair(
-        kind_a: int,
-        center_a: vec2,
-        angle_a: scalar,
-        size_a: vec2,
-        x_a: vec2,
-        v_a: vec2,
-        omega_a: scalar,
-        kind_b: int,
-        center_b: vec2,
-        angle_b: scalar,
-        size_b: vec2,
-        x_b: vec2,
-        v_b: vec2,
-        omega_b: scalar,
-        k: scalar,
-        c: scalar,
-    ) -> vec4:
-        """Contact of shape a (of a body at ``x_a``) with shape b: (force on a [N], torque on a
-        about ``x_a`` [N m], torque on b about ``x_b`` [N m]); the force on b is minus the first two.
-
-        A circle probes the other shape (exact); otherwise each shape's probes test the other."""
-        force = vec2(zero, zero)
-        torque_a = zero
-        torque_b = zero
-        a_probes = kind_a == _CIRCLE or kind_b != _CIRCLE
-        b_probes = kind_a != _CIRCLE
-        if a_probes:
-            for i in range(probe_count(kind_a)):
-                pr = probe(kind_a, center_a, angle_a, size_a, i)
-                p = vec2(pr[0], pr[1])
-                fp = probe_force(
-                    p,
-                    pr[2],
-                    point_velocity(v_a, omega_a, p - x_a),
-                    kind_b,
-                    center_b,
-                    angle_b,
-                    size_b,
-                    x_b,
-                    v_b,
-                    omega_b,
-                    k,
-                    c,
-                )
-                force += fp
-                torque_a += cross(p - x_a, fp)
-                torque_b -= cross(p - x_b, fp)
-        if b_probes:
-            for i in range(probe_count(kind_b)):
-                pr = probe(kind_b, center_b, angle_b, size_b, i)
-                p = vec2(pr[0], pr[1])
-                fp = probe_force(
-                    p,
-                    pr[2],
-                    point_velocity(v_b, omega_b, p - x_b),
-                    kind_a,
-                    center_a,
-                    angle_a,
-                    size_a,
-                    x_a,
-                    v_a,
-                    omega_a,
-                    k,
-                    c,
-                )
-                force -= fp
-                torque_a -= cross(p - x_a, fp)
-                torque_b += cross(p - x_b, fp)
-        return vec4(force[0], force[1], torque_a, torque_b)
-
-    @wp.func
-    def joint_force(p1: vec2, v1: vec2, p2: vec2, v2: vec2, length: scalar, k: scalar, c: scalar) -> vec2:
-        """Force [N] on endpoint 1 of a distance joint (endpoint 2 gets its negation)."""
-        d = p2 - p1
-        d2 = wp.dot(d, d)
-        normal = vec2(one, zero)
-        dist = zero
-        if d2 > zero:
-            dist = wp.sqrt(d2)
-            normal = d / dist
-        return normal * (k * (dist - length) + c * wp.dot(v2 - v1, normal))
-
-    return SimpleNamespace(
-        shape_pose=shape_pose,
-        cross=cross,
-        point_velocity=point_velocity,
-        probe_force=probe_force,
-        probe_count=probe_count,
-        probe=probe,
-        shape_pair=shape_pair,
-        joint_force=joint_force,
-    )
-
-
-@functools.cache
-def kernels(scalar: type, integrate: bool) -> SimpleNamespace:
-    """The body kernels for one precision. With ``integrate``, ``body_contacts`` also integrates the
-    bodies (into arrays other than the ones it reads: see ``body_route``), one launch less per substep."""
-    vec2 = vec2_type(scalar)
-    vec3 = wp.types.vector(3, scalar)
-    f = funcs(scalar)
-    cf = contacts.funcs(scalar)
-    shape_pose = f.shape_pose
-    wrap_angle = dynamics.funcs(scalar).wrap_angle
-    zero = scalar(0.0)
-    one = scalar(1.0)
-
-    @wp.func
-    def integrate_body(
-        body_params: wp.array2d(dtype=scalar),
-        h: scalar,
-        env: int,
-        body: int,
-        w: vec3,
-        body_pos: wp.array2d(dtype=vec2),
-        body_theta: wp.array2d(dtype=scalar),
-        body_vel: wp.array2d(dtype=vec2),
-        body_ang_vel: wp.array2d(dtype=scalar),
-        body_pos_out: wp.array2d(dtype=vec2),
-        body_theta_out: wp.array2d(dtype=scalar),
-        body_vel_out: wp.array2d(dtype=vec2),
-        body_ang_vel_out: wp.array2d(dtype=scalar),
-        non_finite_out: wp.array(dtype=wp.int32),
-    ):
-        """One semi-implicit Euler substep of a body under the wrench ``w`` (fx, fy, torque), with
-        gravity and implicit damping; a non-finite result raises the env's health flag."""
-        accel = vec2(w[0], w[1]) * body_params[body, 0] + vec2(body_params[body, 4], body_params[body, 5])
-        v = (body_vel[env, body] + accel * h) / (one + h * body_params[body, 2])
-        om = (body_ang_vel[env, body] + w[2] * body_params[body, 1] * h) / (one + h * body_params[body, 3])
-        p = body_pos[env, body] + v * h
-        th = wrap_angle(body_theta[env, body] + om * h)
-        body_pos_out[env, body] = p
-        body_theta_out[env, body] = th
-        body_vel_out[env, body] = v
-        body_ang_vel_out[env, body] = om
-        finite = health.finite(p) and health.finite(th) and health.finite(v) and health.finite(om)
-        health.flag_env(non_finite_out, env, finite)
-
-    # The fused variant (integrate=True) runs on the no-grad paths only: Warp's adjoint of it (array
-    # stores inside a dynamic loop through a function) came out wrong, so the tape uses the pair.
-    @wp.kernel(enable_backward=not integrate, module="unique", grid_stride=False)
-    def body_contacts(
-        # model
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        shape_body: wp.array(dtype=wp.int32),
-        shape_kind: wp.array(dtype=wp.int32),
-        shape_offset: wp.array(dtype=vec2),
-        shape_angle: wp.array(dtype=scalar),
-        shape_size: wp.array(dtype=vec2),
-        first_shape: wp.array(dtype=wp.int32),
-        joint_index: wp.array2d(dtype=wp.int32),
-        joint_params: wp.array2d(dtype=scalar),
-        n_joints: int,
-        obstacle_shape: wp.array2d(dtype=wp.int32),
-        obstacle_center: wp.array2d(dtype=vec2),
-        obstacle_angle: wp.array2d(dtype=scalar),
-        obstacle_size: wp.array2d(dtype=vec2),
-        per_env_obstacles: int,
-        stiffness: scalar,
-        damping: scalar,
-        walls: int,
-        lower: vec2,
-        upper: vec2,
-        # state
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        body_pos: wp.array2d(dtype=vec2),
-        body_theta: wp.array2d(dtype=scalar),
-        body_vel: wp.array2d(dtype=vec2),
-        body_ang_vel: wp.array2d(dtype=scalar),
-        contact: wp.array2d(dtype=vec2),
-        slots_per_thread: int,
-        body_params: wp.array2d(dtype=scalar),
-        h: scalar,
-        # outputs
-        total_out: wp.array2d(dtype=vec2),
-        wrench_out: wp.array2d(dtype=vec3),
-        # written with ``integrate`` only (never the arrays read above)
-        body_pos_out: wp.array2d(dtype=vec2),
-        body_theta_out: wp.array2d(dtype=scalar),
-        body_vel_out: wp.array2d(dtype=vec2),
-        body_ang_vel_out: wp.array2d(dtype=scalar),
-        non_finite_out: wp.array(dtype=wp.int32),
-    ):
-        env, thread = wp.tid()
-        n_agents = pos.shape[1]
-        # One agent or body per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        first_slot = thread * slots_per_thread
-        for slot in range(first_slot, wp.min(first_slot + slots_per_thread, n_agents + body_pos.shape[1])):
-            is_agent = slot < n_agents
-            agent = slot
-            body = slot - n_agents
-            pe = env * per_env_params
-            force = vec2(zero, zero)
-            torque = zero
-
-            # Agent-shape contacts: an agent walks every shape, a body walks every (agent, own shape).
-            first = int(0)
-            count = shape_kind.shape[0]
-            n_pairs = count
-            if not is_agent:
-                first = first_shape[body]
-                count = first_shape[body + 1] - first
-                n_pairs = n_agents * count
-            for q in range(n_pairs):
-                a = agent
-                s = q
-                if not is_agent:
-                    a = q / count
-                    s = first + q % count
-                sb = shape_body[s]
-                x_b = body_pos[env, sb]
-                pose = shape_pose(x_b, body_theta[env, sb], shape_offset[s], shape_angle[s])
-                p = pos[env, a]
-                fa = f.probe_force(
-                    p,
-                    params[pe, a, _RADIUS],
-                    vel[env, a],
-                    shape_kind[s],
-                    vec2(pose[0], pose[1]),
-                    pose[2],
-                    shape_size[s],
-                    x_b,
-                    body_vel[env, sb],
-                    body_ang_vel[env, sb],
-                    stiffness,
-                    damping,
-                )
-                if is_agent:
-                    force += fa
-                else:
-                    force -= fa
-                    torque -= f.cross(p - x_b, fa)
-
-            # Joints: the force on endpoint 1, at one call site for the agent and both bodies.
-            for j in range(n_joints):
-                body2 = joint_index[j, 0]
-                joint_agent = joint_index[j, 1]
-                body1 = joint_index[j, 2]
-                involved = is_agent and joint_agent == agent
-                if not is_agent:
-                    involved = body2 == body or body1 == body
-                if involved:
-                    x2 = body_pos[env, body2]
-                    lever2 = cf.rotate(vec2(joint_params[j, 0], joint_params[j, 1]), body_theta[env, body2])
-                    p2 = x2 + lever2
-                    v2 = f.point_velocity(body_vel[env, body2], body_ang_vel[env, body2], lever2)
-                    x1 = x2
-                    p1 = x2
-                    v1 = v2
-                    if joint_agent >= 0:
-                        p1 = pos[env, joint_agent]
-                        x1 = p1
-                        v1 = vel[env, joint_agent]
-                    else:
-                        x1 = body_pos[env, body1]
-                        lever1 = cf.rotate(vec2(joint_params[j, 2], joint_params[j, 3]), body_theta[env, body1])
-                        p1 = x1 + lever1
-                        v1 = f.point_velocity(body_vel[env, body1], body_ang_vel[env, body1], lever1)
-                    f1 = f.joint_force(p1, v1, p2, v2, joint_params[j, 4], joint_params[j, 5], joint_params[j, 6])
-                    if is_agent:
-                        force += f1
-                    else:
-                        if body2 == body:
-                            force -= f1
-                            torque -= f.cross(p2 - x2, f1)
-                        if body1 == body:
-                            force += f1
-                            torque += f.cross(p1 - x1, f1)
-
-            if is_agent:
-                total_out[env, agent] = contact[env, agent] + force
-            else:
-                x = body_pos[env, body]
-                th = body_theta[env, body]
-                v = body_vel[env, body]
-                om = body_ang_vel[env, body]
-                n_bodies = body_pos.shape[1]
-                # Body-body contacts, each pair evaluated as (lower index, higher index) by both bodies.
-                for other in range(n_bodies):
-                    if other != body:
-                        lo = wp.min(body, other)
-                        hi = wp.max(body, other)
-                        x_lo = body_pos[env, lo]
-                        x_hi = body_pos[env, hi]
-                        th_lo = body_theta[env, lo]
-                        th_hi = body_theta[env, hi]
-                        for s_lo in range(first_shape[lo], first_shape[lo + 1]):
-                            pose_lo = shape_pose(x_lo, th_lo, shape_offset[s_lo], shape_angle[s_lo])
-                            for s_hi in range(first_shape[hi], first_shape[hi + 1]):
-                                pose_hi = shape_pose(x_hi, th_hi, shape_offset[s_hi], shape_angle[s_hi])
-                                w = f.shape_pair(
-                                    shape_kind[s_lo],
-                                    vec2(pose_lo[0], pose_lo[1]),
-                                    pose_lo[2],
-                                    shape_size[s_lo],
-                                    x_lo,
-                                    body_vel[env, lo],
-                                    body_ang_vel[env, lo],
-                                    shape_kind[s_hi],
-                                    vec2(pose_hi[0], pose_hi[1]),
-                                    pose_hi[2],
-                                    shape_size[s_hi],
-                                    x_hi,
-                                    body_vel[env, hi],
-                                    body_ang_vel[env, hi],
-                                    stiffness,
-                                    damping,
-                                )
-                                if body == lo:
-                                    force += vec2(w[0], w[1])
-                                    torque += w[2]
-                                else:
-                                    force -= vec2(w[0], w[1])
-                                    torque += w[3]
-
-                # Static obstacles and walls.
-                oe = env * per_env_obstacles
-                for s in range(first_shape[body], first_shape[body + 1]):
-                    pose = shape_pose(x, th, shape_offset[s], shape_angle[s])
-                    center = vec2(pose[0], pose[1])
-                    kind = shape_kind[s]
-                    for o in range(obstacle_shape.shape[1]):
-                        ob_kind = obstacle_shape[oe, o]
-                        if ob_kind != 0:
-                            ob_center = obstacle_center[oe, o]
-                            w = f.shape_pair(
-                                kind,
-                                center,
-                                pose[2],
-                                shape_size[s],
-                                x,
-                                v,
-                                om,
-                                ob_kind,
-                                ob_center,
-                                obstacle_angle[oe, o],
-                                obstacle_size[oe, o],
-                                ob_center,
-                                vec2(zero, zero),
-                                zero,
-                                stiffness,
-                                damping,
-                            )
-                            force += vec2(w[0], w[1])
-                            torque += w[2]
-                    if walls != 0:
-                        for i in range(f.probe_count(kind)):
-                            pr = f.probe(kind, center, pose[2], shape_size[s], i)
-                            p = vec2(pr[0], pr[1])
-                            fw = cf.wall_force(
-                                p, f.point_velocity(v, om, p - x), pr[2], lower, upper, stiffness, damping
-                            )
-                            force += fw
-                            torque += f.cross(p - x, fw)
-                wrench = vec3(force[0], force[1], torque)
-                wrench_out[env, body] = wrench
-                if wp.static(integrate):
-                    integrate_body(
-                        body_params,
-                        h,
-                        env,
-                        body,
-                        wrench,
-                        body_pos,
-                        body_theta,
-                        body_vel,
-                        body_ang_vel,
-                        body_pos_out,
-                        body_theta_out,
-                        body_vel_out,
-                        body_ang_vel_out,
-                        non_finite_out,
-                    )
-
-    @wp.kernel(module="unique", grid_stride=False)
-    def integrate_bodies(
-        body_params: wp.array2d(dtype=scalar),
-        h: scalar,
-        wrench: wp.array2d(dtype=vec3),
-        body_pos: wp.array2d(dtype=vec2),
-        body_theta: wp.array2d(dtype=scalar),
-        body_vel: wp.array2d(dtype=vec2),
-        body_ang_vel: wp.array2d(dtype=scalar),
-        # outputs (may alias the inputs on the no-grad path: each thread touches only its body)
-        body_pos_out: wp.array2d(dtype=vec2),
-        body_theta_out: wp.array2d(dtype=scalar),
-        body_vel_out: wp.array2d(dtype=vec2),
-        body_ang_vel_out: wp.array2d(dtype=scalar),
-        non_finite_out: wp.array(dtype=wp.int32),
-    ):
-        env, body = wp.tid()
-        integrate_body(
-            body_params,
-            h,
-            env,
-            body,
-            wrench[env, body],
-            body_pos,
-            body_theta,
-            body_vel,
-            body_ang_vel,
-            body_pos_out,
-            body_theta_out,
-            body_vel_out,
-            body_ang_vel_out,
-            non_finite_out,
-        )
-
-    return SimpleNamespace(body_contacts=body_contacts, integrate_bodies=integrate_bodies)
 
 
 def allocate_forces(
@@ -758,54 +293,23 @@ def launch_substep(
     ``bodies_out``: in the same launch with ``fuse`` (no-grad only) when the two sets differ, else
     by ``integrate_bodies``. Both ways compute the same bits. A body state gone non-finite raises
     its env's ``non_finite_flag`` ([E] or [1] int32, ``swarp.runtime.health``)."""
-    m, bm, s = stepper.model, stepper.bodies, stepper.scalar
-    lower, upper, _, _ = stepper._world_args()
-    ob = m.obstacles
+    bm, s = stepper.bodies, stepper.scalar
+    args = bm.contact_args(stepper)
     n_envs, n_agents = state_in.pos.shape
-    per_thread, threads = stepper.plan.split(n_agents + bm.n_bodies)
-    h = s(stepper.dt / stepper.substeps)
+    _, threads = stepper.plan.split(n_agents + bm.n_bodies)
     fused = fuse and bodies_in.pos.ptr != bodies_out.pos.ptr
     launcher.launch(
-        kernels(s, fused).body_contacts,
+        body_kernels.body_contacts_kernel(s, fused),
         dim=(n_envs, threads),
-        inputs=[
-            m.params,
-            int(m.params.shape[0] > 1),
-            bm.shape_body,
-            bm.shape_kind,
-            bm.shape_offset,
-            bm.shape_angle,
-            bm.shape_size,
-            bm.first_shape,
-            bm.joint_index,
-            bm.joint_params,
-            bm.n_joints,
-            ob.shape,
-            ob.center,
-            ob.angle,
-            ob.size,
-            int(ob.per_env),
-            s(stepper.world.collision_k),
-            s(stepper.world.collision_damping),
-            int(stepper.world.bounds is not None),
-            lower,
-            upper,
-            state_in.pos,
-            state_in.vel,
-            *bodies_in,
-            forces.contact,
-            per_thread,
-            bm.params,
-            h,
-        ],
+        inputs=[args, state_in.pos, state_in.vel, *bodies_in, forces.contact],
         outputs=[forces.total, forces.wrench, *bodies_out, non_finite_flag],
         device=stepper.device,
     )
     if not fused:
         launcher.launch(
-            kernels(s, False).integrate_bodies,
+            body_kernels.integrate_bodies_kernel(s),
             dim=(n_envs, bm.n_bodies),
-            inputs=[bm.params, h, forces.wrench, *bodies_in],
+            inputs=[bm.params, args.h, forces.wrench, *bodies_in],
             outputs=[*bodies_out, non_finite_flag],
             device=stepper.device,
         )
@@ -817,8 +321,6 @@ __all__ = [
     "BodyModel",
     "allocate_forces",
     "body_route",
-    "funcs",
-    "kernels",
     "launch_substep",
     "of_state",
 ]

@@ -27,18 +27,17 @@ import weakref
 import torch
 
 from swarp.core.types import TorchState
-from swarp.physics.autograd import (
-    _cache,
-    _check_state,
-    _complete,
-    _views,
-    _wrap,
-    _wrap_state,
-    n_fields,
-    record_step,
-    replay_backward,
-)
+from swarp.physics.autograd import record_step, replay_backward
 from swarp.physics.step import Stepper
+from swarp.physics.step_tensors import (
+    check_state,
+    complete_for,
+    n_fields,
+    stepper_cache,
+    views,
+    wrap_array,
+    wrap_state,
+)
 
 _STEPPERS: weakref.WeakValueDictionary[int, Stepper] = weakref.WeakValueDictionary()
 _IDS: weakref.WeakKeyDictionary[Stepper, int] = weakref.WeakKeyDictionary()
@@ -102,15 +101,15 @@ def _step(
     """One step from (state fields, actions) into fresh state fields (``TorchState`` order)."""
     stepper = _stepper(stepper_id)
     inputs = _inputs(pos, theta, vel, speed, ang_vel, pos_z, vel_z, quat, omega, actions)
-    cache = _cache(stepper)
+    cache = stepper_cache(stepper)
     n = n_fields(stepper)
-    state_in = _wrap_state(stepper, inputs[:n])
-    actions_in = _wrap(inputs[-1], "actions", stepper.scalar)
+    state_in = wrap_state(stepper, inputs[:n])
+    actions_in = wrap_array(inputs[-1], "actions", stepper.scalar)
     with cache.streams.scope():
         output = stepper.simulate_functional(state_in, actions_in, cache.invalid_flag, requires_grad=False)
     # A fleet without drones does not integrate the drone fields: they pass through (as copies:
     # an op's outputs may not alias its inputs).
-    return (*_views(output), *(t.clone() for t in inputs[n:-1]))
+    return (*views(output), *(t.clone() for t in inputs[n:-1]))
 
 
 @_step.register_fake
@@ -160,7 +159,7 @@ def _step_backward(
     grad_outputs = _inputs(
         grad_pos, grad_theta, grad_vel, grad_speed, grad_ang_vel, grad_pos_z, grad_vel_z, grad_quat, grad_omega
     )
-    cache = _cache(stepper)
+    cache = stepper_cache(stepper)
     n = n_fields(stepper)
     taped = (*inputs[:n], inputs[-1])
     with cache.streams.scope():
@@ -200,11 +199,11 @@ def compiled_warp_step(stepper: Stepper, state: TorchState, actions: torch.Tenso
         stepper_id = _IDS.get(stepper)
         if stepper_id is None:
             raise RuntimeError("call register_stepper(stepper) before compiling a function that steps it")
-        state = _complete(stepper, state)
+        state = complete_for(stepper, state)
     else:
         stepper_id = register_stepper(stepper)  # raises for a world with bodies
-        state = _complete(stepper, state)
-        n_envs = _check_state(stepper, state)
+        state = complete_for(stepper, state)
+        n_envs = check_state(stepper, state)
         stepper.check_actions(actions, n_envs)
     return TorchState(*torch.ops.swarp.step(stepper_id, *state, actions))
 

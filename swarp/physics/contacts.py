@@ -133,30 +133,54 @@ def funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
+def contact_args(scalar: type):
+    """``ContactArgs``, the model inputs of the contact force of one precision (one struct in place
+    of fourteen arguments; ``Stepper.contact_args`` fills it once and again only when the model's
+    parameter or obstacle arrays are replaced).
+
+    Fields: ``params`` [E_p, A, P] agent parameters (``PARAM_*`` columns), ``per_env_params`` 1
+    when E_p = E (else row 0 is shared); ``obstacle_shape`` [E_o, O] int32 ``ObstacleShape`` codes
+    (0: empty slot), ``obstacle_center`` [E_o, O] vec2 [m], ``obstacle_angle`` [E_o, O] [rad],
+    ``obstacle_size`` [E_o, O] vec2 [m], ``per_env_obstacles`` 1 when E_o = E; ``stiffness`` [N/m]
+    and ``damping`` [N s/m] of every contact; ``agent_collisions`` and ``soft_walls`` 0/1 switches;
+    ``lower`` and ``upper`` the world's corners [m]; ``agents_per_thread`` of the launch layout.
+    """
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class ContactArgs:
+        params: wp.array3d(dtype=scalar)
+        per_env_params: int
+        obstacle_shape: wp.array2d(dtype=wp.int32)
+        obstacle_center: wp.array2d(dtype=vec2)
+        obstacle_angle: wp.array2d(dtype=scalar)
+        obstacle_size: wp.array2d(dtype=vec2)
+        per_env_obstacles: int
+        stiffness: scalar
+        damping: scalar
+        agent_collisions: int
+        soft_walls: int
+        lower: vec2
+        upper: vec2
+        agents_per_thread: int
+
+    return ContactArgs
+
+
+@functools.cache
 def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
     """The contact-force kernel for one precision and ``agent_force``, the Warp function it runs
     for one agent (the fused substep calls it too: ``swarp.physics.substep``); without
     ``obstacles`` (a world with no obstacle slots) the obstacle loop and its shape code are not
-    compiled (fewer registers)."""
+    compiled (fewer registers). Both read the model through ``contact_args(scalar)``."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     zero = scalar(0.0)
+    Args = contact_args(scalar)
 
     @wp.func
     def agent_force(
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        obstacle_shape: wp.array2d(dtype=wp.int32),
-        obstacle_center: wp.array2d(dtype=vec2),
-        obstacle_angle: wp.array2d(dtype=scalar),
-        obstacle_size: wp.array2d(dtype=vec2),
-        per_env_obstacles: int,
-        stiffness: scalar,
-        damping: scalar,
-        agent_collisions: int,
-        soft_walls: int,
-        lower: vec2,
-        upper: vec2,
+        c: Args,
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
         nbr: wp.array3d(dtype=wp.int32),
@@ -165,81 +189,50 @@ def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
         agent: int,
     ) -> vec2:
         """The contact force [N] on ``agent`` of ``env``: its listed neighbors, obstacles and walls."""
-        pe = env * per_env_params
+        params = c.params
+        stiffness = c.stiffness
+        damping = c.damping
+        pe = env * c.per_env_params
         p = pos[env, agent]
         v = vel[env, agent]
         r = params[pe, agent, _RADIUS]
         force = vec2(zero, zero)
-        if agent_collisions != 0:
+        if c.agent_collisions != 0:
             for k in range(nbr_near[env, agent]):
                 j = nbr[env, k, agent]
                 force += f.pair_force(
                     p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
                 )
         if wp.static(obstacles):
-            oe = env * per_env_obstacles
-            for o in range(obstacle_shape.shape[1]):
-                shape = obstacle_shape[oe, o]
+            oe = env * c.per_env_obstacles
+            for o in range(c.obstacle_shape.shape[1]):
+                shape = c.obstacle_shape[oe, o]
                 if shape != 0:
                     hit = f.obstacle_distance(
-                        p, shape, obstacle_center[oe, o], obstacle_angle[oe, o], obstacle_size[oe, o]
+                        p, shape, c.obstacle_center[oe, o], c.obstacle_angle[oe, o], c.obstacle_size[oe, o]
                     )
                     if hit[0] < r:
                         normal = vec2(hit[1], hit[2])
                         force += f.spring_damper(normal, r - hit[0], wp.dot(v, normal), stiffness, damping)
-        if soft_walls != 0:
-            force += f.wall_force(p, v, r, lower, upper, stiffness, damping)
+        if c.soft_walls != 0:
+            force += f.wall_force(p, v, r, c.lower, c.upper, stiffness, damping)
         return force
 
     @wp.kernel(module="unique", grid_stride=False)
     def contact_forces(
-        # model
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        obstacle_shape: wp.array2d(dtype=wp.int32),
-        obstacle_center: wp.array2d(dtype=vec2),
-        obstacle_angle: wp.array2d(dtype=scalar),
-        obstacle_size: wp.array2d(dtype=vec2),
-        per_env_obstacles: int,
-        stiffness: scalar,
-        damping: scalar,
-        agent_collisions: int,
-        soft_walls: int,
-        lower: vec2,
-        upper: vec2,
+        c: Args,
         # state
         pos: wp.array2d(dtype=vec2),
         vel: wp.array2d(dtype=vec2),
         nbr: wp.array3d(dtype=wp.int32),
         nbr_near: wp.array2d(dtype=wp.int32),
-        agents_per_thread: int,
         # output
         forces_out: wp.array2d(dtype=vec2),
     ):
         env, slot = wp.tid()
         # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        first = slot * agents_per_thread
-        for agent in range(first, wp.min(first + agents_per_thread, pos.shape[1])):
-            forces_out[env, agent] = agent_force(
-                params,
-                per_env_params,
-                obstacle_shape,
-                obstacle_center,
-                obstacle_angle,
-                obstacle_size,
-                per_env_obstacles,
-                stiffness,
-                damping,
-                agent_collisions,
-                soft_walls,
-                lower,
-                upper,
-                pos,
-                vel,
-                nbr,
-                nbr_near,
-                env,
-                agent,
-            )
+        first = slot * c.agents_per_thread
+        for agent in range(first, wp.min(first + c.agents_per_thread, pos.shape[1])):
+            forces_out[env, agent] = agent_force(c, pos, vel, nbr, nbr_near, env, agent)
 
     return SimpleNamespace(contact_forces=contact_forces, agent_force=agent_force)

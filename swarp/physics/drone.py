@@ -41,19 +41,30 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core.config import DynamicsModel, Integrator
 from swarp.core.precision import vec2_type
 from swarp.core.types import (
     PARAM_ARM_LENGTH,
+    PARAM_DRAG,
     PARAM_INERTIA_X,
     PARAM_INERTIA_Y,
     PARAM_INERTIA_Z,
+    PARAM_MASS,
     PARAM_MAX_BODY_RATE,
+    PARAM_MAX_SPEED,
     PARAM_MAX_THRUST,
+    PARAM_RADIUS,
     PARAM_YAW_MOMENT,
 )
 from swarp.physics import bounds, dynamics
-from swarp.physics.dynamics import _DRONE, _P_DRAG, _P_MASS, _P_MAX_SPEED, _P_RADIUS, _RK4
 from swarp.runtime import health
+
+_DRONE = wp.constant(int(DynamicsModel.DRONE))
+_RK4 = wp.constant(int(Integrator.RK4))
+_P_RADIUS = wp.constant(PARAM_RADIUS)
+_P_MASS = wp.constant(PARAM_MASS)
+_P_MAX_SPEED = wp.constant(PARAM_MAX_SPEED)
+_P_DRAG = wp.constant(PARAM_DRAG)
 
 _P_ARM = wp.constant(PARAM_ARM_LENGTH)
 _P_IX = wp.constant(PARAM_INERTIA_X)
@@ -145,20 +156,10 @@ def funcs(scalar: type) -> SimpleNamespace:
 
 
 @functools.cache
-def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
-    """The drone integration kernel for one precision; ``per_agent`` as in ``dynamics.kernels``
-    (one agent per thread: the loop over a thread's agents compiles away, 192 -> 123 registers on
-    sm_90)."""
-    vec2 = vec2_type(scalar)
-    vec3 = wp.types.vector(3, scalar)
-    quat = wp.types.quaternion(scalar)
-    f = funcs(scalar)
-    planar = dynamics.funcs(scalar)
-    b = bounds.funcs(scalar)
+def thrust_func(scalar: type):
+    """``thrust_command``: rotor ``k``'s thrust command [N] of ``agent`` in ``env``, clamped to
+    ``[0, limit]``; a non-finite one acts as 0 and raises ``invalid_out``."""
     zero = scalar(0.0)
-    half = scalar(0.5)
-    two = scalar(2.0)
-    sixth = scalar(1.0 / 6.0)
 
     @wp.func
     def thrust_command(
@@ -175,20 +176,31 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
             return zero
         return wp.clamp(u, zero, limit)
 
+    return thrust_command
+
+
+@functools.cache
+def integrate_drone_kernel(scalar: type, per_agent: bool = False):
+    """``integrate_drone``, the drone integration kernel for one precision, over the model in a
+    ``dynamics.integrate_args(scalar)``; ``per_agent`` as in ``dynamics.integrate_kernel`` (one
+    agent per thread: the loop over a thread's agents compiles away, fewer registers; see
+    docs/benchmarks.md)."""
+    vec2 = vec2_type(scalar)
+    vec3 = wp.types.vector(3, scalar)
+    quat = wp.types.quaternion(scalar)
+    f = funcs(scalar)
+    planar = dynamics.funcs(scalar)
+    b = bounds.funcs(scalar)
+    zero = scalar(0.0)
+    half = scalar(0.5)
+    two = scalar(2.0)
+    sixth = scalar(1.0 / 6.0)
+    Args = dynamics.integrate_args(scalar)
+    thrust_command = thrust_func(scalar)
+
     @wp.kernel(module="unique", grid_stride=False)
     def integrate_drone(
-        # model
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        kinds: wp.array(dtype=wp.int32),
-        ctrl_modes: wp.array(dtype=wp.int32),  # unused: thrust commands in either mode
-        h: scalar,
-        integrator: int,
-        agents_per_thread: int,
-        clamp_bounds: int,
-        lower: vec2,
-        upper: vec2,
-        gravity: scalar,
+        m: Args,
         # inputs
         actions: wp.array3d(dtype=scalar),
         forces: wp.array2d(dtype=vec2),
@@ -215,13 +227,13 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
         non_finite_out: wp.array(dtype=wp.int32),
     ):
         env, slot = wp.tid()
-        first = slot * agents_per_thread
-        stop = wp.min(first + agents_per_thread, pos.shape[1])
+        first = slot * m.agents_per_thread
+        stop = wp.min(first + m.agents_per_thread, pos.shape[1])
         if wp.static(per_agent):
             stop = first + 1
         finite = bool(True)
         for agent in range(first, stop):
-            if kinds[agent] != _DRONE:
+            if m.kinds[agent] != _DRONE:
                 # Planar agents: dynamics.py integrates them; their 6-DOF fields are carried. (An
                 # if/else, not ``continue``: Warp's adjoint of a loop body that continues drops it.)
                 pos_z_out[env, agent] = pos_z[env, agent]
@@ -229,7 +241,10 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
                 attitude_out[env, agent] = attitude[env, agent]
                 omega_out[env, agent] = omega[env, agent]
             else:
-                pe = env * per_env_params
+                params = m.params
+                h = m.h
+                gravity = m.gravity
+                pe = env * m.per_env_params
                 mass = params[pe, agent, _P_MASS]
                 arm = params[pe, agent, _P_ARM]
                 limit = params[pe, agent, _P_MAX_THRUST]
@@ -253,7 +268,7 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
                 # |tau| / I + |w x I w| / I at |w| <= max_body_rate, whatever h.
                 max_rate = params[pe, agent, _P_MAX_BODY_RATE]
                 w = f.clip_norm(omega[env, agent], max_rate)
-                if integrator == _RK4:
+                if m.integrator == _RK4:
                     hh = h * half
                     k1v, k1q, k1w = f.rates(q, v, w, thrust, push, mass, gravity, drag, tau, inertia)
                     v2s = v + k1v * hh
@@ -283,8 +298,8 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
                     vz = wp.max(vz, zero)
                 p2 = vec2(p[0], p[1])
                 v2 = vec2(v[0], v[1])
-                if clamp_bounds != 0:
-                    clamped = b.clamp_to_bounds(p2, v2, params[pe, agent, _P_RADIUS], lower, upper)
+                if m.clamp_bounds != 0:
+                    clamped = b.clamp_to_bounds(p2, v2, params[pe, agent, _P_RADIUS], m.lower, m.upper)
                     p2 = vec2(clamped[0, 0], clamped[0, 1])
                     v2 = vec2(clamped[1, 0], clamped[1, 1])
                 pos_out[env, agent] = p2
@@ -301,4 +316,4 @@ def kernels(scalar: type, per_agent: bool = False) -> SimpleNamespace:
                 finite = finite and health.finite(q) and health.finite(w)
         health.flag_env(non_finite_out, env, finite)
 
-    return SimpleNamespace(integrate_drone=integrate_drone)
+    return integrate_drone

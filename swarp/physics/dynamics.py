@@ -139,27 +139,42 @@ ALL_INTEGRATORS = frozenset(Integrator)
 
 
 @functools.cache
-def kernels(
-    scalar: type,
-    models: frozenset = ALL_MODELS,
-    ctrl_modes: frozenset = ALL_CTRL_MODES,
-    integrators: frozenset = ALL_INTEGRATORS,
-    per_agent: bool = False,
-) -> SimpleNamespace:
-    """The integration kernel for one precision, compiled for the planar ``models``, ``ctrl_modes``
-    and ``integrators`` a fleet uses (``Stepper`` passes its own; the defaults handle anything).
+def integrate_args(scalar: type):
+    """``IntegrateArgs``, the model inputs of one integration substep of one precision (one struct in
+    place of ten arguments, shared by the planar, drone and fused kernels; ``Stepper.integrate_args``
+    fills it once and again only when the model's parameter table is replaced).
 
-    Agents still pick their branch at run time from ``kinds`` / ``ctrl_modes``; the sets only drop
-    the branches no agent can take. Measured on an H200 at 16,384 x 16 holonomic agents, the kernel
-    for every model took 142 registers per thread (12.5% occupancy); see docs/benchmarks.md.
-
-    With ``per_agent`` the kernel is launched with one agent per thread (``agents_per_thread`` 1,
-    ``plan.one_thread_per_env`` off) and the loop over a thread's agents compiles away: a run-time
-    trip count kept every value of the loop body live across it (navigation's holonomic kernel 96
-    -> 47 registers on sm_90).
+    Fields: ``params`` [E_p, A, P] agent parameters (``PARAM_*`` columns), ``per_env_params`` 1
+    when E_p = E (else row 0 is shared); ``kinds`` and ``ctrl_modes`` [A] int32 ``DynamicsModel``
+    and ``ControlMode`` codes; ``h`` the substep [s]; ``integrator`` the ``Integrator`` code;
+    ``agents_per_thread`` of the launch layout; ``clamp_bounds`` 0/1 and the world's corners
+    ``lower``, ``upper`` [m]; ``gravity`` [m/s^2] (drones only).
     """
-    holonomic = DynamicsModel.HOLONOMIC in models
-    wheeled = DynamicsModel.DIFF_DRIVE in models or DynamicsModel.KINEMATIC_BICYCLE in models
+    vec2 = vec2_type(scalar)
+
+    @wp.struct
+    class IntegrateArgs:
+        params: wp.array3d(dtype=scalar)
+        per_env_params: int
+        kinds: wp.array(dtype=wp.int32)
+        ctrl_modes: wp.array(dtype=wp.int32)
+        h: scalar
+        integrator: int
+        agents_per_thread: int
+        clamp_bounds: int
+        lower: vec2
+        upper: vec2
+        gravity: scalar
+
+    return IntegrateArgs
+
+
+@functools.cache
+def wheeled_func(scalar: type, models: frozenset, ctrl_modes: frozenset, integrators: frozenset):
+    """``wheeled_step``, one substep of a wheeled agent (the unicycle core of DIFF_DRIVE and
+    KINEMATIC_BICYCLE, see the module docstring) for ``integrate_agent_func``'s arguments: from the
+    finite commands ``u0``, ``u1``, the contact acceleration ``accel_c`` [m/s^2] and the pose and
+    rates on entry to ``(pos, theta, vel, speed, ang_vel)`` after ``h`` [s]."""
     bicycles = DynamicsModel.KINEMATIC_BICYCLE in models
     unicycles = DynamicsModel.DIFF_DRIVE in models
     velocity = ControlMode.VELOCITY in ctrl_modes
@@ -167,7 +182,120 @@ def kernels(
     euler = Integrator.EULER in integrators
     rk4_any = Integrator.RK4 in integrators
     vec2 = vec2_type(scalar)
-    vec3 = wp.types.vector(3, scalar)
+    f = funcs(scalar)
+    zero = scalar(0.0)
+    half = scalar(0.5)
+    two = scalar(2.0)
+    sixth = scalar(1.0 / 6.0)
+
+    @wp.func
+    def wheeled_step(
+        params: wp.array3d(dtype=scalar),
+        pe: int,
+        agent: int,
+        kind: int,
+        velocity_ctrl: bool,
+        rk4: bool,
+        u0: scalar,
+        u1: scalar,
+        max_speed: scalar,
+        accel_c: vec2,
+        h: scalar,
+        p_in: vec2,
+        th_in: scalar,
+        s_in: scalar,
+        om_in: scalar,
+    ):
+        p = p_in
+        th = th_in
+        s = s_in
+        om = om_in
+        bicycle = bool(False)
+        if wp.static(bicycles and unicycles):
+            bicycle = kind == _BICYCLE
+        elif wp.static(bicycles):
+            bicycle = True
+        push = accel_c * h
+        max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
+        beta = zero
+        kappa = zero
+        a_lin = zero
+        a_ang = zero
+        if bicycle:
+            wheelbase = params[pe, agent, _P_WHEELBASE]
+            max_steer = params[pe, agent, _P_MAX_STEER]
+            delta = wp.clamp(u1, -max_steer, max_steer)
+            tan_delta = wp.tan(delta)
+            beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
+            kappa = wp.cos(beta) * tan_delta / wheelbase
+        if wp.static(velocity) and velocity_ctrl:
+            s = wp.clamp(u0, -max_speed, max_speed)
+            if not bicycle:
+                om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
+        elif wp.static(acceleration):
+            max_accel = params[pe, agent, _P_MAX_ACCEL]
+            a_lin = wp.clamp(u0, -max_accel, max_accel)
+            if not bicycle:
+                max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
+                a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
+        if wp.static(rk4_any) and rk4:
+            # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
+            s2 = s + a_lin * (h * half)
+            om2 = om + a_ang * (h * half)
+            s4 = s + a_lin * h
+            om4 = om + a_ang * h
+            k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+            k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+            k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
+            k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
+            rate = (k1 + (k2 + k3) * two + k4) * sixth
+            p = p + vec2(rate[0], rate[1]) * h
+            th = th + rate[2] * h
+            s = s4
+            om = om4
+        elif wp.static(euler):
+            s = s + a_lin * h
+            om = om + a_ang * h
+            s = wp.clamp(s, -max_speed, max_speed)
+            if not bicycle:
+                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+            rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
+            p = p + vec2(rate[0], rate[1]) * h
+            th = th + rate[2] * h
+        s = wp.clamp(s, -max_speed, max_speed)
+        if bicycle:
+            om = s * kappa
+        else:
+            om = wp.clamp(om, -max_ang_vel, max_ang_vel)
+        th = f.wrap_angle(th)
+        v = f.heading(th + beta) * s + push
+        return p, th, v, s, om
+
+    return wheeled_step
+
+
+@functools.cache
+def integrate_agent_func(
+    scalar: type,
+    models: frozenset = ALL_MODELS,
+    ctrl_modes: frozenset = ALL_CTRL_MODES,
+    integrators: frozenset = ALL_INTEGRATORS,
+):
+    """``integrate_agent``, the Warp function integrating one planar agent over one substep, for one
+    precision, compiled for the planar ``models``, ``ctrl_modes`` and ``integrators`` a fleet uses
+    (``Stepper`` passes its own; the defaults handle anything). Agents still pick their branch at
+    run time from ``kinds`` / ``ctrl_modes``; the sets only drop the branches no agent can take
+    (fewer registers: see docs/benchmarks.md). The integration kernel and the fused substep
+    (``swarp.physics.substep``) both run it, so they compute the same bits."""
+    holonomic = DynamicsModel.HOLONOMIC in models
+    wheeled = DynamicsModel.DIFF_DRIVE in models or DynamicsModel.KINEMATIC_BICYCLE in models
+    velocity = ControlMode.VELOCITY in ctrl_modes
+    acceleration = ControlMode.ACCELERATION in ctrl_modes
+    euler = Integrator.EULER in integrators
+    rk4_any = Integrator.RK4 in integrators
+    vec2 = vec2_type(scalar)
+    Args = integrate_args(scalar)
+    wheeled_step = wheeled_func(scalar, models, ctrl_modes, integrators)
     f = funcs(scalar)
     b = bounds.funcs(scalar)
     zero = scalar(0.0)
@@ -177,15 +305,7 @@ def kernels(
 
     @wp.func
     def integrate_agent(
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        kinds: wp.array(dtype=wp.int32),
-        ctrl_modes: wp.array(dtype=wp.int32),
-        h: scalar,
-        integrator: int,
-        clamp_bounds: int,
-        lower: vec2,
-        upper: vec2,
+        m: Args,
         actions: wp.array3d(dtype=scalar),
         force: vec2,
         pos: wp.array2d(dtype=vec2),
@@ -205,12 +325,14 @@ def kernels(
         """One substep of length ``h`` [s] for ``agent`` of ``env`` under the contact ``force`` [N]
         (a planar agent; a drone is left to physics/drone.py): its state from the input arrays into
         the output ones. Returns whether the new state is finite."""
-        pe = env * per_env_params
+        params = m.params
+        h = m.h
+        pe = env * m.per_env_params
         # Every load first, before any branch or store: the compiler cannot tell the flag store
         # below from these loads apart, so a load after it would wait for it, and one after the
         # drone branch for the kind's load: rounds of memory latency one after another.
-        kind = kinds[agent]
-        velocity_ctrl = ctrl_modes[agent] == _VELOCITY
+        kind = m.kinds[agent]
+        velocity_ctrl = m.ctrl_modes[agent] == _VELOCITY
         raw0 = actions[env, agent, 0]
         raw1 = actions[env, agent, 1]
         max_speed = params[pe, agent, _P_MAX_SPEED]
@@ -229,7 +351,7 @@ def kernels(
             invalid_out[0] = 1
         u0 = wp.where(finite0, raw0, zero)
         u1 = wp.where(finite1, raw1, zero)
-        rk4 = integrator == _RK4
+        rk4 = m.integrator == _RK4
 
         if wp.static(holonomic) and kind == _HOLONOMIC:
             u = vec2(u0, u1)
@@ -256,68 +378,12 @@ def kernels(
             s = f.safe_norm(v)
             om = zero
         elif wp.static(wheeled):
-            bicycle = bool(False)
-            if wp.static(bicycles and unicycles):
-                bicycle = kind == _BICYCLE
-            elif wp.static(bicycles):
-                bicycle = True
-            push = accel_c * h
-            max_ang_vel = params[pe, agent, _P_MAX_ANG_VEL]
-            beta = zero
-            kappa = zero
-            a_lin = zero
-            a_ang = zero
-            if bicycle:
-                wheelbase = params[pe, agent, _P_WHEELBASE]
-                max_steer = params[pe, agent, _P_MAX_STEER]
-                delta = wp.clamp(u1, -max_steer, max_steer)
-                tan_delta = wp.tan(delta)
-                beta = wp.atan(params[pe, agent, _P_REAR_RATIO] * tan_delta)
-                kappa = wp.cos(beta) * tan_delta / wheelbase
-            if wp.static(velocity) and velocity_ctrl:
-                s = wp.clamp(u0, -max_speed, max_speed)
-                if not bicycle:
-                    om = wp.clamp(u1, -max_ang_vel, max_ang_vel)
-            elif wp.static(acceleration):
-                max_accel = params[pe, agent, _P_MAX_ACCEL]
-                a_lin = wp.clamp(u0, -max_accel, max_accel)
-                if not bicycle:
-                    max_ang_accel = params[pe, agent, _P_MAX_ANG_ACCEL]
-                    a_ang = wp.clamp(u1, -max_ang_accel, max_ang_accel)
-            if wp.static(rk4_any) and rk4:
-                # State (x, y, theta, s, omega); s and omega are linear in time within the substep.
-                s2 = s + a_lin * (h * half)
-                om2 = om + a_ang * (h * half)
-                s4 = s + a_lin * h
-                om4 = om + a_ang * h
-                k1 = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                k2 = f.unicycle_rates(th + k1[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                k3 = f.unicycle_rates(th + k2[2] * (h * half), s2, om2, beta, kappa, bicycle, push)
-                k4 = f.unicycle_rates(th + k3[2] * h, s4, om4, beta, kappa, bicycle, push)
-                rate = (k1 + (k2 + k3) * two + k4) * sixth
-                p = p + vec2(rate[0], rate[1]) * h
-                th = th + rate[2] * h
-                s = s4
-                om = om4
-            elif wp.static(euler):
-                s = s + a_lin * h
-                om = om + a_ang * h
-                s = wp.clamp(s, -max_speed, max_speed)
-                if not bicycle:
-                    om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-                rate = f.unicycle_rates(th, s, om, beta, kappa, bicycle, push)
-                p = p + vec2(rate[0], rate[1]) * h
-                th = th + rate[2] * h
-            s = wp.clamp(s, -max_speed, max_speed)
-            if bicycle:
-                om = s * kappa
-            else:
-                om = wp.clamp(om, -max_ang_vel, max_ang_vel)
-            th = f.wrap_angle(th)
-            v = f.heading(th + beta) * s + push
+            p, th, v, s, om = wheeled_step(
+                params, pe, agent, kind, velocity_ctrl, rk4, u0, u1, max_speed, accel_c, h, p, th, s, om
+            )
 
-        if clamp_bounds != 0:
-            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], lower, upper)
+        if m.clamp_bounds != 0:
+            clamped = b.clamp_to_bounds(p, v, params[pe, agent, _P_RADIUS], m.lower, m.upper)
             p = vec2(clamped[0, 0], clamped[0, 1])
             v = vec2(clamped[1, 0], clamped[1, 1])
         pos_out[env, agent] = p
@@ -328,19 +394,32 @@ def kernels(
         finite = health.finite(p) and health.finite(th) and health.finite(v)
         return finite and health.finite(s) and health.finite(om)
 
+    return integrate_agent
+
+
+@functools.cache
+def integrate_kernel(
+    scalar: type,
+    models: frozenset = ALL_MODELS,
+    ctrl_modes: frozenset = ALL_CTRL_MODES,
+    integrators: frozenset = ALL_INTEGRATORS,
+    per_agent: bool = False,
+):
+    """``integrate``, the planar integration kernel (``integrate_agent_func``'s arguments), launched
+    over (E, threads per env) with the model in an ``integrate_args(scalar)``.
+
+    With ``per_agent`` the kernel is launched with one agent per thread (``agents_per_thread`` 1,
+    ``plan.one_thread_per_env`` off) and the loop over a thread's agents compiles away: a run-time
+    trip count kept every value of the loop body live across it (more registers; see
+    docs/benchmarks.md).
+    """
+    vec2 = vec2_type(scalar)
+    Args = integrate_args(scalar)
+    integrate_agent = integrate_agent_func(scalar, models, ctrl_modes, integrators)
+
     @wp.kernel(module="unique", grid_stride=False)
     def integrate(
-        # model
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        kinds: wp.array(dtype=wp.int32),
-        ctrl_modes: wp.array(dtype=wp.int32),
-        h: scalar,
-        integrator: int,
-        agents_per_thread: int,
-        clamp_bounds: int,
-        lower: vec2,
-        upper: vec2,
+        m: Args,
         # inputs
         actions: wp.array3d(dtype=scalar),
         forces: wp.array2d(dtype=vec2),
@@ -360,22 +439,14 @@ def kernels(
     ):
         env, slot = wp.tid()
         # One agent per thread on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        first = slot * agents_per_thread
-        stop = wp.min(first + agents_per_thread, pos.shape[1])
+        first = slot * m.agents_per_thread
+        stop = wp.min(first + m.agents_per_thread, pos.shape[1])
         if wp.static(per_agent):
             stop = first + 1
         finite = bool(True)
         for agent in range(first, stop):
             agent_finite = integrate_agent(
-                params,
-                per_env_params,
-                kinds,
-                ctrl_modes,
-                h,
-                integrator,
-                clamp_bounds,
-                lower,
-                upper,
+                m,
                 actions,
                 forces[env, agent],
                 pos,
@@ -395,4 +466,4 @@ def kernels(
             finite = finite and agent_finite
         health.flag_env(non_finite_out, env, finite)
 
-    return SimpleNamespace(integrate=integrate, integrate_agent=integrate_agent, vec3=vec3)
+    return integrate

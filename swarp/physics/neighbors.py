@@ -75,32 +75,15 @@ def query_struct(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> SimpleNamespace:
-    """Neighbor-list kernels specialised for one float precision, list width K and how a thread
-    keeps its list (``ExecutionPlan.register_lists``).
-
-    With ``register_lists`` (CUDA) the list lives in registers and a candidate is inserted into
-    every entry at once (independent compares, no chain through the list), and the brute scan runs
-    in two passes: mark the in-range candidates in a 64-bit mask, then walk the mask. A one-pass
-    scan inserts a candidate whenever any thread of the warp keeps it, so with ~12 of 63 candidates
-    in range every thread paid nearly every insertion; with the mask a warp pays for its longest
-    list only. Without (the CPU: no warps, one thread walks an env), one pass with shifting
-    insertion. Every layout gives the same lists."""
-    vec2 = vec2_type(scalar)
+def cell_funcs(scalar: type) -> SimpleNamespace:
+    """The grid backend's cell functions of one precision: ``cell_of(p, inv_cell)`` (the integer
+    cell of a position [m] given the inverse cell side [1/m]) and ``bucket_of(cell, n_buckets)``
+    (its hash bucket, ``n_buckets`` a power of two)."""
     cell_limit = scalar(_CELL_LIMIT)
-    max_k = max_neighbors
-    # The top-K list lives in registers while candidates stream past; only kept entries are written.
-    dist_k = wp.types.vector(max_k, scalar)
-    index_k = wp.types.vector(max_k, wp.int32)
-    far = scalar(3.0e38)  # above any in-range squared distance (float32 max is 3.4e38)
-    no_agent = wp.constant(2**31 - 1)
-    sweep = register_lists
-    mask_bits = 64  # candidates per mask word of the two-pass scan
-    one_bit = wp.uint64(1)
-    no_bits = wp.uint64(0)
+    vec2 = vec2_type(scalar)
 
     @wp.func
-    def _cell_of(p: vec2, inv_cell: scalar) -> wp.vec2i:
+    def cell_of(p: vec2, inv_cell: scalar) -> wp.vec2i:
         cx = wp.clamp(wp.floor(p[0] * inv_cell), -cell_limit, cell_limit)
         cy = wp.clamp(wp.floor(p[1] * inv_cell), -cell_limit, cell_limit)
         # NaN survives clamp: route it to cell 0 rather than an undefined int conversion.
@@ -111,162 +94,212 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         return wp.vec2i(int(cx), int(cy))
 
     @wp.func
-    def _bucket_of(cell: wp.vec2i, n_buckets: int) -> int:
+    def bucket_of(cell: wp.vec2i, n_buckets: int) -> int:
         h = (cell[0] * 73856093) ^ (cell[1] * 19349663)
         return h & (n_buckets - 1)
 
-    Query = query_struct(scalar)
+    return SimpleNamespace(cell_of=cell_of, bucket_of=bucket_of)
 
-    def make_build(grid: bool):
-        @wp.func
-        def before(d2: scalar, j: int, held_d2: scalar, held_j: int) -> bool:
-            """Whether candidate ``(d2, j)`` sorts before a held entry. The brute scan visits
-            candidates in ascending index, so a tie in distance is always decided for the held
-            entry and the index compare is dropped; the grid's visit order is not sorted."""
-            if wp.static(grid):
-                return d2 < held_d2 or (d2 == held_d2 and j < held_j)
-            return d2 < held_d2
 
-        @wp.func
-        def keep(best_d2: dist_k, best_j: index_k, n_seen: int, d2: scalar, j: int):
-            """The register list ``(best_d2, best_j)`` after offering it in-range candidate
-            ``(d2, j)``, the ``n_seen``-th in range: inserted in its sorted place, or dropped behind
-            a full list. Every entry at once: entry w takes the candidate if it sorts before entry w
-            but not before entry w - 1, the entry above it if it sorts before both, else stays. The
-            compares are independent (no chain through the list, unlike a carried compare-and-swap)
-            and every index is a compile-time constant, so the list stays in registers. Unused
-            entries hold (far, no_agent), which every in-range candidate sorts before; the entry
-            pushed off the end is dropped."""
-            if n_seen > max_k and not before(d2, j, best_d2[max_k - 1], best_j[max_k - 1]):
-                return best_d2, best_j
-            for w in range(wp.static(max_k - 1), 0, -1):
-                take = before(d2, j, best_d2[w], best_j[w])
-                shift = before(d2, j, best_d2[w - 1], best_j[w - 1])
-                best_d2[w] = wp.where(take, wp.where(shift, best_d2[w - 1], d2), best_d2[w])
-                best_j[w] = wp.where(take, wp.where(shift, best_j[w - 1], j), best_j[w])
-            take_first = before(d2, j, best_d2[0], best_j[0])
-            best_d2[0] = wp.where(take_first, d2, best_d2[0])
-            best_j[0] = wp.where(take_first, j, best_j[0])
+@functools.cache
+def insert_funcs(scalar: type, max_neighbors: int, grid: bool) -> SimpleNamespace:
+    """The sorted-list order and register insertion of ``build_func``'s lists (width K =
+    ``max_neighbors``): ``before(d2, j, held_d2, held_j)`` and ``keep(best_d2, best_j, n_seen, d2, j)``."""
+    max_k = max_neighbors
+    dist_k = wp.types.vector(max_k, scalar)
+    index_k = wp.types.vector(max_k, wp.int32)
+
+    @wp.func
+    def before(d2: scalar, j: int, held_d2: scalar, held_j: int) -> bool:
+        """Whether candidate ``(d2, j)`` sorts before a held entry. The brute scan visits
+        candidates in ascending index, so a tie in distance is always decided for the held
+        entry and the index compare is dropped; the grid's visit order is not sorted."""
+        if wp.static(grid):
+            return d2 < held_d2 or (d2 == held_d2 and j < held_j)
+        return d2 < held_d2
+
+    @wp.func
+    def keep(best_d2: dist_k, best_j: index_k, n_seen: int, d2: scalar, j: int):
+        """The register list ``(best_d2, best_j)`` after offering it in-range candidate
+        ``(d2, j)``, the ``n_seen``-th in range: inserted in its sorted place, or dropped behind
+        a full list. Every entry at once: entry w takes the candidate if it sorts before entry w
+        but not before entry w - 1, the entry above it if it sorts before both, else stays. The
+        compares are independent (no chain through the list, unlike a carried compare-and-swap)
+        and every index is a compile-time constant, so the list stays in registers. Unused
+        entries hold (far, no_agent), which every in-range candidate sorts before; the entry
+        pushed off the end is dropped."""
+        if n_seen > max_k and not before(d2, j, best_d2[max_k - 1], best_j[max_k - 1]):
             return best_d2, best_j
+        for w in range(wp.static(max_k - 1), 0, -1):
+            take = before(d2, j, best_d2[w], best_j[w])
+            shift = before(d2, j, best_d2[w - 1], best_j[w - 1])
+            best_d2[w] = wp.where(take, wp.where(shift, best_d2[w - 1], d2), best_d2[w])
+            best_j[w] = wp.where(take, wp.where(shift, best_j[w - 1], j), best_j[w])
+        take_first = before(d2, j, best_d2[0], best_j[0])
+        best_d2[0] = wp.where(take_first, d2, best_d2[0])
+        best_j[0] = wp.where(take_first, j, best_j[0])
+        return best_d2, best_j
 
-        @wp.func
-        def build_list(q: Query, env: int, agent: int):
-            """Build the sorted neighbor list of one agent into ``q``'s outputs, and return it as
-            held: ``(d2, index, kept, near, total)``, the squared distances [m^2] and agent indices
-            of its entries (vectors of K; entries at ``kept`` and beyond unused) and the counts
-            ``q``'s ``count``, ``near`` and ``total`` get. A caller in the same thread reads the
-            list from these instead of loading it back (index them by compile-time constants to
-            keep them in registers)."""
-            r2 = q.radius * q.radius
-            p = q.pos[env, agent]
-            best_d2 = dist_k(far)
-            best_j = index_k(no_agent)
-            n_total = int(0)
-            if wp.static(sweep and not grid):
-                n_agents = q.pos.shape[1]
-                for first in range(0, n_agents, mask_bits):
-                    # Pass 1: mark this word's in-range candidates (a loop every thread of a warp
-                    # runs in step). Distances are computed the same way in both passes, so they
-                    # agree bit for bit. NaN distances fail the test.
-                    found = no_bits
-                    for j in range(first, wp.min(first + mask_bits, n_agents)):
-                        delta = q.pos[env, j] - p
-                        d2 = wp.dot(delta, delta)
-                        if d2 <= r2 and j != agent:
-                            found = found | (one_bit << wp.uint64(j - first))
-                    # Pass 2: insert the marked candidates, lowest index first.
-                    while found != no_bits:
-                        lowest = found & (~found + one_bit)
-                        found = found ^ lowest
-                        j = first + wp.bit_count(lowest - one_bit)
-                        delta = q.pos[env, j] - p
-                        n_total += 1
-                        best_d2, best_j = keep(best_d2, best_j, n_total, wp.dot(delta, delta), j)
-            else:
-                home = wp.vec2i(0, 0)
-                n_ranges = 1
+    return SimpleNamespace(before=before, keep=keep)
+
+
+@functools.cache
+def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: bool):
+    """``build_list(q, env, agent)``, the Warp function building one agent's sorted list from a
+    ``query_struct(scalar)`` for one float precision, list width K, how a thread keeps its list
+    (``ExecutionPlan.register_lists``) and backend (``grid``, else brute force).
+
+    With ``register_lists`` (CUDA) the list lives in registers and a candidate is inserted into
+    every entry at once (independent compares, no chain through the list), and the brute scan runs
+    in two passes: mark the in-range candidates in a 64-bit mask, then walk the mask. A one-pass
+    scan inserts a candidate whenever any thread of the warp keeps it, so with ~12 of 63 candidates
+    in range every thread paid nearly every insertion; with the mask a warp pays for its longest
+    list only. Without (the CPU: no warps, one thread walks an env), one pass with shifting
+    insertion. Every layout gives the same lists."""
+    max_k = max_neighbors
+    # The top-K list lives in registers while candidates stream past; only kept entries are written.
+    dist_k = wp.types.vector(max_k, scalar)
+    index_k = wp.types.vector(max_k, wp.int32)
+    far = scalar(3.0e38)  # above any in-range squared distance (float32 max is 3.4e38)
+    no_agent = wp.constant(2**31 - 1)
+    sweep = register_lists
+    mask_bits = 64  # candidates per mask word of the two-pass scan
+    one_bit = wp.uint64(1)
+    no_bits = wp.uint64(0)
+    cells = cell_funcs(scalar)
+    Query = query_struct(scalar)
+    insert = insert_funcs(scalar, max_neighbors, grid)
+    before, keep = insert.before, insert.keep
+
+    @wp.func
+    def build_list(q: Query, env: int, agent: int):
+        """Build the sorted neighbor list of one agent into ``q``'s outputs, and return it as
+        held: ``(d2, index, kept, near, total)``, the squared distances [m^2] and agent indices
+        of its entries (vectors of K; entries at ``kept`` and beyond unused) and the counts
+        ``q``'s ``count``, ``near`` and ``total`` get. A caller in the same thread reads the
+        list from these instead of loading it back (index them by compile-time constants to
+        keep them in registers)."""
+        r2 = q.radius * q.radius
+        p = q.pos[env, agent]
+        best_d2 = dist_k(far)
+        best_j = index_k(no_agent)
+        n_total = int(0)
+        if wp.static(sweep and not grid):
+            n_agents = q.pos.shape[1]
+            for first in range(0, n_agents, mask_bits):
+                # Pass 1: mark this word's in-range candidates (a loop every thread of a warp
+                # runs in step). Distances are computed the same way in both passes, so they
+                # agree bit for bit. NaN distances fail the test.
+                found = no_bits
+                for j in range(first, wp.min(first + mask_bits, n_agents)):
+                    delta = q.pos[env, j] - p
+                    d2 = wp.dot(delta, delta)
+                    if d2 <= r2 and j != agent:
+                        found = found | (one_bit << wp.uint64(j - first))
+                # Pass 2: insert the marked candidates, lowest index first.
+                while found != no_bits:
+                    lowest = found & (~found + one_bit)
+                    found = found ^ lowest
+                    j = first + wp.bit_count(lowest - one_bit)
+                    delta = q.pos[env, j] - p
+                    n_total += 1
+                    best_d2, best_j = keep(best_d2, best_j, n_total, wp.dot(delta, delta), j)
+        else:
+            home = wp.vec2i(0, 0)
+            n_ranges = 1
+            if wp.static(grid):
+                home = q.agent_cell[env, agent]
+                n_ranges = 9
+            for r in range(n_ranges):
+                # Brute force: one range over the whole env. Grid: the 3x3 cells around home.
+                cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
+                start = int(0)
+                stop = q.pos.shape[1]
                 if wp.static(grid):
-                    home = q.agent_cell[env, agent]
-                    n_ranges = 9
-                for r in range(n_ranges):
-                    # Brute force: one range over the whole env. Grid: the 3x3 cells around home.
-                    cell = wp.vec2i(home[0] + r % 3 - 1, home[1] + r / 3 - 1)
-                    start = int(0)
-                    stop = q.pos.shape[1]
+                    bucket = env * q.n_buckets + cells.bucket_of(cell, q.n_buckets)
+                    start = q.bucket_start[bucket]
+                    stop = start + q.bucket_count[bucket]
+                for s in range(start, stop):
+                    j = s
                     if wp.static(grid):
-                        bucket = env * q.n_buckets + _bucket_of(cell, q.n_buckets)
-                        start = q.bucket_start[bucket]
-                        stop = start + q.bucket_count[bucket]
-                    for s in range(start, stop):
-                        j = s
-                        if wp.static(grid):
-                            j = q.sorted_agents[s]
-                            # Buckets are hashed: an agent of another cell may share this bucket;
-                            # count each candidate only from its own cell, so it is seen exactly once.
-                            cj = q.agent_cell[env, j]
-                            if cj[0] != cell[0] or cj[1] != cell[1]:
-                                continue
-                        if j == agent:
+                        j = q.sorted_agents[s]
+                        # Buckets are hashed: an agent of another cell may share this bucket;
+                        # count each candidate only from its own cell, so it is seen exactly once.
+                        cj = q.agent_cell[env, j]
+                        if cj[0] != cell[0] or cj[1] != cell[1]:
                             continue
-                        delta = q.pos[env, j] - p
-                        d2 = wp.dot(delta, delta)
-                        # Written so that a NaN distance (a non-finite position) is out of range too.
-                        if not (d2 <= r2):
+                    if j == agent:
+                        continue
+                    delta = q.pos[env, j] - p
+                    d2 = wp.dot(delta, delta)
+                    # Written so that a NaN distance (a non-finite position) is out of range too.
+                    if not (d2 <= r2):
+                        continue
+                    n_total += 1
+                    if wp.static(sweep):
+                        best_d2, best_j = keep(best_d2, best_j, n_total, d2, j)
+                    else:
+                        # Shift the entries after the insertion point, in place: run-time
+                        # indices, so the list lives in local memory (passing it through a
+                        # function would copy it), but an insertion moves only what it must.
+                        if n_total > max_k and not before(d2, j, best_d2[max_k - 1], best_j[max_k - 1]):
                             continue
-                        n_total += 1
-                        if wp.static(sweep):
-                            best_d2, best_j = keep(best_d2, best_j, n_total, d2, j)
-                        else:
-                            # Shift the entries after the insertion point, in place: run-time
-                            # indices, so the list lives in local memory (passing it through a
-                            # function would copy it), but an insertion moves only what it must.
-                            if n_total > max_k and not before(d2, j, best_d2[max_k - 1], best_j[max_k - 1]):
-                                continue
-                            slot = wp.min(n_total, max_k) - 1
-                            while slot > 0 and before(d2, j, best_d2[slot - 1], best_j[slot - 1]):
-                                best_d2[slot] = best_d2[slot - 1]
-                                best_j[slot] = best_j[slot - 1]
-                                slot -= 1
-                            best_d2[slot] = d2
-                            best_j[slot] = j
-            # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
-            n_kept = wp.min(n_total, max_k)
-            near2 = q.near_radius * q.near_radius
-            n_near = int(0)
-            if wp.static(sweep):
-                for k in range(wp.static(max_k)):
-                    if k < n_kept:
-                        q.nbr[env, k, agent] = best_j[k]
-                        if best_d2[k] <= near2:
-                            n_near = k + 1
-            else:
-                for k in range(n_kept):
+                        slot = wp.min(n_total, max_k) - 1
+                        while slot > 0 and before(d2, j, best_d2[slot - 1], best_j[slot - 1]):
+                            best_d2[slot] = best_d2[slot - 1]
+                            best_j[slot] = best_j[slot - 1]
+                            slot -= 1
+                        best_d2[slot] = d2
+                        best_j[slot] = j
+        # Layout [E, K, A]: consecutive agents write consecutive addresses for each k.
+        n_kept = wp.min(n_total, max_k)
+        near2 = q.near_radius * q.near_radius
+        n_near = int(0)
+        if wp.static(sweep):
+            for k in range(wp.static(max_k)):
+                if k < n_kept:
                     q.nbr[env, k, agent] = best_j[k]
                     if best_d2[k] <= near2:
                         n_near = k + 1
-            q.count[env, agent] = n_kept
-            q.near[env, agent] = n_near
-            q.total[env, agent] = n_total
-            if n_total > n_kept:
-                q.overflow[0] = 1
-            return best_d2, best_j, n_kept, n_near, n_total
+        else:
+            for k in range(n_kept):
+                q.nbr[env, k, agent] = best_j[k]
+                if best_d2[k] <= near2:
+                    n_near = k + 1
+        q.count[env, agent] = n_kept
+        q.near[env, agent] = n_near
+        q.total[env, agent] = n_total
+        if n_total > n_kept:
+            q.overflow[0] = 1
+        return best_d2, best_j, n_kept, n_near, n_total
 
-        return build_list
+    return build_list
 
-    def make_query(build_list):
-        @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
-        def query(q: Query, agents_per_thread: int):
-            env, slot = wp.tid()
-            if q.use_mask != 0 and not q.env_mask[env]:
-                return
-            first = slot * agents_per_thread
-            for agent in range(first, wp.min(first + agents_per_thread, q.pos.shape[1])):
-                build_list(q, env, agent)
 
-        return query
+@functools.cache
+def query_kernel(scalar: type, max_neighbors: int, register_lists: bool, grid: bool):
+    """The list-building kernel (``build_func``'s arguments), launched over (E, threads per env)
+    with a ``query_struct(scalar)`` and the agents per thread."""
+    Query = query_struct(scalar)
+    build_list = build_func(scalar, max_neighbors, register_lists, grid)
 
-    build_brute = make_build(False)
-    build_grid = make_build(True)
+    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
+    def query(q: Query, agents_per_thread: int):
+        env, slot = wp.tid()
+        if q.use_mask != 0 and not q.env_mask[env]:
+            return
+        first = slot * agents_per_thread
+        for agent in range(first, wp.min(first + agents_per_thread, q.pos.shape[1])):
+            build_list(q, env, agent)
+
+    return query
+
+
+@functools.cache
+def grid_count_kernel(scalar: type):
+    """``grid_count``: every agent's cell and its slot in its bucket (counts by atomic add)."""
+    vec2 = vec2_type(scalar)
+    cells = cell_funcs(scalar)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def grid_count(
@@ -278,10 +311,18 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         agent_slot_out: wp.array2d(dtype=wp.int32),
     ):
         env, agent = wp.tid()
-        cell = _cell_of(pos[env, agent], inv_cell)
-        bucket = env * n_buckets + _bucket_of(cell, n_buckets)
+        cell = cells.cell_of(pos[env, agent], inv_cell)
+        bucket = env * n_buckets + cells.bucket_of(cell, n_buckets)
         agent_cell_out[env, agent] = cell
         agent_slot_out[env, agent] = wp.atomic_add(bucket_count, bucket, 1)
+
+    return grid_count
+
+
+@functools.cache
+def grid_scatter_kernel(scalar: type):
+    """``grid_scatter``: every agent's index into its bucket's range of the sorted-agent array."""
+    cells = cell_funcs(scalar)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def grid_scatter(
@@ -292,16 +333,23 @@ def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> S
         sorted_out: wp.array(dtype=wp.int32),
     ):
         env, agent = wp.tid()
-        bucket = env * n_buckets + _bucket_of(agent_cell[env, agent], n_buckets)
+        bucket = env * n_buckets + cells.bucket_of(agent_cell[env, agent], n_buckets)
         sorted_out[bucket_start[bucket] + agent_slot[env, agent]] = agent
 
+    return grid_scatter
+
+
+def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> SimpleNamespace:
+    """The neighbor kernels and list functions of one configuration, by name: ``build_brute`` and
+    ``build_grid`` (``build_func``), ``brute_neighbors`` and ``grid_neighbors`` (``query_kernel``),
+    ``grid_count`` and ``grid_scatter`` (each from its cached factory)."""
     return SimpleNamespace(
-        build_brute=build_brute,
-        build_grid=build_grid,
-        brute_neighbors=make_query(build_brute),
-        grid_neighbors=make_query(build_grid),
-        grid_count=grid_count,
-        grid_scatter=grid_scatter,
+        build_brute=build_func(scalar, max_neighbors, register_lists, False),
+        build_grid=build_func(scalar, max_neighbors, register_lists, True),
+        brute_neighbors=query_kernel(scalar, max_neighbors, register_lists, False),
+        grid_neighbors=query_kernel(scalar, max_neighbors, register_lists, True),
+        grid_count=grid_count_kernel(scalar),
+        grid_scatter=grid_scatter_kernel(scalar),
     )
 
 
@@ -439,10 +487,10 @@ def build_neighbors(
         bin_agents(pos, radius, out, launcher)
     if plan is None:
         plan = choose_plan(pos.device, max_neighbors=out.max_neighbors)
-    k = kernels(pos.dtype._wp_scalar_type_, out.max_neighbors, plan.register_lists)
+    kernel = query_kernel(pos.dtype._wp_scalar_type_, out.max_neighbors, plan.register_lists, method == "grid")
     per_thread, threads = plan.split(pos.shape[1])
     launcher.launch(
-        k.grid_neighbors if method == "grid" else k.brute_neighbors,
+        kernel,
         dim=(pos.shape[0], threads),
         inputs=[query, per_thread],
         device=pos.device,
@@ -455,12 +503,11 @@ def bin_agents(pos: wp.array, radius: float, out: NeighborBuffers, launcher: Lau
     After this, ``build_grid`` (or the ``grid_neighbors`` kernel) can query any agent.
     """
     scalar = pos.dtype._wp_scalar_type_
-    k = kernels(scalar, out.max_neighbors)
     n_envs, n_agents = pos.shape
     nb = out.n_buckets
     launcher.zero(out.bucket_count)
     launcher.launch(
-        k.grid_count,
+        grid_count_kernel(scalar),
         dim=(n_envs, n_agents),
         inputs=[pos, scalar(1.0 / (radius * (1.0 + _CELL_MARGIN))), nb, out.bucket_count],
         outputs=[out.agent_cell, out.agent_slot],
@@ -476,7 +523,7 @@ def bin_agents(pos: wp.array, radius: float, out: NeighborBuffers, launcher: Lau
         block_dim=lanes,
     )
     launcher.launch(
-        k.grid_scatter,
+        grid_scatter_kernel(scalar),
         dim=(n_envs, n_agents),
         inputs=[nb, out.bucket_start, out.agent_cell, out.agent_slot],
         outputs=[out.sorted_agents],

@@ -149,6 +149,9 @@ class Stepper:
         #: [1] int32 health flag of steps given no per-env flags (``swarp.runtime.health``): raised
         #: when any env's state went non-finite in such a step.
         self.non_finite_any = wp.zeros(1, dtype=wp.int32, device=self.device)
+        # (what they were filled from, ContactArgs, IntegrateArgs): the substep's model structs
+        # (``model_args``).
+        self._model_args: tuple | None = None
 
     @property
     def _fleet_variant(self) -> tuple[frozenset, frozenset, frozenset]:
@@ -243,13 +246,53 @@ class Stepper:
 
     # --- launches -------------------------------------------------------------------------
 
-    def _world_args(self) -> tuple:
-        vec2 = vec2_type(self.scalar)
-        lower, upper = self.model.bounds_vectors()
+    def model_args(self) -> tuple:
+        """The substep's model inputs as ``(contacts.contact_args(scalar), dynamics.integrate_args(scalar))``
+        instances: parameters, obstacles, contact constants, bounds, substep and launch layout.
+
+        Filled once and reused by every substep (no per-step host work); filled anew, as new
+        instances, only when what they are filled from has changed: the model's arrays replaced
+        (per-env parameters, obstacle slots; their callers already invalidate recorded launches and
+        graphs, which hold the arrays they were made with), or ``dt``, ``substeps``,
+        ``integrator``, ``world`` or ``plan`` reassigned. The state arrays, which the taped path
+        allocates afresh every step, are never in them.
+        """
+        m = self.model
+        # What the structs are filled from: arrays and configs by identity, numbers by value.
+        key = (m.params, m.obstacles, m.kinds, m.ctrl_modes, m.world, self.world, self.plan)
+        key += (self.dt, self.substeps, self.integrator)
+        cached = self._model_args
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        s = self.scalar
+        vec2 = vec2_type(s)
+        lower, upper = (vec2(*corner) for corner in m.bounds_vectors())
         has_bounds = self.world.bounds is not None
-        soft = int(has_bounds and self.world.bounds_mode == "soft")
-        clamp = int(has_bounds and self.world.bounds_mode == "clamp")
-        return vec2(*lower), vec2(*upper), soft, clamp
+        per_thread, _ = self.plan.split(self.n_agents)
+        ob = m.obstacles
+        c = contacts.contact_args(s)()
+        c.params = m.params
+        c.per_env_params = int(m.params.shape[0] > 1)
+        c.obstacle_shape, c.obstacle_center, c.obstacle_angle, c.obstacle_size = ob.shape, ob.center, ob.angle, ob.size
+        c.per_env_obstacles = int(ob.per_env)
+        c.stiffness = s(self.world.collision_k)
+        c.damping = s(self.world.collision_damping)
+        c.agent_collisions = int(self.world.collisions)
+        c.soft_walls = int(has_bounds and self.world.bounds_mode == "soft")
+        c.lower, c.upper = lower, upper
+        c.agents_per_thread = per_thread
+        i = dynamics.integrate_args(s)()
+        i.params = m.params
+        i.per_env_params = c.per_env_params
+        i.kinds, i.ctrl_modes = m.kinds, m.ctrl_modes
+        i.h = s(self.dt / self.substeps)
+        i.integrator = int(self.integrator)
+        i.agents_per_thread = per_thread
+        i.clamp_bounds = int(has_bounds and self.world.bounds_mode == "clamp")
+        i.lower, i.upper = lower, upper
+        i.gravity = s(self.world.gravity)
+        self._model_args = (key, c, i)
+        return c, i
 
     def build_neighbors(
         self, pos: wp.array, out: NeighborBuffers, env_mask: wp.array | None = None, launcher: Launcher = EAGER
@@ -298,37 +341,25 @@ class Stepper:
         flags = non_finite_flag if non_finite_flag is not None else self.non_finite_any
         m = self.model
         s = self.scalar
-        lower, upper, soft, clamp = self._world_args()
         n_envs, n_agents = state_in.pos.shape
-        per_env_params = int(m.params.shape[0] > 1)
-        ob = m.obstacles
-        for what, rows in (("parameter", m.params.shape[0]), ("obstacle", ob.shape.shape[0])):
+        for what, rows in (("parameter", m.params.shape[0]), ("obstacle", m.obstacles.shape.shape[0])):
             if rows not in (1, n_envs):
                 raise ValueError(f"per-env {what} rows ({rows}) must be 1 (shared) or n_envs ({n_envs})")
-        per_thread, threads = self.plan.split(n_agents)
-        obstacle_args = [ob.shape, ob.center, ob.angle, ob.size, int(ob.per_env)]
-        contact_args = [s(self.world.collision_k), s(self.world.collision_damping), int(self.world.collisions), soft]
-        h = s(self.dt / self.substeps)
+        contact, integrate = self.model_args()
+        _, threads = self.plan.split(n_agents)
+        obstacles = m.obstacles.shape.shape[1] > 0
+        per_agent = not self.plan.one_thread_per_env
+        # Stage 1+2 fused: contact forces and integration in one kernel (no drones, no bodies).
         if self.plan.fused_substep and not taped:
             blocks, per_block, threads = substep.layout(n_envs, n_agents, self.plan.one_thread_per_env)
             launcher.launch(
-                substep.kernel(s, ob.shape.shape[1] > 0, *self._fleet_variant, not self.plan.one_thread_per_env),
+                substep.kernel(s, obstacles, *self._fleet_variant, per_agent),
                 dim=(blocks, per_block * threads),
                 inputs=[
-                    m.params,
-                    per_env_params,
-                    *obstacle_args,
-                    *contact_args,
-                    m.kinds,
-                    m.ctrl_modes,
-                    h,
-                    int(self.integrator),
-                    clamp,
-                    lower,
-                    upper,
+                    contact,
+                    integrate,
                     per_block,
                     threads,
-                    per_thread,
                     actions,
                     neighbors.nbr,
                     neighbors.near,
@@ -339,57 +370,35 @@ class Stepper:
                 block_dim=per_block * threads,
             )
             return
+        # Stage 1: agent contact forces (agents, obstacles, walls).
         body_forces = forces if self.bodies is not None else None
         if body_forces is not None:
             forces = body_forces.contact
         launcher.launch(
-            contacts.kernels(s, ob.shape.shape[1] > 0).contact_forces,
+            contacts.kernels(s, obstacles).contact_forces,
             dim=(n_envs, threads),
-            inputs=[
-                m.params,
-                per_env_params,
-                *obstacle_args,
-                *contact_args,
-                lower,
-                upper,
-                state_in.pos,
-                state_in.vel,
-                neighbors.nbr,
-                neighbors.near,
-                per_thread,
-            ],
+            inputs=[contact, state_in.pos, state_in.vel, neighbors.nbr, neighbors.near],
             outputs=[forces],
             device=self.device,
         )
+        # Stage 1b: bodies' contacts and joints, and the bodies' integration.
         if body_forces is not None:
             read, write = body_route or (bodies.of_state(state_in), bodies.of_state(state_out))
             bodies.launch_substep(self, state_in, read, body_forces, write, launcher, body_route is not None, flags)
             forces = body_forces.total
-        # The planar kernel skips drones; the 6-DOF kernel (same leading arguments) integrates them.
-        model_args = [
-            m.params,
-            per_env_params,
-            m.kinds,
-            m.ctrl_modes,
-            h,
-            int(self.integrator),
-            per_thread,
-            clamp,
-            lower,
-            upper,
-        ]
+        # Stage 2: integration. The planar kernel skips drones; the 6-DOF kernel integrates them.
         launcher.launch(
-            dynamics.kernels(s, *self._fleet_variant, per_agent=not self.plan.one_thread_per_env).integrate,
+            dynamics.integrate_kernel(s, *self._fleet_variant, per_agent=per_agent),
             dim=(n_envs, threads),
-            inputs=[*model_args, actions, forces, *state_in.planar_arrays()],
+            inputs=[integrate, actions, forces, *state_in.planar_arrays()],
             outputs=[*state_out.planar_arrays(), invalid_flag, flags],
             device=self.device,
         )
         if m.has_drones:
             launcher.launch(
-                drone.kernels(s, per_agent=not self.plan.one_thread_per_env).integrate_drone,
+                drone.integrate_drone_kernel(s, per_agent=per_agent),
                 dim=(n_envs, threads),
-                inputs=[*model_args, s(self.world.gravity), actions, forces, *state_in.agent_arrays()],
+                inputs=[integrate, actions, forces, *state_in.agent_arrays()],
                 outputs=[*state_out.agent_arrays(), invalid_flag, flags],
                 device=self.device,
             )

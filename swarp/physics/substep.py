@@ -7,7 +7,7 @@ the block has read that state, and then each thread integrates its agents (in pl
 writes a state another one still reads; on the CPU one thread holds an env, or Warp's CPU blocks
 run the block's threads in turns between barriers). With one agent per thread the force stays in
 a register (``forces`` is still written, the scratch the split substep leaves). Both run the same Warp
-functions (``contacts.kernels(...).agent_force``, ``dynamics.kernels(...).integrate_agent``), so
+functions (``contacts.kernels(...).agent_force``, ``dynamics.integrate_agent_func(...)``), so
 the states are the same bits.
 
 Not for worlds with bodies (their contacts and joints run between the two), fleets with drones
@@ -58,36 +58,21 @@ def kernel(
     """``fused_substep``: one substep of every env, launched over ``layout``'s ``(blocks, envs per
     block x threads per env)`` threads with ``block_dim`` the second (see the module docstring).
     ``per_agent``: one agent per thread (``plan.one_thread_per_env`` off). The other arguments are
-    ``contacts.kernels``' and ``dynamics.kernels``'."""
+    ``contacts.kernels``' and ``dynamics.integrate_agent_func``'; the model travels in their
+    ``ContactArgs`` and ``IntegrateArgs`` (``Stepper.contact_args``, ``Stepper.integrate_args``)."""
     vec2 = vec2_type(scalar)
     agent_force = contacts.kernels(scalar, obstacles).agent_force
-    integrate_agent = dynamics.kernels(scalar, models, ctrl_modes, integrators, per_agent).integrate_agent
+    integrate_agent = dynamics.integrate_agent_func(scalar, models, ctrl_modes, integrators)
+    Contact = contacts.contact_args(scalar)
+    Integrate = dynamics.integrate_args(scalar)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def fused_substep(
-        # model
-        params: wp.array3d(dtype=scalar),
-        per_env_params: int,
-        obstacle_shape: wp.array2d(dtype=wp.int32),
-        obstacle_center: wp.array2d(dtype=vec2),
-        obstacle_angle: wp.array2d(dtype=scalar),
-        obstacle_size: wp.array2d(dtype=vec2),
-        per_env_obstacles: int,
-        stiffness: scalar,
-        damping: scalar,
-        agent_collisions: int,
-        soft_walls: int,
-        kinds: wp.array(dtype=wp.int32),
-        ctrl_modes: wp.array(dtype=wp.int32),
-        h: scalar,
-        integrator: int,
-        clamp_bounds: int,
-        lower: vec2,
-        upper: vec2,
-        # layout
+        c: Contact,
+        m: Integrate,
+        # layout (``m.agents_per_thread`` agents per thread)
         envs_per_block: int,
         threads_per_env: int,
-        agents_per_thread: int,
         # inputs
         actions: wp.array3d(dtype=scalar),
         nbr: wp.array3d(dtype=wp.int32),
@@ -108,6 +93,7 @@ def kernel(
         non_finite_out: wp.array(dtype=wp.int32),
     ):
         block, lane = wp.tid()
+        agents_per_thread = m.agents_per_thread
         local = lane / threads_per_env
         env = block * envs_per_block + local
         first = (lane - local * threads_per_env) * agents_per_thread
@@ -118,27 +104,7 @@ def kernel(
         force = vec2()
         if live:
             for agent in range(first, stop):
-                force = agent_force(
-                    params,
-                    per_env_params,
-                    obstacle_shape,
-                    obstacle_center,
-                    obstacle_angle,
-                    obstacle_size,
-                    per_env_obstacles,
-                    stiffness,
-                    damping,
-                    agent_collisions,
-                    soft_walls,
-                    lower,
-                    upper,
-                    pos,
-                    vel,
-                    nbr,
-                    nbr_near,
-                    env,
-                    agent,
-                )
+                force = agent_force(c, pos, vel, nbr, nbr_near, env, agent)
                 forces_out[env, agent] = force
         block_barrier()
         if live:
@@ -147,15 +113,7 @@ def kernel(
                 if wp.static(not per_agent):
                     force = forces_out[env, agent]
                 agent_finite = integrate_agent(
-                    params,
-                    per_env_params,
-                    kinds,
-                    ctrl_modes,
-                    h,
-                    integrator,
-                    clamp_bounds,
-                    lower,
-                    upper,
+                    m,
                     actions,
                     force,
                     pos,

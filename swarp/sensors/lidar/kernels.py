@@ -17,7 +17,7 @@ import warp as wp
 from swarp.core import trig
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
-from swarp.physics import bodies as body_physics
+from swarp.physics import body_kernels
 from swarp.runtime import episode
 from swarp.sensors.lidar.geometry import (
     HIT_AGENT,
@@ -73,19 +73,11 @@ def scene_struct(scalar: type):
 
 
 @functools.cache
-def kernels(
-    scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False, keeps: bool = False
-) -> SimpleNamespace:
-    """The scan kernel for one precision; ``with_hits`` also writes what each ray hit; without
-    ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer registers), with
-    ``bodies`` the rays also test every shape of the movable bodies, with ``keeps`` each ray first
-    copies the reading it replaces to ``final_out`` (``launch_scan``'s ``final_out``; compiled in
-    only where asked, since even a branch never taken costs a kernel registers)."""
+def ray_funcs(scalar: type) -> SimpleNamespace:
+    """``ray_angle`` and ``ray_direction`` of one precision: where ray ``ray`` of ``n_rays`` of an
+    agent heading ``theta`` [rad] points."""
     vec2 = vec2_type(scalar)
-    shape_pose = body_physics.funcs(scalar).shape_pose
-    f = funcs(scalar)
     cos_sin = trig.cos_sin(scalar)
-    Scene = scene_struct(scalar)
     two_pi = scalar(2.0 * math.pi)
 
     @wp.func
@@ -94,7 +86,7 @@ def kernels(
         phi = theta
         if ray != 0:
             # Ray 0's offset is exactly 0: skipping its division keeps the bits and keeps CUDA's
-            # IEEE division off its slow path (a zero numerator takes it: measured ~4% of a scan).
+            # IEEE division off its slow path, which a zero numerator takes (docs/benchmarks.md).
             phi = theta + two_pi * scalar(ray) / scalar(n_rays)
         return phi
 
@@ -103,6 +95,19 @@ def kernels(
         """Unit direction of ray ``ray`` of ``n_rays`` of an agent heading ``theta`` [rad]."""
         phi = ray_angle(theta, ray, n_rays)
         return cos_sin(phi)
+
+    return SimpleNamespace(ray_angle=ray_angle, ray_direction=ray_direction)
+
+
+@functools.cache
+def hit_funcs(scalar: type, obstacles: bool, bodies: bool) -> SimpleNamespace:
+    """What a ray hits, for one precision and scene (``obstacles``, ``bodies`` as in ``kernels``):
+    ``nearer_static`` and ``nearer_static_at`` (obstacles, body shapes, walls), ``closest_hit``
+    (pass 1, discrete), ``hit_distance`` (pass 2, differentiated) and ``store_hit``."""
+    vec2 = vec2_type(scalar)
+    shape_pose = body_kernels.probe_funcs(scalar).shape_pose
+    f = funcs(scalar)
+    Scene = scene_struct(scalar)
 
     @wp.func
     def nearer_static(sc: Scene, env: int, o: vec2, d: vec2, best: scalar, hit: wp.vec2i) -> wp.vec2i:
@@ -217,6 +222,23 @@ def kernels(
                 which = sc.shape_body[which]
         index_out[env, agent, ray] = which
 
+    return SimpleNamespace(
+        nearer_static=nearer_static,
+        nearer_static_at=nearer_static_at,
+        closest_hit=closest_hit,
+        hit_distance=hit_distance,
+        store_hit=store_hit,
+    )
+
+
+@functools.cache
+def finish_func(scalar: type, with_hits: bool, obstacles: bool, bodies: bool):
+    """``finish_ray``: a ray after the agent discs, for the no-adjoint scans (see its docstring)."""
+    vec2 = vec2_type(scalar)
+    Scene = scene_struct(scalar)
+    h = hit_funcs(scalar, obstacles, bodies)
+    nearer_static_at, hit_distance, store_hit = h.nearer_static_at, h.hit_distance, h.store_hit
+
     @wp.func
     def finish_ray(
         sc: Scene,
@@ -244,6 +266,22 @@ def kernels(
         distance_out[env, agent, column + ray] = reading
         if wp.static(with_hits):
             store_hit(sc, env, agent, ray, hit, kind_out, index_out)
+
+    return finish_ray
+
+
+@functools.cache
+def scan_kernel(scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False, keeps: bool = False):
+    """``lidar_scan``, the scan kernel for one precision; ``with_hits`` also writes what each ray
+    hit; without ``obstacles`` (no obstacle slots) the obstacle tests are not compiled (fewer
+    registers), with ``bodies`` the rays also test every shape of the movable bodies, with ``keeps``
+    each ray first copies the reading it replaces to ``final_out`` (``launch_scan``'s ``final_out``;
+    compiled in only where asked, since even a branch never taken costs a kernel registers)."""
+    vec2 = vec2_type(scalar)
+    Scene = scene_struct(scalar)
+    ray_direction = ray_funcs(scalar).ray_direction
+    h = hit_funcs(scalar, obstacles, bodies)
+    closest_hit, hit_distance, store_hit = h.closest_hit, h.hit_distance, h.store_hit
 
     @wp.kernel(module="unique", grid_stride=False)
     def lidar_scan(
@@ -277,14 +315,22 @@ def kernels(
             if wp.static(with_hits):
                 store_hit(scene, env, agent, ray, hit, kind_out, index_out)
 
+    return lidar_scan
+
+
+def kernels(
+    scalar: type, with_hits: bool, obstacles: bool = True, bodies: bool = False, keeps: bool = False
+) -> SimpleNamespace:
+    """The scan kernel and its functions of one configuration, by name (``scan_kernel``,
+    ``ray_funcs``, ``hit_funcs`` and ``finish_func``, each cached)."""
+    h = hit_funcs(scalar, obstacles, bodies)
     return SimpleNamespace(
-        lidar_scan=lidar_scan,
-        ray_angle=ray_angle,
-        ray_direction=ray_direction,
-        nearer_static=nearer_static,
-        hit_distance=hit_distance,
-        store_hit=store_hit,
-        finish_ray=finish_ray,
+        lidar_scan=scan_kernel(scalar, with_hits, obstacles, bodies, keeps),
+        **vars(ray_funcs(scalar)),
+        nearer_static=h.nearer_static,
+        hit_distance=h.hit_distance,
+        store_hit=h.store_hit,
+        finish_ray=finish_func(scalar, with_hits, obstacles, bodies),
     )
 
 
@@ -295,10 +341,11 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
     what every one of its rays needs of each disc (origin - centre, |.|^2 - r^2, whether the per-ray
     scan would test it at all) is computed once instead of once per ray; the rays then run the
     per-ray scan's arithmetic on those very values, so the bits are the same. No adjoint (the
-    differentiable path keeps ``lidar_scan``). ``keeps`` as in ``kernels``."""
+    differentiable path keeps ``lidar_scan``). ``keeps`` as in ``scan_kernel``."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
-    k = kernels(scalar, with_hits, obstacles, bodies)
+    ray_direction = ray_funcs(scalar).ray_direction
+    finish_ray = finish_func(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
     fleet_vec = wp.types.vector(fleet, scalar)
     fleet_flags = wp.types.vector(fleet, wp.int32)
@@ -343,7 +390,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
                 if scene.see_agents != 0 and j != agent and wp.dot(offset, offset) <= reach * reach:
                     seen[j] = 1  # the per-ray scan's range test, on the same values
             for ray in range(n_rays):
-                d = k.ray_direction(th, ray, n_rays)
+                d = ray_direction(th, ray, n_rays)
                 best = scene.max_range
                 kind = _HIT_NONE
                 index = int(-1)
@@ -355,7 +402,7 @@ def env_kernel(scalar: type, with_hits: bool, obstacles: bool, bodies: bool, fle
                             kind = _HIT_AGENT
                             index = j
                 hit = wp.vec2i(kind, index)
-                k.finish_ray(scene, pos, env, agent, ray, column, o, d, best, hit, distance_out, kind_out, index_out)
+                finish_ray(scene, pos, env, agent, ray, column, o, d, best, hit, distance_out, kind_out, index_out)
 
     return lidar_scan_env
 
@@ -371,15 +418,15 @@ def group_kernel(
     per-ray arithmetic is the per-ray scan's on the same values, so the bits are the same. No
     adjoint (the differentiable path keeps ``lidar_scan``). The fleet size ``fleet`` is compiled in:
     up to Warp's ``max_unroll`` agents the disc loop unrolls (its loads unconditional, so the
-    compiler interleaves the discs), measured 6% faster on an H200 at 4,096 x 16 x 32 rays. So is
-    ``n_rays``: the launch is one-dimensional (``dim = n_envs * fleet * groups``) and the thread's
-    env, agent and rays come from divisions by constants (a 2-D launch and runtime divisors cost
-    ~200 instructions per thread in the prologue, ncu on an H200). ``keeps`` as in ``kernels`` (as a
-    runtime branch, never taken, the copy cost the step's scan 8.6 us at 4,096 x 16 x 32 rays on an
-    H200: registers)."""
+    compiler interleaves the discs: faster, see docs/benchmarks.md). So is ``n_rays``: the launch is
+    one-dimensional (``dim = n_envs * fleet * groups``) and the thread's env, agent and rays come
+    from divisions by constants (a 2-D launch and runtime divisors cost about 200 instructions per
+    thread in the prologue). ``keeps`` as in ``scan_kernel`` (as a runtime branch, even never taken,
+    the copy cost the scan registers and time: docs/benchmarks.md)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
-    k = kernels(scalar, with_hits, obstacles, bodies)
+    ray_angle = ray_funcs(scalar).ray_angle
+    finish_ray = finish_func(scalar, with_hits, obstacles, bodies)
     Scene = scene_struct(scalar)
     zero = scalar(0.0)
     ray_vec = wp.types.vector(group, scalar)
@@ -426,7 +473,7 @@ def group_kernel(
         index = ray_ints()
         for r in range(wp.static(group)):
             # past n_rays in a partial group: never stored
-            phi = k.ray_angle(th, first + r, wp.static(n_rays))
+            phi = ray_angle(th, first + r, wp.static(n_rays))
             if wp.static(scalar is wp.float32):
                 d = trig.sincos_f32(phi)
             else:
@@ -467,6 +514,6 @@ def group_kernel(
                 hit = wp.vec2i(wp.where(index[r] >= 0, _HIT_AGENT, _HIT_NONE), index[r])
                 d = vec2(dx[r], dy[r])
                 best = -near[r]
-                k.finish_ray(scene, pos, env, agent, ray, column, o, d, best, hit, distance_out, kind_out, index_out)
+                finish_ray(scene, pos, env, agent, ray, column, o, d, best, hit, distance_out, kind_out, index_out)
 
     return lidar_scan_group

@@ -14,7 +14,7 @@ from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.plan import ExecutionPlan, choose_plan
 from swarp.runtime.sequence import TorchStreamScope
 from swarp.sensors.lidar.config import LidarConfig, LidarScan
-from swarp.sensors.lidar.kernels import ENV_KERNEL_MAX_FLEET, env_kernel, group_kernel, kernels, scene_struct
+from swarp.sensors.lidar.kernels import ENV_KERNEL_MAX_FLEET, env_kernel, group_kernel, scan_kernel, scene_struct
 from swarp.sensors.lidar.reference import lidar_reference_model
 
 
@@ -179,7 +179,7 @@ def launch_scan(
         )
         return
     launcher.launch(
-        kernels(*flags, keeps).lidar_scan,
+        scan_kernel(*flags, keeps),
         dim=(n_envs, threads),
         inputs=[scene, pos, theta, mask, int(env_mask is not None), rays_per_thread, column],
         outputs=[distance_out, *hits_out, final_out],
