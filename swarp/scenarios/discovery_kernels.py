@@ -16,8 +16,7 @@ import warp as wp
 
 from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena, base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -28,7 +27,7 @@ _TARGETS_AT = wp.constant(4)
 @functools.cache
 def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool, n_targets: int):
     """Kernels for one precision, neighbor-list configuration, agent, target and observed-neighbor count."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
+    f = arena.funcs(scalar, max_neighbors, grid, k_obs, sweep)
     n_features = f.n_features
     header = 4 + 3 * n_targets
     row_type = wp.types.vector(header + n_features, scalar)
@@ -184,7 +183,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
 
 def _kernels_for(sc):
-    return kernels(*common.kernel_key(sc), sc.cfg.n_targets)
+    return kernels(*arena.kernel_key(sc), sc.cfg.n_targets)
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
@@ -193,7 +192,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     env, c = sc.env, sc.cfg
     s = env.stepper.scalar
     state = sc.world.state
-    args = common.fill(
+    args = arena.fill(
         k.ObserveArgs(),
         pos=state.pos, vel=state.vel, targets=sc._targets, found=sc._found, nq=sc.world.neighbor_query(),
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), covering_range=s(c.covering_range),
@@ -202,9 +201,9 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     )  # fmt: skip
     finish_inputs = [sc._cover_bits, c.agents_per_target, s(c.covering_reward)]
     finish_outputs = [sc._found, sc.buffers.obs, sc.buffers.reward, sc._newly_found, sc._covered_fraction]
-    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.disc_finish, (finish_inputs, finish_outputs))
+    arena.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.disc_finish, (finish_inputs, finish_outputs))
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``disc_reset`` for the scenario ``sc``."""
-    common.launch_reset(sc, launcher, _kernels_for(sc).disc_reset, env_mask, [], [sc._targets, sc._found])
+    arena.launch_reset(sc, launcher, _kernels_for(sc).disc_reset, env_mask, [], [sc._targets, sc._found])

@@ -6,7 +6,7 @@
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
   the flock info, and the end of the step's bookkeeping.
 * ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target
-  (``common.spawn_cell``; the torch twin is ``common.spawn_torch``).
+  (``arena.spawn_cell``; the torch twin is ``arena.spawn_torch``).
 
 The target moves in both kernels of a step: the observe kernel advances a copy in registers (every
 agent of the env computes the same move) and ``flock_finish`` stores it, so no thread reads a
@@ -21,8 +21,7 @@ import warp as wp
 
 from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena, base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -31,7 +30,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 @functools.cache
 def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool):
     """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
+    f = arena.funcs(scalar, max_neighbors, grid, k_obs, sweep)
     n_features = f.n_features
     row_type = wp.types.vector(8 + n_features, scalar)
     vec2 = f.vec2
@@ -239,7 +238,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
 
 def _kernels_for(sc):
-    return kernels(*common.kernel_key(sc))
+    return kernels(*arena.kernel_key(sc))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
@@ -249,7 +248,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     s = env.stepper.scalar
     state, nb = world.state, world.neighbors
     limit, dt = s(sc.target_limit), s(env.stepper.dt)
-    args = common.fill(
+    args = arena.fill(
         k.ObserveArgs(),
         pos=state.pos, vel=state.vel, target=sc._target, target_vel=sc._target_vel, nq=world.neighbor_query(),
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), sep_distance=s(c.separation_distance),
@@ -260,13 +259,11 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     )  # fmt: skip
     finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, s(c.cohesion_weight), s(c.alignment_weight)]
     finish_outputs = [sc._target, sc._target_vel, sc.buffers.reward, sc._cohesion, sc._alignment, sc._overflow]
-    common.launch_observe(
-        sc, launcher, env_mask, mode, k.observe, args, k.flock_finish, (finish_inputs, finish_outputs)
-    )
+    arena.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.flock_finish, (finish_inputs, finish_outputs))
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``flock_reset`` for the scenario ``sc``."""
     s = sc.env.stepper.scalar
     inputs = [s(sc.target_limit), s(sc.cfg.target_speed)]
-    common.launch_reset(sc, launcher, _kernels_for(sc).flock_reset, env_mask, inputs, [sc._target, sc._target_vel])
+    arena.launch_reset(sc, launcher, _kernels_for(sc).flock_reset, env_mask, inputs, [sc._target, sc._target_vel])

@@ -16,8 +16,7 @@ import warp as wp
 
 from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena, base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -26,7 +25,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 @functools.cache
 def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool):
     """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
+    f = arena.funcs(scalar, max_neighbors, grid, k_obs, sweep)
     n_features = f.n_features
     row_type = wp.types.vector(8 + n_features, scalar)
     vec2 = f.vec2
@@ -176,7 +175,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
 
 
 def _kernels_for(sc):
-    return kernels(*common.kernel_key(sc))
+    return kernels(*arena.kernel_key(sc))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
@@ -185,7 +184,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     env, c = sc.env, sc.cfg
     s = env.stepper.scalar
     state = sc.world.state
-    args = common.fill(
+    args = arena.fill(
         k.ObserveArgs(),
         pos=state.pos, vel=state.vel, slots=sc._slots, center=sc._center, nq=sc.world.neighbor_query(),
         obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
@@ -195,11 +194,11 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     finish_inputs = [sc._progress, sc._dist, sc._on_slot, int(c.shared_reward), s(c.shaping_factor)]
     finish_inputs += [s(c.final_reward)]
     finish_args = (finish_inputs, [sc.buffers.reward, sc._error])
-    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.form_finish, finish_args)
+    arena.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.form_finish, finish_args)
 
 
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``form_reset`` for the scenario ``sc``."""
     s = sc.env.stepper.scalar
     inputs = [s(sc.center_limit), s(sc.cfg.formation_radius), sc._corners]
-    common.launch_reset(sc, launcher, _kernels_for(sc).form_reset, env_mask, inputs, [sc._center, sc._slots])
+    arena.launch_reset(sc, launcher, _kernels_for(sc).form_reset, env_mask, inputs, [sc._center, sc._slots])

@@ -40,8 +40,8 @@ are on goal. Terminated (and success) when both are within ``goal_radius`` of th
 ``neighbor_overflow`` [E] bool.
 
 Resets draw each agent's spawn uniformly in a ``2 r`` long stretch at its end of the lane (and
-across the lane's free width; agent a: per-env draws ``2 a``, ``2 a + 1``, ``common.DRAW_ENV``) and
-a uniform heading (``common.spawn_agents_torch``), from the counter-based RNG; goals are fixed at
+across the lane's free width; agent a: per-env draws ``2 a``, ``2 a + 1``, ``arena.DRAW_ENV``) and
+a uniform heading (``arena.spawn_agents_torch``), from the counter-based RNG; goals are fixed at
 ``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
 ``give_way_kernels.give_way_reset`` and, with ``route_shaping``, ``give_way_route`` between
 navigation's observe and finish kernels; ``scripted_actions`` is a scripted controller.
@@ -59,7 +59,7 @@ from swarp.core.config import AgentConfig, Obstacle, WorldConfig
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import give_way_kernels as gk
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, WorldSpec, register_scenario
 from swarp.scenarios.framework.options import OptionChecker
 from swarp.scenarios.navigation import NavigationScenario
@@ -250,14 +250,14 @@ class GiveWayScenario(NavigationScenario):
         E, dtype, dev = self.n_envs, self.dtype, self.goals.device
         agents = torch.arange(N_AGENTS, device=dev).view(1, N_AGENTS)
         side = (2 * agents - 1).to(dtype)  # agent 0 on the left (-1), agent 1 on the right (+1)
-        draws = torch.cat(common.env_draws_torch(self, 2 * N_AGENTS), -1).view(E, N_AGENTS, 2)  # agent a: 2 a, 2 a + 1
+        draws = torch.cat(arena.env_draws_torch(self, 2 * N_AGENTS), -1).view(E, N_AGENTS, 2)  # agent a: 2 a, 2 a + 1
         inner = torch.full((), self.spawn_inner, dtype=dtype, device=dev)
         jitter_x = torch.full((), self.spawn_jitter[0], dtype=dtype, device=dev)
         jitter_y = torch.full((), self.spawn_jitter[1], dtype=dtype, device=dev)
         x = side * (inner + draws[..., 0] * jitter_x)
         y = (draws[..., 1] * 2.0 - 1.0) * jitter_y
         spawn = torch.stack([x, y], dim=-1)
-        common.spawn_agents_torch(self, env_mask, spawn)
+        arena.spawn_agents_torch(self, env_mask, spawn)
         goal_x = torch.full((), self.goal_x, dtype=dtype, device=dev)
         goals = torch.stack([-side * goal_x, torch.zeros_like(side)], dim=-1).expand(E, N_AGENTS, 2)
         m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
@@ -359,7 +359,7 @@ def scripted_actions(env) -> torch.Tensor:
     under_bay = ((x1 - sc.bay_x).abs() < sc.bay_half_width - r).unsqueeze(-1)
     leaving = torch.where((y1 > 0.5 * r).unsqueeze(-1), mouth, goals[:, 1])
     target1 = torch.where(passed, leaving, torch.where(under_bay, bay, mouth))
-    return common.seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
+    return arena.seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("give_way", GiveWayScenario)

@@ -2,8 +2,8 @@
 
 Observations, rewards and termination are navigation's kernels (``navigation_kernels.py``);
 ``give_way_reset`` (one thread per env and agent, masked) draws each agent's spawn in the lane
-stretch at its end of the corridor (per-env draws ``common.env_draw``), its heading (placed by
-``common.spawn_agent``) and its fixed goal, exactly the draws of the torch reference
+stretch at its end of the corridor (per-env draws ``arena.env_draw``), its heading (placed by
+``arena.spawn_agent``) and its fixed goal, exactly the draws of the torch reference
 (``prev_dist`` is set by the observe pass that follows every reset). ``give_way_route`` (one thread
 per env, with ``route_shaping``) runs after navigation's observation and before its finish: it
 replaces each agent's progress by its progress along the route (``give_way.route_lengths_torch``)
@@ -17,8 +17,7 @@ import warp as wp
 from swarp.core.precision import vec2_type
 from swarp.runtime import health
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena, base
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -27,7 +26,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 def reset_kernel(scalar: type):
     """``give_way_reset`` for one precision."""
     vec2 = vec2_type(scalar)
-    f = common.reset_funcs(scalar)
+    f = arena.reset_funcs(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
     two = scalar(2.0)
@@ -64,7 +63,7 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
         reset_kernel(s),
         dim=(sc.n_envs, sc.n_agents),
         inputs=[
-            common.spawn_args(sc, env_mask, grid=False),
+            arena.spawn_args(sc, env_mask, grid=False),
             s(sc.spawn_inner),
             s(sc.spawn_jitter[0]),
             s(sc.spawn_jitter[1]),

@@ -44,7 +44,7 @@ from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, coerce_
 from swarp.core.types import PARAM_RADIUS
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
 from swarp.scenarios.framework.options import OptionChecker
@@ -183,7 +183,7 @@ class NavigationScenario(FusedScenario):
     def make_world(self) -> WorldSpec:
         c = self.cfg
         n_cells = c.n_agents + c.n_obstacles
-        spec = common.arena_world(
+        spec = arena.arena_world(
             self, n_cells, model=c.model, max_neighbors=c.list_width, n_obstacle_slots=c.n_obstacles
         )
         # An obstacle fills its cell but a clearance of one agent radius less than a spawn keeps.
@@ -237,7 +237,7 @@ class NavigationScenario(FusedScenario):
 
     def scripted_actions(self) -> torch.Tensor:
         """Go to goal: velocity ``SEEK_GAIN * (goal - position)`` (holonomic agents only)."""
-        return common.track_velocity(self.env, SEEK_GAIN * (self.goals - self.env.state.pos))
+        return arena.track_velocity(self.env, SEEK_GAIN * (self.goals - self.env.state.pos))
 
     # --- torch reference --------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ class NavigationScenario(FusedScenario):
         goals = cell_point_torch(
             goal_cells, self.side, c.world_size, self.jitter, key, DRAW_GOAL_JITTER + 2 * agents, dtype
         )
-        common.spawn_agents_torch(self, env_mask, spawn, heading_draw=DRAW_HEADING)
+        arena.spawn_agents_torch(self, env_mask, spawn, heading_draw=DRAW_HEADING)
         m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
         self.goals.copy_(torch.where(m3, goals, self.goals))
         dist = (goals - spawn).square().sum(-1).sqrt()
@@ -303,15 +303,15 @@ class NavigationScenario(FusedScenario):
         heading = [torch.cos(state.theta).unsqueeze(-1), torch.sin(state.theta).unsqueeze(-1)]
         parts = [state.pos, state.vel, *heading, self.goals - state.pos]
         if c.obs_neighbors:
-            delta, d2 = common.pairwise(state.pos)
-            parts.append(common.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
+            delta, d2 = arena.pairwise(state.pos)
+            parts.append(arena.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
         return (self.goals - self.env.state.pos).square().sum(-1).sqrt()
 
     def _collisions_torch(self) -> torch.Tensor:
-        _, d2 = common.pairwise(self.env.state.pos)
+        _, d2 = arena.pairwise(self.env.state.pos)
         radius = self.env.agent_params[..., PARAM_RADIUS]  # [E_p, A]: per-env radii when randomized
         eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
         reach = radius.unsqueeze(-1) + radius.unsqueeze(-2)
@@ -343,7 +343,7 @@ class NavigationScenario(FusedScenario):
             "dist_to_goal": dist,
             "on_goal": dist < self.goal_radius,
             "collisions": self._collisions_torch(),
-            "neighbor_overflow": common.contact_overflow(self.world),
+            "neighbor_overflow": arena.contact_overflow(self.world),
         }
 
     # --- fused twin -----------------------------------------------------------------------

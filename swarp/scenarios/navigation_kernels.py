@@ -158,7 +158,7 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
             # Per-env tallies for nav_finish, which reads and clears them: integer atomics, so the
             # counts do not depend on the order agents arrive in. A contact may be lost only where
             # the list dropped agents and holds nothing beyond contact reach
-            # (``common.contact_overflow``).
+            # (``arena.contact_overflow``).
             if on_goal:
                 wp.atomic_add(a.goal_tally, env, 1)
             if n_total > n_kept and n_near == wp.static(max_neighbors):

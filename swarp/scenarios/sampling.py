@@ -30,8 +30,8 @@ sum collected by all agents, given to every agent. No terminal state: episodes t
 collected so far; ``success`` [E] bool, ``collected_fraction >= success_fraction`` (the success
 metric, also ``success()``).
 
-Resets spawn agents in a uniform random subset of jittered grid cells (``common.spawn_torch`` over
-``spawn.py``) and draw Gaussian g from per-env draws ``4 g .. 4 g + 3`` (``common.DRAW_ENV``).
+Resets spawn agents in a uniform random subset of jittered grid cells (``arena.spawn_torch`` over
+``spawn.py``) and draw Gaussian g from per-env draws ``4 g .. 4 g + 3`` (``arena.DRAW_ENV``).
 The Warp twin is ``sampling_kernels.py``; ``greedy_actions`` is a scripted controller.
 """
 
@@ -44,7 +44,7 @@ import warp as wp
 
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import sampling_kernels as smk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles
 from swarp.scenarios.framework.options import OptionChecker
@@ -114,7 +114,7 @@ class SamplingConfig:
         if self.sigma_max < self.sigma_min:
             raise ValueError(f"sampling option sigma_max ({self.sigma_max}) must be >= sigma_min ({self.sigma_min})")
 
-    # What ``common.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    # What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
     ctrl_mode = "velocity"
     spawn_cells = None
 
@@ -130,7 +130,7 @@ class SamplingScenario(FusedScenario):
 
     def make_world(self) -> WorldSpec:
         self.cell_width = 2.0 * self.cfg.world_size / self.cfg.grid_cells
-        return common.arena_world(self, self.cfg.n_agents, contacts_only=True)
+        return arena.arena_world(self, self.cfg.n_agents, contacts_only=True)
 
     @property
     def obs_dim(self) -> int:
@@ -181,7 +181,7 @@ class SamplingScenario(FusedScenario):
         Evaluated in float64 and rounded once per cell (and per row sum), like the kernel."""
         c, f64 = self.cfg, torch.float64
         # [E, n_gaussians, 4]: Gaussian g takes per-env draws 4 g .. 4 g + 3 (mu_x, mu_y, sigma, amplitude).
-        draws = torch.cat(common.env_draws_torch(self, 4 * c.n_gaussians, f64), -1).view(self.n_envs, -1, 4)
+        draws = torch.cat(arena.env_draws_torch(self, 4 * c.n_gaussians, f64), -1).view(self.n_envs, -1, 4)
         mu_x = (draws[..., 0] * 2.0 - 1.0) * c.world_size
         mu_y = (draws[..., 1] * 2.0 - 1.0) * c.world_size
         sigma = c.sigma_min + draws[..., 2] * (c.sigma_max - c.sigma_min)
@@ -205,7 +205,7 @@ class SamplingScenario(FusedScenario):
         return ij[..., 1] * G + ij[..., 0]
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        common.spawn_torch(self, env_mask, self.n_agents)
+        arena.spawn_torch(self, env_mask, self.n_agents)
         field, row_mass = self._initial_field()
         m2 = env_mask.view(self.n_envs, 1)
         self.row_mass.copy_(torch.where(m2, row_mass, self.row_mass))
@@ -284,7 +284,7 @@ def greedy_actions(env) -> torch.Tensor:
     distance = (sc.cell_centers.view(1, 1, -1, 2) - pos.unsqueeze(2)).norm(dim=-1)  # [E, A, C]
     score = sc.field.unsqueeze(1) * torch.exp(-distance / GREEDY_DECAY)
     target = sc.cell_centers[score.argmax(dim=2)]
-    return common.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+    return arena.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("sampling", SamplingScenario)

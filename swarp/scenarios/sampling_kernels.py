@@ -8,8 +8,8 @@
 * ``sampling_finish`` (one thread per env): sums the samples in agent order (deterministic),
   rewards, the collected share and the episode bookkeeping.
 * ``sampling_reset`` (one thread per env and slot, masked): slot r < G evaluates field row r and
-  its mass (Gaussian g from per-env draws ``4 g .. 4 g + 3``, ``common.env_draw``); slot s < spawn
-  cells places the agent of its rank (``common.spawn_cell``).
+  its mass (Gaussian g from per-env draws ``4 g .. 4 g + 3``, ``arena.env_draw``); slot s < spawn
+  cells places the agent of its rank (``arena.spawn_cell``).
 """
 
 import functools
@@ -21,8 +21,7 @@ from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
 from swarp.runtime import episode, health
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena, base
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -45,8 +44,8 @@ def kernels(
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
-    f = common.reset_funcs(scalar)
-    env_draw64 = common.reset_funcs(wp.float64).env_draw  # the field is drawn and evaluated in float64
+    f = arena.reset_funcs(scalar)
+    env_draw64 = arena.reset_funcs(wp.float64).env_draw  # the field is drawn and evaluated in float64
     gaussians = wp.types.vector(length=n_gaussians, dtype=wp.float64)
     half64 = wp.float64(0.5)
     one64 = wp.float64(1.0)
@@ -297,4 +296,4 @@ def launch_reset(sc, launcher: Launcher, env_mask) -> None:
         n_slots,
     ]
     outputs = [sc._field, sc._row_mass, sc._collected]
-    common.launch_reset(sc, launcher, _kernels_for(sc).sampling_reset, env_mask, inputs, outputs, slots=n_slots)
+    arena.launch_reset(sc, launcher, _kernels_for(sc).sampling_reset, env_mask, inputs, outputs, slots=n_slots)

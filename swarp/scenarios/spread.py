@@ -18,9 +18,9 @@ counts the other agents closer than ``2 * agent_radius``. No terminal state: epi
 agent [m]), ``covered`` [E, A] bool (``landmark_dist < cover_radius``), ``collisions`` [E, A] int32.
 Success (``success()``, and ``info["covered"]`` all true): every landmark covered.
 
-Resets draw agents in a uniform random subset of jittered grid cells (``common.spawn_torch`` over
+Resets draw agents in a uniform random subset of jittered grid cells (``arena.spawn_torch`` over
 ``spawn.py``) and landmarks uniformly in ``[-(L - r), L - r]^2`` (landmark l: per-env draws ``2 l``,
-``2 l + 1``, ``common.DRAW_ENV``), from the counter-based RNG. Holonomic agents with velocity
+``2 l + 1``, ``arena.DRAW_ENV``), from the counter-based RNG. Holonomic agents with velocity
 control (continuous actions). The Warp twin is ``spread_kernels.py``;
 ``greedy_actions`` is a scripted controller.
 """
@@ -35,7 +35,7 @@ import warp as wp
 
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import spread_kernels as sk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
 from swarp.scenarios.framework.options import OptionChecker
@@ -94,7 +94,7 @@ class SpreadConfig:
                 f"spread option agent_radius ({self.agent_radius}) must be smaller than world_size ({self.world_size})"
             )
 
-    # What ``common.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    # What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
     ctrl_mode = "velocity"
     spawn_cells = None
 
@@ -110,7 +110,7 @@ class SpreadScenario(FusedScenario):
 
     def make_world(self) -> WorldSpec:
         self.landmark_extent = self.cfg.world_size - self.cfg.agent_radius
-        return common.arena_world(self, self.cfg.n_agents, contacts_only=True)
+        return arena.arena_world(self, self.cfg.n_agents, contacts_only=True)
 
     @property
     def obs_dim(self) -> int:
@@ -160,9 +160,9 @@ class SpreadScenario(FusedScenario):
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
         E, A = self.n_envs, self.n_agents
-        common.spawn_torch(self, env_mask, A)
+        arena.spawn_torch(self, env_mask, A)
         extent = torch.full((), self.landmark_extent, dtype=self.dtype, device=self.landmarks.device)
-        draws = torch.cat(common.env_draws_torch(self, 2 * A), -1).view(E, A, 2)  # landmark l: draws 2 l, 2 l + 1
+        draws = torch.cat(arena.env_draws_torch(self, 2 * A), -1).view(E, A, 2)  # landmark l: draws 2 l, 2 l + 1
         landmarks = (draws * 2.0 - 1.0) * extent
         self.landmarks.copy_(torch.where(env_mask.view(E, 1, 1), landmarks, self.landmarks))
 
@@ -181,7 +181,7 @@ class SpreadScenario(FusedScenario):
     def _landmark_distances(self) -> torch.Tensor:
         """[E, A]: distance of landmark l to its nearest agent [m]."""
         delta = self.landmarks.unsqueeze(2) - self.env.state.pos.unsqueeze(1)  # [E, landmark, agent, 2]
-        return common.norm(delta).min(dim=2).values
+        return arena.norm(delta).min(dim=2).values
 
     def _collisions_torch(self) -> torch.Tensor:
         d2 = self._offsets().square().sum(-1)
@@ -239,7 +239,7 @@ def greedy_actions(env) -> torch.Tensor:
         target[rows, agent] = landmarks[rows, landmark]
         dist[rows, agent, :] = math.inf
         dist[rows, :, landmark] = math.inf
-    return common.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+    return arena.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("spread", SpreadScenario)

@@ -9,7 +9,7 @@
   (landmarks and agents are equally many, so that covers every landmark once, with no atomics).
 * ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
 * ``spread_reset`` (one thread per env and spawn cell, masked): spawns and headings
-  (``common.spawn_cell``) and landmarks (``common.env_draw``) from the counter-based RNG, exactly
+  (``arena.spawn_cell``) and landmarks (``arena.env_draw``) from the counter-based RNG, exactly
   the draws of the torch reference.
 """
 
@@ -22,8 +22,7 @@ from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
 from swarp.runtime import episode, health, rows
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena, base
 
 #: Fleets up to this size observe through the row kernels (``rows.observe_kernels``: one thread per
 #: agent builds its 4 A + 2 row in registers, stored through a [64, 4 A + 2] shared tile, 25 KB at
@@ -44,7 +43,7 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
     Query = neighbors.query_struct(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
-    f = common.reset_funcs(scalar)
+    f = arena.reset_funcs(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
     two = scalar(2.0)
@@ -257,7 +256,7 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
     env, world, c = sc.env, sc.world, sc.cfg
     s = env.stepper.scalar
     state = world.state
-    args = common.fill(
+    args = arena.fill(
         k.AgentArgs(),
         pos=state.pos, vel=state.vel, landmarks=sc._landmarks, nq=world.neighbor_query(),
         reach=s(2.0 * c.agent_radius), cover_radius=s(sc.cover_radius), collision_penalty=s(c.collision_penalty),
@@ -298,4 +297,4 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
 def launch_reset(sc, launcher: Launcher, env_mask) -> None:
     """Launch the masked ``spread_reset`` for the scenario ``sc``."""
     inputs = [sc.env.stepper.scalar(sc.landmark_extent)]
-    common.launch_reset(sc, launcher, _kernels_for(sc).spread_reset, env_mask, inputs, [sc._landmarks])
+    arena.launch_reset(sc, launcher, _kernels_for(sc).spread_reset, env_mask, inputs, [sc._landmarks])
