@@ -194,10 +194,30 @@ class DiscoveryScenario(FusedScenario):
     # --- fused twin -----------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        dk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (``discovery_kernels.observe_kernels``) and, for a step or a reset,
+        ``disc_finish``."""
+        c, s = self.cfg, self.env.stepper.scalar
+        scalar, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
+        observe = dk.observe_kernels(scalar, max_neighbors, grid, k_obs, register_lists, c.n_targets)
+        state = self.world.state
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=state.pos, vel=state.vel, targets=self._targets, found=self._found, nq=self.world.neighbor_query(),
+            obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), covering_range=s(c.covering_range),
+            time_penalty=s(c.time_penalty), collision_penalty=s(c.collision_penalty),
+            cover_bits_out=self._cover_bits, reward_out=self.buffers.reward, collisions_out=self._collisions,
+        )  # fmt: skip
+        finish = dk.finish_kernel(scalar, fleet_size, c.n_targets)
+        finish_inputs = [self._cover_bits, c.agents_per_target, s(c.covering_reward)]
+        finish_outputs = [self._found, self.buffers.obs, self.buffers.reward, self._newly_found, self._covered_fraction]
+        arena.launch_observe(
+            self, launcher, env_mask, mode, observe.observe, args, finish, (finish_inputs, finish_outputs)
+        )
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        dk.launch_reset(self, launcher, env_mask)
+        """The masked ``disc_reset``: agents, headings and targets."""
+        reset = dk.reset_kernel(self.env.stepper.scalar, self.cfg.n_targets)
+        arena.launch_reset(self, launcher, reset, env_mask, [], [self._targets, self._found])
 
 
 def scripted_actions(env) -> torch.Tensor:

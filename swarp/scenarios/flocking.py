@@ -259,10 +259,36 @@ class FlockingScenario(FusedScenario):
     # --- fused twin -----------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        fk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (``flocking_kernels.observe_kernels``) and, for a step or a reset,
+        ``flock_finish``."""
+        env, world, c = self.env, self.world, self.cfg
+        s, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
+        observe = fk.observe_kernels(s, max_neighbors, grid, k_obs, register_lists)
+        state, nb = world.state, world.neighbors
+        limit, dt = s(self.target_limit), s(env.stepper.dt)
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=state.pos, vel=state.vel, target=self._target, target_vel=self._target_vel,
+            nq=world.neighbor_query(), obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius),
+            sep_distance=s(c.separation_distance), target_limit=limit, target_radius=s(c.target_radius), dt=dt,
+            target_weight=s(c.target_weight), separation_weight=s(c.separation_weight),
+            collision_penalty=s(c.collision_penalty), flock_bonus=s(c.flock_bonus), prev_dist=self._prev_dist,
+            reward_out=self.buffers.reward, dist_out=self._dist, in_flock_out=self._in_flock,
+            collisions_out=self._collisions,
+        )  # fmt: skip
+        finish = fk.finish_kernel(s, fleet_size)
+        weights = [s(c.cohesion_weight), s(c.alignment_weight)]
+        finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, *weights]
+        flock = [self._target, self._target_vel, self.buffers.reward, self._cohesion, self._alignment]
+        finish_args = (finish_inputs, [*flock, self._overflow])
+        arena.launch_observe(self, launcher, env_mask, mode, observe.observe, args, finish, finish_args)
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        fk.launch_reset(self, launcher, env_mask)
+        """The masked ``flock_reset``: spawns, headings and the target."""
+        s = self.env.stepper.scalar
+        inputs = [s(self.target_limit), s(self.cfg.target_speed)]
+        reset = fk.reset_kernel(s)
+        arena.launch_reset(self, launcher, reset, env_mask, inputs, [self._target, self._target_vel])
 
 
 #: Gains of the scripted flocking controller: target pull [1/s], separation push [m/s], and the

@@ -320,7 +320,7 @@ def seek_velocity(target: torch.Tensor, pos: torch.Tensor, dt: float, max_speed:
 
 
 def cos_sin(angle: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Torch twin of ``funcs().cos_sin``: evaluated in float64, rounded to ``angle``'s dtype."""
+    """Torch twin of ``arena_funcs.reset_funcs().cos_sin``: evaluated in float64, rounded to ``angle``'s dtype."""
     wide = angle.double()
     return torch.cos(wide).to(angle.dtype), torch.sin(wide).to(angle.dtype)
 

@@ -69,8 +69,8 @@ def spawn_struct(scalar: type):
 def reset_funcs(scalar: type) -> SimpleNamespace:
     """Warp functions of the library's resets for one precision (also in ``funcs``): the ranked
     spawn (``cell_rank``, ``spawn_point``, ``spawn_agent``, ``spawn_cell``), the launch's slots
-    (``spawn_cells``, ``spawn_slots``) and the per-env draws (``env_draw``); the draw layout is at
-    ``DRAW_BLOCK``."""
+    (``spawn_cells``, ``spawn_slots``), the per-env draws (``env_draw``) and ``cos_sin`` of drawn
+    angles; the draw layout is at ``DRAW_BLOCK``."""
     vec2 = vec2_type(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
@@ -130,6 +130,12 @@ def reset_funcs(scalar: type) -> SimpleNamespace:
         """Per-env uniform ``index`` in [0, 1) (Warp twin of ``env_draws_torch``)."""
         return sp.uniform(key, _DRAW_ENV + index)
 
+    @wp.func
+    def cos_sin(angle: scalar) -> vec2:
+        """``(cos, sin)`` of ``angle`` evaluated in float64 and rounded (see ``arena``'s module docstring)."""
+        wide = wp.float64(angle)
+        return vec2(scalar(wp.cos(wide)), scalar(wp.sin(wide)))
+
     return SimpleNamespace(
         Spawn=Spawn,
         cell_rank=cell_rank,
@@ -140,6 +146,7 @@ def reset_funcs(scalar: type) -> SimpleNamespace:
         spawn_agent=spawn_agent,
         spawn_cell=spawn_cell,
         env_draw=env_draw,
+        cos_sin=cos_sin,
     )
 
 
@@ -243,18 +250,11 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
                 penalty += one - wp.sqrt(d2) / sep_distance
         return features, n_collisions, penalty
 
-    @wp.func
-    def cos_sin(angle: scalar) -> vec2:
-        """``(cos, sin)`` of ``angle`` evaluated in float64 and rounded (see the module docstring)."""
-        wide = wp.float64(angle)
-        return vec2(scalar(wp.cos(wide)), scalar(wp.sin(wide)))
-
     return SimpleNamespace(
         vec2=vec2,
         Query=Query,
         n_features=n_features,
         features_type=features_type,
         observe_neighbors=observe_neighbors,
-        cos_sin=cos_sin,
         **vars(reset_funcs(scalar)),
     )
