@@ -45,7 +45,7 @@ import warp as wp
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import sampling_kernels as smk
 from swarp.scenarios.framework import arena
-from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework.base import OBSERVE_ONLY, OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles
 from swarp.scenarios.framework.options import OptionChecker
 
@@ -259,10 +259,53 @@ class SamplingScenario(FusedScenario):
     # --- fused twin -------------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        smk.launch_observe(self, launcher, env_mask, mode)
+        """``sampling_observe`` then ``sampling_finish`` (the latter not after an auto-reset, whose
+        step rewards and info must survive).
+
+        The world's grid binning (``World.prepare_neighbors``) must have run: ``sampling_observe``
+        builds the neighbor list of every agent it observes.
+        """
+        env, world, c, b = self.env, self.world, self.cfg, self.buffers
+        stepper = env.stepper
+        s = stepper.scalar
+        observe = smk.observe_kernel(
+            s, stepper.world.max_neighbors, stepper.neighbor_method == "grid", self.plan.register_lists, c.patch_radius
+        )
+        mask = env_mask if env_mask is not None else b.no_mask
+        use_mask = int(env_mask is not None)
+        per_thread, threads = self.plan.split(self.n_agents)
+        launcher.launch(
+            observe,
+            dim=(self.n_envs, threads),
+            inputs=[
+                world.state.pos, world.state.vel, world.neighbor_query(), s(c.world_size), s(self.inv_cell_width),
+                c.grid_cells, mask, use_mask, int(mode), per_thread,
+            ],
+            outputs=[b.obs, self._field, self._samples, b.non_finite],
+            device=env.device,
+        )  # fmt: skip
+        if mode != OBSERVE_ONLY:
+            launcher.launch(
+                smk.finish_kernel(s, self.n_agents),
+                dim=self.n_envs,
+                inputs=[
+                    self._samples, self._row_mass, int(c.shared_reward), s(c.success_fraction), b.episode_args,
+                    int(mode), mask, use_mask,
+                ],
+                outputs=[self._collected, b.reward, self._fraction, self._success],
+                device=env.device,
+                block_dim=self.plan.env_block,
+            )  # fmt: skip
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        smk.launch_reset(self, launcher, env_mask)
+        """The masked ``sampling_reset``: one slot per field row or spawn cell, whichever are more."""
+        c = self.cfg
+        n_slots = max(c.grid_cells, self.side * self.side)
+        sigmas = [wp.float64(c.sigma_min), wp.float64(c.sigma_max - c.sigma_min)]
+        inputs = [wp.float64(c.world_size), wp.float64(self.cell_width), *sigmas, n_slots]
+        outputs = [self._field, self._row_mass, self._collected]
+        reset = smk.reset_kernel(self.env.stepper.scalar, c.n_gaussians)
+        arena.launch_reset(self, launcher, reset, env_mask, inputs, outputs, slots=n_slots)
 
 
 #: Distance scale [m] of the greedy controller's preference for near cells.

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import warp as wp
 
+from swarp.runtime import rows
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import spread_kernels as sk
 from swarp.scenarios.framework import arena
@@ -210,11 +212,75 @@ class SpreadScenario(FusedScenario):
 
     # --- fused twin -------------------------------------------------------------------------
 
+    def kernels(self) -> SimpleNamespace:
+        """The bound scenario's kernels (``spread_kernels``): ``agents`` (``agent_kernels``),
+        ``observe`` (the row kernels of fleets of at most ``ROWS_MAX_AGENTS``, else ``None``),
+        ``pair_observe`` (``spread_observe``, larger fleets), ``finish`` and ``reset``."""
+        stepper, register_lists = self.env.stepper, self.plan.register_lists
+        s, k, grid = stepper.scalar, stepper.world.max_neighbors, stepper.neighbor_method == "grid"
+        small = self.saves_final_obs
+        return SimpleNamespace(
+            agents=sk.agent_kernels(s, k, grid, register_lists),
+            observe=sk.row_observe_kernels(s, k, grid, register_lists, self.n_agents) if small else None,
+            pair_observe=None if small else sk.pair_observe_kernel(s),
+            finish=sk.finish_kernel(s, self.n_agents),
+            reset=sk.reset_kernel(s),
+        )
+
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        sk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (and, for a step, ``spread_finish``): the row kernels
+        (``rows.observe_kernels``) for fleets of at most ``ROWS_MAX_AGENTS``, else the pair-parallel
+        ``spread_observe`` next to ``spread_agents``.
+
+        The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
+        the neighbor list of every agent it observes.
+        """
+        k = self.kernels()
+        env, world, c, b = self.env, self.world, self.cfg, self.buffers
+        s = env.stepper.scalar
+        state = world.state
+        args = arena.fill(
+            k.agents.AgentArgs(),
+            pos=state.pos, vel=state.vel, landmarks=self._landmarks, nq=world.neighbor_query(),
+            reach=s(2.0 * c.agent_radius), cover_radius=s(self.cover_radius), collision_penalty=s(c.collision_penalty),
+            reward_out=b.reward, landmark_dist_out=self._landmark_dist, covered_out=self._covered,
+            collisions_out=self._collisions,
+        )  # fmt: skip
+        if k.observe is not None:
+            rows.launch_observe_rows(b, launcher, k.observe, args, env_mask, mode)
+        else:
+            per_thread, threads = self.plan.split(self.n_agents)
+            pairs_per_thread, pair_threads = self.plan.split(self.obs_dim // 2)
+            mask = env_mask if env_mask is not None else b.no_mask
+            use_mask = int(env_mask is not None)
+            launcher.launch(
+                k.pair_observe,
+                dim=(self.n_envs, threads, pair_threads),
+                inputs=[state.pos, state.vel, self._landmarks, mask, use_mask, per_thread, pairs_per_thread],
+                outputs=[b.obs, b.non_finite],
+                device=env.device,
+            )
+            launcher.launch(
+                k.agents.spread_agents,
+                dim=(self.n_envs, threads),
+                inputs=[args, mask, use_mask, int(mode), per_thread],
+                device=env.device,
+            )
+        if mode == OBSERVE_STEP:
+            launcher.launch(
+                k.finish,
+                dim=self.n_envs,
+                inputs=[self._landmark_dist, b.episode_args],
+                outputs=[b.reward],
+                device=env.device,
+                block_dim=self.plan.env_block,
+            )
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        sk.launch_reset(self, launcher, env_mask)
+        """The masked ``spread_reset``: spawns, headings and landmarks."""
+        inputs = [self.env.stepper.scalar(self.landmark_extent)]
+        reset = sk.reset_kernel(self.env.stepper.scalar)
+        arena.launch_reset(self, launcher, reset, env_mask, inputs, [self._landmarks])
 
 
 def greedy_actions(env) -> torch.Tensor:
