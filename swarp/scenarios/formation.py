@@ -39,7 +39,7 @@ import torch
 import warp as wp
 
 from swarp.runtime.launch import Launcher
-from swarp.scenarios import formation_kernels as fk
+from swarp.scenarios import formation_kernels as fmk
 from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
@@ -228,10 +228,31 @@ class FormationScenario(FusedScenario):
     # --- fused twin -----------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        fk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (``formation_kernels.observe_kernels``) and, for a step or a reset,
+        ``form_finish``."""
+        c = self.cfg
+        s, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
+        observe = fmk.observe_kernels(s, max_neighbors, grid, k_obs, register_lists)
+        state = self.world.state
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=state.pos, vel=state.vel, slots=self._slots, center=self._center, nq=self.world.neighbor_query(),
+            obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
+            collision_penalty=s(c.collision_penalty), prev_dist=self._prev_dist, progress_out=self._progress,
+            reward_out=self.buffers.reward, dist_out=self._dist, on_slot_out=self._on_slot,
+            collisions_out=self._collisions,
+        )  # fmt: skip
+        finish_inputs = [self._progress, self._dist, self._on_slot, int(c.shared_reward), s(c.shaping_factor)]
+        finish_inputs += [s(c.final_reward)]
+        finish_args = (finish_inputs, [self.buffers.reward, self._error])
+        finish = fmk.finish_kernel(s, fleet_size)
+        arena.launch_observe(self, launcher, env_mask, mode, observe.observe, args, finish, finish_args)
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        fk.launch_reset(self, launcher, env_mask)
+        """The masked ``form_reset``: spawns, headings, center and slots."""
+        s = self.env.stepper.scalar
+        inputs = [s(self.center_limit), s(self.cfg.formation_radius), self._corners]
+        arena.launch_reset(self, launcher, fmk.reset_kernel(s), env_mask, inputs, [self._center, self._slots])
 
 
 register_scenario("formation", FormationScenario)

@@ -56,6 +56,7 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, Obstacle, WorldConfig
+from swarp.core.precision import vec2_type
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import give_way_kernels as gk
 from swarp.scenarios import navigation_kernels as nk
@@ -288,12 +289,47 @@ class GiveWayScenario(NavigationScenario):
             return
 
         def route(launcher: Launcher) -> None:
-            gk.launch_route(self, launcher, env_mask, mode)
+            self.launch_route(launcher, env_mask, mode)
 
         nk.launch_observe(self, launcher, env_mask, mode, before_finish=route)
 
+    def launch_route(self, launcher: Launcher, env_mask, mode: int) -> None:
+        """``give_way_route`` (between navigation's observe and finish)."""
+        c, b, g = self.cfg, self.buffers, self.route
+        s = self.env.stepper.scalar
+        vec2 = vec2_type(s)
+        mask = env_mask if env_mask is not None else b.no_mask
+        launcher.launch(
+            gk.route_kernel(s),
+            dim=self.n_envs,
+            inputs=[
+                self.world.state.pos, self.arrays.goals, vec2(s(g.bay[0]), s(g.bay[1])),
+                vec2(s(g.mouth[0]), s(g.mouth[1])), s(g.wait_x[0]), s(g.wait_x[1]), s(g.lane_half_width),
+                s(g.pass_gap), int(mode), mask, int(env_mask is not None), int(c.shared_reward),
+                s(c.shaping_factor), s(c.collision_penalty), self.arrays.collisions,
+            ],
+            outputs=[self._prev_route, self.arrays.progress, b.reward, b.non_finite],
+            device=self.env.device,
+            block_dim=self.plan.env_block,
+        )  # fmt: skip
+
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        gk.launch_reset(self, launcher, env_mask)
+        """The masked ``give_way_reset`` (no spawn grid: one thread per env and agent)."""
+        s = self.env.stepper.scalar
+        jitter_x, jitter_y = s(self.spawn_jitter[0]), s(self.spawn_jitter[1])
+        launcher.launch(
+            gk.reset_kernel(s),
+            dim=(self.n_envs, self.n_agents),
+            inputs=[
+                arena.spawn_args(self, env_mask, grid=False),
+                s(self.spawn_inner),
+                jitter_x,
+                jitter_y,
+                s(self.goal_x),
+            ],
+            outputs=[self.arrays.goals],
+            device=self.env.device,
+        )
 
 
 def route_lengths_torch(sc: GiveWayScenario, pos: torch.Tensor, goals: torch.Tensor) -> torch.Tensor:

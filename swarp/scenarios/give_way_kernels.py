@@ -2,12 +2,13 @@
 
 Observations, rewards and termination are navigation's kernels (``navigation_kernels.py``);
 ``give_way_reset`` (one thread per env and agent, masked) draws each agent's spawn in the lane
-stretch at its end of the corridor (per-env draws ``arena.env_draw``), its heading (placed by
-``arena.spawn_agent``) and its fixed goal, exactly the draws of the torch reference
+stretch at its end of the corridor (per-env draws ``env_draw``), its heading (placed by
+``spawn_agent``, both ``arena_funcs.reset_funcs``) and its fixed goal, exactly the draws of the torch reference
 (``prev_dist`` is set by the observe pass that follows every reset). ``give_way_route`` (one thread
 per env, with ``route_shaping``) runs after navigation's observation and before its finish: it
 replaces each agent's progress by its progress along the route (``give_way.route_lengths_torch``)
-and stores the route lengths for the next step, in every observe mode.
+and stores the route lengths for the next step, in every observe mode. ``GiveWayScenario`` launches
+both with its own arrays.
 """
 
 import functools
@@ -16,8 +17,7 @@ import warp as wp
 
 from swarp.core.precision import vec2_type
 from swarp.runtime import health
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena, base
+from swarp.scenarios.framework import arena_funcs, base
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -26,7 +26,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 def reset_kernel(scalar: type):
     """``give_way_reset`` for one precision."""
     vec2 = vec2_type(scalar)
-    f = arena.reset_funcs(scalar)
+    f = arena_funcs.reset_funcs(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
     two = scalar(2.0)
@@ -52,26 +52,6 @@ def reset_kernel(scalar: type):
         goals_out[env, agent] = vec2(-side * goal_x, zero)
 
     return give_way_reset
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``give_way_reset`` for the scenario ``sc`` (no spawn grid: one thread per
-    env and agent)."""
-    env = sc.env
-    s = env.stepper.scalar
-    launcher.launch(
-        reset_kernel(s),
-        dim=(sc.n_envs, sc.n_agents),
-        inputs=[
-            arena.spawn_args(sc, env_mask, grid=False),
-            s(sc.spawn_inner),
-            s(sc.spawn_jitter[0]),
-            s(sc.spawn_jitter[1]),
-            s(sc.goal_x),
-        ],
-        outputs=[sc._goals],
-        device=env.device,
-    )
 
 
 @functools.cache
@@ -150,36 +130,3 @@ def route_kernel(scalar: type):
         prev_route[env, 1] = route1
 
     return give_way_route
-
-
-def launch_route(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``give_way_route`` for the scenario ``sc`` (between navigation's observe and finish)."""
-    env, c, b = sc.env, sc.cfg, sc.buffers
-    s = env.stepper.scalar
-    vec2 = vec2_type(s)
-    mask = env_mask if env_mask is not None else b.no_mask
-    g = sc.route
-    launcher.launch(
-        route_kernel(s),
-        dim=sc.n_envs,
-        inputs=[
-            sc.world.state.pos,
-            sc._goals,
-            vec2(s(g.bay[0]), s(g.bay[1])),
-            vec2(s(g.mouth[0]), s(g.mouth[1])),
-            s(g.wait_x[0]),
-            s(g.wait_x[1]),
-            s(g.lane_half_width),
-            s(g.pass_gap),
-            int(mode),
-            mask,
-            int(env_mask is not None),
-            int(c.shared_reward),
-            s(c.shaping_factor),
-            s(c.collision_penalty),
-            sc._collisions,
-        ],
-        outputs=[sc._prev_route, sc._progress, b.reward, b.non_finite],
-        device=env.device,
-        block_dim=sc.plan.env_block,
-    )

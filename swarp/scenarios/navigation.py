@@ -41,6 +41,7 @@ import torch
 import warp as wp
 
 from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, coerce_enum
+from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
@@ -70,6 +71,53 @@ GOAL_RING_PX = 2.0
 DEFAULT_LIST_WIDTH = 8
 #: Gain of the scripted go-to-goal controller [1/s] (the demo's greedy policy).
 SEEK_GAIN = 2.0
+
+
+@dataclass
+class NavigationArrays:
+    """The Warp arrays a bound navigation scenario keeps for its kernels (E envs, A agents).
+
+    Attributes:
+        goals: [E, A] vec2, each agent's goal [m].
+        prev_dist: [E, A] scalar, the distance to goal at the last observation [m] (reward memory).
+        progress: [E, A] scalar, this step's decrease of the distance to goal [m].
+        dist: [E, A] scalar, distance to goal [m] (info).
+        on_goal: [E, A] bool, within ``goal_radius`` of the goal (info).
+        collisions: [E, A] int32, other agents each agent overlaps (info).
+        overflow: [E] bool, some agent may have lost a contact to a full neighbor list (info).
+        goal_tally: [E] int32, agents on goal, counted by the observation and cleared by
+            ``nav_finish`` (zero between steps).
+        overflow_tally: [E] int32, agents that may have lost a contact, likewise.
+        cell_hashes: ``cell_hashes``' tables for ``nav_reset``, or ``None`` for a variant with its own
+            reset and no spawn grid (give_way).
+    """
+
+    goals: wp.array
+    prev_dist: wp.array
+    progress: wp.array
+    dist: wp.array
+    on_goal: wp.array
+    collisions: wp.array
+    overflow: wp.array
+    goal_tally: wp.array
+    overflow_tally: wp.array
+    cell_hashes: tuple | None = None
+
+    @classmethod
+    def zeros(cls, n_envs: int, n_agents: int, scalar: type, device) -> NavigationArrays:
+        """Zeroed arrays for ``n_envs`` envs of ``n_agents`` agents in precision ``scalar``."""
+        E, A = n_envs, n_agents
+        return cls(
+            goals=wp.zeros((E, A), dtype=vec2_type(scalar), device=device),
+            prev_dist=wp.zeros((E, A), dtype=scalar, device=device),
+            progress=wp.zeros((E, A), dtype=scalar, device=device),
+            dist=wp.zeros((E, A), dtype=scalar, device=device),
+            on_goal=wp.zeros((E, A), dtype=wp.bool, device=device),
+            collisions=wp.zeros((E, A), dtype=wp.int32, device=device),
+            overflow=wp.zeros(E, dtype=wp.bool, device=device),
+            goal_tally=wp.zeros(E, dtype=wp.int32, device=device),
+            overflow_tally=wp.zeros(E, dtype=wp.int32, device=device),
+        )
 
 
 @dataclass(frozen=True)
@@ -201,30 +249,22 @@ class NavigationScenario(FusedScenario):
     def bind(self, env) -> None:
         super().bind(env)
         E, A, dev, scalar = self.n_envs, self.n_agents, self.device, env.stepper.scalar
-        vec2 = wp.types.vector(2, scalar)
-        self._goals = wp.zeros((E, A), dtype=vec2, device=dev)
-        self._prev_dist = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._progress = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._dist = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._on_goal = wp.zeros((E, A), dtype=wp.bool, device=dev)
-        self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
-        self._overflow = wp.zeros(E, dtype=wp.bool, device=dev)
-        # Per-env counts of agents on goal and of agents that may have lost a contact: written by
-        # the observation, read and cleared by nav_finish (zero between steps).
-        self._goal_tally = wp.zeros(E, dtype=wp.int32, device=dev)
-        self._overflow_tally = wp.zeros(E, dtype=wp.int32, device=dev)
-        self.goals = wp.to_torch(self._goals)
-        self.prev_dist = wp.to_torch(self._prev_dist)
+        #: The Warp arrays of the kernels (``NavigationArrays``).
+        self.arrays = NavigationArrays.zeros(E, A, scalar, dev)
+        # The fused step end (navigation_step_end) reads these two by their former names.
+        self._goals, self._prev_dist = self.arrays.goals, self.arrays.prev_dist
+        self.goals = wp.to_torch(self.arrays.goals)
+        self.prev_dist = wp.to_torch(self.arrays.prev_dist)
         # The reset's lookup tables, made here, outside any capture (variants with their own reset
         # and no spawn grid, like give_way, need none).
-        self._cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
+        self.arrays.cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
         return {
-            "dist_to_goal": wp.to_torch(self._dist),
-            "on_goal": wp.to_torch(self._on_goal),
-            "collisions": wp.to_torch(self._collisions),
-            "neighbor_overflow": wp.to_torch(self._overflow),
+            "dist_to_goal": wp.to_torch(self.arrays.dist),
+            "on_goal": wp.to_torch(self.arrays.on_goal),
+            "collisions": wp.to_torch(self.arrays.collisions),
+            "neighbor_overflow": wp.to_torch(self.arrays.overflow),
         }
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
