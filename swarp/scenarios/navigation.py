@@ -40,7 +40,7 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, coerce_enum
+from swarp.core.config import DynamicsModel, ObstacleShape, coerce_enum
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.runtime.launch import Launcher
@@ -48,7 +48,6 @@ from swarp.scenarios import navigation_kernels as nk
 from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
-from swarp.scenarios.framework.options import OptionChecker
 from swarp.scenarios.framework.spawn import (
     cell_keys_torch,
     cell_point_torch,
@@ -121,76 +120,47 @@ class NavigationArrays:
 
 
 @dataclass(frozen=True)
-class NavigationConfig:
+class NavigationConfig(arena.ArenaConfig):
     """Options of the navigation scenario (SI units).
 
+    The shared arena options are ``arena.ArenaConfig``'s, with its defaults (``n_agents``,
+    ``world_size`` L [m] of the arena ``[-L, L]^2`` with soft walls at its edge, ``agent_radius``
+    [m], ``max_speed`` [m/s], ``ctrl_mode``, ``obs_neighbors`` k, ``obs_range`` [m],
+    ``collision_penalty`` per overlapping agent pair member per step, ``spawn_cells`` (default:
+    chosen from n_agents), ``dt`` [s], ``substeps``, ``max_steps``, ``neighbor_method``) but:
+
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls at its edge).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s].
+        max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
         model: Dynamics model name (``holonomic``, ``diff_drive``, ``kinematic_bicycle``).
-        ctrl_mode: ``velocity`` or ``acceleration``.
         n_obstacles: Random obstacles per env, re-sampled at every reset.
         obstacle_shape: ``circle``, ``box`` or ``mixed``.
-        obs_neighbors: k, the nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
         shared_reward: Replace each agent's progress term by the mean progress of all agents.
         shaping_factor: Weight of the progress term [1/m].
-        collision_penalty: Penalty per overlapping agent pair member per step (>= 0).
         final_reward: Bonus for every agent on the step all agents are on goal.
         goal_radius: On-goal distance [m] (default: the agent radius).
-        spawn_cells: Cells per side of the spawn grid (default: chosen from n_agents).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Default episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
-        neighbor_method: How neighbor lists are found: ``brute`` (every agent of the env),
-            ``grid`` (a uniform grid of cells of the list radius) or ``auto`` (``WorldConfig``'s
-            rule, ``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
+    scenario_name: ClassVar[str] = "navigation"
+    max_neighbors_optional: ClassVar[bool] = True
+
+    max_neighbors: int | None = None
     model: str = "holonomic"
-    ctrl_mode: str = "velocity"
     n_obstacles: int = 0
     obstacle_shape: str = "mixed"
-    obs_neighbors: int = 3
-    obs_range: float = 0.5
     shared_reward: bool = False
     shaping_factor: float = 1.0
-    collision_penalty: float = 1.0
     final_reward: float = 1.0
     goal_radius: float | None = None
-    spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int | None = None
-    neighbor_method: str = "auto"
     #: Whether the scenario flies drones (``drone_navigation`` sets it).
     _drones: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        check = OptionChecker(self, "navigation")
-        check.neighbor_method()
-        check.int("n_agents", 1, 2000)
+        super().__post_init__()
+        check = self.checker()
         check.int("n_obstacles", 0, 2000)
-        check.int("obs_neighbors", 0)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        if self.max_neighbors is not None:
-            check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
-            check.number(name)
-        for name in ("shaping_factor", "collision_penalty", "final_reward"):
+        for name in ("shaping_factor", "final_reward"):
             check.number(name, allow_zero=True)
         check.number("goal_radius", optional=True)
-        if self.spawn_cells is not None:
-            check.int("spawn_cells", 1)
         model = coerce_enum(DynamicsModel, self.model, "navigation option model")
         if (model == DynamicsModel.DRONE) != self._drones:
             raise ValueError(
@@ -199,15 +169,9 @@ class NavigationConfig:
                 if model == DynamicsModel.DRONE
                 else f"drone_navigation flies drones only, got model={self.model!r}"
             )
-        coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
         if self.obstacle_shape not in ("circle", "box", "mixed"):
             raise ValueError(
                 f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', got {self.obstacle_shape!r}"
-            )
-        if self.max_neighbors is not None and self.max_neighbors < self.obs_neighbors:
-            raise ValueError(
-                f"navigation option max_neighbors ({self.max_neighbors}) must be >= obs_neighbors "
-                f"({self.obs_neighbors})"
             )
 
     @property

@@ -59,12 +59,15 @@ class OptionChecker:
             self.fail(f"{name} must be one of {', '.join(NEIGHBOR_METHODS)}, got {value!r}")
 
     def arena(self) -> None:
-        """The options every arena scenario of the library shares (see ``arena_world``)."""
+        """The options every arena scenario of the library shares (see ``arena_world``);
+        ``max_neighbors`` may be ``None`` where the config's ``max_neighbors_optional`` says so."""
+        optional_width = getattr(self.cfg, "max_neighbors_optional", False) and self.cfg.max_neighbors is None
         self.int("n_agents", 1, 2000)
         self.int("obs_neighbors", 0)
         self.int("substeps", 1)
         self.int("max_steps", 1)
-        self.int("max_neighbors", 1)
+        if not optional_width:
+            self.int("max_neighbors", 1)
         for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
             self.number(name)
         self.number("collision_penalty", allow_zero=True)
@@ -72,7 +75,8 @@ class OptionChecker:
             self.int("spawn_cells", 1)
         self.ctrl_mode()
         self.neighbor_method()
-        self.neighbors()
+        if not optional_width:
+            self.neighbors()
 
     def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
         """The neighbor-list width holds at least the observed neighbors."""
@@ -106,6 +110,8 @@ class ArenaConfig:
 
     #: Scenario name in option error messages.
     scenario_name: ClassVar[str] = "arena"
+    #: Whether ``max_neighbors`` may be ``None`` (the scenario then picks the width).
+    max_neighbors_optional: ClassVar[bool] = False
 
     n_agents: int = 4
     world_size: float = 1.0
