@@ -38,6 +38,7 @@ The Warp twin is ``sampling_kernels.py``; ``greedy_actions`` is a scripted contr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
@@ -47,7 +48,7 @@ from swarp.scenarios import sampling_kernels as smk
 from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_ONLY, OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles
-from swarp.scenarios.framework.options import OptionChecker
+from swarp.scenarios.framework.options import ArenaWorldConfig
 
 #: Largest patch radius: the patch's occupancy bits live in one int32.
 MAX_PATCH_RADIUS = 2
@@ -57,14 +58,13 @@ FIELD_DOT_SCALE = 0.45
 
 
 @dataclass(frozen=True)
-class SamplingConfig:
+class SamplingConfig(ArenaWorldConfig):
     """Options of the sampling scenario (SI units).
 
+    The world's options are ``ArenaWorldConfig``'s (at most 256 agents; holonomic agents with
+    velocity control); defaults here: max_steps=100.
+
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s] (holonomic agents, velocity control).
         grid_cells: Field cells per side G.
         n_gaussians: Gaussians summed into each env's field.
         sigma_min: Smallest Gaussian width [m].
@@ -72,18 +72,14 @@ class SamplingConfig:
         patch_radius: P: the observation holds the (2P+1)^2 cells around the agent's cell (0..2).
         shared_reward: Every agent gets the sum collected by all agents (else its own samples).
         success_fraction: Share of the field mass to collect for success, in (0, 1].
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Width of the world's neighbor lists (contacts only).
-        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
-            (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
+    scenario_name: ClassVar[str] = "sampling"
+    #: What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    ctrl_mode: ClassVar[str] = "velocity"
+    spawn_cells: ClassVar[None] = None
+
+    max_steps: int = 100
     grid_cells: int = 20
     n_gaussians: int = 3
     sigma_min: float = 0.1
@@ -91,32 +87,19 @@ class SamplingConfig:
     patch_radius: int = 1
     shared_reward: bool = True
     success_fraction: float = 0.5
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 100
-    max_neighbors: int = 8
-    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
-        check = OptionChecker(self, "sampling")
-        check.neighbor_method()
-        check.int("n_agents", 1, 256)
+        super().__post_init__()
+        check = self.checker()
         check.int("grid_cells", 1, 256)
         check.int("n_gaussians", 1, 64)
         check.int("patch_radius", 0, MAX_PATCH_RADIUS)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "sigma_min", "sigma_max", "dt"):
+        for name in ("sigma_min", "sigma_max"):
             check.number(name)
         check.number("success_fraction", high=1.0)
         check.bool("shared_reward")
         if self.sigma_max < self.sigma_min:
             raise ValueError(f"sampling option sigma_max ({self.sigma_max}) must be >= sigma_min ({self.sigma_min})")
-
-    # What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
-    ctrl_mode = "velocity"
-    spawn_cells = None
 
 
 class SamplingScenario(FusedScenario):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import ClassVar
 
 import torch
 import warp as wp
@@ -40,7 +41,7 @@ from swarp.scenarios import spread_kernels as sk
 from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
-from swarp.scenarios.framework.options import OptionChecker
+from swarp.scenarios.framework.options import ArenaWorldConfig
 
 #: Landmark marker color (RGB) and cover-ring width [px] for the renderer.
 LANDMARK_COLOR = (90, 90, 90)
@@ -48,46 +49,33 @@ COVER_RING_PX = 1.5
 
 
 @dataclass(frozen=True)
-class SpreadConfig:
+class SpreadConfig(ArenaWorldConfig):
     """Options of the spread scenario (SI units).
 
+    The world's options are ``ArenaWorldConfig``'s (at most 256 agents; holonomic agents with
+    velocity control); defaults here: n_agents=3 (also the landmarks per env), agent_radius=0.1,
+    max_steps=25.
+
     Attributes:
-        n_agents: Agents per env, and landmarks per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius r [m].
-        max_speed: Speed limit [m/s] (velocity control).
         cover_radius: A landmark counts as covered when an agent centre is this close [m]
             (default: the agent radius).
         collision_penalty: Penalty per other agent overlapping an agent, per step (>= 0).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Width of the world's neighbor lists (contacts only).
-        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
-            (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
+    scenario_name: ClassVar[str] = "spread"
+    #: What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    ctrl_mode: ClassVar[str] = "velocity"
+    spawn_cells: ClassVar[None] = None
+
     n_agents: int = 3
-    world_size: float = 1.0
     agent_radius: float = 0.1
-    max_speed: float = 1.0
+    max_steps: int = 25
     cover_radius: float | None = None
     collision_penalty: float = 1.0
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 25
-    max_neighbors: int = 8
-    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
-        check = OptionChecker(self, "spread")
-        check.neighbor_method()
-        check.int("n_agents", 1, 256)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "dt"):
-            check.number(name)
+        super().__post_init__()
+        check = self.checker()
         check.number("collision_penalty", allow_zero=True)
         if self.cover_radius is not None:
             check.number("cover_radius")
@@ -95,10 +83,6 @@ class SpreadConfig:
             raise ValueError(
                 f"spread option agent_radius ({self.agent_radius}) must be smaller than world_size ({self.world_size})"
             )
-
-    # What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
-    ctrl_mode = "velocity"
-    spawn_cells = None
 
 
 class SpreadScenario(FusedScenario):
