@@ -23,8 +23,8 @@ list is full of agents within contact reach and dropped others: a contact may ha
 
 The neighbor list keeps the K = ``max_neighbors`` nearest agents within ``obs_range``: the observed
 k are its first entries and the contacts its near prefix, so K = max(8, k) loses neither (8 discs
-of one radius cannot all touch a ninth), and a list of 8 instead of 16 cut the step by 5% at 16
-agents and 26% at 64 (H200, docs/benchmarks.md).
+of one radius cannot all touch a ninth), and a list of 8 is a shorter step than one of 16, the more
+so the larger the fleet (docs/benchmarks.md).
 
 Resets draw spawns and goals as uniform random subsets of jittered grid cells (``spawn.py``), and
 optional circle/box obstacles in further cells, all on the device from the counter-based RNG.

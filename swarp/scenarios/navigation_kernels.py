@@ -269,8 +269,8 @@ def finish_kernels(scalar: type, fleet_size: int):
         if f.shared_reward != 0:
             # A compile-time agent count, and every load before the stores: the per-agent loads of
             # this one thread are all in flight at once instead of one latency after another (the
-            # compiler cannot tell the stores from the loads apart; a rolled loop took 36 us at
-            # 16,384 x 16 on an H200). ``end_agent``'s shared term, agent by agent.
+            # compiler cannot tell the stores from the loads apart; a rolled loop is much slower on
+            # a GPU, see docs/benchmarks.md). ``end_agent``'s shared term, agent by agent.
             prior = fleet_vec()
             for a in range(wp.static(fleet_size)):
                 prior[a] = f.reward_out[env, a]
