@@ -72,53 +72,6 @@ DEFAULT_LIST_WIDTH = 8
 SEEK_GAIN = 2.0
 
 
-@dataclass
-class NavigationArrays:
-    """The Warp arrays a bound navigation scenario keeps for its kernels (E envs, A agents).
-
-    Attributes:
-        goals: [E, A] vec2, each agent's goal [m].
-        prev_dist: [E, A] scalar, the distance to goal at the last observation [m] (reward memory).
-        progress: [E, A] scalar, this step's decrease of the distance to goal [m].
-        dist: [E, A] scalar, distance to goal [m] (info).
-        on_goal: [E, A] bool, within ``goal_radius`` of the goal (info).
-        collisions: [E, A] int32, other agents each agent overlaps (info).
-        overflow: [E] bool, some agent may have lost a contact to a full neighbor list (info).
-        goal_tally: [E] int32, agents on goal, counted by the observation and cleared by
-            ``nav_finish`` (zero between steps).
-        overflow_tally: [E] int32, agents that may have lost a contact, likewise.
-        cell_hashes: ``cell_hashes``' tables for ``nav_reset``, or ``None`` for a variant with its own
-            reset and no spawn grid (give_way).
-    """
-
-    goals: wp.array
-    prev_dist: wp.array
-    progress: wp.array
-    dist: wp.array
-    on_goal: wp.array
-    collisions: wp.array
-    overflow: wp.array
-    goal_tally: wp.array
-    overflow_tally: wp.array
-    cell_hashes: tuple | None = None
-
-    @classmethod
-    def zeros(cls, n_envs: int, n_agents: int, scalar: type, device) -> NavigationArrays:
-        """Zeroed arrays for ``n_envs`` envs of ``n_agents`` agents in precision ``scalar``."""
-        E, A = n_envs, n_agents
-        return cls(
-            goals=wp.zeros((E, A), dtype=vec2_type(scalar), device=device),
-            prev_dist=wp.zeros((E, A), dtype=scalar, device=device),
-            progress=wp.zeros((E, A), dtype=scalar, device=device),
-            dist=wp.zeros((E, A), dtype=scalar, device=device),
-            on_goal=wp.zeros((E, A), dtype=wp.bool, device=device),
-            collisions=wp.zeros((E, A), dtype=wp.int32, device=device),
-            overflow=wp.zeros(E, dtype=wp.bool, device=device),
-            goal_tally=wp.zeros(E, dtype=wp.int32, device=device),
-            overflow_tally=wp.zeros(E, dtype=wp.int32, device=device),
-        )
-
-
 @dataclass(frozen=True)
 class NavigationConfig(arena.ArenaConfig):
     """Options of the navigation scenario (SI units).
@@ -178,6 +131,53 @@ class NavigationConfig(arena.ArenaConfig):
     def list_width(self) -> int:
         """K, the neighbor-list width: ``max_neighbors``, or max(8, obs_neighbors) by default."""
         return self.max_neighbors if self.max_neighbors is not None else max(DEFAULT_LIST_WIDTH, self.obs_neighbors)
+
+
+@dataclass
+class NavigationArrays:
+    """The Warp arrays a bound navigation scenario keeps for its kernels (E envs, A agents).
+
+    Attributes:
+        goals: [E, A] vec2, each agent's goal [m].
+        prev_dist: [E, A] scalar, the distance to goal at the last observation [m] (reward memory).
+        progress: [E, A] scalar, this step's decrease of the distance to goal [m].
+        dist: [E, A] scalar, distance to goal [m] (info).
+        on_goal: [E, A] bool, within ``goal_radius`` of the goal (info).
+        collisions: [E, A] int32, other agents each agent overlaps (info).
+        overflow: [E] bool, some agent may have lost a contact to a full neighbor list (info).
+        goal_tally: [E] int32, agents on goal, counted by the observation and cleared by
+            ``nav_finish`` (zero between steps).
+        overflow_tally: [E] int32, agents that may have lost a contact, likewise.
+        cell_hashes: The tables of ``navigation_kernels.cell_hashes`` for ``nav_reset``, or ``None``
+            for a variant with its own reset and no spawn grid (give_way).
+    """
+
+    goals: wp.array
+    prev_dist: wp.array
+    progress: wp.array
+    dist: wp.array
+    on_goal: wp.array
+    collisions: wp.array
+    overflow: wp.array
+    goal_tally: wp.array
+    overflow_tally: wp.array
+    cell_hashes: tuple | None = None
+
+    @classmethod
+    def zeros(cls, n_envs: int, n_agents: int, scalar: type, device) -> NavigationArrays:
+        """Zeroed arrays for ``n_envs`` envs of ``n_agents`` agents in precision ``scalar``."""
+        E, A = n_envs, n_agents
+        return cls(
+            goals=wp.zeros((E, A), dtype=vec2_type(scalar), device=device),
+            prev_dist=wp.zeros((E, A), dtype=scalar, device=device),
+            progress=wp.zeros((E, A), dtype=scalar, device=device),
+            dist=wp.zeros((E, A), dtype=scalar, device=device),
+            on_goal=wp.zeros((E, A), dtype=wp.bool, device=device),
+            collisions=wp.zeros((E, A), dtype=wp.int32, device=device),
+            overflow=wp.zeros(E, dtype=wp.bool, device=device),
+            goal_tally=wp.zeros(E, dtype=wp.int32, device=device),
+            overflow_tally=wp.zeros(E, dtype=wp.int32, device=device),
+        )
 
 
 class NavigationScenario(FusedScenario):
