@@ -298,20 +298,24 @@ class GiveWayScenario(NavigationScenario):
         c, b, g = self.cfg, self.buffers, self.route
         s = self.env.stepper.scalar
         vec2 = vec2_type(s)
+        k = gk.route_kernel(s)
+        args = arena.fill(
+            k.RouteArgs(),
+            pos=self.world.state.pos, goals=self.arrays.goals, bay=vec2(s(g.bay[0]), s(g.bay[1])),
+            mouth=vec2(s(g.mouth[0]), s(g.mouth[1])), wait0_x=s(g.wait_x[0]), wait1_x=s(g.wait_x[1]),
+            lane_half_width=s(g.lane_half_width), pass_gap=s(g.pass_gap), shared_reward=int(c.shared_reward),
+            shaping_factor=s(c.shaping_factor), collision_penalty=s(c.collision_penalty),
+            collisions=self.arrays.collisions, prev_route=self._prev_route, progress_out=self.arrays.progress,
+            reward_out=b.reward, non_finite_out=b.non_finite,
+        )  # fmt: skip
         mask = env_mask if env_mask is not None else b.no_mask
         launcher.launch(
-            gk.route_kernel(s),
+            k.give_way_route,
             dim=self.n_envs,
-            inputs=[
-                self.world.state.pos, self.arrays.goals, vec2(s(g.bay[0]), s(g.bay[1])),
-                vec2(s(g.mouth[0]), s(g.mouth[1])), s(g.wait_x[0]), s(g.wait_x[1]), s(g.lane_half_width),
-                s(g.pass_gap), int(mode), mask, int(env_mask is not None), int(c.shared_reward),
-                s(c.shaping_factor), s(c.collision_penalty), self.arrays.collisions,
-            ],
-            outputs=[self._prev_route, self.arrays.progress, b.reward, b.non_finite],
+            inputs=[args, int(mode), mask, int(env_mask is not None)],
             device=self.env.device,
             block_dim=self.plan.env_block,
-        )  # fmt: skip
+        )
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
         """The masked ``give_way_reset`` (no spawn grid: one thread per env and agent)."""

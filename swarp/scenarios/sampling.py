@@ -254,19 +254,21 @@ class SamplingScenario(FusedScenario):
         observe = smk.observe_kernel(
             s, stepper.world.max_neighbors, stepper.neighbor_method == "grid", self.plan.register_lists, c.patch_radius
         )
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=world.state.pos, vel=world.state.vel, nq=world.neighbor_query(), world_size=s(c.world_size),
+            inv_cell=s(self.inv_cell_width), grid_cells=c.grid_cells, obs_out=b.obs, field=self._field,
+            samples_out=self._samples, non_finite_out=b.non_finite,
+        )  # fmt: skip
         mask = env_mask if env_mask is not None else b.no_mask
         use_mask = int(env_mask is not None)
         per_thread, threads = self.plan.split(self.n_agents)
         launcher.launch(
-            observe,
+            observe.sampling_observe,
             dim=(self.n_envs, threads),
-            inputs=[
-                world.state.pos, world.state.vel, world.neighbor_query(), s(c.world_size), s(self.inv_cell_width),
-                c.grid_cells, mask, use_mask, int(mode), per_thread,
-            ],
-            outputs=[b.obs, self._field, self._samples, b.non_finite],
+            inputs=[args, mask, use_mask, int(mode), per_thread],
             device=env.device,
-        )  # fmt: skip
+        )
         if mode != OBSERVE_ONLY:
             launcher.launch(
                 smk.finish_kernel(s, self.n_agents),

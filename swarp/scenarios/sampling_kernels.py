@@ -16,6 +16,7 @@ them with its own arrays. The draws are ``arena_funcs.reset_funcs``'.
 """
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
@@ -29,7 +30,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 @functools.cache
 def observe_kernel(scalar: type, max_neighbors: int, grid: bool, register_lists: bool, patch_radius: int):
-    """``sampling_observe`` (one thread per agent) for one precision, neighbor-list width, backend
+    """``ObserveArgs`` and ``sampling_observe`` (one thread per agent) for one precision, neighbor-list width, backend
     and layout (``ExecutionPlan.register_lists``) and patch radius."""
     vec2 = vec2_type(scalar)
     nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
@@ -46,43 +47,43 @@ def observe_kernel(scalar: type, max_neighbors: int, grid: bool, register_lists:
         iy = int(wp.floor((p[1] + world_size) * inv_cell))
         return wp.vec2i(wp.clamp(ix, 0, G - 1), wp.clamp(iy, 0, G - 1))
 
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        nq: Query
+        world_size: scalar
+        inv_cell: scalar
+        grid_cells: int
+        obs_out: wp.array3d(dtype=scalar)
+        field: wp.array2d(dtype=scalar)
+        samples_out: wp.array2d(dtype=scalar)
+        non_finite_out: wp.array(dtype=wp.int32)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def sampling_observe(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        nq: Query,
-        world_size: scalar,
-        inv_cell: scalar,
-        grid_cells: int,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=scalar),
-        field: wp.array2d(dtype=scalar),
-        samples_out: wp.array2d(dtype=scalar),
-        non_finite_out: wp.array(dtype=wp.int32),
+        args: ObserveArgs, env_mask: wp.array(dtype=wp.bool), use_mask: int, mode: int, agents_per_thread: int
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        n_agents = pos.shape[1]
-        G = grid_cells
+        n_agents = args.pos.shape[1]
+        G = args.grid_cells
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
-            build_list(nq, env, agent)
-            p = pos[env, agent]
-            v = vel[env, agent]
-            obs_out[env, agent, 0] = p[0]
-            obs_out[env, agent, 1] = p[1]
-            obs_out[env, agent, 2] = v[0]
-            obs_out[env, agent, 3] = v[1]
+            build_list(args.nq, env, agent)
+            p = args.pos[env, agent]
+            v = args.vel[env, agent]
+            args.obs_out[env, agent, 0] = p[0]
+            args.obs_out[env, agent, 1] = p[1]
+            args.obs_out[env, agent, 2] = v[0]
+            args.obs_out[env, agent, 3] = v[1]
             finite = health.finite(p) and health.finite(v)
-            home = cell_of(p, world_size, inv_cell, G)
+            home = cell_of(p, args.world_size, args.inv_cell, G)
             owner = bool(True)
             taken = int(0)  # bit (dy + P) * width + (dx + P): a patch cell under some agent
             for j in range(n_agents):
-                cj = cell_of(pos[env, j], world_size, inv_cell, G)
+                cj = cell_of(args.pos[env, j], args.world_size, args.inv_cell, G)
                 dx = cj[0] - home[0]
                 dy = cj[1] - home[1]
                 if dx == 0 and dy == 0 and j < agent:
@@ -94,19 +95,19 @@ def observe_kernel(scalar: type, max_neighbors: int, grid: bool, register_lists:
                 cy = home[1] + b / width - P
                 value = zero
                 if ((taken >> b) & 1) == 0 and cx >= 0 and cx < G and cy >= 0 and cy < G:
-                    value = field[env, cy * G + cx]
-                obs_out[env, agent, 4 + b] = value
+                    value = args.field[env, cy * G + cx]
+                args.obs_out[env, agent, 4 + b] = value
                 finite = finite and health.finite(value)
-            health.flag_env(non_finite_out, env, finite)
+            health.flag_env(args.non_finite_out, env, finite)
             sample = zero
             if owner:
                 home_cell = home[1] * G + home[0]
-                sample = field[env, home_cell]
-                field[env, home_cell] = zero
+                sample = args.field[env, home_cell]
+                args.field[env, home_cell] = zero
             if mode == _OBSERVE_STEP:
-                samples_out[env, agent] = sample
+                args.samples_out[env, agent] = sample
 
-    return sampling_observe
+    return SimpleNamespace(ObserveArgs=ObserveArgs, sampling_observe=sampling_observe)
 
 
 @functools.cache
