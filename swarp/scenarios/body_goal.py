@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import ClassVar
 
 import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, WorldConfig
+from swarp.physics import bodies as physics_bodies
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import body_goal_kernels as bk
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec
@@ -313,8 +315,61 @@ class BodyGoalScenario(FusedScenario):
 
     # --- fused twin -----------------------------------------------------------------------
 
+    def _observe_kernel(self) -> SimpleNamespace:
+        scalar = self.env.stepper.scalar
+        return bk.observe_kernel(scalar, self.n_agents, self.n_bodies, self.target_body, self.checks_drop)
+
+    def _task(self):
+        """The ``Task`` struct (built once: it holds array handles and constants)."""
+        task = getattr(self, "_task_struct", None)
+        if task is None:
+            s = self.env.stepper.scalar
+            task = self._observe_kernel().Task()
+            task.goal, task.goal_angle, task.prev_err = self._goal, self._goal_angle, self._prev_err
+            task.dist, task.angle_error = self._dist, self._angle_error
+            task.success, task.failure = self._success, self._failure
+            task.angle_weight = s(self.angle_weight)
+            task.position_tolerance = s(self.position_tolerance)
+            task.angle_tolerance = s(min(self.angle_tolerance, 1.0e30))
+            task.shaping_factor = s(self.cfg.shaping_factor)
+            task.final_reward = s(self.cfg.final_reward)
+            task.failure_penalty = s(self.failure_penalty)
+            self._task_struct = task
+        return task
+
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        bk.launch_observe(self, launcher, env_mask, mode)
+        """``body_goal_observe`` (ends the step for ``OBSERVE_STEP``)."""
+        state = self.world.state
+        mask = env_mask if env_mask is not None else self.buffers.no_mask
+        launcher.launch(
+            self._observe_kernel().body_goal_observe,
+            dim=self.n_envs,
+            inputs=[
+                state.pos, state.vel, state.body_pos, state.body_theta, state.body_vel, self._task(),
+                self.buffers.episode_args, mask, int(env_mask is not None), int(mode),
+            ],
+            outputs=[self.buffers.obs, self.buffers.reward],
+            device=self.env.device,
+            block_dim=self.plan.env_block,
+        )  # fmt: skip
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        bk.launch_reset(self, launcher, env_mask)
+        """The masked ``body_goal_reset``."""
+        state, lay = self.world.state, self.layout
+        s = self.env.stepper.scalar
+        k = bk.reset_kernel(s, lay.kind, self.n_agents, self.n_bodies)
+        args = k.Layout()
+        for name in ("body_extent", "goal_extent", "ring_radius", "line_y", "line_half_length", "line_half_thickness"):
+            setattr(args, name, s(getattr(lay, name)))
+        for name in ("package_radius", "agent_radius", "goal_y"):
+            setattr(args, name, s(getattr(lay, name)))
+        args.random_body_angle = int(lay.random_body_angle)
+        args.random_goal_angle = int(lay.random_goal_angle)
+        launcher.launch(
+            k.body_goal_reset,
+            dim=self.n_envs,
+            inputs=[env_mask, self.buffers.reset_streams, args],
+            outputs=[*state.planar_arrays(), *physics_bodies.of_state(state), self._goal, self._goal_angle],
+            device=self.env.device,
+            block_dim=self.plan.env_block,
+        )

@@ -3,7 +3,9 @@
 Two kernels, one thread per env (fleets here are a handful of agents; the body and goal terms are
 per env): ``body_goal_observe`` writes every agent's observation row, the shared reward, the info
 and ends the step (``episode.end_step``); ``body_goal_reset`` re-samples the masked envs with the
-draws of the torch reference. Layout, body count and flags are compile-time (``kernels`` args).
+draws of the torch reference. Layout, body count and flags are compile-time (the arguments of the
+cached factories ``observe_kernel`` and ``reset_kernel``); ``BodyGoalScenario`` launches them with
+its own arrays.
 """
 
 import functools
@@ -15,9 +17,8 @@ import warp as wp
 from swarp.core import trig
 from swarp.core.precision import vec2_type
 from swarp.core.rng import ResetStreams, episode_key
-from swarp.physics import bodies, dynamics
+from swarp.physics import dynamics
 from swarp.runtime import episode, health
-from swarp.runtime.launch import Launcher
 from swarp.scenarios.framework import base, spawn
 
 RING = 0
@@ -39,20 +40,15 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int, checks_drop: bool):
-    """Kernels for one precision, reset layout, fleet size, body count, target body and failure rule."""
+def observe_kernel(scalar: type, n_agents: int, n_bodies: int, target: int, checks_drop: bool):
+    """``Task`` (the goal, its reward memory and info, and the task's constants) and
+    ``body_goal_observe`` (one thread per env) for one precision, fleet size, body count, target
+    body and failure rule."""
     vec2 = vec2_type(scalar)
     cos_sin = trig.cos_sin(scalar)
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
     wrap_angle = dynamics.funcs(scalar).wrap_angle
-    sp = spawn.funcs(scalar)
-    zero = scalar(0.0)
-    one = scalar(1.0)
-    two = scalar(2.0)
-    half = scalar(0.5)
-    pi = scalar(math.pi)
-    two_pi = scalar(2.0 * math.pi)
 
     @wp.struct
     class Task:
@@ -149,6 +145,22 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
         if mode == _OBSERVE_STEP:
             end_step(ep, env, success or failure)
 
+    return SimpleNamespace(Task=Task, body_goal_observe=body_goal_observe)
+
+
+@functools.cache
+def reset_kernel(scalar: type, layout: int, n_agents: int, n_bodies: int):
+    """``Layout`` (where bodies, agents and goals go) and ``body_goal_reset`` (one thread per env,
+    masked) for one precision, reset layout, fleet size and body count."""
+    vec2 = vec2_type(scalar)
+    sp = spawn.funcs(scalar)
+    zero = scalar(0.0)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    half = scalar(0.5)
+    pi = scalar(math.pi)
+    two_pi = scalar(2.0 * math.pi)
+
     @wp.struct
     class Layout:
         body_extent: scalar
@@ -229,76 +241,4 @@ def kernels(scalar: type, layout: int, n_agents: int, n_bodies: int, target: int
             goal_out[env] = vec2((sp.uniform(key, DRAW_GOAL_X) * two - one) * lay.goal_extent, lay.goal_y)
             goal_angle_out[env] = zero
 
-    return SimpleNamespace(
-        body_goal_observe=body_goal_observe, body_goal_reset=body_goal_reset, Task=Task, Layout=Layout
-    )
-
-
-def _kernels_for(sc):
-    return kernels(sc.env.stepper.scalar, sc.layout.kind, sc.n_agents, sc.n_bodies, sc.target_body, sc.checks_drop)
-
-
-def _task(sc, k):
-    """The ``Task`` struct of ``sc`` (built once: it holds array handles and constants)."""
-    task = getattr(sc, "_task_struct", None)
-    if task is None:
-        s = sc.env.stepper.scalar
-        task = k.Task()
-        task.goal, task.goal_angle, task.prev_err = sc._goal, sc._goal_angle, sc._prev_err
-        task.dist, task.angle_error, task.success, task.failure = sc._dist, sc._angle_error, sc._success, sc._failure
-        task.angle_weight = s(sc.angle_weight)
-        task.position_tolerance = s(sc.position_tolerance)
-        task.angle_tolerance = s(min(sc.angle_tolerance, 1.0e30))
-        task.shaping_factor = s(sc.cfg.shaping_factor)
-        task.final_reward = s(sc.cfg.final_reward)
-        task.failure_penalty = s(sc.failure_penalty)
-        sc._task_struct = task
-    return task
-
-
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``body_goal_observe`` for the scenario ``sc`` (ends the step for ``OBSERVE_STEP``)."""
-    k = _kernels_for(sc)
-    env, state = sc.env, sc.world.state
-    mask = env_mask if env_mask is not None else sc.buffers.no_mask
-    launcher.launch(
-        k.body_goal_observe,
-        dim=sc.n_envs,
-        inputs=[
-            state.pos,
-            state.vel,
-            state.body_pos,
-            state.body_theta,
-            state.body_vel,
-            _task(sc, k),
-            sc.buffers.episode_args,
-            mask,
-            int(env_mask is not None),
-            int(mode),
-        ],
-        outputs=[sc.buffers.obs, sc.buffers.reward],
-        device=env.device,
-        block_dim=sc.plan.env_block,
-    )
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``body_goal_reset`` for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, state, lay = sc.env, sc.world.state, sc.layout
-    s = env.stepper.scalar
-    args = k.Layout()
-    for name in ("body_extent", "goal_extent", "ring_radius", "line_y", "line_half_length", "line_half_thickness"):
-        setattr(args, name, s(getattr(lay, name)))
-    for name in ("package_radius", "agent_radius", "goal_y"):
-        setattr(args, name, s(getattr(lay, name)))
-    args.random_body_angle = int(lay.random_body_angle)
-    args.random_goal_angle = int(lay.random_goal_angle)
-    launcher.launch(
-        k.body_goal_reset,
-        dim=sc.n_envs,
-        inputs=[env_mask, sc.buffers.reset_streams, args],
-        outputs=[*state.planar_arrays(), *bodies.of_state(state), sc._goal, sc._goal_angle],
-        device=env.device,
-        block_dim=sc.plan.env_block,
-    )
+    return SimpleNamespace(Layout=Layout, body_goal_reset=body_goal_reset)

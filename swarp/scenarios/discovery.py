@@ -39,7 +39,7 @@ import warp as wp
 
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import discovery_kernels as dk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
 
@@ -56,10 +56,10 @@ WAIT_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
-class DiscoveryConfig(common.ArenaConfig):
+class DiscoveryConfig(arena.ArenaConfig):
     """Options of the discovery scenario (SI units).
 
-    The shared arena options are ``common.ArenaConfig``'s; defaults here: n_agents=5.
+    The shared arena options are ``arena.ArenaConfig``'s; defaults here: n_agents=5.
 
     Attributes:
         n_targets: Targets per env (at most ``MAX_TARGETS``).
@@ -99,7 +99,7 @@ class DiscoveryScenario(FusedScenario):
     saves_final_obs = True
 
     def make_world(self) -> WorldSpec:
-        return common.arena_world(self, self.cfg.n_agents + self.cfg.n_targets)
+        return arena.arena_world(self, self.cfg.n_agents + self.cfg.n_targets)
 
     @property
     def obs_dim(self) -> int:
@@ -145,7 +145,7 @@ class DiscoveryScenario(FusedScenario):
         # One ranking for agents and targets: agent i takes the i-th smallest cell, target t the
         # (A + t)-th, so nothing shares a cell.
         A, E = self.n_agents, self.n_envs
-        points = common.spawn_torch(self, env_mask, A + self.cfg.n_targets)
+        points = arena.spawn_torch(self, env_mask, A + self.cfg.n_targets)
         self.targets.copy_(torch.where(env_mask.view(E, 1, 1), points[:, A:], self.targets))
         self.found.masked_fill_(env_mask.view(E, 1), False)
 
@@ -163,7 +163,7 @@ class DiscoveryScenario(FusedScenario):
 
     def observations(self) -> torch.Tensor:
         state, c = self.env.state, self.cfg
-        delta, d2 = common.pairwise(state.pos)
+        delta, d2 = arena.pairwise(state.pos)
         rel = self.targets.unsqueeze(1) - state.pos.unsqueeze(2)  # [E, A, T, 2]
         todo = (~self.found).unsqueeze(1).unsqueeze(-1).expand(-1, self.n_agents, -1, -1)  # [E, A, T, 1]
         per_target = torch.where(todo, torch.cat([rel, torch.ones_like(rel[..., :1])], -1), rel.new_zeros(()))
@@ -171,39 +171,59 @@ class DiscoveryScenario(FusedScenario):
             state.pos,
             state.vel,
             per_target.reshape(self.n_envs, self.n_agents, 3 * c.n_targets),
-            common.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range),
+            arena.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range),
         ]
         return torch.cat(parts, dim=-1)
 
     def rewards(self) -> torch.Tensor:
         c = self.cfg
-        _, d2 = common.pairwise(self.env.state.pos)
-        penalty = -c.time_penalty - c.collision_penalty * common.collisions(d2, c.agent_radius).to(self.dtype)
+        _, d2 = arena.pairwise(self.env.state.pos)
+        penalty = -c.time_penalty - c.collision_penalty * arena.collisions(d2, c.agent_radius).to(self.dtype)
         return penalty + c.covering_reward * self.newly_found.to(self.dtype).unsqueeze(1)
 
     def done(self) -> torch.Tensor:
         return self.found.all(dim=1)
 
     def info(self) -> dict[str, torch.Tensor]:
-        _, d2 = common.pairwise(self.env.state.pos)
+        _, d2 = arena.pairwise(self.env.state.pos)
         return {
             "covered_fraction": self.found.sum(dim=1).to(self.dtype) / self.cfg.n_targets,
-            "collisions": common.collisions(d2, self.cfg.agent_radius),
+            "collisions": arena.collisions(d2, self.cfg.agent_radius),
         }
 
     # --- fused twin -----------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        dk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (``discovery_kernels.observe_kernels``) and, for a step or a reset,
+        ``disc_finish``."""
+        c, s = self.cfg, self.env.stepper.scalar
+        scalar, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
+        observe = dk.observe_kernels(scalar, max_neighbors, grid, k_obs, register_lists, c.n_targets)
+        state = self.world.state
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=state.pos, vel=state.vel, targets=self._targets, found=self._found, nq=self.world.neighbor_query(),
+            obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), covering_range=s(c.covering_range),
+            time_penalty=s(c.time_penalty), collision_penalty=s(c.collision_penalty),
+            cover_bits_out=self._cover_bits, reward_out=self.buffers.reward, collisions_out=self._collisions,
+        )  # fmt: skip
+        finish = dk.finish_kernel(scalar, fleet_size, c.n_targets)
+        finish_inputs = [self._cover_bits, c.agents_per_target, s(c.covering_reward)]
+        finish_outputs = [self._found, self.buffers.obs, self.buffers.reward, self._newly_found, self._covered_fraction]
+        arena.launch_observe(
+            self, launcher, env_mask, mode, observe.observe, args, finish, (finish_inputs, finish_outputs)
+        )
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        dk.launch_reset(self, launcher, env_mask)
+        """The masked ``disc_reset``: agents, headings and targets."""
+        reset = dk.reset_kernel(self.env.stepper.scalar, self.cfg.n_targets)
+        arena.launch_reset(self, launcher, reset, env_mask, [], [self._targets, self._found])
 
 
 def scripted_actions(env) -> torch.Tensor:
     """Teams of ``agents_per_target`` agents (the last team takes the leftovers) each head for a
     different target still to find (team g takes the (g mod m)-th of the m left, in index order), its
-    members waiting on a small circle around it. Actions [E, A, 2] through ``common.track_velocity``."""
+    members waiting on a small circle around it. Actions [E, A, 2] through ``arena.track_velocity``."""
     sc = env.scenario
     cfg, A = sc.cfg, env.n_agents
     dev, dtype = sc.targets.device, env.dtype
@@ -224,7 +244,7 @@ def scripted_actions(env) -> torch.Tensor:
     offset = WAIT_FRACTION * cfg.covering_range * torch.stack([torch.cos(angle), torch.sin(angle)], -1)
     command = SEEK_GAIN * (goal + offset - env.state.pos)
     command = torch.where(n_todo.unsqueeze(-1) > 0, command, torch.zeros_like(command))
-    return common.track_velocity(env, command)
+    return arena.track_velocity(env, command)
 
 
 register_scenario("discovery", DiscoveryScenario)

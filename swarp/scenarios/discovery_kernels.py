@@ -1,5 +1,8 @@
 """Discovery, fused: the Warp twin of ``discovery.py`` (observations, rewards, termination, reset).
 
+Three cached kernel factories, each keyed by what it compiles for (``observe_kernels``,
+``finish_kernel``, ``reset_kernel``); ``DiscoveryScenario`` launches them with its own arrays.
+
 * ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on
   CUDA): builds the agent's neighbor list, its observation row (targets as found at the start of
   the step), which targets it covers (a bit mask), its time and collision penalties and collisions.
@@ -14,10 +17,9 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core.precision import vec2_type
 from swarp.runtime import episode, health, rows
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena_funcs, base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
@@ -26,21 +28,17 @@ _TARGETS_AT = wp.constant(4)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool, n_targets: int):
-    """Kernels for one precision, neighbor-list configuration, agent, target and observed-neighbor count."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
+def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool, n_targets: int):
+    """``ObserveArgs``, ``observe_agent`` and its ``rows.observe_kernels`` (``observe``) for one
+    precision, neighbor-list configuration, observed-neighbor count and target count."""
+    f = arena_funcs.funcs(scalar, max_neighbors, grid, k_obs, register_lists)
     n_features = f.n_features
     header = 4 + 3 * n_targets
     row_type = wp.types.vector(header + n_features, scalar)
-    counts_type = wp.types.vector(n_targets, wp.int32)
-    fleet_vec = wp.types.vector(fleet_size, scalar)
     vec2 = f.vec2
     Query = f.Query
-    Episode = episode.episode_struct(scalar)
-    end_step = episode.funcs(scalar).end_step
     zero = scalar(0.0)
     one = scalar(1.0)
-    n_targets_s = scalar(n_targets)
 
     @wp.struct
     class ObserveArgs:
@@ -90,6 +88,23 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         if mode != _OBSERVE_ONLY:
             a.collisions_out[env, agent] = n_collisions
         return row
+
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe_agent=observe_agent,
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, header + n_features),
+    )
+
+
+@functools.cache
+def finish_kernel(scalar: type, fleet_size: int, n_targets: int):
+    """``disc_finish`` (one thread per env) for one precision, fleet size and target count."""
+    counts_type = wp.types.vector(n_targets, wp.int32)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    n_targets_s = scalar(n_targets)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def disc_finish(
@@ -150,6 +165,15 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, n_found == wp.static(n_targets))
 
+    return disc_finish
+
+
+@functools.cache
+def reset_kernel(scalar: type, n_targets: int):
+    """``disc_reset`` (one thread per env and spawn cell, masked) for one precision and target count."""
+    vec2 = vec2_type(scalar)
+    f = arena_funcs.reset_funcs(scalar)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def disc_reset(
         spawn: f.Spawn,
@@ -175,36 +199,4 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
                     targets_out[env, rank - n_agents] = point
                     found_out[env, rank - n_agents] = False
 
-    return SimpleNamespace(
-        ObserveArgs=ObserveArgs,
-        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, header + n_features),
-        disc_finish=disc_finish,
-        disc_reset=disc_reset,
-    )
-
-
-def _kernels_for(sc):
-    return kernels(*common.kernel_key(sc), sc.cfg.n_targets)
-
-
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch the observe kernel (and, for a step or a reset, ``disc_finish``) for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, c = sc.env, sc.cfg
-    s = env.stepper.scalar
-    state = sc.world.state
-    args = common.fill(
-        k.ObserveArgs(),
-        pos=state.pos, vel=state.vel, targets=sc._targets, found=sc._found, nq=sc.world.neighbor_query(),
-        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), covering_range=s(c.covering_range),
-        time_penalty=s(c.time_penalty), collision_penalty=s(c.collision_penalty), cover_bits_out=sc._cover_bits,
-        reward_out=sc.buffers.reward, collisions_out=sc._collisions,
-    )  # fmt: skip
-    finish_inputs = [sc._cover_bits, c.agents_per_target, s(c.covering_reward)]
-    finish_outputs = [sc._found, sc.buffers.obs, sc.buffers.reward, sc._newly_found, sc._covered_fraction]
-    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.disc_finish, (finish_inputs, finish_outputs))
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``disc_reset`` for the scenario ``sc``."""
-    common.launch_reset(sc, launcher, _kernels_for(sc).disc_reset, env_mask, [], [sc._targets, sc._found])
+    return disc_reset

@@ -48,7 +48,7 @@ import warp as wp
 
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import flocking_kernels as fk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
 
@@ -61,10 +61,10 @@ TARGET_RING_PX = 1.5
 
 
 @dataclass(frozen=True)
-class FlockingConfig(common.ArenaConfig):
+class FlockingConfig(arena.ArenaConfig):
     """Options of the flocking scenario (SI units).
 
-    The shared arena options are ``common.ArenaConfig``'s; defaults here: n_agents=8,
+    The shared arena options are ``arena.ArenaConfig``'s; defaults here: n_agents=8,
     world_size=2.0, obs_neighbors=4, obs_range=0.6.
 
     Attributes:
@@ -125,7 +125,7 @@ class FlockingScenario(FusedScenario):
         c = self.cfg
         #: Half-size [m] of the square the target moves in.
         self.target_limit = c.world_size - c.target_radius
-        return common.arena_world(self, c.n_agents, neighbor_reach=c.separation_distance)
+        return arena.arena_world(self, c.n_agents, neighbor_reach=c.separation_distance)
 
     @property
     def obs_dim(self) -> int:
@@ -179,10 +179,10 @@ class FlockingScenario(FusedScenario):
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
         c, E = self.cfg, self.n_envs
-        spawn = common.spawn_torch(self, env_mask, self.n_agents)
-        x, y, angle = common.env_draws_torch(self, 3)
+        spawn = arena.spawn_torch(self, env_mask, self.n_agents)
+        x, y, angle = arena.env_draws_torch(self, 3)
         target = torch.cat([x, y], -1).mul(2.0).sub(1.0).mul(self.target_limit)
-        cos, sin = common.cos_sin((angle * 2.0 - 1.0) * math.pi)
+        cos, sin = arena.cos_sin((angle * 2.0 - 1.0) * math.pi)
         target_vel = torch.cat([cos, sin], -1) * c.target_speed
         m1 = env_mask.view(E, 1)
         self.target.copy_(torch.where(m1, target, self.target))
@@ -201,34 +201,34 @@ class FlockingScenario(FusedScenario):
 
     def observations(self) -> torch.Tensor:
         state = self.env.state
-        delta, d2 = common.pairwise(state.pos)
+        delta, d2 = arena.pairwise(state.pos)
         parts = [
             state.pos,
             state.vel,
             self.target.unsqueeze(1) - state.pos,
             self.target_vel.unsqueeze(1).expand(-1, self.n_agents, -1),
-            common.neighbor_features(state.pos, state.vel, d2, delta, self.cfg.obs_neighbors, self.cfg.obs_range),
+            arena.neighbor_features(state.pos, state.vel, d2, delta, self.cfg.obs_neighbors, self.cfg.obs_range),
         ]
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
-        return common.norm(self.target.unsqueeze(1) - self.env.state.pos)
+        return arena.norm(self.target.unsqueeze(1) - self.env.state.pos)
 
     def _in_flock_torch(self) -> torch.Tensor:
-        _, d2 = common.pairwise(self.env.state.pos)
-        return (self._distances() < self.cfg.target_radius) & (common.collisions(d2, self.cfg.agent_radius) == 0)
+        _, d2 = arena.pairwise(self.env.state.pos)
+        return (self._distances() < self.cfg.target_radius) & (arena.collisions(d2, self.cfg.agent_radius) == 0)
 
     def rewards(self) -> torch.Tensor:
         c, state = self.cfg, self.env.state
         dist = self._distances()
-        _, d2 = common.pairwise(state.pos)
-        cohesion = common.norm(state.pos - state.pos.mean(dim=1, keepdim=True))
-        alignment = common.norm(state.vel - state.vel.mean(dim=1, keepdim=True))
-        collisions = common.collisions(d2, c.agent_radius)
+        _, d2 = arena.pairwise(state.pos)
+        cohesion = arena.norm(state.pos - state.pos.mean(dim=1, keepdim=True))
+        alignment = arena.norm(state.vel - state.vel.mean(dim=1, keepdim=True))
+        collisions = arena.collisions(d2, c.agent_radius)
         in_flock = (dist < c.target_radius) & (collisions == 0)
         reward = (
             c.target_weight * (self.prev_dist - dist)
-            - c.separation_weight * common.separation(d2, c.separation_distance)
+            - c.separation_weight * arena.separation(d2, c.separation_distance)
             - c.collision_penalty * collisions.to(self.dtype)
             + c.flock_bonus * in_flock.to(self.dtype)
             - c.cohesion_weight * cohesion
@@ -243,26 +243,52 @@ class FlockingScenario(FusedScenario):
     def info(self) -> dict[str, torch.Tensor]:
         c, state = self.cfg, self.env.state
         dist = self._distances()
-        _, d2 = common.pairwise(state.pos)
-        n_collisions = common.collisions(d2, c.agent_radius)
-        speed = common.norm(state.vel)
+        _, d2 = arena.pairwise(state.pos)
+        n_collisions = arena.collisions(d2, c.agent_radius)
+        speed = arena.norm(state.vel)
         mean_vel = state.vel.mean(dim=1)
         return {
             "dist_to_target": dist,
             "in_flock": (dist < c.target_radius) & (n_collisions == 0),
             "collisions": n_collisions,
-            "cohesion": common.norm(state.pos - state.pos.mean(dim=1, keepdim=True)).mean(dim=1),
-            "alignment": common.norm(mean_vel) / (speed.mean(dim=1) + ALIGNMENT_EPS),
-            "neighbor_overflow": common.neighbor_overflow(self.world),
+            "cohesion": arena.norm(state.pos - state.pos.mean(dim=1, keepdim=True)).mean(dim=1),
+            "alignment": arena.norm(mean_vel) / (speed.mean(dim=1) + ALIGNMENT_EPS),
+            "neighbor_overflow": arena.neighbor_overflow(self.world),
         }
 
     # --- fused twin -----------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        fk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (``flocking_kernels.observe_kernels``) and, for a step or a reset,
+        ``flock_finish``."""
+        env, world, c = self.env, self.world, self.cfg
+        s, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
+        observe = fk.observe_kernels(s, max_neighbors, grid, k_obs, register_lists)
+        state, nb = world.state, world.neighbors
+        limit, dt = s(self.target_limit), s(env.stepper.dt)
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=state.pos, vel=state.vel, target=self._target, target_vel=self._target_vel,
+            nq=world.neighbor_query(), obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius),
+            sep_distance=s(c.separation_distance), target_limit=limit, target_radius=s(c.target_radius), dt=dt,
+            target_weight=s(c.target_weight), separation_weight=s(c.separation_weight),
+            collision_penalty=s(c.collision_penalty), flock_bonus=s(c.flock_bonus), prev_dist=self._prev_dist,
+            reward_out=self.buffers.reward, dist_out=self._dist, in_flock_out=self._in_flock,
+            collisions_out=self._collisions,
+        )  # fmt: skip
+        finish = fk.finish_kernel(s, fleet_size)
+        weights = [s(c.cohesion_weight), s(c.alignment_weight)]
+        finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, *weights]
+        flock = [self._target, self._target_vel, self.buffers.reward, self._cohesion, self._alignment]
+        finish_args = (finish_inputs, [*flock, self._overflow])
+        arena.launch_observe(self, launcher, env_mask, mode, observe.observe, args, finish, finish_args)
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        fk.launch_reset(self, launcher, env_mask)
+        """The masked ``flock_reset``: spawns, headings and the target."""
+        s = self.env.stepper.scalar
+        inputs = [s(self.target_limit), s(self.cfg.target_speed)]
+        reset = fk.reset_kernel(s)
+        arena.launch_reset(self, launcher, reset, env_mask, inputs, [self._target, self._target_vel])
 
 
 #: Gains of the scripted flocking controller: target pull [1/s], separation push [m/s], and the
@@ -275,7 +301,7 @@ SETTLE_FRACTION = 0.4
 def scripted_actions(env) -> torch.Tensor:
     """Boids with a target: pull towards the target (fading inside ``SETTLE_FRACTION * target_radius``),
     match its drift, and push away from observed neighbors closer than ``separation_distance``.
-    Actions [E, A, 2] through ``common.track_velocity``."""
+    Actions [E, A, 2] through ``arena.track_velocity``."""
     cfg, obs = env.scenario.cfg, env.obs
     rel_target = obs[..., 4:6]
     dist = rel_target.norm(dim=-1, keepdim=True)
@@ -289,7 +315,7 @@ def scripted_actions(env) -> torch.Tensor:
         d = rel.norm(dim=-1, keepdim=True).clamp(min=1e-6)
         weight = valid * (1.0 - d / cfg.separation_distance).clamp(min=0)
         command = command - SEPARATION_SPEED * (weight * rel / d).sum(dim=2)
-    return common.track_velocity(env, command)
+    return arena.track_velocity(env, command)
 
 
 register_scenario("flocking", FlockingScenario)

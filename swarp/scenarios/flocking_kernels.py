@@ -1,12 +1,16 @@
 """Flocking, fused: the Warp twin of ``flocking.py`` (observations, rewards, info, reset).
 
+Cached kernel factories, each keyed by what it compiles for (``observe_kernels``, ``finish_kernel``,
+``reset_kernel``, and ``move_target_func`` that two of them share); ``FlockingScenario`` launches
+them with its own arrays.
+
 * ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled row store on CUDA):
   builds the agent's neighbor list, its observation row, the per-agent reward terms (progress,
   separation, collisions, the flock bonus) and info.
 * ``flock_finish`` (one thread per env): the flock terms (cohesion, alignment), the target's move,
   the flock info, and the end of the step's bookkeeping.
 * ``flock_reset`` (one thread per env and spawn cell, masked): spawns, headings, the target
-  (``common.spawn_cell``; the torch twin is ``common.spawn_torch``).
+  (``arena_funcs.reset_funcs().spawn_cell``; the torch twin is ``arena.spawn_torch``).
 
 The target moves in both kernels of a step: the observe kernel advances a copy in registers (every
 agent of the env computes the same move) and ``flock_finish`` stores it, so no thread reads a
@@ -19,34 +23,21 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core.precision import vec2_type
 from swarp.runtime import episode, health, rows
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena_funcs, base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool):
-    """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
-    n_features = f.n_features
-    row_type = wp.types.vector(8 + n_features, scalar)
-    vec2 = f.vec2
+def move_target_func(scalar: type):
+    """``move_target``, the target's step, shared by the observation (a copy in registers) and
+    ``flock_finish`` (the store), for one precision."""
+    vec2 = vec2_type(scalar)
     vec4 = wp.types.vector(4, scalar)
-    Query = f.Query
-    Episode = episode.episode_struct(scalar)
-    end_step = episode.funcs(scalar).end_step
-    zero = scalar(0.0)
-    one = scalar(1.0)
     two = scalar(2.0)
-    pi = scalar(math.pi)
-    inv_fleet = scalar(1.0 / fleet_size)
-    fleet_vec = wp.types.vector(fleet_size, scalar)
-    fleet_vec2 = wp.types.vector(2 * fleet_size, scalar)
-    align_eps = scalar(1e-6)
 
     @wp.func
     def move_target(target: vec2, velocity: vec2, limit: scalar, dt: scalar) -> vec4:
@@ -70,6 +61,20 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             y = -two * limit - y
             vy = -vy
         return vec4(x, y, vx, vy)
+
+    return move_target
+
+
+@functools.cache
+def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool):
+    """``ObserveArgs``, ``observe_agent`` and its ``rows.observe_kernels`` (``observe``) for one
+    precision, neighbor-list configuration and observed-neighbor count."""
+    f = arena_funcs.funcs(scalar, max_neighbors, grid, k_obs, register_lists)
+    move_target = move_target_func(scalar)
+    n_features = f.n_features
+    row_type = wp.types.vector(8 + n_features, scalar)
+    vec2 = f.vec2
+    Query = f.Query
 
     @wp.struct
     class ObserveArgs:
@@ -135,6 +140,26 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
             a.collisions_out[env, agent] = n_collisions
         a.prev_dist[env, agent] = dist
         return row
+
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe_agent=observe_agent,
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+    )
+
+
+@functools.cache
+def finish_kernel(scalar: type, fleet_size: int):
+    """``flock_finish`` (one thread per env) for one precision and fleet size."""
+    move_target = move_target_func(scalar)
+    vec2 = vec2_type(scalar)
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    inv_fleet = scalar(1.0 / fleet_size)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
+    fleet_vec2 = wp.types.vector(2 * fleet_size, scalar)
+    align_eps = scalar(1e-6)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def flock_finish(
@@ -208,6 +233,18 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, False)
 
+    return flock_finish
+
+
+@functools.cache
+def reset_kernel(scalar: type):
+    """``flock_reset`` (one thread per env and spawn cell, masked) for one precision."""
+    f = arena_funcs.reset_funcs(scalar)
+    vec2 = vec2_type(scalar)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def flock_reset(
         spawn: f.Spawn,
@@ -230,43 +267,4 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         for cell in range(cells[0], cells[1]):
             f.spawn_cell(spawn, key, env, cell)
 
-    return SimpleNamespace(
-        ObserveArgs=ObserveArgs,
-        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
-        flock_finish=flock_finish,
-        flock_reset=flock_reset,
-    )
-
-
-def _kernels_for(sc):
-    return kernels(*common.kernel_key(sc))
-
-
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch the observe kernel (and, for a step or a reset, ``flock_finish``) for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
-    state, nb = world.state, world.neighbors
-    limit, dt = s(sc.target_limit), s(env.stepper.dt)
-    args = common.fill(
-        k.ObserveArgs(),
-        pos=state.pos, vel=state.vel, target=sc._target, target_vel=sc._target_vel, nq=world.neighbor_query(),
-        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), sep_distance=s(c.separation_distance),
-        target_limit=limit, target_radius=s(c.target_radius), dt=dt, target_weight=s(c.target_weight),
-        separation_weight=s(c.separation_weight), collision_penalty=s(c.collision_penalty),
-        flock_bonus=s(c.flock_bonus), prev_dist=sc._prev_dist, reward_out=sc.buffers.reward, dist_out=sc._dist,
-        in_flock_out=sc._in_flock, collisions_out=sc._collisions,
-    )  # fmt: skip
-    finish_inputs = [state.pos, state.vel, nb.count, nb.total, limit, dt, s(c.cohesion_weight), s(c.alignment_weight)]
-    finish_outputs = [sc._target, sc._target_vel, sc.buffers.reward, sc._cohesion, sc._alignment, sc._overflow]
-    common.launch_observe(
-        sc, launcher, env_mask, mode, k.observe, args, k.flock_finish, (finish_inputs, finish_outputs)
-    )
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``flock_reset`` for the scenario ``sc``."""
-    s = sc.env.stepper.scalar
-    inputs = [s(sc.target_limit), s(sc.cfg.target_speed)]
-    common.launch_reset(sc, launcher, _kernels_for(sc).flock_reset, env_mask, inputs, [sc._target, sc._target_vel])
+    return flock_reset

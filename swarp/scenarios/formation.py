@@ -39,8 +39,8 @@ import torch
 import warp as wp
 
 from swarp.runtime.launch import Launcher
-from swarp.scenarios import formation_kernels as fk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios import formation_kernels as fmk
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
 
@@ -53,10 +53,10 @@ SEEK_GAIN = 2.0
 
 
 @dataclass(frozen=True)
-class FormationConfig(common.ArenaConfig):
+class FormationConfig(arena.ArenaConfig):
     """Options of the formation scenario (SI units).
 
-    The shared arena options are ``common.ArenaConfig``'s; defaults here: n_agents=5.
+    The shared arena options are ``arena.ArenaConfig``'s; defaults here: n_agents=5.
 
     Attributes:
         formation_radius: Circumradius R [m] of the polygon.
@@ -111,7 +111,7 @@ class FormationScenario(FusedScenario):
         c = self.cfg
         #: Half-size [m] of the square the center is drawn in.
         self.center_limit = c.world_size - c.formation_radius - c.agent_radius
-        return common.arena_world(self, c.n_agents)
+        return arena.arena_world(self, c.n_agents)
 
     @property
     def obs_dim(self) -> int:
@@ -160,16 +160,16 @@ class FormationScenario(FusedScenario):
 
     def scripted_actions(self) -> torch.Tensor:
         """Go to the slot: velocity ``SEEK_GAIN * (slot - position)``."""
-        return common.track_velocity(self.env, SEEK_GAIN * (self.slots - self.env.state.pos))
+        return arena.track_velocity(self.env, SEEK_GAIN * (self.slots - self.env.state.pos))
 
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
         c, E, A = self.cfg, self.n_envs, self.n_agents
-        spawn = common.spawn_torch(self, env_mask, A)
-        x, y, angle = common.env_draws_torch(self, 3)
+        spawn = arena.spawn_torch(self, env_mask, A)
+        x, y, angle = arena.env_draws_torch(self, 3)
         center = torch.cat([x, y], -1).mul(2.0).sub(1.0).mul(self.center_limit)
-        cos, sin = common.cos_sin((angle * 2.0 - 1.0) * math.pi)
+        cos, sin = arena.cos_sin((angle * 2.0 - 1.0) * math.pi)
         # Rotate the unit corners by phi and scale: slot = center + R (rotation @ corner).
         ux, uy = self.corners[:, 0].view(1, A), self.corners[:, 1].view(1, A)
         slots = torch.stack(
@@ -187,18 +187,18 @@ class FormationScenario(FusedScenario):
 
     def observations(self) -> torch.Tensor:
         state, c = self.env.state, self.cfg
-        delta, d2 = common.pairwise(state.pos)
+        delta, d2 = arena.pairwise(state.pos)
         parts = [
             state.pos,
             state.vel,
             self.slots - state.pos,
             self.center.unsqueeze(1) - state.pos,
-            common.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range),
+            arena.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range),
         ]
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
-        return common.norm(self.slots - self.env.state.pos)
+        return arena.norm(self.slots - self.env.state.pos)
 
     def rewards(self) -> torch.Tensor:
         c = self.cfg
@@ -206,10 +206,8 @@ class FormationScenario(FusedScenario):
         progress = self.prev_dist - dist
         if c.shared_reward:
             progress = progress.mean(dim=1, keepdim=True).expand_as(progress)
-        _, d2 = common.pairwise(self.env.state.pos)
-        reward = c.shaping_factor * progress - c.collision_penalty * common.collisions(d2, c.agent_radius).to(
-            self.dtype
-        )
+        _, d2 = arena.pairwise(self.env.state.pos)
+        reward = c.shaping_factor * progress - c.collision_penalty * arena.collisions(d2, c.agent_radius).to(self.dtype)
         reward = reward + c.final_reward * self.done().to(self.dtype).unsqueeze(1)
         self.prev_dist.copy_(dist.detach())
         return reward
@@ -219,21 +217,42 @@ class FormationScenario(FusedScenario):
 
     def info(self) -> dict[str, torch.Tensor]:
         dist = self._distances()
-        _, d2 = common.pairwise(self.env.state.pos)
+        _, d2 = arena.pairwise(self.env.state.pos)
         return {
             "formation_error": dist.mean(dim=1),
             "dist_to_slot": dist,
             "on_slot": dist < self.cfg.tolerance,
-            "collisions": common.collisions(d2, self.cfg.agent_radius),
+            "collisions": arena.collisions(d2, self.cfg.agent_radius),
         }
 
     # --- fused twin -----------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        fk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (``formation_kernels.observe_kernels``) and, for a step or a reset,
+        ``form_finish``."""
+        c = self.cfg
+        s, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
+        observe = fmk.observe_kernels(s, max_neighbors, grid, k_obs, register_lists)
+        state = self.world.state
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=state.pos, vel=state.vel, slots=self._slots, center=self._center, nq=self.world.neighbor_query(),
+            obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
+            collision_penalty=s(c.collision_penalty), prev_dist=self._prev_dist, progress_out=self._progress,
+            reward_out=self.buffers.reward, dist_out=self._dist, on_slot_out=self._on_slot,
+            collisions_out=self._collisions,
+        )  # fmt: skip
+        finish_inputs = [self._progress, self._dist, self._on_slot, int(c.shared_reward), s(c.shaping_factor)]
+        finish_inputs += [s(c.final_reward)]
+        finish_args = (finish_inputs, [self.buffers.reward, self._error])
+        finish = fmk.finish_kernel(s, fleet_size)
+        arena.launch_observe(self, launcher, env_mask, mode, observe.observe, args, finish, finish_args)
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        fk.launch_reset(self, launcher, env_mask)
+        """The masked ``form_reset``: spawns, headings, center and slots."""
+        s = self.env.stepper.scalar
+        inputs = [s(self.center_limit), s(self.cfg.formation_radius), self._corners]
+        arena.launch_reset(self, launcher, fmk.reset_kernel(s), env_mask, inputs, [self._center, self._slots])
 
 
 register_scenario("formation", FormationScenario)

@@ -6,6 +6,9 @@
 * ``form_finish`` (one thread per env): termination, shared/bonus reward terms, the formation
   error, and the end of the step's bookkeeping.
 * ``form_reset`` (one thread per env and spawn cell, masked): spawns, headings, center and slots.
+
+Each comes from a cached factory keyed by what it compiles for; ``FormationScenario`` launches them
+with its own arrays.
 """
 
 import functools
@@ -14,31 +17,24 @@ from types import SimpleNamespace
 
 import warp as wp
 
+from swarp.core.precision import vec2_type
 from swarp.runtime import episode, health, rows
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena_funcs, base
 
 _OBSERVE_ONLY = wp.constant(base.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs: int, sweep: bool):
-    """Kernels for one precision, neighbor-list configuration, agent count and observed neighbors."""
-    f = common.funcs(scalar, max_neighbors, grid, k_obs, sweep)
+def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool):
+    """``ObserveArgs``, ``observe_agent`` and its ``rows.observe_kernels`` (``observe``) for one
+    precision, neighbor-list configuration and observed-neighbor count."""
+    f = arena_funcs.funcs(scalar, max_neighbors, grid, k_obs, register_lists)
     n_features = f.n_features
     row_type = wp.types.vector(8 + n_features, scalar)
     vec2 = f.vec2
     Query = f.Query
-    Episode = episode.episode_struct(scalar)
-    end_step = episode.funcs(scalar).end_step
     zero = scalar(0.0)
-    one = scalar(1.0)
-    two = scalar(2.0)
-    pi = scalar(math.pi)
-    inv_fleet = scalar(1.0 / fleet_size)
-    fleet_vec = wp.types.vector(fleet_size, scalar)
 
     @wp.struct
     class ObserveArgs:
@@ -90,6 +86,22 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         a.prev_dist[env, agent] = dist
         return row
 
+    return SimpleNamespace(
+        ObserveArgs=ObserveArgs,
+        observe_agent=observe_agent,
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+    )
+
+
+@functools.cache
+def finish_kernel(scalar: type, fleet_size: int):
+    """``form_finish`` (one thread per env) for one precision and fleet size."""
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    inv_fleet = scalar(1.0 / fleet_size)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def form_finish(
         progress: wp.array2d(dtype=scalar),
@@ -137,6 +149,18 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, complete)
 
+    return form_finish
+
+
+@functools.cache
+def reset_kernel(scalar: type):
+    """``form_reset`` (one thread per env and spawn cell, masked) for one precision."""
+    f = arena_funcs.reset_funcs(scalar)
+    vec2 = vec2_type(scalar)
+    one = scalar(1.0)
+    two = scalar(2.0)
+    pi = scalar(math.pi)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def form_reset(
         spawn: f.Spawn,
@@ -167,39 +191,4 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, k_obs
                     c[1] + formation_radius * (rotation[1] * u[0] + rotation[0] * u[1]),
                 )
 
-    return SimpleNamespace(
-        ObserveArgs=ObserveArgs,
-        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
-        form_finish=form_finish,
-        form_reset=form_reset,
-    )
-
-
-def _kernels_for(sc):
-    return kernels(*common.kernel_key(sc))
-
-
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch the observe kernel (and, for a step or a reset, ``form_finish``) for the scenario ``sc``."""
-    k = _kernels_for(sc)
-    env, c = sc.env, sc.cfg
-    s = env.stepper.scalar
-    state = sc.world.state
-    args = common.fill(
-        k.ObserveArgs(),
-        pos=state.pos, vel=state.vel, slots=sc._slots, center=sc._center, nq=sc.world.neighbor_query(),
-        obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius), tolerance=s(c.tolerance),
-        collision_penalty=s(c.collision_penalty), prev_dist=sc._prev_dist, progress_out=sc._progress,
-        reward_out=sc.buffers.reward, dist_out=sc._dist, on_slot_out=sc._on_slot, collisions_out=sc._collisions,
-    )  # fmt: skip
-    finish_inputs = [sc._progress, sc._dist, sc._on_slot, int(c.shared_reward), s(c.shaping_factor)]
-    finish_inputs += [s(c.final_reward)]
-    finish_args = (finish_inputs, [sc.buffers.reward, sc._error])
-    common.launch_observe(sc, launcher, env_mask, mode, k.observe, args, k.form_finish, finish_args)
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``form_reset`` for the scenario ``sc``."""
-    s = sc.env.stepper.scalar
-    inputs = [s(sc.center_limit), s(sc.cfg.formation_radius), sc._corners]
-    common.launch_reset(sc, launcher, _kernels_for(sc).form_reset, env_mask, inputs, [sc._center, sc._slots])
+    return form_reset

@@ -40,8 +40,8 @@ are on goal. Terminated (and success) when both are within ``goal_radius`` of th
 ``neighbor_overflow`` [E] bool.
 
 Resets draw each agent's spawn uniformly in a ``2 r`` long stretch at its end of the lane (and
-across the lane's free width; agent a: per-env draws ``2 a``, ``2 a + 1``, ``common.DRAW_ENV``) and
-a uniform heading (``common.spawn_agents_torch``), from the counter-based RNG; goals are fixed at
+across the lane's free width; agent a: per-env draws ``2 a``, ``2 a + 1``, ``arena.DRAW_ENV``) and
+a uniform heading (``arena.spawn_agents_torch``), from the counter-based RNG; goals are fixed at
 ``x = -+(H - 2 r)`` on the lane axis. The Warp twin reuses the navigation observation kernels, adding
 ``give_way_kernels.give_way_reset`` and, with ``route_shaping``, ``give_way_route`` between
 navigation's observe and finish kernels; ``scripted_actions`` is a scripted controller.
@@ -56,10 +56,11 @@ import torch
 import warp as wp
 
 from swarp.core.config import AgentConfig, Obstacle, WorldConfig
+from swarp.core.precision import vec2_type
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import give_way_kernels as gk
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, WorldSpec, register_scenario
 from swarp.scenarios.framework.options import OptionChecker
 from swarp.scenarios.navigation import NavigationScenario
@@ -250,14 +251,14 @@ class GiveWayScenario(NavigationScenario):
         E, dtype, dev = self.n_envs, self.dtype, self.goals.device
         agents = torch.arange(N_AGENTS, device=dev).view(1, N_AGENTS)
         side = (2 * agents - 1).to(dtype)  # agent 0 on the left (-1), agent 1 on the right (+1)
-        draws = torch.cat(common.env_draws_torch(self, 2 * N_AGENTS), -1).view(E, N_AGENTS, 2)  # agent a: 2 a, 2 a + 1
+        draws = torch.cat(arena.env_draws_torch(self, 2 * N_AGENTS), -1).view(E, N_AGENTS, 2)  # agent a: 2 a, 2 a + 1
         inner = torch.full((), self.spawn_inner, dtype=dtype, device=dev)
         jitter_x = torch.full((), self.spawn_jitter[0], dtype=dtype, device=dev)
         jitter_y = torch.full((), self.spawn_jitter[1], dtype=dtype, device=dev)
         x = side * (inner + draws[..., 0] * jitter_x)
         y = (draws[..., 1] * 2.0 - 1.0) * jitter_y
         spawn = torch.stack([x, y], dim=-1)
-        common.spawn_agents_torch(self, env_mask, spawn)
+        arena.spawn_agents_torch(self, env_mask, spawn)
         goal_x = torch.full((), self.goal_x, dtype=dtype, device=dev)
         goals = torch.stack([-side * goal_x, torch.zeros_like(side)], dim=-1).expand(E, N_AGENTS, 2)
         m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
@@ -288,12 +289,51 @@ class GiveWayScenario(NavigationScenario):
             return
 
         def route(launcher: Launcher) -> None:
-            gk.launch_route(self, launcher, env_mask, mode)
+            self.launch_route(launcher, env_mask, mode)
 
         nk.launch_observe(self, launcher, env_mask, mode, before_finish=route)
 
+    def launch_route(self, launcher: Launcher, env_mask, mode: int) -> None:
+        """``give_way_route`` (between navigation's observe and finish)."""
+        c, b, g = self.cfg, self.buffers, self.route
+        s = self.env.stepper.scalar
+        vec2 = vec2_type(s)
+        k = gk.route_kernel(s)
+        args = arena.fill(
+            k.RouteArgs(),
+            pos=self.world.state.pos, goals=self.arrays.goals, bay=vec2(s(g.bay[0]), s(g.bay[1])),
+            mouth=vec2(s(g.mouth[0]), s(g.mouth[1])), wait0_x=s(g.wait_x[0]), wait1_x=s(g.wait_x[1]),
+            lane_half_width=s(g.lane_half_width), pass_gap=s(g.pass_gap), shared_reward=int(c.shared_reward),
+            shaping_factor=s(c.shaping_factor), collision_penalty=s(c.collision_penalty),
+            collisions=self.arrays.collisions, prev_route=self._prev_route, progress_out=self.arrays.progress,
+            reward_out=b.reward, non_finite_out=b.non_finite,
+        )  # fmt: skip
+        mask = env_mask if env_mask is not None else b.no_mask
+        launcher.launch(
+            k.give_way_route,
+            dim=self.n_envs,
+            inputs=[args, int(mode), mask, int(env_mask is not None)],
+            device=self.env.device,
+            block_dim=self.plan.env_block,
+        )
+
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        gk.launch_reset(self, launcher, env_mask)
+        """The masked ``give_way_reset`` (no spawn grid: one thread per env and agent)."""
+        s = self.env.stepper.scalar
+        jitter_x, jitter_y = s(self.spawn_jitter[0]), s(self.spawn_jitter[1])
+        launcher.launch(
+            gk.reset_kernel(s),
+            dim=(self.n_envs, self.n_agents),
+            inputs=[
+                arena.spawn_args(self, env_mask, grid=False),
+                s(self.spawn_inner),
+                jitter_x,
+                jitter_y,
+                s(self.goal_x),
+            ],
+            outputs=[self.arrays.goals],
+            device=self.env.device,
+        )
 
 
 def route_lengths_torch(sc: GiveWayScenario, pos: torch.Tensor, goals: torch.Tensor) -> torch.Tensor:
@@ -359,7 +399,7 @@ def scripted_actions(env) -> torch.Tensor:
     under_bay = ((x1 - sc.bay_x).abs() < sc.bay_half_width - r).unsqueeze(-1)
     leaving = torch.where((y1 > 0.5 * r).unsqueeze(-1), mouth, goals[:, 1])
     target1 = torch.where(passed, leaving, torch.where(under_bay, bay, mouth))
-    return common.seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
+    return arena.seek_velocity(torch.stack([target0, target1], dim=1), pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("give_way", GiveWayScenario)

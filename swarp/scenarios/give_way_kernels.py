@@ -2,23 +2,23 @@
 
 Observations, rewards and termination are navigation's kernels (``navigation_kernels.py``);
 ``give_way_reset`` (one thread per env and agent, masked) draws each agent's spawn in the lane
-stretch at its end of the corridor (per-env draws ``common.env_draw``), its heading (placed by
-``common.spawn_agent``) and its fixed goal, exactly the draws of the torch reference
+stretch at its end of the corridor (per-env draws ``env_draw``), its heading (placed by
+``spawn_agent``, both ``arena_funcs.reset_funcs``) and its fixed goal, exactly the draws of the torch reference
 (``prev_dist`` is set by the observe pass that follows every reset). ``give_way_route`` (one thread
 per env, with ``route_shaping``) runs after navigation's observation and before its finish: it
 replaces each agent's progress by its progress along the route (``give_way.route_lengths_torch``)
-and stores the route lengths for the next step, in every observe mode.
+and stores the route lengths for the next step, in every observe mode. ``GiveWayScenario`` launches
+both with its own arrays.
 """
 
 import functools
+from types import SimpleNamespace
 
 import warp as wp
 
 from swarp.core.precision import vec2_type
 from swarp.runtime import health
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena_funcs, base
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
@@ -27,7 +27,7 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 def reset_kernel(scalar: type):
     """``give_way_reset`` for one precision."""
     vec2 = vec2_type(scalar)
-    f = common.reset_funcs(scalar)
+    f = arena_funcs.reset_funcs(scalar)
     zero = scalar(0.0)
     one = scalar(1.0)
     two = scalar(2.0)
@@ -55,73 +55,53 @@ def reset_kernel(scalar: type):
     return give_way_reset
 
 
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``give_way_reset`` for the scenario ``sc`` (no spawn grid: one thread per
-    env and agent)."""
-    env = sc.env
-    s = env.stepper.scalar
-    launcher.launch(
-        reset_kernel(s),
-        dim=(sc.n_envs, sc.n_agents),
-        inputs=[
-            common.spawn_args(sc, env_mask, grid=False),
-            s(sc.spawn_inner),
-            s(sc.spawn_jitter[0]),
-            s(sc.spawn_jitter[1]),
-            s(sc.goal_x),
-        ],
-        outputs=[sc._goals],
-        device=env.device,
-    )
-
-
 @functools.cache
 def route_kernel(scalar: type):
-    """``give_way_route`` for one precision."""
+    """``RouteArgs`` (the route, the reward options and the arrays) and ``give_way_route`` for one
+    precision."""
     vec2 = vec2_type(scalar)
     zero = scalar(0.0)
 
+    @wp.struct
+    class RouteArgs:
+        pos: wp.array2d(dtype=vec2)
+        goals: wp.array2d(dtype=vec2)
+        bay: vec2
+        mouth: vec2
+        wait0_x: scalar
+        wait1_x: scalar
+        lane_half_width: scalar
+        pass_gap: scalar
+        shared_reward: int
+        shaping_factor: scalar
+        collision_penalty: scalar
+        collisions: wp.array2d(dtype=wp.int32)
+        prev_route: wp.array2d(dtype=scalar)
+        progress_out: wp.array2d(dtype=scalar)
+        reward_out: wp.array2d(dtype=scalar)
+        non_finite_out: wp.array(dtype=wp.int32)
+
     # No FMA contraction: route lengths come out bit for bit as in the torch reference.
     @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
-    def give_way_route(
-        pos: wp.array2d(dtype=vec2),
-        goals: wp.array2d(dtype=vec2),
-        bay: vec2,
-        mouth: vec2,
-        wait0_x: scalar,
-        wait1_x: scalar,
-        lane_half_width: scalar,
-        pass_gap: scalar,
-        mode: int,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        shared_reward: int,
-        shaping_factor: scalar,
-        collision_penalty: scalar,
-        collisions: wp.array2d(dtype=wp.int32),
-        prev_route: wp.array2d(dtype=scalar),
-        progress_out: wp.array2d(dtype=scalar),
-        reward_out: wp.array2d(dtype=scalar),
-        non_finite_out: wp.array(dtype=wp.int32),
-    ):
+    def give_way_route(a: RouteArgs, mode: int, env_mask: wp.array(dtype=wp.bool), use_mask: int):
         env = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        p0, p1 = pos[env, 0], pos[env, 1]
-        g0, g1 = goals[env, 0], goals[env, 1]
-        out0, out1 = p0[1] > lane_half_width, p1[1] > lane_half_width
-        from_mouth0, from_mouth1 = wp.length(mouth - g0), wp.length(mouth - g1)
+        p0, p1 = a.pos[env, 0], a.pos[env, 1]
+        g0, g1 = a.goals[env, 0], a.goals[env, 1]
+        out0, out1 = p0[1] > a.lane_half_width, p1[1] > a.lane_half_width
+        from_mouth0, from_mouth1 = wp.length(a.mouth - g0), wp.length(a.mouth - g1)
         route0, route1 = wp.length(g0 - p0), wp.length(g1 - p1)
         if out0:
-            route0 = wp.length(p0 - mouth) + from_mouth0
+            route0 = wp.length(p0 - a.mouth) + from_mouth0
         if out1:
-            route1 = wp.length(p1 - mouth) + from_mouth1
-        if not (p0[0] - p1[0] > pass_gap):
-            drop = wp.length(bay - mouth)
-            via0 = wp.length(p0 - bay) + drop + from_mouth0
-            via1 = wp.length(p1 - bay) + drop + from_mouth1
-            wait0_at = vec2(wait0_x, zero)
-            wait1_at = vec2(wait1_x, zero)
+            route1 = wp.length(p1 - a.mouth) + from_mouth1
+        if not (p0[0] - p1[0] > a.pass_gap):
+            drop = wp.length(a.bay - a.mouth)
+            via0 = wp.length(p0 - a.bay) + drop + from_mouth0
+            via1 = wp.length(p1 - a.bay) + drop + from_mouth1
+            wait0_at = vec2(a.wait0_x, zero)
+            wait1_at = vec2(a.wait1_x, zero)
             wait0 = route0
             if not (p0[0] <= wait0_at[0] or out1):
                 wait0 = wp.length(wait0_at - p0) + wp.length(g0 - wait0_at)
@@ -138,49 +118,16 @@ def route_kernel(scalar: type):
                 route = route0
                 if agent == 1:
                     route = route1
-                progress = prev_route[env, agent] - route
-                progress_out[env, agent] = progress
-                if shared_reward == 0:
+                progress = a.prev_route[env, agent] - route
+                a.progress_out[env, agent] = progress
+                if a.shared_reward == 0:
                     # observe_agent's own-progress reward, with the route's progress.
-                    collision = -(collision_penalty * scalar(collisions[env, agent]))
-                    reward = shaping_factor * progress + collision + zero
-                    reward_out[env, agent] = reward
+                    collision = -(a.collision_penalty * scalar(a.collisions[env, agent]))
+                    reward = a.shaping_factor * progress + collision + zero
+                    a.reward_out[env, agent] = reward
                     finite = finite and health.finite(reward)
-            health.flag_env(non_finite_out, env, finite)
-        prev_route[env, 0] = route0
-        prev_route[env, 1] = route1
+            health.flag_env(a.non_finite_out, env, finite)
+        a.prev_route[env, 0] = route0
+        a.prev_route[env, 1] = route1
 
-    return give_way_route
-
-
-def launch_route(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``give_way_route`` for the scenario ``sc`` (between navigation's observe and finish)."""
-    env, c, b = sc.env, sc.cfg, sc.buffers
-    s = env.stepper.scalar
-    vec2 = vec2_type(s)
-    mask = env_mask if env_mask is not None else b.no_mask
-    g = sc.route
-    launcher.launch(
-        route_kernel(s),
-        dim=sc.n_envs,
-        inputs=[
-            sc.world.state.pos,
-            sc._goals,
-            vec2(s(g.bay[0]), s(g.bay[1])),
-            vec2(s(g.mouth[0]), s(g.mouth[1])),
-            s(g.wait_x[0]),
-            s(g.wait_x[1]),
-            s(g.lane_half_width),
-            s(g.pass_gap),
-            int(mode),
-            mask,
-            int(env_mask is not None),
-            int(c.shared_reward),
-            s(c.shaping_factor),
-            s(c.collision_penalty),
-            sc._collisions,
-        ],
-        outputs=[sc._prev_route, sc._progress, b.reward, b.non_finite],
-        device=env.device,
-        block_dim=sc.plan.env_block,
-    )
+    return SimpleNamespace(RouteArgs=RouteArgs, give_way_route=give_way_route)

@@ -23,8 +23,8 @@ list is full of agents within contact reach and dropped others: a contact may ha
 
 The neighbor list keeps the K = ``max_neighbors`` nearest agents within ``obs_range``: the observed
 k are its first entries and the contacts its near prefix, so K = max(8, k) loses neither (8 discs
-of one radius cannot all touch a ninth), and a list of 8 instead of 16 cut the step by 5% at 16
-agents and 26% at 64 (H200, docs/benchmarks.md).
+of one radius cannot all touch a ninth), and a list of 8 is a shorter step than one of 16, the more
+so the larger the fleet (docs/benchmarks.md).
 
 Resets draw spawns and goals as uniform random subsets of jittered grid cells (``spawn.py``), and
 optional circle/box obstacles in further cells, all on the device from the counter-based RNG.
@@ -40,14 +40,14 @@ from typing import ClassVar
 import torch
 import warp as wp
 
-from swarp.core.config import ControlMode, DynamicsModel, ObstacleShape, coerce_enum
+from swarp.core.config import DynamicsModel, ObstacleShape, coerce_enum
+from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
-from swarp.scenarios.framework.options import OptionChecker
 from swarp.scenarios.framework.spawn import (
     cell_keys_torch,
     cell_point_torch,
@@ -73,76 +73,47 @@ SEEK_GAIN = 2.0
 
 
 @dataclass(frozen=True)
-class NavigationConfig:
+class NavigationConfig(arena.ArenaConfig):
     """Options of the navigation scenario (SI units).
 
+    The shared arena options are ``arena.ArenaConfig``'s, with its defaults (``n_agents``,
+    ``world_size`` L [m] of the arena ``[-L, L]^2`` with soft walls at its edge, ``agent_radius``
+    [m], ``max_speed`` [m/s], ``ctrl_mode``, ``obs_neighbors`` k, ``obs_range`` [m],
+    ``collision_penalty`` per overlapping agent pair member per step, ``spawn_cells`` (default:
+    chosen from n_agents), ``dt`` [s], ``substeps``, ``max_steps``, ``neighbor_method``) but:
+
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls at its edge).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s].
+        max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
         model: Dynamics model name (``holonomic``, ``diff_drive``, ``kinematic_bicycle``).
-        ctrl_mode: ``velocity`` or ``acceleration``.
         n_obstacles: Random obstacles per env, re-sampled at every reset.
         obstacle_shape: ``circle``, ``box`` or ``mixed``.
-        obs_neighbors: k, the nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
         shared_reward: Replace each agent's progress term by the mean progress of all agents.
         shaping_factor: Weight of the progress term [1/m].
-        collision_penalty: Penalty per overlapping agent pair member per step (>= 0).
         final_reward: Bonus for every agent on the step all agents are on goal.
         goal_radius: On-goal distance [m] (default: the agent radius).
-        spawn_cells: Cells per side of the spawn grid (default: chosen from n_agents).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Default episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors; default max(8, obs_neighbors)).
-        neighbor_method: How neighbor lists are found: ``brute`` (every agent of the env),
-            ``grid`` (a uniform grid of cells of the list radius) or ``auto`` (``WorldConfig``'s
-            rule, ``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
+    scenario_name: ClassVar[str] = "navigation"
+    max_neighbors_optional: ClassVar[bool] = True
+
+    max_neighbors: int | None = None
     model: str = "holonomic"
-    ctrl_mode: str = "velocity"
     n_obstacles: int = 0
     obstacle_shape: str = "mixed"
-    obs_neighbors: int = 3
-    obs_range: float = 0.5
     shared_reward: bool = False
     shaping_factor: float = 1.0
-    collision_penalty: float = 1.0
     final_reward: float = 1.0
     goal_radius: float | None = None
-    spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int | None = None
-    neighbor_method: str = "auto"
     #: Whether the scenario flies drones (``drone_navigation`` sets it).
     _drones: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        check = OptionChecker(self, "navigation")
-        check.neighbor_method()
-        check.int("n_agents", 1, 2000)
+        super().__post_init__()
+        check = self.checker()
         check.int("n_obstacles", 0, 2000)
-        check.int("obs_neighbors", 0)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        if self.max_neighbors is not None:
-            check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
-            check.number(name)
-        for name in ("shaping_factor", "collision_penalty", "final_reward"):
+        for name in ("shaping_factor", "final_reward"):
             check.number(name, allow_zero=True)
         check.number("goal_radius", optional=True)
-        if self.spawn_cells is not None:
-            check.int("spawn_cells", 1)
         model = coerce_enum(DynamicsModel, self.model, "navigation option model")
         if (model == DynamicsModel.DRONE) != self._drones:
             raise ValueError(
@@ -151,21 +122,62 @@ class NavigationConfig:
                 if model == DynamicsModel.DRONE
                 else f"drone_navigation flies drones only, got model={self.model!r}"
             )
-        coerce_enum(ControlMode, self.ctrl_mode, "navigation option ctrl_mode")
         if self.obstacle_shape not in ("circle", "box", "mixed"):
             raise ValueError(
                 f"navigation option obstacle_shape must be 'circle', 'box' or 'mixed', got {self.obstacle_shape!r}"
-            )
-        if self.max_neighbors is not None and self.max_neighbors < self.obs_neighbors:
-            raise ValueError(
-                f"navigation option max_neighbors ({self.max_neighbors}) must be >= obs_neighbors "
-                f"({self.obs_neighbors})"
             )
 
     @property
     def list_width(self) -> int:
         """K, the neighbor-list width: ``max_neighbors``, or max(8, obs_neighbors) by default."""
         return self.max_neighbors if self.max_neighbors is not None else max(DEFAULT_LIST_WIDTH, self.obs_neighbors)
+
+
+@dataclass
+class NavigationArrays:
+    """The Warp arrays a bound navigation scenario keeps for its kernels (E envs, A agents).
+
+    Attributes:
+        goals: [E, A] vec2, each agent's goal [m].
+        prev_dist: [E, A] scalar, the distance to goal at the last observation [m] (reward memory).
+        progress: [E, A] scalar, this step's decrease of the distance to goal [m].
+        dist: [E, A] scalar, distance to goal [m] (info).
+        on_goal: [E, A] bool, within ``goal_radius`` of the goal (info).
+        collisions: [E, A] int32, other agents each agent overlaps (info).
+        overflow: [E] bool, some agent may have lost a contact to a full neighbor list (info).
+        goal_tally: [E] int32, agents on goal, counted by the observation and cleared by
+            ``nav_finish`` (zero between steps).
+        overflow_tally: [E] int32, agents that may have lost a contact, likewise.
+        cell_hashes: The tables of ``navigation_kernels.cell_hashes`` for ``nav_reset``, or ``None``
+            for a variant with its own reset and no spawn grid (give_way).
+    """
+
+    goals: wp.array
+    prev_dist: wp.array
+    progress: wp.array
+    dist: wp.array
+    on_goal: wp.array
+    collisions: wp.array
+    overflow: wp.array
+    goal_tally: wp.array
+    overflow_tally: wp.array
+    cell_hashes: tuple | None = None
+
+    @classmethod
+    def zeros(cls, n_envs: int, n_agents: int, scalar: type, device) -> NavigationArrays:
+        """Zeroed arrays for ``n_envs`` envs of ``n_agents`` agents in precision ``scalar``."""
+        E, A = n_envs, n_agents
+        return cls(
+            goals=wp.zeros((E, A), dtype=vec2_type(scalar), device=device),
+            prev_dist=wp.zeros((E, A), dtype=scalar, device=device),
+            progress=wp.zeros((E, A), dtype=scalar, device=device),
+            dist=wp.zeros((E, A), dtype=scalar, device=device),
+            on_goal=wp.zeros((E, A), dtype=wp.bool, device=device),
+            collisions=wp.zeros((E, A), dtype=wp.int32, device=device),
+            overflow=wp.zeros(E, dtype=wp.bool, device=device),
+            goal_tally=wp.zeros(E, dtype=wp.int32, device=device),
+            overflow_tally=wp.zeros(E, dtype=wp.int32, device=device),
+        )
 
 
 class NavigationScenario(FusedScenario):
@@ -183,7 +195,7 @@ class NavigationScenario(FusedScenario):
     def make_world(self) -> WorldSpec:
         c = self.cfg
         n_cells = c.n_agents + c.n_obstacles
-        spec = common.arena_world(
+        spec = arena.arena_world(
             self, n_cells, model=c.model, max_neighbors=c.list_width, n_obstacle_slots=c.n_obstacles
         )
         # An obstacle fills its cell but a clearance of one agent radius less than a spawn keeps.
@@ -201,30 +213,22 @@ class NavigationScenario(FusedScenario):
     def bind(self, env) -> None:
         super().bind(env)
         E, A, dev, scalar = self.n_envs, self.n_agents, self.device, env.stepper.scalar
-        vec2 = wp.types.vector(2, scalar)
-        self._goals = wp.zeros((E, A), dtype=vec2, device=dev)
-        self._prev_dist = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._progress = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._dist = wp.zeros((E, A), dtype=scalar, device=dev)
-        self._on_goal = wp.zeros((E, A), dtype=wp.bool, device=dev)
-        self._collisions = wp.zeros((E, A), dtype=wp.int32, device=dev)
-        self._overflow = wp.zeros(E, dtype=wp.bool, device=dev)
-        # Per-env counts of agents on goal and of agents that may have lost a contact: written by
-        # the observation, read and cleared by nav_finish (zero between steps).
-        self._goal_tally = wp.zeros(E, dtype=wp.int32, device=dev)
-        self._overflow_tally = wp.zeros(E, dtype=wp.int32, device=dev)
-        self.goals = wp.to_torch(self._goals)
-        self.prev_dist = wp.to_torch(self._prev_dist)
+        #: The Warp arrays of the kernels (``NavigationArrays``).
+        self.arrays = NavigationArrays.zeros(E, A, scalar, dev)
+        # The fused step end (navigation_step_end) reads these two by their former names.
+        self._goals, self._prev_dist = self.arrays.goals, self.arrays.prev_dist
+        self.goals = wp.to_torch(self.arrays.goals)
+        self.prev_dist = wp.to_torch(self.arrays.prev_dist)
         # The reset's lookup tables, made here, outside any capture (variants with their own reset
         # and no spawn grid, like give_way, need none).
-        self._cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
+        self.arrays.cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
         return {
-            "dist_to_goal": wp.to_torch(self._dist),
-            "on_goal": wp.to_torch(self._on_goal),
-            "collisions": wp.to_torch(self._collisions),
-            "neighbor_overflow": wp.to_torch(self._overflow),
+            "dist_to_goal": wp.to_torch(self.arrays.dist),
+            "on_goal": wp.to_torch(self.arrays.on_goal),
+            "collisions": wp.to_torch(self.arrays.collisions),
+            "neighbor_overflow": wp.to_torch(self.arrays.overflow),
         }
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
@@ -237,7 +241,7 @@ class NavigationScenario(FusedScenario):
 
     def scripted_actions(self) -> torch.Tensor:
         """Go to goal: velocity ``SEEK_GAIN * (goal - position)`` (holonomic agents only)."""
-        return common.track_velocity(self.env, SEEK_GAIN * (self.goals - self.env.state.pos))
+        return arena.track_velocity(self.env, SEEK_GAIN * (self.goals - self.env.state.pos))
 
     # --- torch reference --------------------------------------------------------------------
 
@@ -261,7 +265,7 @@ class NavigationScenario(FusedScenario):
         goals = cell_point_torch(
             goal_cells, self.side, c.world_size, self.jitter, key, DRAW_GOAL_JITTER + 2 * agents, dtype
         )
-        common.spawn_agents_torch(self, env_mask, spawn, heading_draw=DRAW_HEADING)
+        arena.spawn_agents_torch(self, env_mask, spawn, heading_draw=DRAW_HEADING)
         m2, m3 = env_mask.view(E, 1), env_mask.view(E, 1, 1)
         self.goals.copy_(torch.where(m3, goals, self.goals))
         dist = (goals - spawn).square().sum(-1).sqrt()
@@ -303,15 +307,15 @@ class NavigationScenario(FusedScenario):
         heading = [torch.cos(state.theta).unsqueeze(-1), torch.sin(state.theta).unsqueeze(-1)]
         parts = [state.pos, state.vel, *heading, self.goals - state.pos]
         if c.obs_neighbors:
-            delta, d2 = common.pairwise(state.pos)
-            parts.append(common.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
+            delta, d2 = arena.pairwise(state.pos)
+            parts.append(arena.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
         return (self.goals - self.env.state.pos).square().sum(-1).sqrt()
 
     def _collisions_torch(self) -> torch.Tensor:
-        _, d2 = common.pairwise(self.env.state.pos)
+        _, d2 = arena.pairwise(self.env.state.pos)
         radius = self.env.agent_params[..., PARAM_RADIUS]  # [E_p, A]: per-env radii when randomized
         eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
         reach = radius.unsqueeze(-1) + radius.unsqueeze(-2)
@@ -343,7 +347,7 @@ class NavigationScenario(FusedScenario):
             "dist_to_goal": dist,
             "on_goal": dist < self.goal_radius,
             "collisions": self._collisions_torch(),
-            "neighbor_overflow": common.contact_overflow(self.world),
+            "neighbor_overflow": arena.contact_overflow(self.world),
         }
 
     # --- fused twin -----------------------------------------------------------------------

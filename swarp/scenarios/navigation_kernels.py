@@ -158,7 +158,7 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
             # Per-env tallies for nav_finish, which reads and clears them: integer atomics, so the
             # counts do not depend on the order agents arrive in. A contact may be lost only where
             # the list dropped agents and holds nothing beyond contact reach
-            # (``common.contact_overflow``).
+            # (``arena.contact_overflow``).
             if on_goal:
                 wp.atomic_add(a.goal_tally, env, 1)
             if n_total > n_kept and n_near == wp.static(max_neighbors):
@@ -269,8 +269,8 @@ def finish_kernels(scalar: type, fleet_size: int):
         if f.shared_reward != 0:
             # A compile-time agent count, and every load before the stores: the per-agent loads of
             # this one thread are all in flight at once instead of one latency after another (the
-            # compiler cannot tell the stores from the loads apart; a rolled loop took 36 us at
-            # 16,384 x 16 on an H200). ``end_agent``'s shared term, agent by agent.
+            # compiler cannot tell the stores from the loads apart; a rolled loop is much slower on
+            # a GPU, see docs/benchmarks.md). ``end_agent``'s shared term, agent by agent.
             prior = fleet_vec()
             for a in range(wp.static(fleet_size)):
                 prior[a] = f.reward_out[env, a]
@@ -483,7 +483,9 @@ def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=No
     k = kernels_for(sc)
     world, b = sc.world, sc.buffers
     state = world.state
-    args = observe_args(sc, k, state.pos, state.vel, state.theta, sc._goals, world.neighbor_query(), sc._prev_dist)
+    args = observe_args(
+        sc, k, state.pos, state.vel, state.theta, sc.arrays.goals, world.neighbor_query(), sc.arrays.prev_dist
+    )
     if mode == rows.OBSERVE_STEP and env_mask is None and sc.plan.fused_step_end:
         sc.step_end.launch_step_end(launcher, args)
         return
@@ -506,11 +508,11 @@ def finish_args(sc, k):
     c, b = sc.cfg, sc.buffers
     s = b.scalar
     f = k.finish.NavFinish()
-    f.progress = sc._progress
+    f.progress = sc.arrays.progress
     f.shared_reward, f.shaping_factor, f.final_reward = int(c.shared_reward), s(c.shaping_factor), s(c.final_reward)
     f.ep = b.episode_args
-    f.goal_tally, f.overflow_tally = sc._goal_tally, sc._overflow_tally
-    f.reward_out, f.overflow_out = b.reward, sc._overflow
+    f.goal_tally, f.overflow_tally = sc.arrays.goal_tally, sc.arrays.overflow_tally
+    f.reward_out, f.overflow_out = b.reward, sc.arrays.overflow
     return f
 
 
@@ -527,9 +529,9 @@ def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
     args.nq = nq
     args.obs_range, args.goal_radius, args.collision_penalty = s(c.obs_range), s(sc.goal_radius), s(c.collision_penalty)
     args.shared_reward, args.shaping_factor = int(c.shared_reward), s(c.shaping_factor)
-    args.prev_dist, args.progress_out, args.reward_out = prev_dist, sc._progress, b.reward
-    args.dist_out, args.on_goal_out, args.collisions_out = sc._dist, sc._on_goal, sc._collisions
-    args.goal_tally, args.overflow_tally = sc._goal_tally, sc._overflow_tally
+    args.prev_dist, args.progress_out, args.reward_out = prev_dist, sc.arrays.progress, b.reward
+    args.dist_out, args.on_goal_out, args.collisions_out = sc.arrays.dist, sc.arrays.on_goal, sc.arrays.collisions
+    args.goal_tally, args.overflow_tally = sc.arrays.goal_tally, sc.arrays.overflow_tally
     args.non_finite_out = b.non_finite
     return args
 
@@ -557,7 +559,7 @@ def reset_args(sc, k, streams, agent_arrays, goals):
     args.box_extent = s(sc.obstacle_extent / math.sqrt(2.0))  # as the reference rounds it: once, from double
     args.first_obstacle, args.n_obstacles = world.model.first_free_obstacle, c.n_obstacles
     args.altitude = s(c.altitude if sc.env.stepper.model.has_drones else 0.0)  # drones fly drone_navigation only
-    args.obstacle_hashes, args.spawn_hashes, args.goal_hashes = sc._cell_hashes
+    args.obstacle_hashes, args.spawn_hashes, args.goal_hashes = sc.arrays.cell_hashes
     (
         args.pos_out, args.theta_out, args.vel_out, args.speed_out, args.ang_vel_out,
         args.pos_z_out, args.vel_z_out, args.quat_out, args.omega_out,
@@ -583,7 +585,7 @@ def launch_reset(
         k,
         b.reset_streams if live else streams,
         sc.world.state.agent_arrays() if live else agent_arrays,
-        sc._goals if live else goals,
+        sc.arrays.goals if live else goals,
     )
     _, threads = sc.plan.split(sc.side * sc.side)
     listed = b.list_envs(env_mask, threads) if live else None

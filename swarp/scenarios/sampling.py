@@ -30,24 +30,25 @@ sum collected by all agents, given to every agent. No terminal state: episodes t
 collected so far; ``success`` [E] bool, ``collected_fraction >= success_fraction`` (the success
 metric, also ``success()``).
 
-Resets spawn agents in a uniform random subset of jittered grid cells (``common.spawn_torch`` over
-``spawn.py``) and draw Gaussian g from per-env draws ``4 g .. 4 g + 3`` (``common.DRAW_ENV``).
+Resets spawn agents in a uniform random subset of jittered grid cells (``arena.spawn_torch`` over
+``spawn.py``) and draw Gaussian g from per-env draws ``4 g .. 4 g + 3`` (``arena.DRAW_ENV``).
 The Warp twin is ``sampling_kernels.py``; ``greedy_actions`` is a scripted controller.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import warp as wp
 
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import sampling_kernels as smk
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
+from swarp.scenarios.framework import arena
+from swarp.scenarios.framework.base import OBSERVE_ONLY, OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles
-from swarp.scenarios.framework.options import OptionChecker
+from swarp.scenarios.framework.options import ArenaWorldConfig
 
 #: Largest patch radius: the patch's occupancy bits live in one int32.
 MAX_PATCH_RADIUS = 2
@@ -57,14 +58,13 @@ FIELD_DOT_SCALE = 0.45
 
 
 @dataclass(frozen=True)
-class SamplingConfig:
+class SamplingConfig(ArenaWorldConfig):
     """Options of the sampling scenario (SI units).
 
+    The world's options are ``ArenaWorldConfig``'s (at most 256 agents; holonomic agents with
+    velocity control); defaults here: max_steps=100.
+
     Attributes:
-        n_agents: Agents per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius [m].
-        max_speed: Speed limit [m/s] (holonomic agents, velocity control).
         grid_cells: Field cells per side G.
         n_gaussians: Gaussians summed into each env's field.
         sigma_min: Smallest Gaussian width [m].
@@ -72,18 +72,14 @@ class SamplingConfig:
         patch_radius: P: the observation holds the (2P+1)^2 cells around the agent's cell (0..2).
         shared_reward: Every agent gets the sum collected by all agents (else its own samples).
         success_fraction: Share of the field mass to collect for success, in (0, 1].
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Width of the world's neighbor lists (contacts only).
-        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
-            (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
-    n_agents: int = 4
-    world_size: float = 1.0
-    agent_radius: float = 0.05
-    max_speed: float = 1.0
+    scenario_name: ClassVar[str] = "sampling"
+    #: What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    ctrl_mode: ClassVar[str] = "velocity"
+    spawn_cells: ClassVar[None] = None
+
+    max_steps: int = 100
     grid_cells: int = 20
     n_gaussians: int = 3
     sigma_min: float = 0.1
@@ -91,32 +87,19 @@ class SamplingConfig:
     patch_radius: int = 1
     shared_reward: bool = True
     success_fraction: float = 0.5
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 100
-    max_neighbors: int = 8
-    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
-        check = OptionChecker(self, "sampling")
-        check.neighbor_method()
-        check.int("n_agents", 1, 256)
+        super().__post_init__()
+        check = self.checker()
         check.int("grid_cells", 1, 256)
         check.int("n_gaussians", 1, 64)
         check.int("patch_radius", 0, MAX_PATCH_RADIUS)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "sigma_min", "sigma_max", "dt"):
+        for name in ("sigma_min", "sigma_max"):
             check.number(name)
         check.number("success_fraction", high=1.0)
         check.bool("shared_reward")
         if self.sigma_max < self.sigma_min:
             raise ValueError(f"sampling option sigma_max ({self.sigma_max}) must be >= sigma_min ({self.sigma_min})")
-
-    # What ``common.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
-    ctrl_mode = "velocity"
-    spawn_cells = None
 
 
 class SamplingScenario(FusedScenario):
@@ -130,7 +113,7 @@ class SamplingScenario(FusedScenario):
 
     def make_world(self) -> WorldSpec:
         self.cell_width = 2.0 * self.cfg.world_size / self.cfg.grid_cells
-        return common.arena_world(self, self.cfg.n_agents, contacts_only=True)
+        return arena.arena_world(self, self.cfg.n_agents, contacts_only=True)
 
     @property
     def obs_dim(self) -> int:
@@ -181,7 +164,7 @@ class SamplingScenario(FusedScenario):
         Evaluated in float64 and rounded once per cell (and per row sum), like the kernel."""
         c, f64 = self.cfg, torch.float64
         # [E, n_gaussians, 4]: Gaussian g takes per-env draws 4 g .. 4 g + 3 (mu_x, mu_y, sigma, amplitude).
-        draws = torch.cat(common.env_draws_torch(self, 4 * c.n_gaussians, f64), -1).view(self.n_envs, -1, 4)
+        draws = torch.cat(arena.env_draws_torch(self, 4 * c.n_gaussians, f64), -1).view(self.n_envs, -1, 4)
         mu_x = (draws[..., 0] * 2.0 - 1.0) * c.world_size
         mu_y = (draws[..., 1] * 2.0 - 1.0) * c.world_size
         sigma = c.sigma_min + draws[..., 2] * (c.sigma_max - c.sigma_min)
@@ -205,7 +188,7 @@ class SamplingScenario(FusedScenario):
         return ij[..., 1] * G + ij[..., 0]
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
-        common.spawn_torch(self, env_mask, self.n_agents)
+        arena.spawn_torch(self, env_mask, self.n_agents)
         field, row_mass = self._initial_field()
         m2 = env_mask.view(self.n_envs, 1)
         self.row_mass.copy_(torch.where(m2, row_mass, self.row_mass))
@@ -259,10 +242,55 @@ class SamplingScenario(FusedScenario):
     # --- fused twin -------------------------------------------------------------------------
 
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        smk.launch_observe(self, launcher, env_mask, mode)
+        """``sampling_observe`` then ``sampling_finish`` (the latter not after an auto-reset, whose
+        step rewards and info must survive).
+
+        The world's grid binning (``World.prepare_neighbors``) must have run: ``sampling_observe``
+        builds the neighbor list of every agent it observes.
+        """
+        env, world, c, b = self.env, self.world, self.cfg, self.buffers
+        stepper = env.stepper
+        s = stepper.scalar
+        observe = smk.observe_kernel(
+            s, stepper.world.max_neighbors, stepper.neighbor_method == "grid", self.plan.register_lists, c.patch_radius
+        )
+        args = arena.fill(
+            observe.ObserveArgs(),
+            pos=world.state.pos, vel=world.state.vel, nq=world.neighbor_query(), world_size=s(c.world_size),
+            inv_cell=s(self.inv_cell_width), grid_cells=c.grid_cells, obs_out=b.obs, field=self._field,
+            samples_out=self._samples, non_finite_out=b.non_finite,
+        )  # fmt: skip
+        mask = env_mask if env_mask is not None else b.no_mask
+        use_mask = int(env_mask is not None)
+        per_thread, threads = self.plan.split(self.n_agents)
+        launcher.launch(
+            observe.sampling_observe,
+            dim=(self.n_envs, threads),
+            inputs=[args, mask, use_mask, int(mode), per_thread],
+            device=env.device,
+        )
+        if mode != OBSERVE_ONLY:
+            launcher.launch(
+                smk.finish_kernel(s, self.n_agents),
+                dim=self.n_envs,
+                inputs=[
+                    self._samples, self._row_mass, int(c.shared_reward), s(c.success_fraction), b.episode_args,
+                    int(mode), mask, use_mask,
+                ],
+                outputs=[self._collected, b.reward, self._fraction, self._success],
+                device=env.device,
+                block_dim=self.plan.env_block,
+            )  # fmt: skip
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        smk.launch_reset(self, launcher, env_mask)
+        """The masked ``sampling_reset``: one slot per field row or spawn cell, whichever are more."""
+        c = self.cfg
+        n_slots = max(c.grid_cells, self.side * self.side)
+        sigmas = [wp.float64(c.sigma_min), wp.float64(c.sigma_max - c.sigma_min)]
+        inputs = [wp.float64(c.world_size), wp.float64(self.cell_width), *sigmas, n_slots]
+        outputs = [self._field, self._row_mass, self._collected]
+        reset = smk.reset_kernel(self.env.stepper.scalar, c.n_gaussians)
+        arena.launch_reset(self, launcher, reset, env_mask, inputs, outputs, slots=n_slots)
 
 
 #: Distance scale [m] of the greedy controller's preference for near cells.
@@ -284,7 +312,7 @@ def greedy_actions(env) -> torch.Tensor:
     distance = (sc.cell_centers.view(1, 1, -1, 2) - pos.unsqueeze(2)).norm(dim=-1)  # [E, A, C]
     score = sc.field.unsqueeze(1) * torch.exp(-distance / GREEDY_DECAY)
     target = sc.cell_centers[score.argmax(dim=2)]
-    return common.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+    return arena.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("sampling", SamplingScenario)

@@ -8,8 +8,11 @@
 * ``sampling_finish`` (one thread per env): sums the samples in agent order (deterministic),
   rewards, the collected share and the episode bookkeeping.
 * ``sampling_reset`` (one thread per env and slot, masked): slot r < G evaluates field row r and
-  its mass (Gaussian g from per-env draws ``4 g .. 4 g + 3``, ``common.env_draw``); slot s < spawn
-  cells places the agent of its rank (``common.spawn_cell``).
+  its mass (Gaussian g from per-env draws ``4 g .. 4 g + 3``, ``env_draw``); slot s < spawn
+  cells places the agent of its rank (``spawn_cell``).
+
+Each kernel comes from a cached factory keyed by what it compiles for; ``SamplingScenario`` launches
+them with its own arrays. The draws are ``arena_funcs.reset_funcs``'.
 """
 
 import functools
@@ -20,37 +23,19 @@ import warp as wp
 from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
 from swarp.runtime import episode, health
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena_funcs, base
 
 _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(
-    scalar: type,
-    max_neighbors: int,
-    grid: bool,
-    fleet_size: int,
-    patch_radius: int,
-    n_gaussians: int,
-    register_lists: bool,
-):
-    """Kernels for one precision, neighbor-list width, backend and layout
-    (``ExecutionPlan.register_lists``), agent count, patch radius and Gaussian count."""
+def observe_kernel(scalar: type, max_neighbors: int, grid: bool, register_lists: bool, patch_radius: int):
+    """``ObserveArgs`` and ``sampling_observe`` (one thread per agent) for one precision, neighbor-list width, backend
+    and layout (``ExecutionPlan.register_lists``) and patch radius."""
     vec2 = vec2_type(scalar)
     nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
     build_list = nbk.build_grid if grid else nbk.build_brute
     Query = neighbors.query_struct(scalar)
-    Episode = episode.episode_struct(scalar)
-    end_step = episode.funcs(scalar).end_step
-    f = common.reset_funcs(scalar)
-    env_draw64 = common.reset_funcs(wp.float64).env_draw  # the field is drawn and evaluated in float64
-    gaussians = wp.types.vector(length=n_gaussians, dtype=wp.float64)
-    half64 = wp.float64(0.5)
-    one64 = wp.float64(1.0)
-    two64 = wp.float64(2.0)
     zero = scalar(0.0)
     P = patch_radius
     width = 2 * P + 1
@@ -62,43 +47,43 @@ def kernels(
         iy = int(wp.floor((p[1] + world_size) * inv_cell))
         return wp.vec2i(wp.clamp(ix, 0, G - 1), wp.clamp(iy, 0, G - 1))
 
+    @wp.struct
+    class ObserveArgs:
+        pos: wp.array2d(dtype=vec2)
+        vel: wp.array2d(dtype=vec2)
+        nq: Query
+        world_size: scalar
+        inv_cell: scalar
+        grid_cells: int
+        obs_out: wp.array3d(dtype=scalar)
+        field: wp.array2d(dtype=scalar)
+        samples_out: wp.array2d(dtype=scalar)
+        non_finite_out: wp.array(dtype=wp.int32)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def sampling_observe(
-        pos: wp.array2d(dtype=vec2),
-        vel: wp.array2d(dtype=vec2),
-        nq: Query,
-        world_size: scalar,
-        inv_cell: scalar,
-        grid_cells: int,
-        env_mask: wp.array(dtype=wp.bool),
-        use_mask: int,
-        mode: int,
-        agents_per_thread: int,
-        obs_out: wp.array3d(dtype=scalar),
-        field: wp.array2d(dtype=scalar),
-        samples_out: wp.array2d(dtype=scalar),
-        non_finite_out: wp.array(dtype=wp.int32),
+        args: ObserveArgs, env_mask: wp.array(dtype=wp.bool), use_mask: int, mode: int, agents_per_thread: int
     ):
         env, slot = wp.tid()
         if use_mask != 0 and not env_mask[env]:
             return
-        n_agents = pos.shape[1]
-        G = grid_cells
+        n_agents = args.pos.shape[1]
+        G = args.grid_cells
         first = slot * agents_per_thread
         for agent in range(first, wp.min(first + agents_per_thread, n_agents)):
-            build_list(nq, env, agent)
-            p = pos[env, agent]
-            v = vel[env, agent]
-            obs_out[env, agent, 0] = p[0]
-            obs_out[env, agent, 1] = p[1]
-            obs_out[env, agent, 2] = v[0]
-            obs_out[env, agent, 3] = v[1]
+            build_list(args.nq, env, agent)
+            p = args.pos[env, agent]
+            v = args.vel[env, agent]
+            args.obs_out[env, agent, 0] = p[0]
+            args.obs_out[env, agent, 1] = p[1]
+            args.obs_out[env, agent, 2] = v[0]
+            args.obs_out[env, agent, 3] = v[1]
             finite = health.finite(p) and health.finite(v)
-            home = cell_of(p, world_size, inv_cell, G)
+            home = cell_of(p, args.world_size, args.inv_cell, G)
             owner = bool(True)
             taken = int(0)  # bit (dy + P) * width + (dx + P): a patch cell under some agent
             for j in range(n_agents):
-                cj = cell_of(pos[env, j], world_size, inv_cell, G)
+                cj = cell_of(args.pos[env, j], args.world_size, args.inv_cell, G)
                 dx = cj[0] - home[0]
                 dy = cj[1] - home[1]
                 if dx == 0 and dy == 0 and j < agent:
@@ -110,17 +95,27 @@ def kernels(
                 cy = home[1] + b / width - P
                 value = zero
                 if ((taken >> b) & 1) == 0 and cx >= 0 and cx < G and cy >= 0 and cy < G:
-                    value = field[env, cy * G + cx]
-                obs_out[env, agent, 4 + b] = value
+                    value = args.field[env, cy * G + cx]
+                args.obs_out[env, agent, 4 + b] = value
                 finite = finite and health.finite(value)
-            health.flag_env(non_finite_out, env, finite)
+            health.flag_env(args.non_finite_out, env, finite)
             sample = zero
             if owner:
                 home_cell = home[1] * G + home[0]
-                sample = field[env, home_cell]
-                field[env, home_cell] = zero
+                sample = args.field[env, home_cell]
+                args.field[env, home_cell] = zero
             if mode == _OBSERVE_STEP:
-                samples_out[env, agent] = sample
+                args.samples_out[env, agent] = sample
+
+    return SimpleNamespace(ObserveArgs=ObserveArgs, sampling_observe=sampling_observe)
+
+
+@functools.cache
+def finish_kernel(scalar: type, fleet_size: int):
+    """``sampling_finish`` (one thread per env) for one precision and fleet size."""
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def sampling_finish(
@@ -163,6 +158,20 @@ def kernels(
         success_out[env] = fraction >= success_fraction
         if mode == _OBSERVE_STEP:
             end_step(ep, env, False)
+
+    return sampling_finish
+
+
+@functools.cache
+def reset_kernel(scalar: type, n_gaussians: int):
+    """``sampling_reset`` (one thread per env and slot, masked) for one precision and Gaussian count."""
+    f = arena_funcs.reset_funcs(scalar)
+    env_draw64 = arena_funcs.reset_funcs(wp.float64).env_draw  # the field is drawn and evaluated in float64
+    gaussians = wp.types.vector(length=n_gaussians, dtype=wp.float64)
+    half64 = wp.float64(0.5)
+    one64 = wp.float64(1.0)
+    two64 = wp.float64(2.0)
+    zero = scalar(0.0)
 
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
     @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
@@ -216,85 +225,4 @@ def kernels(
             if s < spawn.side * spawn.side:
                 f.spawn_cell(spawn, key, env, s)
 
-    return SimpleNamespace(
-        sampling_observe=sampling_observe, sampling_finish=sampling_finish, sampling_reset=sampling_reset
-    )
-
-
-def _kernels_for(sc):
-    stepper = sc.env.stepper
-    return kernels(
-        stepper.scalar,
-        stepper.world.max_neighbors,
-        stepper.neighbor_method == "grid",
-        sc.n_agents,
-        sc.cfg.patch_radius,
-        sc.cfg.n_gaussians,
-        sc.plan.register_lists,
-    )
-
-
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch ``sampling_observe`` then ``sampling_finish`` (the latter not after an auto-reset,
-    whose step rewards and info must survive) for the scenario ``sc``.
-
-    The world's grid binning (``World.prepare_neighbors``) must have run: ``sampling_observe``
-    builds the neighbor list of every agent it observes.
-    """
-    k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
-    mask = env_mask if env_mask is not None else sc.buffers.no_mask
-    per_thread, threads = sc.plan.split(sc.n_agents)
-    launcher.launch(
-        k.sampling_observe,
-        dim=(sc.n_envs, threads),
-        inputs=[
-            world.state.pos,
-            world.state.vel,
-            world.neighbor_query(),
-            s(c.world_size),
-            s(sc.inv_cell_width),
-            c.grid_cells,
-            mask,
-            int(env_mask is not None),
-            int(mode),
-            per_thread,
-        ],
-        outputs=[sc.buffers.obs, sc._field, sc._samples, sc.buffers.non_finite],
-        device=env.device,
-    )
-    if mode != base.OBSERVE_ONLY:
-        launcher.launch(
-            k.sampling_finish,
-            dim=sc.n_envs,
-            inputs=[
-                sc._samples,
-                sc._row_mass,
-                int(c.shared_reward),
-                s(c.success_fraction),
-                sc.buffers.episode_args,
-                int(mode),
-                mask,
-                int(env_mask is not None),
-            ],
-            outputs=[sc._collected, sc.buffers.reward, sc._fraction, sc._success],
-            device=env.device,
-            block_dim=sc.plan.env_block,
-        )
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``sampling_reset`` for the scenario ``sc``: one slot per field row or spawn
-    cell, whichever are more."""
-    c = sc.cfg
-    n_slots = max(c.grid_cells, sc.side * sc.side)
-    inputs = [
-        wp.float64(c.world_size),
-        wp.float64(sc.cell_width),
-        wp.float64(c.sigma_min),
-        wp.float64(c.sigma_max - c.sigma_min),
-        n_slots,
-    ]
-    outputs = [sc._field, sc._row_mass, sc._collected]
-    common.launch_reset(sc, launcher, _kernels_for(sc).sampling_reset, env_mask, inputs, outputs, slots=n_slots)
+    return sampling_reset

@@ -18,9 +18,9 @@ counts the other agents closer than ``2 * agent_radius``. No terminal state: epi
 agent [m]), ``covered`` [E, A] bool (``landmark_dist < cover_radius``), ``collisions`` [E, A] int32.
 Success (``success()``, and ``info["covered"]`` all true): every landmark covered.
 
-Resets draw agents in a uniform random subset of jittered grid cells (``common.spawn_torch`` over
+Resets draw agents in a uniform random subset of jittered grid cells (``arena.spawn_torch`` over
 ``spawn.py``) and landmarks uniformly in ``[-(L - r), L - r]^2`` (landmark l: per-env draws ``2 l``,
-``2 l + 1``, ``common.DRAW_ENV``), from the counter-based RNG. Holonomic agents with velocity
+``2 l + 1``, ``arena.DRAW_ENV``), from the counter-based RNG. Holonomic agents with velocity
 control (continuous actions). The Warp twin is ``spread_kernels.py``;
 ``greedy_actions`` is a scripted controller.
 """
@@ -29,16 +29,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
 
 import torch
 import warp as wp
 
+from swarp.runtime import rows
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import spread_kernels as sk
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
-from swarp.scenarios.framework.options import OptionChecker
+from swarp.scenarios.framework.options import ArenaWorldConfig
 
 #: Landmark marker color (RGB) and cover-ring width [px] for the renderer.
 LANDMARK_COLOR = (90, 90, 90)
@@ -46,46 +49,33 @@ COVER_RING_PX = 1.5
 
 
 @dataclass(frozen=True)
-class SpreadConfig:
+class SpreadConfig(ArenaWorldConfig):
     """Options of the spread scenario (SI units).
 
+    The world's options are ``ArenaWorldConfig``'s (at most 256 agents; holonomic agents with
+    velocity control); defaults here: n_agents=3 (also the landmarks per env), agent_radius=0.1,
+    max_steps=25.
+
     Attributes:
-        n_agents: Agents per env, and landmarks per env.
-        world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
-        agent_radius: Agent radius r [m].
-        max_speed: Speed limit [m/s] (velocity control).
         cover_radius: A landmark counts as covered when an agent centre is this close [m]
             (default: the agent radius).
         collision_penalty: Penalty per other agent overlapping an agent, per step (>= 0).
-        dt: Step length [s].
-        substeps: Physics substeps per step.
-        max_steps: Episode length [steps].
-        max_neighbors: Width of the world's neighbor lists (contacts only).
-        neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
-            (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
+    scenario_name: ClassVar[str] = "spread"
+    #: What ``arena.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
+    ctrl_mode: ClassVar[str] = "velocity"
+    spawn_cells: ClassVar[None] = None
+
     n_agents: int = 3
-    world_size: float = 1.0
     agent_radius: float = 0.1
-    max_speed: float = 1.0
+    max_steps: int = 25
     cover_radius: float | None = None
     collision_penalty: float = 1.0
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 25
-    max_neighbors: int = 8
-    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
-        check = OptionChecker(self, "spread")
-        check.neighbor_method()
-        check.int("n_agents", 1, 256)
-        check.int("substeps", 1)
-        check.int("max_steps", 1)
-        check.int("max_neighbors", 1)
-        for name in ("world_size", "agent_radius", "max_speed", "dt"):
-            check.number(name)
+        super().__post_init__()
+        check = self.checker()
         check.number("collision_penalty", allow_zero=True)
         if self.cover_radius is not None:
             check.number("cover_radius")
@@ -93,10 +83,6 @@ class SpreadConfig:
             raise ValueError(
                 f"spread option agent_radius ({self.agent_radius}) must be smaller than world_size ({self.world_size})"
             )
-
-    # What ``common.arena_world`` reads (fixed for this task): velocity control, the automatic spawn grid.
-    ctrl_mode = "velocity"
-    spawn_cells = None
 
 
 class SpreadScenario(FusedScenario):
@@ -110,7 +96,7 @@ class SpreadScenario(FusedScenario):
 
     def make_world(self) -> WorldSpec:
         self.landmark_extent = self.cfg.world_size - self.cfg.agent_radius
-        return common.arena_world(self, self.cfg.n_agents, contacts_only=True)
+        return arena.arena_world(self, self.cfg.n_agents, contacts_only=True)
 
     @property
     def obs_dim(self) -> int:
@@ -160,9 +146,9 @@ class SpreadScenario(FusedScenario):
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
         E, A = self.n_envs, self.n_agents
-        common.spawn_torch(self, env_mask, A)
+        arena.spawn_torch(self, env_mask, A)
         extent = torch.full((), self.landmark_extent, dtype=self.dtype, device=self.landmarks.device)
-        draws = torch.cat(common.env_draws_torch(self, 2 * A), -1).view(E, A, 2)  # landmark l: draws 2 l, 2 l + 1
+        draws = torch.cat(arena.env_draws_torch(self, 2 * A), -1).view(E, A, 2)  # landmark l: draws 2 l, 2 l + 1
         landmarks = (draws * 2.0 - 1.0) * extent
         self.landmarks.copy_(torch.where(env_mask.view(E, 1, 1), landmarks, self.landmarks))
 
@@ -181,7 +167,7 @@ class SpreadScenario(FusedScenario):
     def _landmark_distances(self) -> torch.Tensor:
         """[E, A]: distance of landmark l to its nearest agent [m]."""
         delta = self.landmarks.unsqueeze(2) - self.env.state.pos.unsqueeze(1)  # [E, landmark, agent, 2]
-        return common.norm(delta).min(dim=2).values
+        return arena.norm(delta).min(dim=2).values
 
     def _collisions_torch(self) -> torch.Tensor:
         d2 = self._offsets().square().sum(-1)
@@ -210,11 +196,75 @@ class SpreadScenario(FusedScenario):
 
     # --- fused twin -------------------------------------------------------------------------
 
+    def kernels(self) -> SimpleNamespace:
+        """The bound scenario's kernels (``spread_kernels``): ``agents`` (``agent_kernels``),
+        ``observe`` (the row kernels of fleets of at most ``ROWS_MAX_AGENTS``, else ``None``),
+        ``pair_observe`` (``spread_observe``, larger fleets), ``finish`` and ``reset``."""
+        stepper, register_lists = self.env.stepper, self.plan.register_lists
+        s, k, grid = stepper.scalar, stepper.world.max_neighbors, stepper.neighbor_method == "grid"
+        small = self.saves_final_obs
+        return SimpleNamespace(
+            agents=sk.agent_kernels(s, k, grid, register_lists),
+            observe=sk.row_observe_kernels(s, k, grid, register_lists, self.n_agents) if small else None,
+            pair_observe=None if small else sk.pair_observe_kernel(s),
+            finish=sk.finish_kernel(s, self.n_agents),
+            reset=sk.reset_kernel(s),
+        )
+
     def launch_observe(self, launcher: Launcher, env_mask=None, mode: int = OBSERVE_STEP) -> None:
-        sk.launch_observe(self, launcher, env_mask, mode)
+        """The observation (and, for a step, ``spread_finish``): the row kernels
+        (``rows.observe_kernels``) for fleets of at most ``ROWS_MAX_AGENTS``, else the pair-parallel
+        ``spread_observe`` next to ``spread_agents``.
+
+        The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
+        the neighbor list of every agent it observes.
+        """
+        k = self.kernels()
+        env, world, c, b = self.env, self.world, self.cfg, self.buffers
+        s = env.stepper.scalar
+        state = world.state
+        args = arena.fill(
+            k.agents.AgentArgs(),
+            pos=state.pos, vel=state.vel, landmarks=self._landmarks, nq=world.neighbor_query(),
+            reach=s(2.0 * c.agent_radius), cover_radius=s(self.cover_radius), collision_penalty=s(c.collision_penalty),
+            reward_out=b.reward, landmark_dist_out=self._landmark_dist, covered_out=self._covered,
+            collisions_out=self._collisions,
+        )  # fmt: skip
+        if k.observe is not None:
+            rows.launch_observe_rows(b, launcher, k.observe, args, env_mask, mode)
+        else:
+            per_thread, threads = self.plan.split(self.n_agents)
+            pairs_per_thread, pair_threads = self.plan.split(self.obs_dim // 2)
+            mask = env_mask if env_mask is not None else b.no_mask
+            use_mask = int(env_mask is not None)
+            launcher.launch(
+                k.pair_observe,
+                dim=(self.n_envs, threads, pair_threads),
+                inputs=[state.pos, state.vel, self._landmarks, mask, use_mask, per_thread, pairs_per_thread],
+                outputs=[b.obs, b.non_finite],
+                device=env.device,
+            )
+            launcher.launch(
+                k.agents.spread_agents,
+                dim=(self.n_envs, threads),
+                inputs=[args, mask, use_mask, int(mode), per_thread],
+                device=env.device,
+            )
+        if mode == OBSERVE_STEP:
+            launcher.launch(
+                k.finish,
+                dim=self.n_envs,
+                inputs=[self._landmark_dist, b.episode_args],
+                outputs=[b.reward],
+                device=env.device,
+                block_dim=self.plan.env_block,
+            )
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        sk.launch_reset(self, launcher, env_mask)
+        """The masked ``spread_reset``: spawns, headings and landmarks."""
+        inputs = [self.env.stepper.scalar(self.landmark_extent)]
+        reset = sk.reset_kernel(self.env.stepper.scalar)
+        arena.launch_reset(self, launcher, reset, env_mask, inputs, [self._landmarks])
 
 
 def greedy_actions(env) -> torch.Tensor:
@@ -239,7 +289,7 @@ def greedy_actions(env) -> torch.Tensor:
         target[rows, agent] = landmarks[rows, landmark]
         dist[rows, agent, :] = math.inf
         dist[rows, :, landmark] = math.inf
-    return common.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
+    return arena.seek_velocity(target, pos, env.stepper.dt, sc.cfg.max_speed)
 
 
 register_scenario("spread", SpreadScenario)

@@ -9,8 +9,11 @@
   (landmarks and agents are equally many, so that covers every landmark once, with no atomics).
 * ``spread_finish`` (one thread per env): the shared coverage term and the episode bookkeeping.
 * ``spread_reset`` (one thread per env and spawn cell, masked): spawns and headings
-  (``common.spawn_cell``) and landmarks (``common.env_draw``) from the counter-based RNG, exactly
+  (``spawn_cell``) and landmarks (``env_draw``, both ``arena_funcs.reset_funcs``) from the counter-based RNG, exactly
   the draws of the torch reference.
+
+Each kernel comes from a cached factory keyed by what it compiles for; ``SpreadScenario`` launches
+them with its own arrays.
 """
 
 import functools
@@ -21,9 +24,7 @@ import warp as wp
 from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
 from swarp.runtime import episode, health, rows
-from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import arena as common
-from swarp.scenarios.framework import base
+from swarp.scenarios.framework import arena_funcs, base
 
 #: Fleets up to this size observe through the row kernels (``rows.observe_kernels``: one thread per
 #: agent builds its 4 A + 2 row in registers, stored through a [64, 4 A + 2] shared tile, 25 KB at
@@ -35,21 +36,10 @@ _OBSERVE_STEP = wp.constant(base.OBSERVE_STEP)
 
 
 @functools.cache
-def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, register_lists: bool):
-    """Kernels for one precision, neighbor-list width, backend and layout
-    (``ExecutionPlan.register_lists``), and agent count."""
+def pair_observe_kernel(scalar: type):
+    """``spread_observe`` (one thread per agent and observation pair on the GPU), the observation
+    rows of fleets larger than ``ROWS_MAX_AGENTS``, for one precision."""
     vec2 = vec2_type(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
-    build_list = nbk.build_grid if grid else nbk.build_brute
-    Query = neighbors.query_struct(scalar)
-    Episode = episode.episode_struct(scalar)
-    end_step = episode.funcs(scalar).end_step
-    f = common.reset_funcs(scalar)
-    zero = scalar(0.0)
-    one = scalar(1.0)
-    two = scalar(2.0)
-    big = scalar(1.0e30)
-    fleet_vec = wp.types.vector(fleet_size, scalar)
 
     @wp.func
     def obs_pair(
@@ -103,6 +93,20 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
                 obs_out[env, agent, 2 * pair + 1] = value[1]
                 finite = finite and health.finite(value)
         health.flag_env(non_finite_out, env, finite)
+
+    return spread_observe
+
+
+@functools.cache
+def agent_kernels(scalar: type, max_neighbors: int, grid: bool, register_lists: bool):
+    """``AgentArgs``, ``agent_terms`` (an agent's own work) and ``spread_agents`` (one thread per
+    agent, beside ``spread_observe``) for one precision, neighbor-list width, backend and layout
+    (``ExecutionPlan.register_lists``)."""
+    vec2 = vec2_type(scalar)
+    nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
+    build_list = nbk.build_grid if grid else nbk.build_brute
+    Query = neighbors.query_struct(scalar)
+    big = scalar(1.0e30)
 
     @wp.struct
     class AgentArgs:
@@ -159,6 +163,15 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         for agent in range(first, wp.min(first + agents_per_thread, args.pos.shape[1])):
             agent_terms(args, mode, env, agent)
 
+    return SimpleNamespace(AgentArgs=AgentArgs, agent_terms=agent_terms, spread_agents=spread_agents)
+
+
+@functools.cache
+def row_observe_kernels(scalar: type, max_neighbors: int, grid: bool, register_lists: bool, fleet_size: int):
+    """``observe_agent`` (an agent's work and its row) in ``rows.observe_kernels``, the observation
+    of fleets of at most ``ROWS_MAX_AGENTS``, for ``agent_kernels``' configuration and a fleet size."""
+    agents = agent_kernels(scalar, max_neighbors, grid, register_lists)
+    AgentArgs, agent_terms = agents.AgentArgs, agents.agent_terms
     obs_dim = 4 * fleet_size + 2
     row_type = wp.types.vector(obs_dim, scalar)
 
@@ -187,6 +200,17 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
             row[5 + 2 * fleet_size + 2 * other] = delta[1]
         return row
 
+    return rows.observe_kernels(AgentArgs, observe_agent, scalar, obs_dim)
+
+
+@functools.cache
+def finish_kernel(scalar: type, fleet_size: int):
+    """``spread_finish`` (one thread per env) for one precision and fleet size."""
+    Episode = episode.episode_struct(scalar)
+    end_step = episode.funcs(scalar).end_step
+    zero = scalar(0.0)
+    fleet_vec = wp.types.vector(fleet_size, scalar)
+
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def spread_finish(
         landmark_dist: wp.array2d(dtype=scalar),
@@ -207,6 +231,17 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
         health.flag_env(ep.non_finite, env, finite)
         end_step(ep, env, False)
 
+    return spread_finish
+
+
+@functools.cache
+def reset_kernel(scalar: type):
+    """``spread_reset`` (one thread per env and spawn cell, masked) for one precision."""
+    vec2 = vec2_type(scalar)
+    f = arena_funcs.reset_funcs(scalar)
+    one = scalar(1.0)
+    two = scalar(2.0)
+
     # No FMA contraction: spawn points come out bit for bit as on the CPU and in the torch reference.
     @wp.kernel(enable_backward=False, module="unique", module_options={"fuse_fp": False}, grid_stride=False)
     def spread_reset(spawn: f.Spawn, landmark_extent: scalar, landmarks_out: wp.array2d(dtype=vec2)):
@@ -225,77 +260,4 @@ def kernels(scalar: type, max_neighbors: int, grid: bool, fleet_size: int, regis
                 )
             f.spawn_cell(spawn, key, env, cell)
 
-    observe = None
-    if fleet_size <= ROWS_MAX_AGENTS:
-        observe = rows.observe_kernels(AgentArgs, observe_agent, scalar, obs_dim)
-    return SimpleNamespace(
-        AgentArgs=AgentArgs,
-        observe=observe,
-        spread_observe=spread_observe,
-        spread_agents=spread_agents,
-        spread_finish=spread_finish,
-        spread_reset=spread_reset,
-    )
-
-
-def _kernels_for(sc):
-    stepper = sc.env.stepper
-    k = stepper.world.max_neighbors
-    grid = stepper.neighbor_method == "grid"
-    return kernels(stepper.scalar, k, grid, sc.n_agents, sc.plan.register_lists)
-
-
-def launch_observe(sc, launcher: Launcher, env_mask, mode: int) -> None:
-    """Launch the observation (and, for a step, ``spread_finish``) for the scenario ``sc``: the row
-    kernels (``rows.observe_kernels``) for fleets of at most ``ROWS_MAX_AGENTS``, else the
-    pair-parallel ``spread_observe`` next to ``spread_agents``.
-
-    The world's grid binning (``World.prepare_neighbors``) must have run: the observation builds
-    the neighbor list of every agent it observes.
-    """
-    k = _kernels_for(sc)
-    env, world, c = sc.env, sc.world, sc.cfg
-    s = env.stepper.scalar
-    state = world.state
-    args = common.fill(
-        k.AgentArgs(),
-        pos=state.pos, vel=state.vel, landmarks=sc._landmarks, nq=world.neighbor_query(),
-        reach=s(2.0 * c.agent_radius), cover_radius=s(sc.cover_radius), collision_penalty=s(c.collision_penalty),
-        reward_out=sc.buffers.reward, landmark_dist_out=sc._landmark_dist, covered_out=sc._covered,
-        collisions_out=sc._collisions,
-    )  # fmt: skip
-    if k.observe is not None:
-        rows.launch_observe_rows(sc.buffers, launcher, k.observe, args, env_mask, mode)
-    else:
-        per_thread, threads = sc.plan.split(sc.n_agents)
-        pairs_per_thread, pair_threads = sc.plan.split(sc.obs_dim // 2)
-        mask = env_mask if env_mask is not None else sc.buffers.no_mask
-        use_mask = int(env_mask is not None)
-        launcher.launch(
-            k.spread_observe,
-            dim=(sc.n_envs, threads, pair_threads),
-            inputs=[state.pos, state.vel, sc._landmarks, mask, use_mask, per_thread, pairs_per_thread],
-            outputs=[sc.buffers.obs, sc.buffers.non_finite],
-            device=env.device,
-        )
-        launcher.launch(
-            k.spread_agents,
-            dim=(sc.n_envs, threads),
-            inputs=[args, mask, use_mask, int(mode), per_thread],
-            device=env.device,
-        )
-    if mode == base.OBSERVE_STEP:
-        launcher.launch(
-            k.spread_finish,
-            dim=sc.n_envs,
-            inputs=[sc._landmark_dist, sc.buffers.episode_args],
-            outputs=[sc.buffers.reward],
-            device=env.device,
-            block_dim=sc.plan.env_block,
-        )
-
-
-def launch_reset(sc, launcher: Launcher, env_mask) -> None:
-    """Launch the masked ``spread_reset`` for the scenario ``sc``."""
-    inputs = [sc.env.stepper.scalar(sc.landmark_extent)]
-    common.launch_reset(sc, launcher, _kernels_for(sc).spread_reset, env_mask, inputs, [sc._landmarks])
+    return spread_reset

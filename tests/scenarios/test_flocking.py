@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import swarp
-from swarp.scenarios.framework import arena as common
+from swarp.scenarios.framework import arena
 from tests.support import episode_success_rate, parity_rollout, random_actions, scripted_policy
 
 N_PARITY_STEPS = 40
@@ -130,7 +130,7 @@ def test_scripted_controller_under_acceleration_control(generator):
 def test_track_velocity_rejects_non_holonomic_fleets():
     env = swarp.make("navigation", n_envs=1, device="cpu", model="diff_drive")
     with pytest.raises(NotImplementedError, match="holonomic"):
-        common.track_velocity(env, torch.zeros(1, env.n_agents, 2))
+        arena.track_velocity(env, torch.zeros(1, env.n_agents, 2))
 
 
 @pytest.mark.parametrize(

@@ -37,8 +37,8 @@ def test_small_fleets_observe_through_rows_and_large_ones_through_pairs():
 
     small = swarp.make(NAME, n_envs=2, device="cpu", n_agents=spread_kernels.ROWS_MAX_AGENTS)
     large = swarp.make(NAME, n_envs=2, device="cpu", n_agents=spread_kernels.ROWS_MAX_AGENTS + 1, world_size=2.0)
-    assert spread_kernels._kernels_for(small.scenario).observe is not None and small.scenario.saves_final_obs
-    assert spread_kernels._kernels_for(large.scenario).observe is None and not large.scenario.saves_final_obs
+    assert small.scenario.kernels().observe is not None and small.scenario.saves_final_obs
+    assert large.scenario.kernels().observe is None and not large.scenario.saves_final_obs
 
 
 def test_reward_and_info_follow_their_definition():

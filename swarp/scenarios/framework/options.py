@@ -1,5 +1,6 @@
 """Scenario options: typed, validated dataclass fields (``OptionChecker``), and the options every
-arena scenario of the library shares (``ArenaConfig``). An unknown or ill-typed option is an error
+arena scenario of the library shares (``ArenaConfig``; ``ArenaWorldConfig``, its world alone, for
+those that observe no neighbors). An unknown or ill-typed option is an error
 that names it."""
 
 import math
@@ -58,13 +59,26 @@ class OptionChecker:
         if value not in NEIGHBOR_METHODS:
             self.fail(f"{name} must be one of {', '.join(NEIGHBOR_METHODS)}, got {value!r}")
 
-    def arena(self) -> None:
-        """The options every arena scenario of the library shares (see ``arena_world``)."""
-        self.int("n_agents", 1, 2000)
-        self.int("obs_neighbors", 0)
+    def world(self, max_agents: int) -> None:
+        """The options of an arena's world (``ArenaWorldConfig``), with at most ``max_agents`` agents."""
+        self.neighbor_method()
+        self.int("n_agents", 1, max_agents)
         self.int("substeps", 1)
         self.int("max_steps", 1)
         self.int("max_neighbors", 1)
+        for name in ("world_size", "agent_radius", "max_speed", "dt"):
+            self.number(name)
+
+    def arena(self) -> None:
+        """The options every arena scenario of the library shares (see ``arena_world``);
+        ``max_neighbors`` may be ``None`` where the config's ``max_neighbors_optional`` says so."""
+        optional_width = getattr(self.cfg, "max_neighbors_optional", False) and self.cfg.max_neighbors is None
+        self.int("n_agents", 1, self.cfg.max_agents)
+        self.int("obs_neighbors", 0)
+        self.int("substeps", 1)
+        self.int("max_steps", 1)
+        if not optional_width:
+            self.int("max_neighbors", 1)
         for name in ("world_size", "agent_radius", "max_speed", "obs_range", "dt"):
             self.number(name)
         self.number("collision_penalty", allow_zero=True)
@@ -72,7 +86,8 @@ class OptionChecker:
             self.int("spawn_cells", 1)
         self.ctrl_mode()
         self.neighbor_method()
-        self.neighbors()
+        if not optional_width:
+            self.neighbors()
 
     def neighbors(self, obs_name: str = "obs_neighbors", width_name: str = "max_neighbors") -> None:
         """The neighbor-list width holds at least the observed neighbors."""
@@ -82,49 +97,74 @@ class OptionChecker:
 
 
 @dataclass(frozen=True)
-class ArenaConfig:
-    """Options every arena scenario of the library shares (SI units); each scenario's config
-    subclasses it, overriding defaults and adding its own options.
+class ArenaWorldConfig:
+    """The options of an arena's world alone (SI units): what a scenario of the arena that observes
+    no neighbors (spread, sampling) shares with ``ArenaConfig``; its config subclasses it, overriding
+    defaults and adding its own options (such a scenario fixes ``ctrl_mode`` and ``spawn_cells``,
+    which ``arena_world`` reads, as class attributes).
 
     Attributes:
-        n_agents: Agents per env.
+        n_agents: Agents per env (at most ``max_agents``).
         world_size: Half-size L [m] of the square arena ``[-L, L]^2`` (soft walls).
         agent_radius: Agent radius [m].
         max_speed: Speed limit [m/s].
-        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
-        obs_neighbors: k, the nearest other agents in each observation.
-        obs_range: Sensing range [m] for the neighbor observation.
-        collision_penalty: Penalty per overlapping agent per step (>= 0).
-        spawn_cells: Cells per side of the spawn grid (default: chosen from the points to place).
         dt: Step length [s].
         substeps: Physics substeps per step.
         max_steps: Episode length [steps].
-        max_neighbors: Neighbor-list width K (>= obs_neighbors).
+        max_neighbors: Width of the world's neighbor lists (contacts only).
         neighbor_method: How the neighbor lists are found: ``brute``, ``grid`` or ``auto``
             (``swarp.runtime.plan.choose_neighbor_method``). Same lists either way.
     """
 
-    #: Scenario name in option error messages.
+    #: Scenario name in option error messages, and its most agents per env.
     scenario_name: ClassVar[str] = "arena"
+    max_agents: ClassVar[int] = 256
 
     n_agents: int = 4
     world_size: float = 1.0
     agent_radius: float = 0.05
     max_speed: float = 1.0
+    dt: float = 0.1
+    substeps: int = 1
+    max_steps: int = 200
+    max_neighbors: int = 8
+    neighbor_method: str = "auto"
+
+    def __post_init__(self) -> None:
+        self.checker().world(self.max_agents)
+
+    def checker(self) -> OptionChecker:
+        """An ``OptionChecker`` for this config's further options."""
+        return OptionChecker(self, self.scenario_name)
+
+
+@dataclass(frozen=True)
+class ArenaConfig(ArenaWorldConfig):
+    """Options every arena scenario of the library shares (SI units); each scenario's config
+    subclasses it, overriding defaults and adding its own options.
+
+    The world's options are ``ArenaWorldConfig``'s (at most 2000 agents here), and:
+
+    Attributes:
+        max_neighbors: Neighbor-list width K (>= obs_neighbors).
+        ctrl_mode: ``velocity`` or ``acceleration`` (holonomic agents).
+        obs_neighbors: k, the nearest other agents in each observation.
+        obs_range: Sensing range [m] for the neighbor observation.
+        collision_penalty: Penalty per overlapping agent per step (>= 0).
+        spawn_cells: Cells per side of the spawn grid (default: chosen from the points to place).
+    """
+
+    scenario_name: ClassVar[str] = "arena"
+    max_agents: ClassVar[int] = 2000
+    #: Whether ``max_neighbors`` may be ``None`` (the scenario then picks the width).
+    max_neighbors_optional: ClassVar[bool] = False
+
+    max_neighbors: int = 16
     ctrl_mode: str = "velocity"
     obs_neighbors: int = 3
     obs_range: float = 0.5
     collision_penalty: float = 1.0
     spawn_cells: int | None = None
-    dt: float = 0.1
-    substeps: int = 1
-    max_steps: int = 200
-    max_neighbors: int = 16
-    neighbor_method: str = "auto"
 
     def __post_init__(self) -> None:
         self.checker().arena()
-
-    def checker(self) -> OptionChecker:
-        """An ``OptionChecker`` for this config's further options."""
-        return OptionChecker(self, self.scenario_name)
