@@ -215,8 +215,6 @@ class NavigationScenario(FusedScenario):
         E, A, dev, scalar = self.n_envs, self.n_agents, self.device, env.stepper.scalar
         #: The Warp arrays of the kernels (``NavigationArrays``).
         self.arrays = NavigationArrays.zeros(E, A, scalar, dev)
-        # The fused step end (navigation_step_end) reads these two by their former names.
-        self._goals, self._prev_dist = self.arrays.goals, self.arrays.prev_dist
         self.goals = wp.to_torch(self.arrays.goals)
         self.prev_dist = wp.to_torch(self.arrays.prev_dist)
         # The reset's lookup tables, made here, outside any capture (variants with their own reset

@@ -269,9 +269,9 @@ class NavigationStepEnd(StepEndHooks):
         sc = self.sc
         self.ahead = AheadStarts(sc)
         self.marks = marks
-        # The live goals and reward memory, through the scenario's public torch views (same memory).
-        self.goals = wp.from_torch(sc.goals, dtype=vec2_type(sc.env.stepper.scalar))
-        self.prev_dist = wp.from_torch(sc.prev_dist)
+        # The live goals and reward memory: the scenario's own arrays.
+        self.goals = sc.arrays.goals
+        self.prev_dist = sc.arrays.prev_dist
 
     def launch_prepare(self, launcher: Launcher, env_mask: wp.array, streams) -> None:
         sc, ahead = self.sc, self.ahead
