@@ -55,30 +55,33 @@ s33)
   # its own, then ptxas -v), then what reset-ahead buys at the shapes the plan chooses it, alone.
   # PART=b: the renovation's A/B against 1700cc2, interleaved rounds, alone on the GPU.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  if [ "${PART:-a}" = a ]; then
+  # PART=all: both in one call under these limits (the A/B's later commands may be cut).
+  if [ "${PART:-a}" != b ]; then
     (timeout ${SUITE_LIMIT:-400} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
      echo "pytest exit $?" >> "$out/tests_gpu.log") &
     compile_all="-m swarp.benchmark.scenarios --devices cuda:0 --shapes 256x4 --modes graph --models default diff_drive drone --lidar-rays 0 16 --iters 2 --repeats 1"
     for tree in base new; do
       src=$PWD; [ $tree = base ] && src=$PWD/.ab/base
-      PYTHONPATH="$src:$PYTHONPATH" WARP_CACHE_PATH=/tmp/wc_$tree timeout 300 $py tools/ptxas_spills.py --compile -- \
+      PYTHONPATH="$src:$PYTHONPATH" WARP_CACHE_PATH=/tmp/wc_$tree timeout ${SPILL_LIMIT:-300} $py tools/ptxas_spills.py --compile -- \
         $compile_all > "$out/ptx_$tree.log" 2>&1
       grep -c "" "$out/ptx_$tree.log" > /dev/null; find /tmp/wc_$tree -name "*.ptx" | wc -l
     done
     $py tools/ptxas_spills.py /tmp/wc_base /tmp/wc_new 2>&1 | tee "$out/spills.log" | head -40
     wait
     tail -4 "$out/tests_gpu.log"
-    VARIANTS="ahead:SRC=. split:SRC=.,PLANARG=--plan,PLANVAL=reset_ahead=False" ROUNDS=2 timeout ${AB_LIMIT:-200} \
+    VARIANTS="ahead:SRC=. split:SRC=.,PLANARG=--plan,PLANVAL=reset_ahead=False" ROUNDS=${AHEAD_ROUNDS:-2} timeout ${AHEAD_LIMIT:-200} \
       bash tools/device_ab.sh "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 4 8 16 --iters 200 --repeats 3 \${PLANARG:-} \${PLANVAL:-}" \
       2>&1 | grep -v "^Module\|^Warp" | tee "$out/reset_ahead.log"
-  else
+    mv "$out/ab.log" "$out/ab_reset_ahead.log"
+  fi
+  if [ "${PART:-a}" != a ]; then
     VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-560} bash tools/device_ab.sh \
       "$py -m swarp.benchmark.throughput --envs 1024 4096 16384 --agents 3 16 64 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --envs 262144 --agents 3 16 64 --iters 40 --repeats 3" \
       "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3" \
       "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 200 --repeats 3" \
       "$py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
+      "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" \
+      "$py -m swarp.benchmark.throughput --envs 262144 --agents 3 16 64 --iters 40 --repeats 3" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
     grep -v "^Module\|^Warp" "$out/ab.log" | tail -120
   fi
   ;;
