@@ -244,12 +244,13 @@ class Environment(ParameterMethods, Snapshotting):
         """
         self._check_open("step")
         self._check_no_pending_send("step")
-        self.stepper.check_actions(actions, self.n_envs)
+        core = self.core  # read once: the step is the hot path, and the facade's fields are descriptors
+        core.stepper.check_actions(actions, core.n_envs)
         if actions.requires_grad and torch.is_grad_enabled():
             if self.launches.shards is not None:
                 self.launches.shards.mark_dirty()  # it writes the rows here, then resets through the shards
             return grad.grad_step(self, actions)
-        self.world.actions.copy_(actions)
+        core.world.actions.copy_(actions)
         self.launches.run_step()
         return self.outputs()
 
@@ -288,10 +289,11 @@ class Environment(ParameterMethods, Snapshotting):
     def outputs(self) -> tuple:
         """``(obs, reward, terminated, truncated, info)``: what ``step`` returns, from the output
         buffers as they are (clones with ``clone_outputs``)."""
-        tensors = (self.obs, self.reward, self.terminated, self.truncated)
-        if self.clone_outputs:
-            return (*(t.clone() for t in tensors), {k: v.clone() for k, v in self.info.items()})
-        return (*tensors, self.info)
+        core = self.core
+        tensors = (core.obs, core.reward, core.terminated, core.truncated)
+        if core.clone_outputs:
+            return (*(t.clone() for t in tensors), {k: v.clone() for k, v in core.info.items()})
+        return (*tensors, core.info)
 
     def _check_open(self, what: str) -> None:
         if self.closed:
