@@ -159,23 +159,23 @@ class AsyncStep:
         env = self.env
         if self.pending:
             raise RuntimeError("send() was called twice without recv(): receive the pending step first")
-        env.stepper.check_actions(actions, env.n_envs)
+        env.action_input.check(actions)
         if actions.requires_grad and torch.is_grad_enabled():
             raise RuntimeError("send()/recv() steps are not differentiable: detach the actions or use step()")
         if self.cuda and not self.side_stream:
-            env.world.actions.copy_(actions)
+            env.action_input.buffer.copy_(actions)
             env.launches.run_step()
         elif self.cuda:
             self._stream.wait_stream(torch.cuda.current_stream(env.torch_device))
             with torch.cuda.stream(self._stream):
-                env.world.actions.copy_(actions)
+                env.action_input.buffer.copy_(actions)
                 env.launches.run_step()
                 self._done.record(self._stream)
             # The caller may free its action tensor right away: keep its memory until the copy ran.
             actions.record_stream(self._stream)
         else:
             # Copy now, so the caller may overwrite its action tensor while the step runs.
-            env.world.actions.copy_(actions)
+            env.action_input.buffer.copy_(actions)
             env.launches.prepare_step()  # capture on this thread: never two captures at once
             self.last_threaded = self.placement.next(self.step_time_s)
             if self.last_threaded:

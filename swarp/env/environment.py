@@ -30,6 +30,7 @@ import warp as wp
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import stream_key_torch
 from swarp.env import grad
+from swarp.env.action_input import ActionInput
 from swarp.env.core import PUBLIC, CoreField, EnvCore
 from swarp.env.launches import Launches
 from swarp.env.options import MAX_GLOBAL_ENVS, EnvOptions, check_seed
@@ -131,12 +132,15 @@ class Environment(ParameterMethods, Snapshotting):
         randomize_params: ParamRandomization | dict | None = None,
         plan: ExecutionPlan | Mapping[str, Any] | None = None,
         cpu_threads: int | None = None,
+        action_space: str = "continuous",
+        action_nvec: int | tuple[int, ...] | None = None,
     ):
         options = EnvOptions.check(
             scenario, n_envs=n_envs, device=device, seed=seed, auto_reset=auto_reset, max_steps=max_steps,
             fused=fused, use_graph=use_graph, clone_outputs=clone_outputs, dtype=dtype, env_offset=env_offset,
             lidar_rays=lidar_rays, lidar_range=lidar_range, per_env_params=per_env_params,
-            randomize_params=randomize_params, plan=plan, cpu_threads=cpu_threads,
+            randomize_params=randomize_params, plan=plan, cpu_threads=cpu_threads, action_space=action_space,
+            action_nvec=action_nvec,
         )  # fmt: skip
         #: The scenario as given (before ``make_world`` and ``bind``): what pickles and copies rebuild from.
         self.scenario_as_given = options.scenario_as_given
@@ -144,8 +148,9 @@ class Environment(ParameterMethods, Snapshotting):
         self.rebuild_kwargs = options.rebuild_kwargs
         self.core = EnvCore(scenario, options)
         self.parameters = AgentParameters(self.core, options.per_env_params)
+        self.action_input = ActionInput(self.core, options.action_space, options.action_nvec)
         self.core.bind(self)  # the scenario binds to the facade: everything above is shown
-        stages = Stages(self.core, self.parameters)
+        stages = Stages(self.core, self.parameters, self.action_input)
         self.launches = Launches(self, self.core, stages, make_step_end(self.core, stages))
         self.snapshots = Snapshots(self.core, self.parameters)
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -173,8 +178,15 @@ class Environment(ParameterMethods, Snapshotting):
 
     @property
     def act_dim(self) -> int:
-        """Action width: the largest action arity over the fleet."""
-        return self.stepper.act_dim
+        """Columns of the actions ``step`` takes: the largest action arity over the fleet
+        (continuous and multidiscrete), 1 (discrete)."""
+        return self.action_input.space.width
+
+    @property
+    def action_space(self):
+        """The ``swarp.core.spaces.ActionSpace``: its ``kind``, ``nvec`` and ``heads`` (the choices
+        of each column ``step`` takes)."""
+        return self.action_input.space
 
     @property
     def graph_mode(self) -> bool:
@@ -232,7 +244,9 @@ class Environment(ParameterMethods, Snapshotting):
         Args:
             actions: [E, A, act_dim] tensor of the sim dtype on the sim device, physical units
                 (see ``action_bounds``; values outside are clamped, non-finite ones act as 0 and
-                raise ``invalid_actions()``).
+                raise ``invalid_actions()``). With discrete ``action_space``: [E, A, act_dim]
+                integer indices (``action_space.heads`` choices per column); an out-of-range one
+                acts as 0 and raises ``invalid_actions()``.
 
         Returns:
             ``(obs [E, A, obs_dim], reward [E, A], terminated [E] bool, truncated [E] bool, info)``.
@@ -245,12 +259,13 @@ class Environment(ParameterMethods, Snapshotting):
         self._check_open("step")
         self._check_no_pending_send("step")
         core = self.core  # read once: the step is the hot path, and the facade's fields are descriptors
-        core.stepper.check_actions(actions, core.n_envs)
+        action_input = self.action_input
+        action_input.check(actions)
         if actions.requires_grad and torch.is_grad_enabled():
             if self.launches.shards is not None:
                 self.launches.shards.mark_dirty()  # it writes the rows here, then resets through the shards
             return grad.grad_step(self, actions)
-        core.world.actions.copy_(actions)
+        action_input.buffer.copy_(actions)
         self.launches.run_step()
         return self.outputs()
 

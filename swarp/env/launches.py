@@ -55,6 +55,7 @@ class Launches:
     def step(self, launcher: Launcher) -> None:
         """The launches of one fused step, in order."""
         core, stages, end = self.core, self.stages, self.step_end
+        stages.decode_actions(launcher)
         end.begin_step(launcher)
         core.world.simulate(launcher, rebuild_neighbors=not core.scenario.builds_neighbors)
         # The lidar columns go first, so rows are whole when finished envs save them to final_obs.

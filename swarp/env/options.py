@@ -18,6 +18,7 @@ import torch
 
 from swarp.core.params import ParamRandomization
 from swarp.core.precision import resolve_device
+from swarp.core.spaces import ACTION_SPACES
 from swarp.runtime.plan import ExecutionPlan
 from swarp.scenarios.framework.base import Scenario, WorldSpec
 from swarp.sensors.lidar import LidarConfig
@@ -75,6 +76,8 @@ class EnvOptions:
         lidar: The ``LidarConfig``, or ``None`` without lidar.
         randomization: The ``ParamRandomization``, or ``None``.
         per_env_params: Resolved (``randomize_params`` implies it).
+        action_space, action_nvec: As given (``swarp.core.spaces.ActionSpace.build`` checks the
+            levels against the fleet's action width).
         rebuild_kwargs: The constructor's keyword arguments, checked and resolved: what a pickle or
             a copy rebuilds the environment from.
         scenario_as_given: A shallow copy of the scenario as given, before ``make_world`` and
@@ -97,6 +100,8 @@ class EnvOptions:
     lidar_rays: int
     randomization: ParamRandomization | None
     per_env_params: bool
+    action_space: str
+    action_nvec: Any
     plan: ExecutionPlan | Mapping[str, Any] | None
     rebuild_kwargs: dict[str, Any]
     scenario_as_given: Scenario
@@ -125,6 +130,8 @@ class EnvOptions:
         if randomization is not None and not isinstance(randomization, ParamRandomization):
             randomization = ParamRandomization(randomization)
         per_env_params = k["per_env_params"] or randomization is not None
+        if k["action_space"] not in ACTION_SPACES:
+            raise ValueError(f"action_space must be one of {', '.join(ACTION_SPACES)}, got {k['action_space']!r}")
         if fused not in (True, False, "auto"):
             raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
         if fused is True and not scenario.fused_available:
@@ -162,6 +169,8 @@ class EnvOptions:
             lidar_rays=lidar_rays,
             randomization=randomization,
             per_env_params=per_env_params,
+            action_space=k["action_space"],
+            action_nvec=k["action_nvec"],
             plan=plan,
             rebuild_kwargs=rebuild,
             scenario_as_given=as_given,

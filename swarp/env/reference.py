@@ -66,6 +66,7 @@ def observations(env: Environment) -> torch.Tensor:
 def torch_step(env: Environment, capturing: bool = False) -> None:
     """One no-grad step of the torch reference from the action buffer, writing the output buffers;
     ``capturing``: the physics launches go into an open capture (no recorded replay)."""
+    env.action_input.decode_torch()
     if capturing:
         env.world.simulate(EAGER)
     else:

@@ -1,0 +1,171 @@
+"""Action spaces: what ``Environment.step`` takes and how it becomes the physical command.
+
+Every scenario's physics consumes a physical command ``[E, A, D]`` (``D``: the fleet's widest
+action arity, ``swarp.core.config``). An ``ActionSpace`` says what a policy hands ``step`` instead:
+
+* ``continuous``: the physical command itself, ``[E, A, D]`` floats (clamped by the kernels);
+* ``discrete``: one index per agent, ``[E, A, 1]`` int64 in ``[0, prod(nvec))``, the flat index
+  of the multi-discrete choice (the first column most significant);
+* ``multidiscrete``: one index per physical column, ``[E, A, D]`` int64, column ``d`` in
+  ``[0, nvec[d])``.
+
+Discrete levels follow VMAS 1.5.2 (``Environment._set_action``): column ``d`` with ``n`` levels
+maps level ``l`` to ``low + l / (n - 1) * (high - low)`` over the agent's physical box
+(``Model.action_bounds``); for odd ``n`` index 0 is the middle level (no command on a symmetric
+box, VMAS's "stay") and indices ``1 .. n // 2`` are levels ``0 .. n // 2 - 1``. On VMAS's
+symmetric boxes ``[-u, u]`` this is VMAS's ``l / (n - 1) * 2u - u`` to the bit. Columns an agent
+does not use have the box ``(0, 0)`` and decode to 0. An index out of range makes the agent's
+whole command 0 and raises the environment's ``invalid_actions()`` flag, as a non-finite
+continuous action does.
+
+``decode_torch`` is the torch reference of the decode; ``swarp.runtime.actions`` is its Warp twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import torch
+
+#: The kinds of action space, by name.
+ACTION_SPACES = ("continuous", "discrete", "multidiscrete")
+#: The integer dtypes ``step`` takes for discrete kinds (copied into an int64 buffer, exactly).
+INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionSpace:
+    """An environment's action space (see the module docstring).
+
+    Attributes:
+        kind: ``"continuous"``, ``"discrete"`` or ``"multidiscrete"``.
+        physical_dim: D, the width of the physical command the kernels read.
+        nvec: Levels of each physical column (discrete kinds; ``()`` when continuous).
+    """
+
+    kind: str
+    physical_dim: int
+    nvec: tuple[int, ...] = ()
+
+    @classmethod
+    def build(cls, kind: str, nvec: int | Sequence[int] | None, physical_dim: int) -> ActionSpace:
+        """The space of ``kind`` over a ``physical_dim``-wide command; ``nvec``: levels per
+        column, an int for every column (``None``: 3, VMAS's default) or one int >= 2 per column.
+
+        Raises:
+            ValueError: an unknown kind, or ``nvec`` of the wrong length or with a level count < 2.
+            TypeError: ``nvec`` is neither an int nor a sequence of ints.
+        """
+        if kind not in ACTION_SPACES:
+            raise ValueError(f"action_space must be one of {', '.join(ACTION_SPACES)}, got {kind!r}")
+        if kind == "continuous":
+            if nvec is not None:
+                raise ValueError("action_nvec applies to discrete action spaces; action_space is 'continuous'")
+            return cls(kind, physical_dim)
+        levels = 3 if nvec is None else nvec
+        if _is_int(levels):
+            levels = (levels,) * physical_dim
+        if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence):
+            raise TypeError(f"action_nvec must be an int or a sequence of ints, got {nvec!r}")
+        levels = tuple(levels)
+        if len(levels) != physical_dim or not all(_is_int(n) and n >= 2 for n in levels):
+            raise ValueError(
+                f"action_nvec must give {physical_dim} level counts (one per action column), each an int "
+                f">= 2, got {nvec!r}"
+            )
+        return cls(kind, physical_dim, tuple(int(n) for n in levels))
+
+    @property
+    def discrete(self) -> bool:
+        """Whether ``step`` takes indices (``discrete`` or ``multidiscrete``)."""
+        return self.kind != "continuous"
+
+    @property
+    def width(self) -> int:
+        """Columns of the actions ``step`` takes: D, 1 (``discrete``) or D (``multidiscrete``)."""
+        return 1 if self.kind == "discrete" else self.physical_dim
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        """Choices of each column ``step`` takes: ``(prod(nvec),)`` (``discrete``), ``nvec``
+        (``multidiscrete``), ``()`` when continuous."""
+        if self.kind == "discrete":
+            return (math.prod(self.nvec),)
+        return self.nvec
+
+    def check(self, actions: torch.Tensor, n_envs: int, n_agents: int, device: torch.device, float_dtype, name: str):
+        """Raise a clear error unless ``actions`` is a ``[n_envs, n_agents, width]`` tensor on
+        ``device`` of ``float_dtype`` (continuous) or an integer dtype (discrete kinds). Values are
+        not read here (no host sync): out-of-range indices raise the device-side flag."""
+        if not isinstance(actions, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(actions).__name__}")
+        expected = (n_envs, n_agents, self.width)
+        if tuple(actions.shape) != expected:
+            what = {"continuous": "act_dim", "discrete": "1", "multidiscrete": "len(nvec)"}[self.kind]
+            kind = "" if self.kind == "continuous" else f" for {self.kind} actions"
+            raise ValueError(
+                f"{name} must have shape [n_envs, n_agents, {what}] = {list(expected)}{kind}, got {list(actions.shape)}"
+            )
+        if self.discrete:
+            if actions.dtype not in INDEX_DTYPES:
+                raise TypeError(
+                    f"{name} must be integer indices (torch.int64 or another integer dtype) for {self.kind} "
+                    f"actions, got {actions.dtype}"
+                )
+        elif actions.dtype != float_dtype:
+            raise TypeError(f"{name} must have dtype {float_dtype}, got {actions.dtype}")
+        if actions.device != device:
+            raise ValueError(f"{name} must be on device {device}, got {actions.device}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def column_indices(space: ActionSpace, indices: torch.Tensor) -> torch.Tensor:
+    """Per-column indices [E, A, D] int64 of ``indices`` [E, A, width] (a flat discrete index split
+    into its columns, the first most significant; out-of-range flat indices split as they fall)."""
+    if space.kind == "multidiscrete":
+        return indices.long()
+    flat = indices[..., 0].long()
+    columns = []
+    for d in range(space.physical_dim):
+        stride = math.prod(space.nvec[d + 1 :])
+        columns.append(torch.div(flat, stride, rounding_mode="floor"))
+        flat = flat - columns[-1] * stride
+    return torch.stack(columns, dim=-1)
+
+
+def decode_torch(
+    space: ActionSpace, indices: torch.Tensor, low: torch.Tensor, high: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The torch reference of the decode (module docstring).
+
+    Args:
+        space: A discrete ``ActionSpace``.
+        indices: [E, A, width] integer indices.
+        low, high: [A, D] the physical box (``Model.action_bounds``), in the sim dtype.
+
+    Returns:
+        ``(command [E, A, D] in low's dtype, bad [E, A] bool)``: the physical command (0 for an
+        agent with an out-of-range index) and which agents had one.
+    """
+    nvec = torch.tensor(space.nvec, device=indices.device)
+    if space.kind == "discrete":
+        flat = indices[..., 0].long()
+        bad = (flat < 0) | (flat >= math.prod(space.nvec))
+        index = column_indices(space, indices)
+    else:
+        index = indices.long()
+        bad = ((index < 0) | (index >= nvec)).any(dim=-1)
+    half = nvec // 2
+    odd = nvec % 2 == 1
+    level = torch.where(odd & (index == 0), half, torch.where(odd & (index <= half), index - 1, index))
+    fraction = level.to(low.dtype) / (nvec - 1).to(low.dtype)
+    command = low + fraction * (high - low)
+    return torch.where(bad.unsqueeze(-1), torch.zeros_like(command), command), bad
+
+
+__all__ = ["ACTION_SPACES", "INDEX_DTYPES", "ActionSpace", "column_indices", "decode_torch"]
