@@ -258,8 +258,7 @@ class Environment(ParameterMethods, Snapshotting):
         """
         self._check_open("step")
         self._check_no_pending_send("step")
-        core = self.core  # read once: the step is the hot path, and the facade's fields are descriptors
-        action_input = self.action_input
+        action_input = self.action_input  # read once: the step is the hot path
         action_input.check(actions)
         if actions.requires_grad and torch.is_grad_enabled():
             if self.launches.shards is not None:
