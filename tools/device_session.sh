@@ -6,7 +6,7 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s34, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 s32)
@@ -48,6 +48,21 @@ s32)
   (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
   [ -n "${SKIP_AB:-}" ] || [ "${PART:-all}" = a ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
+  ;;
+s34)
+  # Issue 57: what discrete and multi-discrete actions cost against continuous ones (the decode is one
+  # launch inside the step graph), then the continuous path against the tree issue 57 started from
+  # (carry .ab/base57: git archive 6defeb3 swarp), interleaved rounds, alone on the GPU.
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=${ROUNDS:-2} \
+    timeout ${DISC_LIMIT:-240} bash tools/device_ab.sh \
+    "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 300 --repeats 3 --option action_space=\$AS" \
+    2>&1 | grep -v "^Module\|^Warp" > /dev/null
+  mv "$out/ab.log" "$out/ab_discrete.log"; grep -v "^Module\|^Warp" "$out/ab_discrete.log" | tail -60
+  [ -d .ab/base57 ] && VARIANTS="base57:SRC=.ab/base57 new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${BASE_LIMIT:-200} \
+    bash tools/device_ab.sh "$py -m swarp.benchmark.throughput --envs 4096 --agents 3 16 --iters 300 --repeats 3" \
+    "$py -m swarp.benchmark.throughput --envs 16384 --agents 16 --iters 300 --repeats 3" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
+  [ -f "$out/ab.log" ] && mv "$out/ab.log" "$out/ab_base57.log" && grep -v "^Module\|^Warp" "$out/ab_base57.log" | tail -40
   ;;
 s33)
   # Issue 56 over two calls (carry .ab/base: git archive 1700cc2 swarp). PART=a: the GPU suite in one

@@ -7,6 +7,7 @@
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 0 32       # lidar cost
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --scenario drone_navigation  # 6-DOF drones
     python -m swarp.benchmark.throughput --envs 4096 --agents 16 --per-env-params off on random  # per-env params
+    python -m swarp.benchmark.throughput --envs 4096 --agents 16 --option action_space=discrete  # discrete actions
 
 Each cell times ``env.step(actions)`` on a scenario (default navigation, with neighbor observations) with the given
 flags, after a warm-up that compiles kernels and records or captures the step; the figure is the
@@ -82,9 +83,13 @@ def make_env(
 
 
 def random_actions(env: swarp.Environment, seed: int = 1) -> torch.Tensor:
-    """Fixed random actions inside ``env.action_bounds``: [E, A, act_dim], the env's dtype and device."""
+    """Fixed random actions inside ``env.action_bounds``: [E, A, act_dim], the env's dtype and device
+    (with a discrete ``action_space``: [E, A, act_dim] int64 indices, each column uniform over its choices)."""
     low, high = env.action_bounds
     gen = torch.Generator(device="cpu").manual_seed(seed)
+    if env.action_space.discrete:
+        columns = [torch.randint(0, n, (env.n_envs, env.n_agents), generator=gen) for n in env.action_space.heads]
+        return torch.stack(columns, dim=-1).to(env.torch_device)
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
     return (low + (high - low) * u).contiguous()
 
