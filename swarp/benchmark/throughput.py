@@ -88,8 +88,7 @@ def random_actions(env: swarp.Environment, seed: int = 1) -> torch.Tensor:
     low, high = env.action_bounds
     gen = torch.Generator(device="cpu").manual_seed(seed)
     if env.action_space.discrete:
-        columns = [torch.randint(0, n, (env.n_envs, env.n_agents), generator=gen) for n in env.action_space.heads]
-        return torch.stack(columns, dim=-1).to(env.torch_device)
+        return env.action_space.sample(env.n_envs, env.n_agents, gen).to(env.torch_device)
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=gen, dtype=env.dtype).to(env.torch_device)
     return (low + (high - low) * u).contiguous()
 

@@ -95,6 +95,15 @@ class ActionSpace:
             return (math.prod(self.nvec),)
         return self.nvec
 
+    def sample(self, n_envs: int, n_agents: int, generator: torch.Generator) -> torch.Tensor:
+        """[n_envs, n_agents, width] int64 indices on ``generator``'s device, each column uniform over
+        its choices (discrete kinds only)."""
+        if not self.discrete:
+            raise ValueError("sample() draws indices of a discrete action space; this one is continuous")
+        device = generator.device
+        columns = [torch.randint(0, n, (n_envs, n_agents), generator=generator, device=device) for n in self.heads]
+        return torch.stack(columns, dim=-1)
+
     def check(self, actions: torch.Tensor, n_envs: int, n_agents: int, device: torch.device, float_dtype, name: str):
         """Raise a clear error unless ``actions`` is a ``[n_envs, n_agents, width]`` tensor on
         ``device`` of ``float_dtype`` (continuous) or an integer dtype (discrete kinds). Values are

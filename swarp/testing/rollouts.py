@@ -15,7 +15,11 @@ PARITY_ATOL = 1e-5
 
 def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
     """[E, A, act_dim] uniform random actions of the env's dtype and device, ``overshoot`` (a share
-    of the box's width) beyond the action bounds on both sides, so clamping acts."""
+    of the box's width) beyond the action bounds on both sides, so clamping acts. With a discrete
+    ``action_space``: [E, A, act_dim] int64 indices, uniform over each column's choices (no overshoot:
+    an index out of range is an invalid action)."""
+    if env.action_space.discrete:
+        return env.action_space.sample(env.n_envs, env.n_agents, generator).to(env.torch_device)
     low, high = (b.cpu() for b in env.action_bounds)
     u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
     return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)

@@ -212,3 +212,30 @@ def test_cpu_and_device_agree(device, kind):
             env.step(indices.to(env.torch_device))
         torch.testing.assert_close(envs[1].world.actions.cpu(), envs[0].world.actions, atol=1e-6, rtol=0)
         assert bool(envs[0].invalid_actions()) == bool(envs[1].invalid_actions())
+
+
+def test_pool_distributed_shard_and_testing_helpers():
+    """An EnvPool of discrete groups, a distributed shard, and swarp.testing's random actions and
+    scenario contract all take the space."""
+    from swarp.distributed import make_shard
+    from swarp.testing import random_actions
+
+    pool = swarp.make("navigation", n_envs=4, batch_size=2, device="cpu", seed=0, action_space="discrete")
+    generator = torch.Generator().manual_seed(0)
+    pool.async_reset()
+    space, n_agents = pool.groups[0].action_space, pool.groups[0].n_agents
+    for _ in range(4):
+        obs, reward, terminated, truncated, info = pool.recv()
+        pool.send(space.sample(2, n_agents, generator), info["env_id"])
+    pool.recv()
+    with pytest.raises(TypeError, match="integer indices"):
+        pool.send(torch.zeros(2, n_agents, 1))
+    pool.send(space.sample(2, n_agents, generator))  # the group still awaits its actions
+    assert not any(bool(group.invalid_actions()) for group in pool.groups)
+    shard = make_shard("navigation", 8, device="cpu", action_space="multidiscrete", action_nvec=5)
+    assert shard.action_space.heads == (5, 5)
+    indices = random_actions(shard, torch.Generator().manual_seed(1))
+    assert indices.dtype == torch.int64 and indices.shape == (shard.n_envs, shard.n_agents, 2)
+    assert int(indices.min()) >= 0 and int(indices.max()) <= 4 and len(indices.unique()) > 1
+    shard.step(indices)
+    assert not bool(shard.invalid_actions())
