@@ -177,4 +177,30 @@ def decode_torch(
     return torch.where(bad.unsqueeze(-1), torch.zeros_like(command), command), bad
 
 
-__all__ = ["ACTION_SPACES", "INDEX_DTYPES", "ActionSpace", "column_indices", "decode_torch"]
+def encode_torch(space: ActionSpace, command: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """The indices whose levels are nearest a physical command: ``decode_torch``'s inverse on the
+    levels (a scripted controller's commands in a discrete environment).
+
+    Args:
+        space: A discrete ``ActionSpace``.
+        command: [E, A, D] physical commands (clamped to the box first).
+        low, high: [A, D] the physical box (``Model.action_bounds``).
+
+    Returns:
+        [E, A, width] int64 indices; ``decode_torch`` of them is the nearest level of each column
+        (a column with an empty box, ``low == high``, takes its "stay" index).
+    """
+    nvec = torch.tensor(space.nvec, device=command.device)
+    span = high - low
+    fraction = torch.where(span > 0, (command.clamp(low, high) - low) / torch.where(span > 0, span, 1), 0.5)
+    level = torch.round(fraction * (nvec - 1)).long().clamp(min=torch.zeros_like(nvec), max=nvec - 1)
+    half = nvec // 2
+    odd = nvec % 2 == 1
+    index = torch.where(odd & (level == half), 0, torch.where(odd & (level < half), level + 1, level))
+    if space.kind == "multidiscrete":
+        return index
+    strides = torch.tensor([math.prod(space.nvec[d + 1 :]) for d in range(space.physical_dim)], device=command.device)
+    return (index * strides).sum(dim=-1, keepdim=True)
+
+
+__all__ = ["ACTION_SPACES", "INDEX_DTYPES", "ActionSpace", "column_indices", "decode_torch", "encode_torch"]

@@ -239,3 +239,23 @@ def test_pool_distributed_shard_and_testing_helpers():
     assert int(indices.min()) >= 0 and int(indices.max()) <= 4 and len(indices.unique()) > 1
     shard.step(indices)
     assert not bool(shard.invalid_actions())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("nvec", [None, 2, 5, (4, 3, 2, 7)])
+def test_encode_is_the_nearest_level(kind, nvec):
+    """encode_torch inverts decode_torch on every level, and maps any command to its nearest level
+    (drone boxes [0, T] and empty columns included)."""
+    from swarp.core.spaces import encode_torch
+
+    env = swarp.make("drone_navigation", n_envs=3, device="cpu", action_space=kind, action_nvec=nvec)
+    low, high = env.action_bounds
+    generator = torch.Generator().manual_seed(3)
+    indices = random_indices(env, generator)
+    levels, _ = decode_torch(env.action_space, indices, low, high)
+    again, _ = decode_torch(env.action_space, encode_torch(env.action_space, levels, low, high), low, high)
+    assert torch.equal(again, levels)
+    command = low + (high - low) * (1.4 * torch.rand(3, env.n_agents, 4, generator=generator) - 0.2)
+    nearest, _ = decode_torch(env.action_space, encode_torch(env.action_space, command, low, high), low, high)
+    step = (high - low) / (torch.tensor(env.action_space.nvec) - 1)
+    assert bool(((nearest - command.clamp(low, high)).abs() <= step / 2 + 1e-6).all())
