@@ -44,12 +44,20 @@ Installing: ``pip install torch==2.13.0 -e ".[torchrl,benchmarl]"``. BenchMARL 1
 torchrl < 0.12, so the extra resolves torchrl 0.11 (``SwarpEnv`` works from torchrl 0.11.1 to 0.14);
 pinning torch keeps pip from upgrading it for the newest torchvision, which BenchMARL requires.
 
-Actions are continuous only (``supports_discrete_actions`` is false): MAPPO, IPPO, MASAC, ISAC,
-MADDPG and IDDPG run; BenchMARL refuses its discrete-only algorithms (QMIX, VDN, IQL) for these
-tasks. The action box BenchMARL sees is ``SwarpClass.action_box``, [-1, 1] in every dimension,
-which ``SwarpEnv`` maps affinely onto the scenario's physical ``action_bounds``, so one Gaussian
-head fits every scenario; a subclass of ``SwarpClass`` with ``action_box = None``, passed to
-``Experiment`` as ``MyClass("navigation", config)``, has physical actions instead.
+Every task supports continuous and discrete actions, and BenchMARL picks one as for its VMAS tasks:
+continuous where the algorithm allows it and ``ExperimentConfig.prefer_continuous_actions`` is true
+(its default; MAPPO, IPPO, MASAC, ISAC, MADDPG, IDDPG), discrete otherwise (QMIX, VDN and IQL, which
+are discrete-only, or MAPPO, IPPO, MASAC, ISAC with ``prefer_continuous_actions=False``). Continuous:
+the action box BenchMARL sees is ``SwarpClass.action_box``, [-1, 1] in every dimension, which
+``SwarpEnv`` maps affinely onto the scenario's physical ``action_bounds``, so one Gaussian head fits
+every scenario; a subclass of ``SwarpClass`` with ``action_box = None``, passed to ``Experiment`` as
+``MyClass("navigation", config)``, has physical actions instead. Discrete: the environment is made
+with ``action_space="discrete"`` and the action is one int64 index per agent, ``("agents",
+"action")`` [n_envs, n_agents] of a ``Categorical(prod(nvec))`` spec (VmasEnv's
+``categorical_actions=True``, as BenchMARL's VMAS tasks use), decoded as VMAS 1.5.2 does
+(``swarp.core.spaces``); the task config's ``action_nvec`` sets the levels per action column (VMAS's
+3 by default: 9 choices for a 2-D command, 81 for the drones' 4 columns) and is ignored by continuous
+runs. ``action_space`` itself is BenchMARL's choice, never a config key.
 Per-agent info entries are ``("agents", "info", key)`` (BenchMARL logs them under
 ``collection/agents/info/``), per-env ones ``("info", key)`` (logged under ``collection/info/``);
 neither is an observation. There is no global state and no action mask. Evaluation videos draw env
@@ -88,7 +96,13 @@ except ImportError as error:  # not installed, or installed beside a torchrl it 
 #: The folder of the per-scenario default configs, ``<scenario>.yaml``.
 CONFIG_DIR = Path(__file__).parent / "benchmarl_tasks"
 #: ``swarp.make`` keywords BenchMARL sets itself; a task config must not hold them.
-RESERVED_KEYS = ("n_envs", "device", "seed", "batch_size", "env_offset")
+RESERVED_KEYS = ("n_envs", "device", "seed", "batch_size", "env_offset", "action_space")
+#: Why each reserved key is BenchMARL's, for the error message.
+RESERVED_BY = {
+    "action_space": "the action space from the algorithm (get_env_fun's continuous_actions: BenchMARL's "
+    "prefer_continuous_actions, or a discrete-only algorithm such as QMIX); set action_nvec to choose the "
+    "levels of the discrete actions",
+}
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
@@ -182,11 +196,12 @@ def check_config(scenario: str, config: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(key, str):
             raise TypeError(f"swarp task {name!r}: config keys must be str, got {key!r}")
         if key in RESERVED_KEYS:
-            raise ValueError(
-                f"swarp task {name!r}: {key!r} is set by BenchMARL (n_envs from on_policy_n_envs_per_worker / "
-                f"off_policy_n_envs_per_worker or evaluation_episodes, device from sampling_device, seed from "
-                f"the experiment); remove it from the task config"
+            why = RESERVED_BY.get(
+                key,
+                "n_envs from on_policy_n_envs_per_worker / off_policy_n_envs_per_worker or evaluation_episodes, "
+                "device from sampling_device, seed from the experiment",
             )
+            raise ValueError(f"swarp task {name!r}: {key!r} is set by BenchMARL ({why}); remove it from the config")
         if key not in valid:
             raise ValueError(f"swarp task {name!r}: unknown config key {key!r}; valid keys: {valid}")
         is_list = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
@@ -211,6 +226,7 @@ def make_env(
     device: Any,
     config: Mapping[str, Any],
     action_box: tuple[float, float] | None = (-1.0, 1.0),
+    continuous_actions: bool = True,
 ) -> SwarpEnv:
     """A ``SwarpEnv`` of ``num_envs`` envs of ``scenario`` in the ``"agents"`` layout.
 
@@ -220,13 +236,23 @@ def make_env(
         seed: The simulator's seed (reduced into [0, 2^31)); ``None`` is 0.
         device: Torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...).
         config: ``swarp.make`` keywords (``check_config``).
-        action_box: ``(low, high)``: the normalized action box mapped onto the physical action
-            bounds; ``None``: physical actions.
+        action_box: ``(low, high)``: the normalized continuous action box mapped onto the physical
+            action bounds; ``None``: physical actions. Unused with discrete actions.
+        continuous_actions: True: continuous actions, float32 [num_envs, n_agents, act_dim];
+            False: ``action_space="discrete"`` with the config's ``action_nvec`` levels (VMAS's 3
+            per column by default), int64 indices [num_envs, n_agents] in ``[0, prod(nvec))``
+            (a ``Categorical`` spec, as BenchMARL's VMAS tasks build). ``action_nvec`` in the config
+            is ignored with continuous actions, as VMAS ignores an agent's ``discrete_action_nvec``.
 
     Raises:
         ValueError: as ``check_config``; ``num_envs`` is not an int >= 1; ``seed`` is not an int.
     """
     options = check_config(scenario, config)
+    if continuous_actions:
+        options.pop("action_nvec", None)
+    else:
+        options["action_space"] = "discrete"
+        action_box = None
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -272,25 +298,28 @@ class SwarpClass(TaskClass):
     ) -> Callable[[], EnvBase]:
         """A function of no arguments that builds a fresh ``SwarpEnv`` (``make_env``) of ``num_envs``
         envs on ``device``: ``batch_size=[num_envs]``, observation ``("agents", "observation")``
-        [num_envs, n_agents, obs_dim] float32, action ``("agents", "action")`` [num_envs, n_agents,
-        act_dim] in ``action_box``, reward ``("agents", "reward")`` [num_envs, n_agents, 1].
+        [num_envs, n_agents, obs_dim] float32, reward ``("agents", "reward")`` [num_envs, n_agents,
+        1] float32, and action ``("agents", "action")``: with ``continuous_actions``, float32
+        [num_envs, n_agents, act_dim] in ``action_box``; without, int64 indices [num_envs, n_agents]
+        of a ``Categorical(prod(nvec))`` spec (``action_space="discrete"``, ``nvec`` from the config's
+        ``action_nvec``, 3 levels per column by default: 9 choices on a 2-D command).
 
         Raises:
-            ValueError: ``continuous_actions`` is false (swarp's actions are continuous), or the
-                config is invalid (``check_config``).
+            ValueError: the config is invalid (``check_config``).
         """
-        if not continuous_actions:
-            raise ValueError(f"swarp task {self.name.lower()!r} has continuous actions only")
         config = check_config(self.scenario, self.config)
-        return functools.partial(make_env, self.scenario, num_envs, seed, device, config, self.action_box)
+        return functools.partial(
+            make_env, self.scenario, num_envs, seed, device, config, self.action_box, bool(continuous_actions)
+        )
 
     def supports_continuous_actions(self) -> bool:
         """True: every swarp scenario has continuous actions."""
         return True
 
     def supports_discrete_actions(self) -> bool:
-        """False: no swarp scenario has discrete actions."""
-        return False
+        """True: every swarp scenario also runs with discrete actions (``action_space="discrete"``),
+        so BenchMARL's discrete-only algorithms (QMIX, VDN, IQL) run on it."""
+        return True
 
     def has_render(self, env: EnvBase) -> bool:
         """True where BenchMARL can write its evaluation videos: ``Environment.render`` draws any
@@ -361,8 +390,9 @@ class SwarpClass(TaskClass):
         return spec if has_info else None
 
     def action_spec(self, env: EnvBase) -> Composite:
-        """The unbatched action spec: ``("agents", "action")`` [n_agents, act_dim], bounded by
-        ``action_box`` (or by the physical bounds)."""
+        """The unbatched action spec ``("agents", "action")``: continuous, [n_agents, act_dim]
+        float32 bounded by ``action_box`` (or by the physical bounds); discrete, [n_agents] int64
+        ``Categorical(prod(nvec))``."""
         return env.full_action_spec_unbatched
 
     @staticmethod

@@ -3,6 +3,9 @@
     sim = swarp.make("navigation", n_envs=4096, device="cuda:0")
     env = SwarpEnv(sim)                                   # action spec == sim.action_bounds
     env = SwarpEnv(sim, layout="agents", action_low=-1.0, action_high=1.0)   # VmasEnv-style, normalized
+    sim = swarp.make("navigation", n_envs=4096, device="cuda:0", action_space="discrete")
+    env = SwarpEnv(sim, layout="agents")                  # Categorical(9) actions [E, A] int64
+    env = SwarpEnv(sim, layout="agents", categorical_actions=False)   # OneHot(9) actions [E, A, 9]
 
 Both layouts have ``batch_size=[n_envs]``, live on the simulator's device and share the done entries
 at the root: ``done``, ``terminated``, ``truncated``, each [n_envs, 1] bool.
@@ -11,7 +14,7 @@ at the root: ``done``, ``terminated``, ``truncated``, each [n_envs, 1] bool.
 layout         ``"flat"`` (the default)                    ``"agents"`` (TorchRL's multi-agent convention)
 =============  =========================================  ==============================================
 observation    ``"observation"`` [E, A, obs_dim]           ``("agents", "observation")``
-action         ``"action"`` [E, A, act_dim]                ``("agents", "action")``
+action         ``"action"`` [E, A, act_dim] (continuous)   ``("agents", "action")``
 reward         ``"reward"`` [E, A, 1]                      ``("agents", "reward")``
 per-agent info ``("info", key)`` [E, A, ...] native dtype  ``("agents", "info", key)`` float32, [E, A, 1]
                                                            when the scenario's tensor is [E, A]
@@ -27,8 +30,9 @@ is set as VmasEnv sets it. An info entry counts as per-agent when its second dim
 VmasEnv's own attributes, in both layouts (a ``TransformedEnv`` forwards them to this env):
 ``n_agents``, ``num_envs``, ``max_steps``, ``scenario_name``, ``agent_names``,
 ``agent_names_to_indices_map``, ``group_map``, ``het_specs`` / ``het_specs_map`` (always
-homogeneous), ``continuous_actions`` (always True), ``categorical_actions`` (VmasEnv's default,
-True; it only matters for discrete actions), ``available_envs`` (the scenarios ``swarp.make``
+homogeneous), ``continuous_actions`` (False when the ``Environment`` was made with
+``action_space="discrete"`` or ``"multidiscrete"``), ``categorical_actions`` (the encoding of
+discrete actions; True, VmasEnv's default), ``available_envs`` (the scenarios ``swarp.make``
 knows) and ``render(mode="human", env_index=0, agent_index_focus=None, visualize_when_rgb=False,
 **overlays)``, which draws through ``Environment.render`` and returns the (H, W, 3) uint8 frame.
 Everything else the tutorials use (``full_action_spec_unbatched``, ``action_key(s)``,
@@ -37,16 +41,29 @@ the done entries are ``done``, ``terminated`` and ``truncated`` (VmasEnv has no 
 and reaching ``max_steps`` sets ``truncated`` where VMAS sets ``terminated``, so value estimators
 bootstrap the cut-off episodes correctly.
 
-Actions are physical by default (the spec is ``sim.action_bounds``, the box the kernels clamp to).
+Continuous actions are physical by default (the spec is ``sim.action_bounds``, the box the kernels clamp to).
 With scalar ``action_low`` / ``action_high`` the spec is that box instead, and actions are mapped
 affinely onto ``action_bounds`` before the step (``to_physical``); finite values outside the box
 are clamped to it first, so any finite action, however large, acts as the bound it exceeds.
 
-Inputs are checked here, once, from metadata alone (no host sync): the action must be a tensor of
-real numbers of shape [n_envs, n_agents, act_dim] exactly (never broadcast); another float or int
-dtype, or another device, is converted to the simulator's. NaN and inf are passed on: the step acts
-on them as 0 and raises ``sim.invalid_actions()``. A ``"_reset"`` mask must be bool, [n_envs, 1]
-or [n_envs]. Swarp steps every env together, so a partial ``"_step"`` mask is an error.
+Discrete actions. With an ``Environment`` of ``action_space="discrete"`` or ``"multidiscrete"`` the
+action spec is VmasEnv's for a discrete VMAS env, all int64: with ``categorical_actions=True`` (the
+default) ``Categorical(prod(nvec))`` of shape [E, A] or ``MultiCategorical(nvec)`` [E, A, D]; with
+``False`` their one-hot encodings ``OneHot`` [E, A, prod(nvec)] or ``MultiOneHot`` [E, A, sum(nvec)],
+turned into indices on the device before the step (``to_indices``). The index of a flat discrete
+action is that of the multi-discrete columns, the first most significant, and index -> command is
+VMAS 1.5.2's (``swarp.core.spaces``). ``action_low`` / ``action_high`` are for continuous actions
+only (a ValueError otherwise). ``swarp.interop.torchrl_actions`` has the table and the rules.
+
+Inputs are checked here, once, from metadata alone (no host sync): a continuous action must be a
+tensor of real numbers of shape [n_envs, n_agents, act_dim] exactly (never broadcast); another float
+or int dtype, or another device, is converted to the simulator's. NaN and inf are passed on: the
+step acts on them as 0 and raises ``sim.invalid_actions()``. A discrete action must have the spec's
+shape exactly; categorical indices must be of an integer dtype (a float is a TypeError), one-hot rows
+may be bool, int or float; another device is converted. Out-of-range indices, and one-hot rows that
+are not one 1 among 0s, are passed on the same way: a zero command and ``sim.invalid_actions()``.
+A ``"_reset"`` mask must be bool, [n_envs, 1] or [n_envs]. Swarp steps every env together, so a
+partial ``"_step"`` mask is an error.
 
 Resets. TorchRL resets finished envs itself, through ``reset`` with a ``"_reset"`` mask [E, 1] after
 a step that reported them done, and expects the step to return the *last* observation of the
@@ -72,8 +89,10 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.data import Bounded, Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
+from swarp.core.spaces import decode_torch
 from swarp.env.environment import Environment
 from swarp.interop.checks import env_mask, real_tensor, rescale_actions
+from swarp.interop.torchrl_actions import discrete_action_spec, shape_text, to_indices
 from swarp.scenarios.framework.base import scenario_names
 
 LAYOUTS = ("flat", "agents")
@@ -113,6 +132,10 @@ class SwarpEnv(EnvBase):
             mapped onto ``env.action_bounds``; ``None`` (default) for physical actions.
         action_high: Upper end of the normalized box.
         allow_done_after_reset: Passed to ``EnvBase``.
+        categorical_actions: For a discrete or multidiscrete ``env``: the action is the indices
+            (True, VmasEnv's default: ``Categorical`` / ``MultiCategorical``) or their one-hot
+            encoding (False: ``OneHot`` / ``MultiOneHot``); ``swarp.interop.torchrl_actions`` gives
+            the shapes. No effect on a continuous ``env``.
 
     Attributes:
         sim: The wrapped ``Environment``.
@@ -140,11 +163,20 @@ class SwarpEnv(EnvBase):
         action_low: float | None = None,
         action_high: float | None = None,
         allow_done_after_reset: bool = False,
+        *,
+        categorical_actions: bool = True,
     ):
         if not isinstance(env, Environment):
             raise TypeError(f"SwarpEnv wraps a swarp.Environment, got {type(env).__name__}")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if not isinstance(categorical_actions, bool):
+            raise TypeError(f"categorical_actions must be a bool, got {categorical_actions!r}")
+        if env.action_space.discrete and action_low is not None:
+            raise ValueError(
+                f"action_low / action_high (a normalized action box) apply to continuous actions only; this "
+                f"Environment has {env.action_space.kind} actions (indices, see categorical_actions)"
+            )
         if (action_low is None) != (action_high is None):
             raise ValueError("give both action_low and action_high (a normalized box) or neither (physical actions)")
         if action_low is not None:
@@ -158,6 +190,7 @@ class SwarpEnv(EnvBase):
         )
         self.sim = env
         self.layout = layout
+        self._categorical = categorical_actions
         self.agent_names = [f"agent_{i}" for i in range(env.n_agents)]
         self.group_map = {GROUP: list(self.agent_names)} if layout == "agents" else None
         self.agent_names_to_indices_map = {name: i for i, name in enumerate(self.agent_names)}
@@ -181,7 +214,7 @@ class SwarpEnv(EnvBase):
             spec_high = torch.full_like(spec_low, self.action_high)
         else:
             self.action_low = self.action_high = None
-            spec_low, spec_high = low.expand(E, A, env.act_dim), high.expand(E, A, env.act_dim)
+            spec_low, spec_high = low.expand(E, A, low.shape[-1]), high.expand(E, A, high.shape[-1])
         self._pending = torch.zeros(E, dtype=torch.bool, device=env.torch_device)
         self._make_specs(spec_low, spec_high)
 
@@ -209,14 +242,15 @@ class SwarpEnv(EnvBase):
 
     @property
     def continuous_actions(self) -> bool:
-        """``True``: swarp actions are continuous boxes (float, [n_envs, n_agents, act_dim])."""
-        return True
+        """Whether the wrapped env's actions are continuous (float [n_envs, n_agents, act_dim]);
+        False for ``action_space="discrete"`` or ``"multidiscrete"`` (integer indices)."""
+        return not self.sim.action_space.discrete
 
     @property
     def categorical_actions(self) -> bool:
-        """``True``, VmasEnv's default; it selects the encoding of discrete actions only, so it has
-        no effect on swarp's continuous actions."""
-        return True
+        """The encoding of discrete actions given at construction (True, VmasEnv's default: indices;
+        False: one-hot); it has no effect on continuous actions."""
+        return self._categorical
 
     @_ClassProperty
     def available_envs(cls) -> list[str]:
@@ -281,7 +315,10 @@ class SwarpEnv(EnvBase):
         E, A = sim.n_envs, sim.n_agents
         batch = torch.Size([E])
         observation = Unbounded(shape=(E, A, sim.obs_dim), dtype=sim.dtype, device=dev)
-        action = Bounded(low=spec_low, high=spec_high, shape=spec_low.shape, dtype=sim.dtype, device=dev)
+        if sim.action_space.discrete:
+            action = discrete_action_spec(sim.action_space, self._categorical, E, A, dev)
+        else:
+            action = Bounded(low=spec_low, high=spec_high, shape=spec_low.shape, dtype=sim.dtype, device=dev)
         reward = Unbounded(shape=(E, A, 1), dtype=sim.dtype, device=dev)
         info_specs = {key: _leaf_spec(*self._info_spec(key), dev) for key in self.info_keys}
         done = Composite(
@@ -325,17 +362,47 @@ class SwarpEnv(EnvBase):
         maps inside ``sim.action_bounds`` (1e30 to the upper bound, not to inf); NaN and inf pass
         unchanged (the step acts on them as 0 and raises ``sim.invalid_actions()``).
 
+        With discrete actions, ``action`` is in the spec's encoding ([..., A, *per_agent], see
+        ``to_indices``) and the result is the physical command [..., A, D] the step decodes it to
+        (``swarp.core.spaces.decode_torch``; 0 for an agent with an invalid index or one-hot row).
+
         Raises:
-            TypeError: ``action`` is not a tensor of real numbers.
-            ValueError: its last two dimensions are not [n_agents, act_dim].
+            TypeError: ``action`` is not a tensor of real numbers (of integers, for categorical
+                discrete actions).
+            ValueError: its last two dimensions are not [n_agents, act_dim] (discrete: its trailing
+                dimensions are not the spec's).
         """
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
         sim = self.sim
+        if sim.action_space.discrete:
+            indices = self.to_indices(action)
+            return decode_torch(sim.action_space, indices, self.physical_low, self.physical_high)[0]
         leading = tuple(action.shape[:-2])
         shape = (*leading, sim.n_agents, sim.act_dim)
         action = real_tensor(action, "action", shape, sim.dtype, sim.torch_device, "[..., n_agents, act_dim]")
         return self._rescale(action)
+
+    def to_indices(self, action: torch.Tensor) -> torch.Tensor:
+        """The indices [..., A, width] ``Environment.step`` takes for discrete actions in the spec's
+        encoding: categorical [..., A] (``discrete``) or [..., A, D] (``multidiscrete``) of an integer
+        dtype (kept), or one-hot [..., A, prod(nvec)] / [..., A, sum(nvec)] of bool, int or float
+        (int64 out; -1, out of range, for a row that is not one 1 among 0s). On the simulator's
+        device; no host sync.
+
+        Raises:
+            ValueError: the env's actions are continuous, or the shape is not the spec's.
+            TypeError: not a tensor, or of a dtype the encoding does not take
+                (``swarp.interop.torchrl_actions.to_indices``).
+        """
+        space = self.sim.action_space
+        if not space.discrete:
+            raise ValueError("to_indices applies to discrete actions; this Environment's actions are continuous")
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
+        trailing = 1 + (0 if self._categorical and space.kind == "discrete" else 1)
+        leading = tuple(action.shape[: max(action.dim() - trailing, 0)])
+        return to_indices(space, self._categorical, action, "action", leading, self.sim.n_agents, self.device)
 
     def _rescale(self, action: torch.Tensor) -> torch.Tensor:
         """``to_physical`` of a checked action tensor of the simulator's dtype and device."""
@@ -395,16 +462,19 @@ class SwarpEnv(EnvBase):
             )
         key = self._action_entry
         action = tensordict.get(key, None)
+        space = sim.action_space
         if action is None:
             keys = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
-            raise KeyError(
-                f"step() needs the action at {key!r} ([n_envs, n_agents, act_dim]); the tensordict has {keys}"
-            )
-        shape = (sim.n_envs, sim.n_agents, sim.act_dim)
-        action = real_tensor(
-            action, f"tensordict[{key!r}]", shape, sim.dtype, sim.torch_device, "[n_envs, n_agents, act_dim]"
-        )
-        obs, reward, terminated, truncated, info = sim.step(self._rescale(action))
+            dims = shape_text(space, self._categorical) if space.discrete else "[n_envs, n_agents, act_dim]"
+            raise KeyError(f"step() needs the action at {key!r} ({dims}); the tensordict has {keys}")
+        name = f"tensordict[{key!r}]"
+        if space.discrete:
+            action = to_indices(space, self._categorical, action, name, (sim.n_envs,), sim.n_agents, self.device)
+        else:
+            shape = (sim.n_envs, sim.n_agents, sim.act_dim)
+            action = real_tensor(action, name, shape, sim.dtype, sim.torch_device, "[n_envs, n_agents, act_dim]")
+            action = self._rescale(action)
+        obs, reward, terminated, truncated, info = sim.step(action)
         if sim.auto_reset:
             # The simulator already started the next episode of the envs that finished; TorchRL
             # wants their last observation here, and the new one from the reset that follows.
@@ -449,10 +519,16 @@ class SwarpEnv(EnvBase):
         # Environment, which its owner may go on using. Only an explicit close() does.
         pass
 
+    def _actions_text(self) -> str:
+        space = self.sim.action_space
+        if space.discrete:
+            return f"{space.kind}{list(space.nvec)}, {'categorical' if self._categorical else 'one-hot'}"
+        return "normalized" if self.normalized else "physical"
+
     def __repr__(self) -> str:
         sim = self.sim
         return (
             f"SwarpEnv({sim.scenario.name!r}, n_envs={sim.n_envs}, n_agents={sim.n_agents}, layout={self.layout!r}, "
-            f"actions={'normalized' if self.normalized else 'physical'}, auto_reset={sim.auto_reset}, "
+            f"actions={self._actions_text()}, auto_reset={sim.auto_reset}, "
             f"device={self.device})"
         )

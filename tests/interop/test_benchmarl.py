@@ -38,7 +38,7 @@ def test_every_registered_scenario_has_a_task_and_a_loadable_default_config():
         assert config_path(name).is_file(), f"no benchmarl_tasks/{name}.yaml"
         task = member.get_from_yaml()
         assert isinstance(task, SwarpClass) and task.scenario == name
-        assert task.supports_continuous_actions() and not task.supports_discrete_actions()
+        assert task.supports_continuous_actions() and task.supports_discrete_actions()
         # The defaults: every option of the scenario, at its default unless swarp's training record
         # of the scenario says otherwise (regenerate the YAML when either changes).
         record = get_task(name)
@@ -83,9 +83,9 @@ def test_bad_configs_are_clear_errors():
         SwarpClass("no_such_scenario", {})
     with pytest.raises(TypeError, match="mapping"):
         SwarpClass("navigation", [("n_agents", 3)])
+    with pytest.raises(ValueError, match="'action_space' is set by BenchMARL"):
+        SwarpTask.NAVIGATION.get_task(config={"action_space": "discrete"})
     task = SwarpTask.NAVIGATION.get_task(config={"n_agents": 2})
-    with pytest.raises(ValueError, match="continuous actions only"):
-        task.get_env_fun(num_envs=2, continuous_actions=False, seed=0, device="cpu")
     with pytest.raises(ValueError, match="num_envs"):
         task.get_env_fun(num_envs=0, continuous_actions=True, seed=0, device="cpu")()
     with pytest.raises(FileNotFoundError):
