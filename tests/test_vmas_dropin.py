@@ -461,8 +461,8 @@ def test_unknown_scenarios_are_refused_with_swarps_names():
 @pytest.mark.parametrize(
     "kwargs, error, message",
     [
-        ({"continuous_actions": False}, ValueError, "continuous actions only"),
-        ({"multidiscrete_actions": True}, ValueError, "continuous actions only"),
+        ({"multidiscrete_actions": True}, ValueError, "needs continuous_actions=False"),
+        ({"continuous_actions": 0}, TypeError, "continuous_actions"),
         ({"wrapper": "gymnasium"}, ValueError, "swarp.interop"),
         ({"wrapper_kwargs": {"a": 1}}, ValueError, "wrapper_kwargs"),
         ({"num_envs": 0}, ValueError, "num_envs"),

@@ -156,3 +156,33 @@ def rescale_actions(
     physical = low + (inside - box_low) * ((high - low) / (box_high - box_low))
     physical = torch.where(action > box_high, high, physical)
     return torch.where(torch.isfinite(action), physical, action)
+
+
+def index_tensor(
+    value: Any, name: str, shape: Sequence[int], device: torch.device, dims: str | None = None
+) -> torch.Tensor:
+    """``value`` as an int64 tensor on ``device`` of exactly ``shape``: discrete action indices.
+
+    Args:
+        value: A torch tensor (any device), a numpy array, a nested sequence or a number, of an
+            integer dtype (floats are refused: cast indices to an int dtype first).
+        name: The argument's name, for the messages.
+        shape: The shape required, e.g. ``(n_envs, n_agents, 1)``; ``()`` for one index.
+        device: The device to move to (the simulator's).
+        dims: The names of ``shape``'s dimensions for the message, e.g. ``"[n_envs, n_agents, 1]"``.
+
+    Returns:
+        An int64 tensor [*shape] on ``device``. Values are not read: an index out of its range
+        reaches the simulator, which acts on it as a zero command and raises ``invalid_actions()``.
+
+    Raises:
+        TypeError: ``value`` is None, a string, an object array, or not of an integer dtype.
+        ValueError: its shape is not ``shape``.
+    """
+    expected = f"integer indices (an int array or tensor) of {_shape_text(shape, dims)}"
+    tensor = _as_tensor(value, name, expected)
+    if tensor.dtype == torch.bool or tensor.is_complex() or tensor.is_floating_point():
+        raise TypeError(f"{name} must be {expected}, got {_received(tensor)}: cast the indices to an int dtype")
+    if tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"{name} must have {_shape_text(shape, dims)}, got {list(tensor.shape)}")
+    return tensor.to(device=device, dtype=torch.int64)

@@ -11,6 +11,12 @@ and acts in a ``Box`` of its own row of ``sim.action_bounds`` (physical units); 
 concatenation of every agent's observation, for centralized critics. Values are numpy arrays
 copied to the host.
 
+Discrete actions (``parallel_env(..., action_space="discrete" | "multidiscrete", action_nvec=...)``,
+``swarp.core.spaces``): each agent acts in an int64 ``Discrete(prod(nvec))`` (one flat index, an
+int of shape ()) or ``MultiDiscrete(nvec)`` (one index per physical action column, shape
+(len(nvec),)); the simulator decodes them with VMAS 1.5.2's levels, and an index out of range acts
+as a zero command and raises ``sim.invalid_actions()``.
+
 An episode ends for every agent at once (swarp's done flags are per env): ``agents`` becomes empty
 after the step that terminated or truncated it, and ``reset`` starts the next. ``max_cycles``
 (steps, PettingZoo's name for an episode length) truncates every agent after that many steps since
@@ -26,7 +32,8 @@ or ``SwarpVectorEnv`` (Gymnasium) to train on the whole batch.
 
 Inputs are checked here, before anything is stepped: ``actions`` must be a dict keyed by agent
 names, each value real numbers of shape (act_dim,) exactly (a numpy array, a list or a tensor, any
-int or float dtype; never broadcast from a scalar or a shorter array). NaN and inf are passed on,
+int or float dtype; never broadcast from a scalar or a shorter array), or for discrete kinds integer
+indices of the agent's space's shape (any int dtype; floats raise ``TypeError``). NaN and inf are passed on,
 acting as 0 and raising ``sim.invalid_actions()``. ``reset``'s ``options`` are accepted and ignored
 (none are defined; PettingZoo's API test passes arbitrary ones). ``close()`` closes the wrapped
 ``Environment``.
@@ -58,7 +65,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
-from swarp.interop.checks import real_tensor
+from swarp.interop.checks import index_tensor, real_tensor
 
 
 class SwarpParallelEnv(ParallelEnv):
@@ -105,17 +112,26 @@ class SwarpParallelEnv(ParallelEnv):
         self.agents: list[str] = []
         self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._np_dtype = torch.empty((), dtype=env.dtype).numpy().dtype
-        low, high = (b.cpu().numpy().astype(self._np_dtype) for b in env.action_bounds)
         self.observation_spaces = {
             agent: gymnasium.spaces.Box(-np.inf, np.inf, (env.obs_dim,), self._np_dtype)
             for agent in self.possible_agents
         }
-        self.action_spaces = {
-            agent: gymnasium.spaces.Box(low[i], high[i], dtype=self._np_dtype) for agent, i in self._index.items()
-        }
+        self.action_spaces = {agent: self._agent_action_space(i) for agent, i in self._index.items()}
         self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, (env.n_agents * env.obs_dim,), self._np_dtype)
-        self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=env.dtype, device=env.torch_device)
+        action_dtype = torch.int64 if env.action_space.discrete else env.dtype
+        self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=action_dtype, device=env.torch_device)
         self._obs = np.zeros((env.n_agents, env.obs_dim), dtype=self._np_dtype)
+
+    def _agent_action_space(self, index: int) -> gymnasium.spaces.Space:
+        """Agent ``index``'s action space: a ``Box`` of its row of ``sim.action_bounds``, or an int64
+        ``Discrete(prod(nvec))`` / ``MultiDiscrete(nvec)`` for the discrete kinds."""
+        space = self.sim.action_space
+        if space.kind == "discrete":
+            return gymnasium.spaces.Discrete(space.heads[0])
+        if space.kind == "multidiscrete":
+            return gymnasium.spaces.MultiDiscrete(np.asarray(space.heads, dtype=np.int64))
+        low, high = (b[index].cpu().numpy().astype(self._np_dtype) for b in self.sim.action_bounds)
+        return gymnasium.spaces.Box(low, high, dtype=self._np_dtype)
 
     @property
     def max_cycles(self) -> int | None:
@@ -138,8 +154,10 @@ class SwarpParallelEnv(ParallelEnv):
         # The same object on every call (PettingZoo's API test checks it; space seeding needs it).
         return self.observation_spaces[agent]
 
-    def action_space(self, agent: str) -> gymnasium.spaces.Box:
-        """The ``Box`` of ``agent``'s actions, shape (act_dim,): its row of ``sim.action_bounds`` [physical units]."""
+    def action_space(self, agent: str) -> gymnasium.spaces.Space:
+        """The space of ``agent``'s actions: a ``Box`` of shape (act_dim,), its row of
+        ``sim.action_bounds`` [physical units]; ``Discrete(prod(nvec))`` (one int) or
+        ``MultiDiscrete(nvec)`` (shape (len(nvec),)), int64, for the discrete kinds."""
         return self.action_spaces[agent]
 
     def _row(self, tensor: torch.Tensor) -> np.ndarray:
@@ -175,13 +193,17 @@ class SwarpParallelEnv(ParallelEnv):
 
         Args:
             actions: ``{agent: action}``, each action real numbers of shape (act_dim,) in physical
-                units (a numpy array, list or tensor); agents left out act with zeros.
+                units (a numpy array, list or tensor); agents left out act with zeros. Discrete
+                kinds: integer indices of the agent's ``action_space`` shape (``Discrete``: one int,
+                shape (); ``MultiDiscrete``: (len(nvec),)), any int dtype; agents left out take
+                index 0 (with an odd level count, VMAS's "stay": no command).
 
         Raises:
             RuntimeError: no live agents (before ``reset``, or after the episode ended).
-            TypeError: ``actions`` is not a dict, or an action is not real numbers.
+            TypeError: ``actions`` is not a dict, or an action is not real numbers (discrete
+                kinds: not integers; floats are refused).
             KeyError: an agent name that is not one of ``possible_agents``.
-            ValueError: an action not of shape (act_dim,).
+            ValueError: an action not of the agent's action space's shape.
         """
         if not self.agents:
             raise RuntimeError("step() called with no live agents: the episode is over (or never began), call reset()")
@@ -191,10 +213,17 @@ class SwarpParallelEnv(ParallelEnv):
         if unknown:
             raise KeyError(f"unknown agent(s) {unknown}; agents are {self.possible_agents}")
         sim = self.sim
-        rows = torch.zeros(sim.n_agents, sim.act_dim, dtype=sim.dtype)
+        rows = torch.zeros(sim.n_agents, sim.act_dim, dtype=self._actions.dtype)
         for agent, action in actions.items():
             name = f"actions[{agent!r}]"
-            rows[self._index[agent]] = real_tensor(action, name, (sim.act_dim,), sim.dtype, rows.device, "[act_dim]")
+            if sim.action_space.discrete:
+                shape = self.action_spaces[agent].shape
+                index = index_tensor(action, name, shape, rows.device, "[]" if not shape else "[len(nvec)]")
+                rows[self._index[agent]] = index.reshape(sim.act_dim)
+            else:
+                rows[self._index[agent]] = real_tensor(
+                    action, name, (sim.act_dim,), sim.dtype, rows.device, "[act_dim]"
+                )
         self._actions.zero_()
         self._actions[self.env_index] = rows.to(sim.torch_device)
         obs, reward, terminated, truncated, info = self.sim.step(self._actions)

@@ -25,6 +25,15 @@ observation (independent learners sharing weights), and all A agents of a swarp 
 ``"per_env"`` is the centralised route: one policy sees the whole env (obs flattened agent-major,
 ``[agent 0 obs, agent 1 obs, ...]``) and emits every agent's action (same order).
 
+Discrete action spaces (``swarp.make(..., action_space="discrete" | "multidiscrete")``,
+``swarp.core.spaces``): ``"per_agent"`` gives each SB3 env ``Discrete(prod(nvec))`` (one flat
+index; SB3's DQN takes it too) or ``MultiDiscrete(nvec)``; ``"per_env"`` gives ``MultiDiscrete`` of
+every agent's choices in agent order (``Discrete`` for one agent's one flat index). Actions are
+then integer indices, int64 on their way to the simulator, which decodes them with VMAS 1.5.2's
+levels (an index out of range acts as a zero command and raises ``sim.invalid_actions()``); floats
+raise ``TypeError`` and ``normalize_actions=True`` a ``ValueError``. Every agent shares one
+``ActionSpace``, so both layouts always have these spaces.
+
 Actions are physical (the box is ``sim.action_bounds``, the box the kernels clamp to). In the
 ``"per_agent"`` layout all SB3 envs share one box, so a fleet whose agents have different bounds
 gets their elementwise union (the kernels still clamp each agent to its own); with
@@ -65,7 +74,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
-from swarp.interop.checks import real_tensor, rescale_actions
+from swarp.interop.checks import index_tensor, real_tensor, rescale_actions
 
 LAYOUTS = ("per_agent", "per_env")
 REWARD_MODES = ("mean", "sum")
@@ -96,12 +105,14 @@ class SwarpVecEnv(VecEnv):
         layout: As given.
         n_agents: A, the agents per swarp env.
         observation_space: ``Box`` of the simulator's dtype: one SB3 env's observation.
-        action_space: ``Box`` of the simulator's dtype: one SB3 env's action.
+        action_space: ``Box`` of the simulator's dtype: one SB3 env's action (discrete kinds: an
+            int64 ``Discrete`` or ``MultiDiscrete``, see the module docstring).
 
     Raises:
         TypeError: ``env`` is not an ``Environment`` (an ``EnvPool`` is not supported), or an
             argument has the wrong type.
-        ValueError: ``env`` was built without ``auto_reset``, or an argument has an unknown value.
+        ValueError: ``env`` was built without ``auto_reset``, an argument has an unknown value, or
+            ``normalize_actions`` with discrete actions.
     """
 
     def __init__(
@@ -158,17 +169,13 @@ class SwarpVecEnv(VecEnv):
         num_envs = E * self._copies
 
         np_dtype = torch.empty((), dtype=env.dtype).numpy().dtype
-        low, high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)  # [A, act_dim]
-        self._low, self._high = low, high
-        if normalize_actions:
-            shape = (env.act_dim,) if self._per_agent else (A * env.act_dim,)
-            action_space = spaces.Box(-1.0, 1.0, shape, np_dtype)
-        elif self._per_agent:
-            # One box for every agent: the union of theirs (the kernels clamp each to its own).
-            box_low, box_high = low.amin(dim=0), high.amax(dim=0)
-            action_space = spaces.Box(box_low.cpu().numpy(), box_high.cpu().numpy(), dtype=np_dtype)
-        else:
-            action_space = spaces.Box(low.reshape(-1).cpu().numpy(), high.reshape(-1).cpu().numpy(), dtype=np_dtype)
+        if normalize_actions and env.action_space.discrete:
+            raise ValueError(
+                f"normalize_actions applies to continuous (Box) actions; this Environment takes "
+                f"{env.action_space.kind} indices (nothing to rescale): leave normalize_actions=False, or "
+                f"build it with action_space='continuous'"
+            )
+        action_space = self._action_space(env, normalize_actions, np_dtype)
         obs_shape = (env.obs_dim,) if self._per_agent else (A * env.obs_dim,)
         observation_space = spaces.Box(-np.inf, np.inf, obs_shape, np_dtype)
 
@@ -183,6 +190,27 @@ class SwarpVecEnv(VecEnv):
         self._episode_return = np.zeros(num_envs, dtype=np.float64)
         self._episode_length = np.zeros(num_envs, dtype=np.int64)
 
+    def _action_space(self, env: Environment, normalize_actions: bool, np_dtype: np.dtype) -> spaces.Space:
+        """One SB3 env's action space (see the module docstring); keeps the physical bounds
+        [A, act_dim] for the rescaling of ``normalize_actions``."""
+        A = env.n_agents
+        low, high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)  # [A, physical dim]
+        self._low, self._high = low, high
+        space = env.action_space
+        if space.discrete:
+            heads = np.asarray(space.heads, dtype=np.int64)
+            if space.kind == "discrete" and (self._per_agent or A == 1):
+                return spaces.Discrete(int(heads[0]))
+            return spaces.MultiDiscrete(heads if self._per_agent else np.tile(heads, A))
+        if normalize_actions:
+            shape = (env.act_dim,) if self._per_agent else (A * env.act_dim,)
+            return spaces.Box(-1.0, 1.0, shape, np_dtype)
+        if self._per_agent:
+            # One box for every agent: the union of theirs (the kernels clamp each to its own).
+            box_low, box_high = low.amin(dim=0), high.amax(dim=0)
+            return spaces.Box(box_low.cpu().numpy(), box_high.cpu().numpy(), dtype=np_dtype)
+        return spaces.Box(low.reshape(-1).cpu().numpy(), high.reshape(-1).cpu().numpy(), dtype=np_dtype)
+
     # --- conversions --------------------------------------------------------------------------
 
     def _host_obs(self, obs: torch.Tensor) -> np.ndarray:
@@ -190,10 +218,16 @@ class SwarpVecEnv(VecEnv):
         return obs.detach().to("cpu", copy=True).numpy().reshape(self.num_envs, *self.observation_space.shape)
 
     def _actions(self, actions: Any) -> torch.Tensor:
-        """SB3 actions [num_envs, *action_space.shape] -> [E, A, act_dim] simulator tensor."""
+        """SB3 actions [num_envs, *action_space.shape] -> [E, A, act_dim] simulator tensor (of the
+        simulator's dtype, or int64 indices for discrete kinds)."""
         sim = self.sim
         shape = (self.num_envs, *self.action_space.shape)
-        dims = "[num_envs, act_dim]" if self._per_agent else "[num_envs, n_agents * act_dim]"
+        if isinstance(self.action_space, spaces.Discrete):
+            dims = "[num_envs]"
+        else:
+            dims = "[num_envs, act_dim]" if self._per_agent else "[num_envs, n_agents * act_dim]"
+        if sim.action_space.discrete:
+            return index_tensor(actions, "actions", shape, sim.torch_device, dims).reshape(sim.n_envs, sim.n_agents, -1)
         tensor = real_tensor(actions, "actions", shape, sim.dtype, sim.torch_device, dims)
         tensor = tensor.reshape(sim.n_envs, sim.n_agents, sim.act_dim)
         if self.normalize_actions:
@@ -254,10 +288,13 @@ class SwarpVecEnv(VecEnv):
         Args:
             actions: [num_envs, act_dim] (``"per_agent"``) or [num_envs, A * act_dim] (``"per_env"``)
                 real numbers in ``action_space`` (physical units, or ``[-1, 1]`` with
-                ``normalize_actions``); numpy or torch, any int or float dtype and device.
+                ``normalize_actions``); numpy or torch, any int or float dtype and device. Discrete
+                kinds: integer indices of shape ``(num_envs, *action_space.shape)`` (a ``Discrete``
+                space: [num_envs]), any int dtype (floats refused); an index out of range acts as a
+                zero command and raises ``sim.invalid_actions()``.
 
         Raises:
-            TypeError: ``actions`` is not an array of real numbers.
+            TypeError: ``actions`` is not an array of real numbers (discrete kinds: of integers).
             ValueError: ``actions`` has the wrong shape.
             RuntimeError: a step is already pending (``step_async`` twice without ``step_wait``).
         """

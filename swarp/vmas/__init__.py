@@ -16,8 +16,8 @@ What follows VMAS 1.5.2 (``vmas/simulator/environment/environment.py``) exactly:
   ``reset_at(index, ...)`` return what VMAS's do: the observations alone, or a list of the requested
   parts in the order observations, dones (or terminated, truncated), infos; ``None`` when nothing is
   requested. ``reset_at`` resets one env and returns the observations of every env.
-* ``step(actions)`` takes a list of per-agent tensors ``[num_envs, act_dim]`` or a dict keyed by
-  agent name, and returns the list ``[obs, rews, dones, infos]``, or ``[obs, rews, terminated,
+* ``step(actions)`` takes a list of per-agent tensors ``[num_envs, get_agent_action_size(agent)]``
+  or a dict keyed by agent name, and returns the list ``[obs, rews, dones, infos]``, or ``[obs, rews, terminated,
   truncated, infos]`` with ``terminated_truncated=True``. ``obs`` and ``rews`` are lists of per-agent
   tensors (``[num_envs, obs_dim]`` float32 and ``[num_envs]`` float32), or dicts by agent name with
   ``dict_spaces=True``; ``dones`` is ``[num_envs]`` bool; ``infos`` a list (dict) of per-agent dicts
@@ -26,14 +26,26 @@ What follows VMAS 1.5.2 (``vmas/simulator/environment/environment.py``) exactly:
 * Actions out of ``action_space`` (or NaN) raise ``ValueError`` unless ``clamp_actions=True``, which
   clamps them into it (NaN still raises); actions are detached unless ``grad_enabled=True``, when the
   step is differentiable (swarp's grad-mode step) and the outputs carry autograd history.
+* Discrete actions: ``continuous_actions=False`` gives each agent ``Discrete(prod(nvec))`` (actions
+  [num_envs, 1] or [num_envs], the flat index, first column most significant) and
+  ``multidiscrete_actions=True`` with it ``MultiDiscrete(nvec)`` (actions [num_envs, len(nvec)]);
+  ``nvec`` is VMAS's default 3 levels per physical column (``agent.discrete_action_nvec``).
+  ``get_agent_action_size`` is 1 or ``len(nvec)``, ``agent.action_size`` stays the physical width,
+  ``get_random_action`` returns int64 [num_envs] or [num_envs, len(nvec)], and the physical command
+  of an index is VMAS's (for odd ``n`` index 0 is "stay"), decoded by swarp's step
+  (``env.sim.world.actions`` holds it). Indices may be of any integer dtype or, as VMAS takes them,
+  floats of whole numbers; an index out of range raises ``ValueError`` whatever ``clamp_actions``
+  (VMAS asserts), and so does a float that is not a whole number (VMAS would decode it to a level
+  between two).
 * ``max_steps=None`` is an infinite horizon (no truncation); with ``max_steps`` an env is done from
   the step where its step count reaches it until it is reset.
 * ``env.agents`` (objects with ``.name`` ``"agent_0"``..., ``.action_size``, ``.batch_dim``,
   ``.device``), ``n_agents``, ``num_envs`` (= ``batch_dim``), ``device`` (a ``torch.device``),
   ``max_steps``, ``steps`` ([num_envs] float32 step counters), ``get_random_action(agent)``,
   ``get_random_actions()``, ``get_agent_action_size(agent)``, ``done()``, ``get_from_scenario``,
-  ``observation_space`` / ``action_space`` (``Tuple``, or ``Dict`` by agent name with
-  ``dict_spaces=True``, of float32 ``Box`` es; built with ``gymnasium.spaces``, where VMAS uses
+  ``continuous_actions``, ``multidiscrete_actions``, ``observation_space`` / ``action_space``
+  (``Tuple``, or ``Dict`` by agent name with ``dict_spaces=True``, of float32 ``Box`` es, or of
+  ``Discrete`` / ``MultiDiscrete`` spaces; built with ``gymnasium.spaces``, where VMAS uses
   ``gym.spaces``), and ``render(mode="rgb_array", env_index=0)`` -> (H, W, 3) uint8.
 
 What differs, by design (docs/vmas.md has the migration table and the scenario comparison):
@@ -43,9 +55,10 @@ What differs, by design (docs/vmas.md has the migration table and the scenario c
   translated where a swarp option means the same thing (``translate``; ``VMAS_OPTIONS`` is the
   table) and refused with a message naming swarp's equivalent, or saying none exists, otherwise.
   Options are passed only where given: swarp's defaults apply to the rest.
-* Only continuous actions exist (``continuous_actions=False`` and ``multidiscrete_actions=True``
-  raise); no ``wrapper`` (swarp has its own Gymnasium, PettingZoo and TorchRL adapters in
-  ``swarp.interop``).
+* Discrete levels are set by the swarp option ``action_nvec`` (an int, or one int per physical
+  column), not by a scenario's ``agent.discrete_action_nvec``; the levels span each agent's swarp
+  action box, which differs from VMAS's in some scenarios (give_way, transport, balance). No
+  ``wrapper`` (swarp has its own Gymnasium, PettingZoo and TorchRL adapters in ``swarp.interop``).
 * Randomness is swarp's counter-based reset RNG keyed by (seed, env, episode), not torch's global
   RNG: ``seed=None`` means seed 0, ``reset(seed=s)`` restarts it from ``s``, and ``seed(s)`` makes
   the next ``reset()`` do so. ``get_random_action`` draws from a generator of its own, seeded alike.

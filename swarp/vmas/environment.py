@@ -4,6 +4,7 @@ dicts of per-agent tensors, ``reset_at``, spaces, ``render``), and ``VmasAgent``
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,11 +31,16 @@ class VmasAgent:
     Attributes:
         name: ``"agent_{index}"`` (the key of dict actions, observations and spaces).
         index: Its index in the swarp batch (the A axis of ``env.sim``'s tensors).
-        action_size: Its action width (the swarp env's ``act_dim``).
+        action_size: Its physical action width D (``env.sim.action_space.physical_dim``; VMAS's
+            ``agent.action_size``, whatever the action space: ``get_agent_action_size`` is the
+            width ``step`` takes).
         action_low, action_high: [action_size] float32 tensors on the env's device: its action box
             in physical units (``env.sim.action_bounds``' row).
         batch_dim: Parallel envs E.
         device: The env's ``torch.device``.
+        discrete_action_nvec: Levels of each physical action column with discrete actions
+            (``env.sim.action_space.nvec``), a list of D ints; VMAS's default ``[3] * D`` (unused)
+            with continuous ones.
     """
 
     name: str
@@ -44,6 +50,7 @@ class VmasAgent:
     action_high: torch.Tensor
     batch_dim: int
     device: torch.device
+    discrete_action_nvec: list[int]
 
     def __repr__(self) -> str:
         return f"VmasAgent({self.name!r})"
@@ -75,13 +82,12 @@ class VmasEnvironment:
         sim: The swarp ``Environment``: batched [E, A, ...] tensors.
         agents: ``VmasAgent`` s, in index order.
         n_agents, num_envs, batch_dim, device, max_steps: as in VMAS.
-        continuous_actions: True. multidiscrete_actions: False.
+        continuous_actions: Whether ``sim`` takes continuous actions (``sim.action_space.kind``).
+        multidiscrete_actions: Whether it takes multi-discrete ones (one index per physical column).
         dict_spaces, clamp_action, grad_enabled, terminated_truncated: as given.
     """
 
     metadata = {"render.modes": ["human", "rgb_array"], "runtime.vectorized": True}
-    continuous_actions = True
-    multidiscrete_actions = False
 
     def __init__(
         self,
@@ -108,11 +114,17 @@ class VmasEnvironment:
         self.num_envs = sim.n_envs
         self.n_agents = sim.n_agents
         self.scenario_name = sim.scenario.name
+        space = sim.action_space
+        self.continuous_actions = not space.discrete
+        self.multidiscrete_actions = space.kind == "multidiscrete"
         low, high = sim.action_bounds
         self._low = low.to(torch.float32)
         self._high = high.to(torch.float32)
+        nvec = list(space.nvec) if space.discrete else [3] * space.physical_dim
         self.agents = [
-            VmasAgent(f"agent_{i}", i, sim.act_dim, self._low[i], self._high[i], sim.n_envs, self.device)
+            VmasAgent(
+                f"agent_{i}", i, space.physical_dim, self._low[i], self._high[i], sim.n_envs, self.device, list(nvec)
+            )
             for i in range(sim.n_agents)
         ]
         self._by_name = {agent.name: agent for agent in self.agents}
@@ -150,7 +162,8 @@ class VmasEnvironment:
     @property
     def action_space(self):
         """``gymnasium.spaces.Tuple`` (``Dict`` by agent name with ``dict_spaces``) of per-agent
-        float32 ``Box(action_low, action_high, (action_size,))``, physical units.
+        spaces (``get_agent_action_space``): float32 ``Box(action_low, action_high, (action_size,))``
+        in physical units, ``Discrete(prod(nvec))`` or ``MultiDiscrete(nvec)``.
 
         Raises:
             ImportError: gymnasium is not installed.
@@ -187,13 +200,21 @@ class VmasEnvironment:
         return agent
 
     def get_agent_action_size(self, agent: VmasAgent | str) -> int:
-        """The action width of ``agent`` (an element of ``agents`` or its name)."""
-        return self._agent(agent).action_size
+        """The width of ``agent``'s actions in ``step`` (an element of ``agents`` or its name), as
+        VMAS: ``action_size`` (continuous), 1 (discrete: one flat index), ``len(nvec)`` (multi-discrete)."""
+        agent = self._agent(agent)
+        return 1 if self.sim.action_space.kind == "discrete" else agent.action_size
 
     def get_agent_action_space(self, agent: VmasAgent | str):
-        """``gymnasium.spaces.Box`` float32 [action_size]: the agent's action box (physical units)."""
+        """The agent's action space, as VMAS 1.5.2 builds it (with ``gymnasium.spaces``): a float32
+        ``Box`` [action_size] of its action box (physical units) for continuous actions,
+        ``Discrete(prod(nvec))`` for discrete ones, ``MultiDiscrete(nvec)`` for multi-discrete ones."""
         agent = self._agent(agent)
         spaces = _spaces()
+        if self.multidiscrete_actions:
+            return spaces.MultiDiscrete(agent.discrete_action_nvec)
+        if not self.continuous_actions:
+            return spaces.Discrete(math.prod(agent.discrete_action_nvec))
         low, high = (b.detach().cpu().numpy() for b in (agent.action_low, agent.action_high))
         return spaces.Box(low=low, high=high, shape=(agent.action_size,), dtype=low.dtype)
 
@@ -204,17 +225,26 @@ class VmasEnvironment:
         return _spaces().Box(low=-np.inf, high=np.inf, shape=(self.sim.obs_dim,), dtype=np.float32)
 
     def get_random_action(self, agent: VmasAgent | str) -> torch.Tensor:
-        """[E, action_size] float32 on the env's device: uniform in the agent's action box, from the
-        env's own generator (seeded with the env's seed; torch's global RNG is not touched)."""
+        """A random action of ``agent`` on the env's device, from the env's own generator (seeded
+        with the env's seed; torch's global RNG is not touched), shaped as VMAS's: [E, action_size]
+        float32 uniform in the agent's action box (continuous), [E] int64 uniform in
+        [0, prod(nvec)) (discrete), [E, len(nvec)] int64, column d uniform in [0, nvec[d])
+        (multi-discrete)."""
         agent = self._agent(agent)
+        if not self.continuous_actions:
+            heads = self.sim.action_space.heads
+            columns = [
+                torch.randint(0, n, (self.num_envs,), generator=self._generator, device=self.device) for n in heads
+            ]
+            return columns[0] if len(heads) == 1 and not self.multidiscrete_actions else torch.stack(columns, dim=-1)
         u = torch.rand(
             (self.num_envs, agent.action_size), generator=self._generator, device=self.device, dtype=torch.float32
         )
         return agent.action_low + u * (agent.action_high - agent.action_low)
 
     def get_random_actions(self) -> list[torch.Tensor]:
-        """``get_random_action`` of every agent: ``n_agents`` float32 tensors [E, action_size], a list
-        to pass to ``step``."""
+        """``get_random_action`` of every agent (``n_agents`` tensors shaped as it says), a list to
+        pass to ``step``."""
         return [self.get_random_action(agent) for agent in self.agents]
 
     # --- reset, step --------------------------------------------------------------------------
@@ -297,7 +327,8 @@ class VmasEnvironment:
         return self._result(return_observations, False, return_info, return_dones)
 
     def _actions(self, actions: Sequence | Mapping) -> torch.Tensor:
-        """Per-agent actions -> the swarp action tensor [E, A, act_dim], checked like VMAS's."""
+        """Per-agent actions -> what ``sim.step`` takes, checked like VMAS's: [E, A, act_dim] of the
+        simulator's dtype (continuous) or [E, A, width] int64 indices (discrete kinds)."""
         if isinstance(actions, Mapping):
             names = [agent.name for agent in self.agents]
             missing = [name for name in names if name not in actions]
@@ -314,26 +345,37 @@ class VmasEnvironment:
             )
         if len(actions) != self.n_agents:
             raise ValueError(f"expected actions for {self.n_agents} agents, got {len(actions)}")
+        width_name = {"continuous": "act_dim", "discrete": "1", "multidiscrete": "len(nvec)"}[
+            self.sim.action_space.kind
+        ]
         rows = []
         for agent, action in zip(self.agents, actions, strict=True):
             if not isinstance(action, torch.Tensor):
                 try:
                     action = torch.as_tensor(action, device=self.device)
                 except (TypeError, ValueError, RuntimeError) as error:
-                    raise TypeError(f"action of {agent.name} must be numbers [num_envs, act_dim]: {error}") from None
+                    raise TypeError(
+                        f"action of {agent.name} must be numbers [num_envs, {width_name}]: {error}"
+                    ) from None
             if action.dtype == torch.bool or action.is_complex():
                 raise TypeError(f"action of {agent.name} must be real numbers, got dtype {action.dtype}")
             if action.dim() == 1:
                 action = action.unsqueeze(-1)  # VMAS reads [num_envs] as [num_envs, 1]
-            if tuple(action.shape) != (self.num_envs, agent.action_size):
+            width = self.get_agent_action_size(agent)
+            if tuple(action.shape) != (self.num_envs, width):
                 raise ValueError(
-                    f"action of {agent.name} must have shape [num_envs, act_dim] = [{self.num_envs}, "
-                    f"{agent.action_size}], got {list(action.shape)}"
+                    f"action of {agent.name} must have shape [num_envs, {width_name}] = [{self.num_envs}, "
+                    f"{width}], got {list(action.shape)}"
                 )
-            if not self.grad_enabled:
+            if not self.grad_enabled or not self.continuous_actions:
                 action = action.detach()
-            rows.append(action.to(device=self.device, dtype=torch.float32))
+            if self.continuous_actions:
+                rows.append(action.to(device=self.device, dtype=torch.float32))
+            else:
+                rows.append(self._indices(agent, action.to(self.device)))
         stacked = torch.stack(rows, dim=1)
+        if not self.continuous_actions:
+            return stacked
         low, high = self._low, self._high
         if self.clamp_action:
             if bool(torch.isnan(stacked).any()):
@@ -347,6 +389,28 @@ class VmasEnvironment:
                     f"{self._first_bad(outside, stacked)}"
                 )
         return stacked.to(self.sim.dtype)
+
+    def _indices(self, agent: VmasAgent, action: torch.Tensor) -> torch.Tensor:
+        """One agent's discrete action [E, width] (any real dtype) -> int64 indices, checked as VMAS
+        checks them (in range, whatever ``clamp_actions``); floats must hold whole numbers."""
+        heads = torch.tensor(self.sim.action_space.heads, device=action.device)
+        if action.is_floating_point():
+            fractional = action != torch.round(action)  # NaN and inf too
+            if bool(fractional.any()):
+                env, column = (int(i) for i in fractional.nonzero()[0])
+                raise ValueError(
+                    f"discrete action of {agent.name} must hold integer indices (an int tensor, or floats of whole "
+                    f"numbers as VMAS takes them): env {env}, column {column} holds {action[env, column].item()!r}"
+                )
+        outside = (action < 0) | (action >= heads)
+        if bool(outside.any()):
+            env, column = (int(i) for i in outside.nonzero()[0])
+            raise ValueError(
+                f"discrete action of {agent.name} out of bounds: env {env}, column {column} holds "
+                f"{action[env, column].item()!r}, allowed int range [0, {int(heads[column])}) (clamp_actions does not "
+                f"apply to discrete actions, as in VMAS)"
+            )
+        return action.to(torch.int64)
 
     def _first_bad(self, bad: torch.Tensor, values: torch.Tensor | None = None) -> str:
         env, agent, column = (int(i) for i in bad.nonzero()[0])
@@ -362,9 +426,13 @@ class VmasEnvironment:
         """Step every env with per-agent actions.
 
         Args:
-            actions: ``n_agents`` tensors [E, act_dim] (a list in agent order, or a dict by agent
-                name), physical units within ``action_space`` (see ``clamp_actions``); numbers that
-                are not tensors are converted to float32 tensors, and [E] is read as [E, 1].
+            actions: ``n_agents`` tensors (a list in agent order, or a dict by agent name) of
+                ``get_agent_action_size`` columns: [E, act_dim] physical units within
+                ``action_space`` (continuous; see ``clamp_actions``), [E, 1] flat indices in
+                [0, prod(nvec)) (discrete) or [E, len(nvec)] indices, column d in [0, nvec[d])
+                (multi-discrete). Indices may be of any integer dtype or, as VMAS takes them, floats
+                of whole numbers; they become int64. Numbers that are not tensors are converted to
+                tensors, and [E] is read as [E, 1].
 
         Returns:
             ``[obs, rews, dones, infos]``: ``n_agents`` observations [E, obs_dim] float32, rewards
@@ -374,7 +442,8 @@ class VmasEnvironment:
 
         Raises:
             TypeError: ``actions`` is not a list or dict of numbers. ValueError: wrong count,
-            names or shapes, NaN, or values out of range without ``clamp_actions``.
+            names or shapes, NaN, values out of range without ``clamp_actions`` (continuous), or
+            indices out of range or not whole numbers (discrete kinds, whatever ``clamp_actions``).
         """
         stacked = self._actions(actions)
         obs, reward, terminated, truncated, info = self.sim.step(stacked)

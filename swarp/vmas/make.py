@@ -41,12 +41,18 @@ def make_env(
             ``"sampling"``, ``"simple_spread"``; ``".py"`` may end it), or a swarp scenario name.
         num_envs: Parallel envs E (int >= 1).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a CUDA index or a ``torch.device``.
-        continuous_actions: Must be True: swarp has continuous actions only.
+        continuous_actions: True: actions are physical commands (a ``Box`` per agent); False:
+            discrete indices decoded with VMAS 1.5.2's levels (``swarp.core.spaces``), one flat
+            index per agent (``Discrete(prod(nvec))``) or, with ``multidiscrete_actions``, one per
+            physical action column (``MultiDiscrete(nvec)``). ``nvec`` is VMAS's default 3 levels
+            per column unless the swarp option ``action_nvec`` (an int or one int per column) says
+            otherwise.
         wrapper: Must be None (use ``swarp.interop``'s adapters on ``env.sim`` instead).
         max_steps: Episode length [steps] after which envs are done (truncated); ``None``: no limit.
         seed: Seed of swarp's reset RNG (int in [0, 2^31)); ``None`` means 0.
         dict_spaces: Observations, rewards, infos and spaces keyed by agent name instead of lists.
-        multidiscrete_actions: Must be False.
+        multidiscrete_actions: With ``continuous_actions=False``: multi-discrete actions (True
+            with ``continuous_actions=True`` is refused, as VMAS asserts).
         clamp_actions: Clamp out-of-range actions instead of raising.
         grad_enabled: Keep the actions' autograd history (a differentiable step).
         terminated_truncated: ``step`` returns terminated and truncated [E] bool instead of ``dones``.
@@ -59,16 +65,18 @@ def make_env(
 
     Raises:
         TypeError: a keyword of the wrong type, or an unknown one.
-        ValueError: discrete actions, a wrapper, an unknown scenario, a refused option, or a value
-            swarp rejects (the message says which VMAS option it came from).
+        ValueError: ``multidiscrete_actions`` with continuous actions, a wrapper, an unknown
+            scenario, a refused option, or a value swarp rejects (the message says which VMAS option
+            it came from).
     """
-    if continuous_actions is not True:
+    check_flag("continuous_actions", continuous_actions)
+    check_flag("multidiscrete_actions", multidiscrete_actions)
+    if multidiscrete_actions and continuous_actions:
         raise ValueError(
-            "continuous_actions=False is not supported: swarp scenarios have continuous actions only (physical "
-            "units, in env.action_space); discretise in your policy"
+            "multidiscrete_actions=True needs continuous_actions=False (as VMAS asserts): multi-discrete actions "
+            "are discrete"
         )
-    if multidiscrete_actions:
-        raise ValueError("multidiscrete_actions=True is not supported: swarp scenarios have continuous actions only")
+    kind = "continuous" if continuous_actions else "multidiscrete" if multidiscrete_actions else "discrete"
     if wrapper is not None:
         raise ValueError(
             f"wrapper={wrapper!r} is not supported: wrap env.sim (the swarp Environment) with swarp.interop's "
@@ -103,6 +111,7 @@ def make_env(
             seed=seed,
             auto_reset=False,
             max_steps=None if max_steps is None else int(max_steps),
+            action_space=kind,
             **t.env_options,
             **t.options,
         )

@@ -35,9 +35,11 @@ NO_COUNTERPART = {
     "waterfall": "swarp has no waterfall scenario",
 }
 
-#: swarp ``Environment`` options that ``make_env`` passes through (they add a lidar to any scenario's
-#: observation); every other keyword is a VMAS option of the scenario or a swarp scenario option.
-ENV_OPTIONS = ("lidar_rays", "lidar_range")
+#: swarp ``Environment`` options that ``make_env`` passes through (a lidar added to any scenario's
+#: observation; ``action_nvec``, the levels of discrete actions, where VMAS scenarios set
+#: ``agent.discrete_action_nvec``); every other keyword is a VMAS option of the scenario or a swarp
+#: scenario option.
+ENV_OPTIONS = ("lidar_rays", "lidar_range", "action_nvec")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,15 @@ Spaces keep the agent axis: each sub-env observes a ``Box(-inf, inf, (A, obs_dim
 ``Box(low, high, (A, act_dim))`` whose bounds are ``sim.action_bounds`` (physical units), so the
 batched spaces are ``(n_envs, A, ...)``. ``flatten_agents=True`` joins the last two axes instead
 (``(A * obs_dim,)`` and ``(A * act_dim,)`` per sub-env: one learner acting for every agent).
+Discrete action spaces (``swarp.make(..., action_space="discrete" | "multidiscrete")``, see
+``swarp.core.spaces``) become int64 ``MultiDiscrete`` spaces of the same layout: each agent's
+``env.action_space.heads`` (one column of ``prod(nvec)`` choices, or one column per physical action
+of ``nvec[d]``), shape (A, width) per sub-env or (A * width,) flattened; one agent's one flat index,
+flattened, is a ``Discrete(prod(nvec))`` (the batched space then a ``MultiDiscrete`` of shape (E,)).
+Every agent of a swarp env shares one ``ActionSpace``, so these spaces always exist. Actions are
+integer indices of that shape (floats are refused); the simulator decodes them into the physical
+command with VMAS 1.5.2's levels, and an index out of range acts as a zero command and raises
+``sim.invalid_actions()``.
 ``reward`` is one number per env as Gymnasium's vector API requires: the mean over agents by default
 (``reward="sum"`` for the sum), with the per-agent rewards [E, A] in ``info["agent_reward"]``.
 
@@ -58,10 +67,11 @@ Inputs are checked here, once, from metadata alone (no host sync): actions must 
 shape [n_envs, n_agents, act_dim] (``flatten_agents``: [n_envs, n_agents * act_dim]) exactly (a
 numpy array, a nested list or a torch tensor; never broadcast; any int or float dtype, converted to
 the simulator's, finite values beyond its range kept finite); NaN and inf are passed on, acting as 0
-and raising ``sim.invalid_actions()``. ``options`` may hold only ``"reset_mask"``, a bool mask
-[n_envs] (env indices are rejected, as ``Environment.reset_at`` rejects them). ``close()`` closes
-the wrapped ``Environment``. The ``Environment`` resets itself when built, so ``step`` before the
-first ``reset`` is valid.
+and raising ``sim.invalid_actions()``. Discrete kinds take integer indices of the action space's
+shape (any int dtype, converted to int64; float, bool and complex raise ``TypeError``). ``options``
+may hold only ``"reset_mask"``, a bool mask [n_envs] (env indices are rejected, as
+``Environment.reset_at`` rejects them). ``close()`` closes the wrapped ``Environment``. The
+``Environment`` resets itself when built, so ``step`` before the first ``reset`` is valid.
 
 Registered envs. Importing this module registers ``"swarp/<scenario>-v0"`` with Gymnasium for
 every scenario ``swarp.make`` knows (``register_envs()`` registers scenarios added later). Gymnasium
@@ -80,7 +90,9 @@ and ``max_steps``, ``device``, ``seed``...) or to the adapter (``reward``, and f
 ``backend``, ``autoreset_mode``, ``flatten_agents``); ``make`` simulates on the CPU unless given a
 ``device`` (one env is latency-bound), ``make_vec`` on CUDA when available. Both flatten the
 agents: a ``SwarpGymnasiumEnv`` observes ``Box(-inf, inf, (A * obs_dim,))`` and acts in
-``Box(low, high, (A * act_dim,))``, the same single spaces ``make_vec`` batches.
+``Box(low, high, (A * act_dim,))`` (discrete kinds: ``MultiDiscrete`` of shape (A * width,), or
+``Discrete`` for one agent: ``action_space="discrete", n_agents=1`` is a classic single-agent
+discrete task, for DQN and the like), the same single spaces ``make_vec`` batches.
 ``vectorization_mode="sync"`` builds Gymnasium's ``SyncVectorEnv`` of ``SwarpGymnasiumEnv``
 instead (one simulator per env: slower). Episodes end as the scenario's do (``max_steps``); the
 registrations set no ``max_episode_steps``. (``swarp.interop.torchrl.SwarpEnv`` is TorchRL's

@@ -12,8 +12,13 @@ from gymnasium.vector import AutoresetMode
 
 from swarp.env.environment import Environment
 from swarp.env.make import make
-from swarp.interop.checks import real_tensor
-from swarp.interop.gymnasium.vector import REWARD_MODES, SwarpVectorEnv, parse_autoreset_mode
+from swarp.interop.gymnasium.vector import (
+    REWARD_MODES,
+    SwarpVectorEnv,
+    parse_autoreset_mode,
+    sim_actions,
+    sub_env_action_space,
+)
 from swarp.scenarios.framework.base import get_scenario, scenario_names
 
 #: The Gymnasium namespace of the registered envs: ``"swarp/<scenario>-v0"``.
@@ -108,6 +113,9 @@ class SwarpGymnasiumEnv(gymnasium.Env):
     Spaces: ``observation_space = Box(-inf, inf, (A * obs_dim,))`` and ``action_space =
     Box(low, high, (A * act_dim,))``, bounds from ``sim.action_bounds`` (physical units), agent
     ``i``'s block at ``[i * dim, (i + 1) * dim)``; dtype the simulator's (float32 by default).
+    With ``action_space="discrete"`` or ``"multidiscrete"`` (a ``swarp.make`` keyword) the action
+    space is an int64 ``MultiDiscrete`` of every agent's ``sim.action_space.heads``, shape
+    (A * width,), or ``Discrete(prod(nvec))`` for one agent's one flat index.
 
     Attributes:
         sim: The wrapped ``Environment``.
@@ -155,9 +163,8 @@ class SwarpGymnasiumEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.metadata = {"render_modes": ["rgb_array"], "render_fps": round(1.0 / sim.stepper.dt)}
         np_dtype = torch.empty((), dtype=sim.dtype).numpy().dtype
-        low, high = (b.cpu().numpy().astype(np_dtype).reshape(-1) for b in sim.action_bounds)
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (sim.n_agents * sim.obs_dim,), np_dtype)
-        self.action_space = gymnasium.spaces.Box(low, high, dtype=np_dtype)
+        self.action_space = sub_env_action_space(sim, flatten_agents=True)
 
     def _info(self, info: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
         return {key: value[0].detach().to("cpu", copy=True).numpy() for key, value in info.items()}
@@ -188,12 +195,15 @@ class SwarpGymnasiumEnv(gymnasium.Env):
         return obs[0].reshape(-1).to("cpu", copy=True).numpy(), self._info(info)
 
     def step(self, action):
-        """Step the env with ``action`` [A * act_dim] (physical units, agent-major).
+        """Step the env with ``action`` of ``action_space.shape`` (agent-major).
 
         Args:
-            action: Real numbers [A * act_dim]: a numpy array, a nested list or a torch tensor of
-                any int or float dtype (values beyond the bounds are clamped; NaN and inf act as 0
-                and raise ``sim.invalid_actions()``).
+            action: Continuous: real numbers [A * act_dim] in physical units, of any int or float
+                dtype (values beyond the bounds are clamped; NaN and inf act as 0 and raise
+                ``sim.invalid_actions()``). Discrete kinds: integer indices [A * width] (a
+                ``Discrete`` space: one int, shape ()), any int dtype (an index out of range acts
+                as a zero command and raises ``sim.invalid_actions()``). A numpy array or scalar, a
+                nested list or a torch tensor.
 
         Returns:
             ``(obs [A * obs_dim], reward float, terminated bool, truncated bool, info)``: reward the
@@ -201,13 +211,14 @@ class SwarpGymnasiumEnv(gymnasium.Env):
             [A], the one env's rows.
 
         Raises:
-            TypeError: ``action`` is None, a string, an object array, or bool or complex.
-            ValueError: ``action`` is not of shape [A * act_dim].
+            TypeError: ``action`` is None, a string, an object array, or bool or complex (or
+                float, for discrete kinds).
+            ValueError: ``action`` is not of ``action_space.shape``.
         """
         sim = self.sim
-        shape = (sim.n_agents * sim.act_dim,)
-        action = real_tensor(action, "action", shape, sim.dtype, sim.torch_device, "[n_agents * act_dim]")
-        obs, reward, terminated, truncated, info = sim.step(action.reshape(1, sim.n_agents, sim.act_dim))
+        dims = "[]" if isinstance(self.action_space, gymnasium.spaces.Discrete) else "[n_agents * act_dim]"
+        action = sim_actions(sim, action, self.action_space.shape, dims, "action")
+        obs, reward, terminated, truncated, info = sim.step(action)
         info = self._info(info)
         info["agent_reward"] = reward[0].to("cpu", copy=True).numpy()
         env_reward = info["agent_reward"].mean() if self.reward_mode == "mean" else info["agent_reward"].sum()

@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from swarp.env.environment import Environment
-from swarp.interop.checks import env_mask, real_tensor
+from swarp.interop.checks import env_mask, index_tensor, real_tensor
 
 BACKENDS = ("numpy", "torch")
 REWARD_MODES = ("mean", "sum")
@@ -55,6 +55,45 @@ def _autoreset_mode(value: Any, auto_reset: bool) -> AutoresetMode:
     return mode
 
 
+def sub_env_action_space(env: Environment, flatten_agents: bool) -> gymnasium.spaces.Space:
+    """One sub-env's action space over ``env``'s A agents (the module docstring, "Spaces").
+
+    Continuous: ``Box(low, high)`` of ``env.action_bounds`` [physical units], shape (A, act_dim)
+    (``flatten_agents``: (A * act_dim,)), the simulator's float dtype. Discrete kinds: int64
+    ``MultiDiscrete`` of ``env.action_space.heads`` for every agent, shape (A, width)
+    (``flatten_agents``: (A * width,)), except one agent's one flat index when flattened:
+    ``Discrete(prod(nvec))``.
+    """
+    space, A = env.action_space, env.n_agents
+    if not space.discrete:
+        np_dtype = torch.empty((), dtype=env.dtype).numpy().dtype
+        low, high = (b.cpu().numpy().astype(np_dtype) for b in env.action_bounds)
+        if flatten_agents:
+            low, high = low.reshape(-1), high.reshape(-1)
+        return gymnasium.spaces.Box(low, high, dtype=np_dtype)
+    heads = np.asarray(space.heads, dtype=np.int64)
+    if not flatten_agents:
+        return gymnasium.spaces.MultiDiscrete(np.tile(heads, (A, 1)))
+    if space.kind == "discrete" and A == 1:
+        return gymnasium.spaces.Discrete(int(heads[0]))
+    return gymnasium.spaces.MultiDiscrete(np.tile(heads, A))
+
+
+def sim_actions(env: Environment, actions: Any, shape: tuple[int, ...], dims: str, name: str) -> torch.Tensor:
+    """``actions`` of ``shape`` (an action space's) as what ``env.step`` takes: [n_envs, A, act_dim]
+    of the simulator's float dtype (continuous) or [n_envs, A, width] int64 indices (discrete kinds).
+
+    Raises:
+        TypeError: not real numbers (continuous) or not integers (discrete kinds; floats refused).
+        ValueError: not of ``shape``.
+    """
+    if env.action_space.discrete:
+        tensor = index_tensor(actions, name, shape, env.torch_device, dims)
+    else:
+        tensor = real_tensor(actions, name, shape, env.dtype, env.torch_device, dims)
+    return tensor.reshape(env.n_envs, env.n_agents, env.act_dim)
+
+
 def _numpy_wrappers() -> tuple[type, ...]:
     """Gymnasium's vector wrappers that run numpy code on what the env returns, or on the actions."""
     from gymnasium.wrappers import vector
@@ -84,6 +123,10 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
             (``"next_step"``, ``"same_step"``, ``"disabled"``) that ``env`` can serve.
         flatten_agents: Join the agent and feature axes: sub-env spaces ``(A * obs_dim,)`` and
             ``(A * act_dim,)`` instead of ``(A, obs_dim)`` and ``(A, act_dim)``.
+
+    The action spaces follow ``env.action_space`` (``sub_env_action_space``): a ``Box`` for
+    continuous actions, an int64 ``MultiDiscrete`` (or, one agent flattened, a ``Discrete``) for
+    discrete and multi-discrete ones.
 
     Attributes:
         sim: The wrapped ``Environment``.
@@ -130,12 +173,9 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
         if backend == "torch":
             self._metadata["torch"] = True  # Gymnasium's mark of an env returning torch tensors
         np_dtype = torch.empty((), dtype=env.dtype).numpy().dtype
-        low, high = (b.cpu().numpy().astype(np_dtype) for b in env.action_bounds)
-        obs_shape = (env.n_agents, env.obs_dim)
-        if flatten_agents:
-            obs_shape, low, high = (env.n_agents * env.obs_dim,), low.reshape(-1), high.reshape(-1)
+        obs_shape = (env.n_agents * env.obs_dim,) if flatten_agents else (env.n_agents, env.obs_dim)
         self.single_observation_space = gymnasium.spaces.Box(-np.inf, np.inf, obs_shape, np_dtype)
-        self.single_action_space = gymnasium.spaces.Box(low, high, dtype=np_dtype)
+        self.single_action_space = sub_env_action_space(env, flatten_agents)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         # NEXT_STEP: the envs whose episode ended on the last step, reset by the next ([E] bool on
@@ -233,13 +273,15 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
         return self._out(self._obs(obs)), self._info(info)
 
     def step(self, actions):
-        """Step every sub-env with ``actions`` [E, A, act_dim] (physical units).
+        """Step every sub-env with ``actions`` of ``action_space.shape``.
 
         Args:
-            actions: Real numbers [E, A, act_dim] (``flatten_agents``: [E, A * act_dim]): a numpy
-                array, a nested list or a torch tensor, of any int or float dtype and device
-                (converted to the simulator's). With NEXT_STEP, the rows of envs being reset are
-                ignored.
+            actions: Continuous: real numbers [E, A, act_dim] (``flatten_agents``: [E, A * act_dim]),
+                physical units, of any int or float dtype (converted to the simulator's). Discrete
+                kinds: integer indices [E, A, width] (``flatten_agents``: [E, A * width], or [E]
+                for one agent's ``Discrete``), any int dtype (floats refused), converted to int64.
+                A numpy array, a nested list or a torch tensor on any device. With NEXT_STEP, the
+                rows of envs being reset are ignored.
 
         Returns:
             ``(obs [E, A, obs_dim], reward [E], terminated [E] bool, truncated [E] bool, info)``
@@ -250,16 +292,18 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
             starts the new episode, reward 0, flags False.
 
         Raises:
-            TypeError: ``actions`` is None, a string, an object array, or bool or complex.
+            TypeError: ``actions`` is None, a string, an object array, or bool or complex (or
+                float, for discrete kinds).
             ValueError: ``actions`` is not of the shape above.
         """
         sim = self.sim
-        if self.flatten_agents:
-            shape, dims = (sim.n_envs, sim.n_agents * sim.act_dim), "[n_envs, n_agents * act_dim]"
+        if isinstance(self.single_action_space, gymnasium.spaces.Discrete):
+            dims = "[n_envs]"
+        elif self.flatten_agents:
+            dims = "[n_envs, n_agents * act_dim]"
         else:
-            shape, dims = (sim.n_envs, sim.n_agents, sim.act_dim), "[n_envs, n_agents, act_dim]"
-        actions = real_tensor(actions, "actions", shape, sim.dtype, sim.torch_device, dims)
-        actions = actions.reshape(sim.n_envs, sim.n_agents, sim.act_dim)
+            dims = "[n_envs, n_agents, act_dim]"
+        actions = sim_actions(sim, actions, self.action_space.shape, dims, "actions")
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and (self.backend == "torch" or self._any_pending):
             return self._next_step(actions)
         obs, reward, terminated, truncated, info = sim.step(actions)
@@ -281,7 +325,7 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
         step's results masked). No host sync beyond the numpy backend's copies."""
         sim, pending = self.sim, self._pending
         keep = ~pending
-        sim.step(actions.masked_fill(pending.view(-1, 1, 1), 0.0))
+        sim.step(actions.masked_fill(pending.view(-1, 1, 1), 0))
         sim.reset_at(pending)  # refreshes the reset envs' obs rows and info
         reward = torch.where(keep.view(-1, 1), sim.reward, 0.0)
         terminated, truncated = sim.terminated & keep, sim.truncated & keep
