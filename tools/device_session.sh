@@ -6,7 +6,7 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s34, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s35, s34, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 s32)
@@ -48,6 +48,39 @@ s32)
   (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
   [ -n "${SKIP_AB:-}" ] || [ "${PART:-all}" = a ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
+  ;;
+s35)
+  # Issues 56 and 57 on the final tree in two calls (carry .ab/base: 1700cc2, .ab/base57: 6defeb3).
+  # PART=a: the GPU suite alone, then what discrete actions cost (one round), then navigation trained
+  # with discrete actions. PART=b: the renovation's A/B against 1700cc2 (issue 56's grid, one round,
+  # the 262,144-env cells last) beside 6defeb3 on issue 57's cells.
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  if [ "${PART:-a}" = a ]; then
+    timeout ${SUITE_LIMIT:-280} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -6 "$out/tests_gpu.log"
+    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=1 \
+      timeout ${DISC_LIMIT:-100} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
+      2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    mv "$out/ab.log" "$out/ab_discrete.log"; grep -v "^Module\|^Warp" "$out/ab_discrete.log" | grep "==\|4096"
+    timeout ${TRAIN_LIMIT:-100} $py -m swarp.train navigation --action-space discrete --seeds 0 --no-progress \
+      --run-dir "$out/r_discrete" 2>&1 | grep -v "^Module\|^Warp" | tail -8
+    (cd "$out" && find r_discrete -name "*.pt" -delete; find r_discrete -name "events.out*" -delete; true)
+  else
+    VARIANTS="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=." ROUNDS=1 timeout ${AB57_LIMIT:-150} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
+      2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    mv "$out/ab.log" "$out/ab_57.log"; grep -v "^Module\|^Warp" "$out/ab_57.log" | grep "==\|^ *[0-9]"
+    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=1 timeout ${AB_LIMIT:-400} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 1024 --agents 3 16 64 --iters 200 --repeats 3" \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 64 --iters 200 --repeats 3" \
+      "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3" \
+      "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 200 --repeats 3" \
+      "$py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 200 --repeats 3" \
+      "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" \
+      "$py -m swarp.benchmark.throughput --envs 262144 --agents 3 16 64 --iters 40 --repeats 3" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    grep -v "^Module\|^Warp" "$out/ab.log" | grep "==\|^ *[0-9]\|env-steps"
+  fi
   ;;
 s34)
   # Issue 57: what discrete and multi-discrete actions cost against continuous ones (the decode is one
