@@ -209,3 +209,17 @@ def test_action_settings_that_do_not_fit_the_env_are_refused(tmp_path, capsys):
     path = tmp_path / "c.json"
     path.write_text('{"action_space": "multidiscrete", "action_nvec": [4, 3]}')
     assert load_config_file(str(path)) == {"action_space": "multidiscrete", "action_nvec": (4, 3)}
+
+
+def test_navigation_with_discrete_actions_learns_on_the_cpu():
+    """10 iterations of 64 envs x 32 steps (the defaults; ~10 s on a 2-core CPU): the greedy policy
+    of 9 choices an agent succeeds where random play of them never does, and earns far more."""
+    result = train("navigation", device="cpu", n_envs=64, total_steps=64 * 32 * 10, eval_every=0, eval_envs=256,
+                   run_dir="", progress=False, action_space="discrete")  # fmt: skip
+    evaluator = Evaluator(
+        "navigation", get_task("navigation"), 256, "cpu", seed=777, actions=result.policy.env_kwargs()
+    )
+    greedy = summary(evaluator(result.policy))
+    random = summary(evaluator(evaluator.random_actions(0)))
+    assert greedy["success_low"] > random["success_high"], (greedy, random)
+    assert greedy["return"] > random["return"] + 1.0, (greedy, random)
