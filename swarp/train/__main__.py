@@ -79,6 +79,7 @@ def main(argv=None) -> list:
             + f"; greedy success {p['success']:.3f} [{p['success_low']:.3f}, {p['success_high']:.3f}], random "
             f"{r['success']:.3f} [{r['success_low']:.3f}, {r['success_high']:.3f}]"
             + (f", scripted {score['scripted']['success']:.3f}" if "scripted" in score else "")
+            + (" (continuous actions)" if score.get("scripted", {}).get("action_space") else "")
             + f" on {p['episodes']} episodes"
             + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
         )

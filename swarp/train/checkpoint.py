@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from swarp.train.action_spaces import space_of
 from swarp.train.config import TrainConfig
 from swarp.train.networks import Critic, Policy
 from swarp.train.tasks import Task
@@ -127,16 +128,20 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
         if isinstance(dims[name], bool) or not isinstance(dims[name], int) or dims[name] < 1:
             raise ValueError(f"dims[{name!r}] must be an int >= 1, got {dims[name]!r}")
     low, high = data["action_low"], data["action_high"]
-    if not (isinstance(low, torch.Tensor) and isinstance(high, torch.Tensor)
-            and low.shape == high.shape == (dims["n_agents"], dims["act_dim"])):  # fmt: skip
-        raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}]")
+    if not (isinstance(low, torch.Tensor) and isinstance(high, torch.Tensor) and low.dim() == 2):
+        raise ValueError("action bounds must be tensors [n_agents, physical action columns]")
+    space = space_of(config, low.shape[-1])  # act_dim is the width step takes: D, or 1 (discrete)
+    if not (low.shape == high.shape == (dims["n_agents"], space.physical_dim) and space.width == dims["act_dim"]):
+        raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}] for "
+                         f"{space.kind} actions of width {dims['act_dim']}")  # fmt: skip
     for name in ("normalizer", "actor", "critic"):
         for key, tensor in data[name].items():
             if not isinstance(tensor, torch.Tensor):
                 raise TypeError(f"{name}.{key} is not a tensor")
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise ValueError(f"{name}.{key} holds non-finite values (the weights of a diverged run)")
-    policy = Policy.from_networks(data, dims["obs_dim"], low, high, config.hidden, config.depth, config.norm_obs)
+    policy = Policy.from_networks(data, dims["obs_dim"], low, high, config.hidden, config.depth, config.norm_obs,
+                                  space)  # fmt: skip
     critic = Critic(1, dims["obs_dim"], dims["n_agents"], config.hidden, config.depth, config.algorithm == "mappo")
     critic.load_state_dict(data["critic"])
     seed, extra = data["seed"], data["extra"]

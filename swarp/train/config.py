@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from swarp.core.spaces import ACTION_SPACES
+
 
 @dataclass(frozen=True)
 class Range:
@@ -56,6 +58,12 @@ class TrainConfig:
 
     algorithm: str = setting("mappo", choices=("mappo", "ippo"))
     """mappo (a critic over every agent's observation) or ippo (a critic over the agent's own)"""
+    action_space: str = setting("continuous", choices=ACTION_SPACES)
+    """the env's action space and the policy's head: continuous (a tanh-squashed Gaussian), discrete (one
+    categorical over every combination of levels) or multidiscrete (one categorical per action column)"""
+    action_nvec: int | tuple[int, ...] | None = None
+    """levels per action column of the discrete spaces: one int for every column or one per column
+    (default: 3, VMAS's); only with --action-space discrete or multidiscrete"""
     n_envs: int | None = setting(None, at_least=1)
     """parallel envs of the training batch (default: 4096 on CUDA, 64 on the CPU)"""
     rollout_steps: int = setting(32, at_least=1)
@@ -75,7 +83,8 @@ class TrainConfig:
     clip_coef: float = setting(0.2, above=0.0)
     """PPO ratio clipping"""
     ent_coef: float = setting(0.0, at_least=0.0)
-    """entropy bonus weight (the entropy of the squashed actions, estimated at reparameterized samples)"""
+    """entropy bonus weight (the entropy of the squashed actions, estimated at reparameterized samples;
+    with discrete actions the categoricals' exact entropy, summed over columns)"""
     vf_coef: float = setting(0.5, at_least=0.0)
     """value loss weight"""
     epochs: int = setting(2, at_least=1)
@@ -89,7 +98,7 @@ class TrainConfig:
     depth: int = setting(2, at_least=1)
     """hidden layers of actor and critic"""
     init_log_std: float = setting(-0.5, at_least=-50.0, at_most=5.0)
-    """initial log standard deviation of the pre-squash Gaussian"""
+    """initial log standard deviation of the pre-squash Gaussian (continuous actions only)"""
     norm_obs: bool = True
     """running observation normalization (statistics updated once per iteration, on the device)"""
     norm_returns: bool = False
@@ -124,6 +133,11 @@ class TrainConfig:
         """Raise ``ValueError`` naming the first field of the wrong type, non-finite or out of range,
         or the fields that disagree with each other."""
         self.__post_init__()  # fields may have been assigned since construction
+        if self.action_nvec is not None and self.action_space == "continuous":
+            raise ValueError(
+                f"TrainConfig.action_nvec ({self.action_nvec}) applies to discrete action spaces; set "
+                "action_space (--action-space) to discrete or multidiscrete, or leave action_nvec unset"
+            )
         if self.n_envs is None:
             raise ValueError("TrainConfig.n_envs is unset: swarp.train.train picks it from the device")
         if (self.n_envs * self.rollout_steps) % self.minibatches:
@@ -164,6 +178,8 @@ def _check_value(value, kind, metadata):
     """``value`` as field type ``kind`` (``T`` or ``T | None``) within ``metadata``'s range/choices."""
     args = typing.get_args(kind)
     optional = type(None) in args
+    if any(typing.get_origin(t) is tuple for t in args):
+        return _check_levels(value, optional)
     base = next(t for t in args if t is not type(None)) if optional else kind
     valid = metadata.get("range") or Range()
     choices = metadata.get("choices") or ()
@@ -198,6 +214,23 @@ def _check_value(value, kind, metadata):
     if not ok:
         raise ValueError(f"must be {expected}, {got}")
     return value
+
+
+def _check_levels(value, optional: bool):
+    """A level-count field (``int | tuple[int, ...]``): an int >= 2, or a sequence of them (a tuple;
+    one element is that int)."""
+    expected = "an int >= 2 or a sequence of ints >= 2" + (" or None" if optional else "")
+    if value is None and optional:
+        return None
+
+    def level(n) -> bool:
+        return isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and n >= 2
+
+    if level(value):
+        return int(value)
+    if isinstance(value, (list, tuple)) and value and all(level(n) for n in value):
+        return int(value[0]) if len(value) == 1 else tuple(int(n) for n in value)
+    raise ValueError(f"must be {expected}, got {value!r} ({type(value).__name__})")
 
 
 def make_config(overrides: dict | None = None, task_overrides: dict | None = None) -> TrainConfig:
@@ -252,10 +285,13 @@ def add_fields(parser: argparse.ArgumentParser, cls, defaults: bool = True) -> N
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
+        levels = any(typing.get_origin(t) is tuple for t in typing.get_args(kind))
         kind = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # X | None -> X
         flag, help_text = f"--{f.name.replace('_', '-')}", f"{docs.get(f.name, '')} (default: {f.default})"
         default = f.default if defaults else None
-        if kind is bool:
+        if levels:  # --action-nvec 3, or 3 5 (one per column)
+            parser.add_argument(flag, type=int, nargs="+", default=default, metavar="N", help=help_text)
+        elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         else:
             parser.add_argument(flag, type=kind, default=default, help=help_text)

@@ -1,6 +1,14 @@
 """Greedy evaluation on fresh episodes, with random play on the same episodes as the baseline:
 ``evaluate`` (Python) and ``main`` (the command line ``python -m swarp.train.eval``, whose module
-only forwards here)."""
+only forwards here).
+
+A policy trained with discrete or multi-discrete actions is scored in an env of its action space;
+random play there draws uniform indices of every head. The scenario's scripted controller emits
+continuous commands, so its baseline beside a discrete policy is scored on the continuous env of the
+same task and the same episodes (the same reset seed gives the same starts in every action space),
+and its entry says so (``"action_space": "continuous"``): the controller at full resolution, not a
+quantized one.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import torch
 import swarp.distributed as sd
 from swarp.render.video import check_video_path, random_action_fn
 from swarp.scenarios.framework.base import Scenario, add_import_flag, import_scenario_modules
+from swarp.train.action_spaces import random_indices_fn
 from swarp.train.cli import positive_int, scenario_name, scenario_option, seed
 from swarp.train.networks import Policy
 from swarp.train.tasks import Task, episode_success, get_task
@@ -46,17 +55,21 @@ class Evaluator:
         episodes: Envs, one episode each.
         device: Where the env runs.
         seed: The reset seed of the episodes.
+        actions: The env's action space as ``swarp.make`` keywords (``action_space``,
+            ``action_nvec``; ``Policy.env_kwargs()``; default: continuous).
     """
 
-    def __init__(self, scenario: str, task: Task, episodes: int, device, seed: int):
+    def __init__(self, scenario: str, task: Task, episodes: int, device, seed: int, actions: dict | None = None):
         # Under torch.distributed each rank plays its shard of the episodes (the results are gathered).
-        self.env = sd.make_shard(scenario, global_n_envs=episodes, device=device, seed=seed, **task.env_kwargs())
+        self.env = sd.make_shard(scenario, global_n_envs=episodes, device=device, seed=seed, **task.env_kwargs(),
+                                 **(actions or {}))  # fmt: skip
         self.task, self.seed = task, seed
         self.steps = self.env.max_steps or MAX_EVAL_STEPS
 
     @torch.no_grad()
     def __call__(self, act: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Run ``act`` (observations [E, A, O] -> physical actions [E, A, U]); returns
+        """Run ``act`` (observations [E, A, O] -> physical actions [E, A, U], or int64 indices
+        [E, A, width] in an env of discrete actions); returns
         ``{"success": [E] bool, "return": [E] float (mean over agents)}`` of each env's first episode
         (every rank's envs, in global order, under ``torch.distributed``)."""
         env = self.env
@@ -64,8 +77,10 @@ class Evaluator:
         alive = torch.ones(env.n_envs, dtype=torch.bool, device=env.torch_device)
         success = torch.zeros_like(alive)
         episode_return = torch.zeros(env.n_envs, device=env.torch_device)
+        discrete = env.action_space.discrete
         for step in range(self.steps):
-            obs, reward, terminated, truncated, info = env.step(act(obs).to(env.dtype))
+            actions = act(obs)
+            obs, reward, terminated, truncated, info = env.step(actions if discrete else actions.to(env.dtype))
             done = terminated | truncated
             episode_return += alive * reward.mean(-1)
             success |= alive & done & episode_success(self.task, terminated, info)
@@ -76,13 +91,24 @@ class Evaluator:
 
     def random_actions(self, seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
         """A policy of uniform random actions inside the action bounds (its own generator, seeded
-        ``seed``: ``swarp.render.random_action_fn``)."""
-        act = random_action_fn(seed)
+        ``seed``: ``swarp.render.random_action_fn``); in an env of discrete actions, uniform int64
+        indices [E, A, width] of every head (``action_spaces.random_indices_fn``)."""
+        space = self.env.action_space
+        act = random_indices_fn(space, seed) if space.discrete else random_action_fn(seed)
         return lambda obs: act(self.env, obs)
 
     def scripted_actions(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """The scenario's scripted controller (``Scenario.scripted_actions``, which may read the
-        whole state) as a policy, or ``None`` where the scenario has none."""
+        whole state) as a policy of physical actions [E, A, U], or ``None`` where the scenario has none.
+
+        Raises:
+            ValueError: this env takes discrete actions: the controller's continuous commands do not
+                fit it (``evaluate`` scores the controller on the continuous env of the same episodes).
+        """
+        if self.env.action_space.discrete:
+            kind = self.env.action_space.kind
+            raise ValueError(f"the scripted controller emits continuous commands; this env takes {kind} actions: "
+                             "score it with an Evaluator of the continuous env (actions=None)")  # fmt: skip
         scenario = self.env.scenario
         if type(scenario).scripted_actions is Scenario.scripted_actions:
             return None
@@ -109,7 +135,7 @@ def check_policy_fits(policy, env, scenario: str, task: Task, origin: str) -> No
         return
     low, high = env.action_bounds
     try:
-        policy.check_fits(env.n_agents, env.obs_dim, env.act_dim, low, high)
+        policy.check_fits(env.n_agents, env.obs_dim, env.act_dim, low, high, env.action_space)
     except ValueError as error:
         raise ValueError(f"{origin} cannot act in {scenario} with options {task.options} (max_steps "
                          f"{task.max_steps}): that env has {error}") from None  # fmt: skip
@@ -142,7 +168,10 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     Returns:
         ``{"policy": {...}, "random": {...}, "scripted": {...}}`` (``"scripted"`` only where the
         scenario has a scripted controller), each with ``success``, ``success_low``, ``success_high``
-        (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``.
+        (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``. For a
+        policy of discrete actions, random play draws uniform indices and ``"scripted"`` is the
+        controller on the continuous env of the same episodes, marked ``"action_space": "continuous"``
+        (the module docstring).
 
     Raises:
         ValueError: a bad argument, a damaged checkpoint, or a policy that cannot act in the
@@ -155,10 +184,18 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     policy, scenario, task, origin = resolve_policy(policy, scenario, device, "evaluate")
     task = (task or get_task(scenario)).with_options(options)
-    evaluator = Evaluator(scenario, task, episodes, device, seed)
+    actions = policy.env_kwargs() if isinstance(policy, Policy) else {}
+    evaluator = Evaluator(scenario, task, episodes, device, seed, actions)
     check_policy_fits(policy, evaluator.env, scenario, task, origin)
     policy = policy.to(evaluator.env.torch_device)
     result = {"policy": summary(evaluator(policy)), "random": summary(evaluator(evaluator.random_actions(seed)))}
+    if actions:  # the scripted controller's continuous commands, on the continuous env of the same episodes
+        continuous = Evaluator(scenario, task, episodes, device, seed)
+        scripted = continuous.scripted_actions()
+        if scripted is not None:
+            result["scripted"] = {**summary(continuous(scripted)), "action_space": "continuous"}
+        continuous.env.close()
+        return result
     scripted = evaluator.scripted_actions()
     if scripted is not None:
         result["scripted"] = summary(evaluator(scripted))

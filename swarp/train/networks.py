@@ -4,7 +4,9 @@ critic, and a running observation normalizer.
 Every parameter and buffer has a leading run dimension K (one slice per independent training run);
 a forward pass takes ``[K, ..., features]`` and runs the K networks as batched matrix products, so K
 seeds train as one computation (JaxMARL's vectorised runs, in PyTorch). K = 1 is a single run. Shapes
-below: E envs (or any middle dims), A agents, O observation columns, U action columns.
+below: E envs (or any middle dims), A agents, O observation columns, U action columns. The actor is
+a tanh-squashed Gaussian (``Actor``) for continuous actions, categorical heads (``CategoricalActor``,
+``swarp.train.action_spaces`` says how they sample) for discrete and multi-discrete ones.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import swarp.distributed as sd
+from swarp.core.spaces import ActionSpace
+from swarp.train.action_spaces import check_space_fits
 
 
 class StackedLinear(nn.Module):
@@ -162,6 +166,64 @@ class Actor(nn.Module):
         return self.entropy() + log_jacobian.sum(-1).flatten(1).mean(1)
 
 
+class CategoricalActor(nn.Module):
+    """Shared categorical policy: each agent's normalized observation [K, ..., A, O] -> the logits
+    [K, ..., A, sum(space.heads)] of one categorical per column of ``space`` (module docstring).
+
+    The physical box ``low``, ``high`` ([A, D] each, physical units) is kept as ``center`` and
+    ``half_range`` buffers ([K, A, D], or [K, 1, D] where every agent shares one box), as the
+    Gaussian ``Actor`` keeps it, so a policy can check that an env decodes its indices into the box
+    it was trained in; the env does the decode (``swarp.core.spaces``).
+    """
+
+    def __init__(self, k: int, obs_dim: int, space: ActionSpace, low: torch.Tensor, high: torch.Tensor, hidden: int,
+                 depth: int):  # fmt: skip
+        super().__init__()
+        if not space.discrete:
+            raise ValueError(f"a categorical actor needs a discrete action space, got {space.kind!r}")
+        if low.shape[-1] != space.physical_dim:
+            raise ValueError(f"action bounds of {low.shape[-1]} columns for a space over {space.physical_dim}")
+        if bool((low == low[:1]).all() and (high == high[:1]).all()):
+            low, high = low[:1], high[:1]  # one box for every agent
+        self.space = space
+        self.heads = list(space.heads)
+        self.net = StackedMLP(k, obs_dim, sum(self.heads), hidden, depth)
+        self.register_buffer("nvec", torch.tensor(space.nvec, dtype=torch.int64).expand(k, -1).clone())
+        self.register_buffer("center", ((high + low) / 2).expand(k, *low.shape).clone())
+        self.register_buffer("half_range", ((high - low) / 2).expand(k, *low.shape).clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits [K, ..., A, sum(heads)] float32 of normalized observations ``x`` [K, ..., A, O]."""
+        return self.net(x)
+
+    def split(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Each head's log-probabilities, [K, ..., A, heads[j]] float32 each (log-softmax of its logits)."""
+        return tuple(torch.log_softmax(h, dim=-1) for h in logits.split(self.heads, dim=-1))
+
+    def sample(self, logits: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+        """Indices [K, ..., A, width] int64 drawn from the categoricals of ``logits`` by Gumbel-max,
+        with ``uniform`` [K, ..., A, sum(heads)] draws in [0, 1) (one per logit; no host sync)."""
+        gumbel = -torch.log(-torch.log(uniform.clamp_min(torch.finfo(uniform.dtype).tiny)))
+        noisy = (logits + gumbel).split(self.heads, dim=-1)
+        return torch.stack([h.argmax(-1) for h in noisy], dim=-1)
+
+    def greedy(self, logits: torch.Tensor) -> torch.Tensor:
+        """Indices [K, ..., A, width] int64: each head's most likely choice (the first of ties)."""
+        return torch.stack([h.argmax(-1) for h in logits.split(self.heads, dim=-1)], dim=-1)
+
+    def log_prob(self, indices: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """[K, ..., A] float32 log-probability of ``indices`` [K, ..., A, width] (int64) under the
+        categoricals of ``logits``: the sum over columns of each column's log-probability."""
+        columns = [lp.gather(-1, indices[..., j : j + 1]).squeeze(-1) for j, lp in enumerate(self.split(logits))]
+        return torch.stack(columns, dim=-1).sum(-1)
+
+    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        """[K] float32: each run's policy entropy [nats], summed over columns and averaged over the
+        other dims of ``logits`` [K, ..., A, sum(heads)] (the exact entropy of the categoricals)."""
+        per_column = [-(lp.exp() * lp).sum(-1) for lp in self.split(logits)]
+        return torch.stack(per_column, dim=-1).sum(-1).flatten(1).mean(1)
+
+
 class Critic(nn.Module):
     """Per-agent values [K, ..., A] from observations [K, ..., A, O]: MAPPO's centralized critic reads
     every agent's observation (one network, one output per agent); IPPO's reads each agent's own (one
@@ -180,35 +242,62 @@ class Critic(nn.Module):
 
 
 class Policy(nn.Module):
-    """The trained policy of one run: observations [E, A, O] -> greedy physical actions [E, A, U]
-    (tanh of the Gaussian mean, in the scenario's bounds), in the observations' dtype. One network
-    shared by the agents: it acts for any agent count A where all agents were trained in one action
-    box (``n_agents`` is then ``None``), else for the A agents it was trained with."""
+    """The trained policy of one run: observations [E, A, O] -> its greedy actions for ``env.step``:
+    continuous, physical actions [E, A, U] (tanh of the Gaussian mean, in the scenario's bounds) in
+    the observations' dtype; discrete kinds, indices [E, A, width] int64 (each head's argmax). One
+    network shared by the agents: it acts for any agent count A where all agents were trained in one
+    action box (``n_agents`` is then ``None``), else for the A agents it was trained with."""
 
-    def __init__(self, normalizer: Normalizer, actor: Actor):
+    def __init__(self, normalizer: Normalizer, actor: Actor | CategoricalActor):
         super().__init__()
         self.normalizer, self.actor = normalizer, actor
 
     @classmethod
     def from_networks(cls, networks: dict, obs_dim: int, low: torch.Tensor, high: torch.Tensor, hidden: int,
-                      depth: int, norm_obs: bool) -> Policy:  # fmt: skip
+                      depth: int, norm_obs: bool, space: ActionSpace | None = None) -> Policy:  # fmt: skip
         """A policy from one run's ``state_dict``s (``networks["normalizer"]``, ``networks["actor"]``,
-        as ``Trainer.run_networks`` gives them), its action box from ``low``, ``high`` ([A, U], CPU).
+        as ``Trainer.run_networks`` gives them), its action box from ``low``, ``high`` ([A, D], CPU),
+        its head from ``space`` (``None`` or continuous: the Gaussian; discrete kinds: categorical).
 
         Raises:
             KeyError: an actor entry is missing.
+            ValueError: the saved actor is of the other kind (a Gaussian's for a discrete ``space``, or
+                categorical heads for a continuous one), or was trained with other level counts.
             RuntimeError: an entry's shape does not fit (``load_state_dict``).
         """
         normalizer = Normalizer(1, obs_dim, enabled=norm_obs)
         normalizer.load_state_dict(networks["normalizer"])
-        actor = Actor(1, obs_dim, low, high, hidden, depth, 0.0)
-        # The box comes from the bounds (kept once where every agent shares it), not the saved buffers.
         saved = networks["actor"]
+        discrete = space is not None and space.discrete
+        if discrete and "log_std" in saved:
+            raise ValueError(f"the actor is a continuous run's Gaussian, not the {space.kind} policy asked for")
+        if not discrete and "nvec" in saved:
+            raise ValueError("the actor is a discrete run's categorical heads, not the continuous policy asked for")
+        if discrete:
+            actor = CategoricalActor(1, obs_dim, space, low, high, hidden, depth)
+        else:
+            actor = Actor(1, obs_dim, low, high, hidden, depth, 0.0)
+        # The box comes from the bounds (kept once where every agent shares it), not the saved buffers.
         actor.load_state_dict({k: v for k, v in saved.items() if k not in ("center", "half_range")}, strict=False)
         missing = set(actor.state_dict()) - set(saved)
         if missing:
             raise KeyError(f"actor.{sorted(missing)[0]}")
+        if discrete and actor.nvec[0].tolist() != list(space.nvec):
+            raise ValueError(f"the actor was trained with action levels {actor.nvec[0].tolist()}, not {space.nvec}")
         return cls(normalizer, actor)
+
+    @property
+    def space(self) -> ActionSpace:
+        """The action space it was trained in (its kind and levels)."""
+        if isinstance(self.actor, CategoricalActor):
+            return self.actor.space
+        return ActionSpace("continuous", self.actor.log_std.shape[-1])
+
+    def env_kwargs(self) -> dict:
+        """The ``swarp.make`` keywords of an env it acts in: none (continuous), else ``action_space``
+        and ``action_nvec``."""
+        space = self.space
+        return {"action_space": space.kind, "action_nvec": space.nvec} if space.discrete else {}
 
     @property
     def obs_dim(self) -> int:
@@ -216,7 +305,8 @@ class Policy(nn.Module):
 
     @property
     def act_dim(self) -> int:
-        return self.actor.log_std.shape[-1]
+        """Columns of the actions it returns (``env.act_dim`` of an env it acts in)."""
+        return self.space.width
 
     @property
     def n_agents(self) -> int | None:
@@ -229,14 +319,18 @@ class Policy(nn.Module):
         center, half = self.actor.center[0], self.actor.half_range[0]
         return center - half, center + half
 
-    def check_fits(self, n_agents: int, obs_dim: int, act_dim: int, low: torch.Tensor, high: torch.Tensor) -> None:
+    def check_fits(self, n_agents: int, obs_dim: int, act_dim: int, low: torch.Tensor, high: torch.Tensor,
+                   space: ActionSpace | None = None) -> None:  # fmt: skip
         """Raise ``ValueError`` naming the mismatch unless this policy can act in an env of ``n_agents``
-        agents, ``obs_dim`` observation and ``act_dim`` action columns, and action box ``low``,
-        ``high`` ([A, U] each, physical units)."""
+        agents, ``obs_dim`` observation and ``act_dim`` action columns, action box ``low``, ``high``
+        ([A, D] each, physical units) and action space ``space`` (``None``: continuous)."""
         problems = []
         if obs_dim != self.obs_dim:
             problems.append(f"observations of {obs_dim} columns, not {self.obs_dim}")
-        if act_dim != self.act_dim:
+        space_problem = check_space_fits(self.space, space or ActionSpace("continuous", low.shape[-1]))
+        if space_problem is not None:
+            problems.append(space_problem)
+        elif act_dim != self.act_dim:
             problems.append(f"actions of {act_dim} columns, not {self.act_dim}")
         elif self.n_agents is not None and n_agents != self.n_agents:
             problems.append(f"{n_agents} agents, not the {self.n_agents} its per-agent action boxes were trained for")
@@ -257,6 +351,8 @@ class Policy(nn.Module):
             raise ValueError(f"the policy acts for {self.n_agents} agents (their action boxes differ), got "
                              f"observations of {obs.shape[1]} agents")  # fmt: skip
         x = self.normalizer(obs.float().unsqueeze(0))
+        if isinstance(self.actor, CategoricalActor):
+            return self.actor.greedy(self.actor(x))[0]
         return self.actor.squash(self.actor(x))[0].to(obs.dtype)
 
 

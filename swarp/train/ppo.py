@@ -7,6 +7,9 @@ per agent, from every agent's observation (MAPPO) or from the agent's own (IPPO)
 over per-agent rewards with the env's shared done flags, bootstrapping from the value of
 ``final_obs`` where an episode was truncated and from nothing where it terminated; the clipped PPO
 objective over a few epochs of minibatches of whole env-steps (all agents of an env together).
+With a discrete or multi-discrete action space (``TrainConfig.action_space``) the shared policy is
+categorical heads over the env's indices instead (``networks.CategoricalActor``), sampled by
+Gumbel-max from the same per-run generators; the rest of the iteration is the same.
 
 One iteration is three stages over preallocated buffers: ``collect`` (T steps of policy + env.step,
 auto-reset on), ``advantages`` and ``update``. On CUDA each stage is replayed as one CUDA graph
@@ -26,9 +29,10 @@ from torch import nn
 
 import swarp.distributed as sd
 from swarp.env.environment import Environment
+from swarp.train.action_spaces import space_of
 from swarp.train.config import TrainConfig
 from swarp.train.graphs import Graphed
-from swarp.train.networks import Actor, Critic, Normalizer, Policy, take_run
+from swarp.train.networks import Actor, CategoricalActor, Critic, Normalizer, Policy, take_run
 from swarp.train.tasks import Task, episode_success
 
 
@@ -37,7 +41,7 @@ class Buffers:
     """One iteration's data, [K, T, E, A, ...] (K runs, T rollout steps, E envs, A agents), on the device."""
 
     obs: torch.Tensor  # [K, T, E, A, O] observation the action was chosen from
-    raw_action: torch.Tensor  # [K, T, E, A, U] pre-squash Gaussian sample
+    raw_action: torch.Tensor  # [K, T, E, A, U] pre-squash Gaussian sample (discrete: int64 indices [..., width])
     log_prob: torch.Tensor  # [K, T, E, A]
     value: torch.Tensor  # [K, T, E, A]
     reward: torch.Tensor  # [K, T, E, A]
@@ -48,13 +52,16 @@ class Buffers:
     returns: torch.Tensor  # [K, T, E, A] value targets
 
     @classmethod
-    def allocate(cls, K: int, T: int, E: int, A: int, obs_dim: int, U: int, device: torch.device) -> Buffers:
+    def allocate(cls, K: int, T: int, E: int, A: int, obs_dim: int, U: int, device: torch.device,
+                 action_dtype: torch.dtype = torch.float32) -> Buffers:  # fmt: skip
+        """Zeroed buffers; ``raw_action`` of ``action_dtype`` (int64 for the indices of discrete actions)."""
+
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros(shape, dtype=dtype, device=device)
 
         return cls(
             obs=zeros(K, T, E, A, obs_dim),
-            raw_action=zeros(K, T, E, A, U),
+            raw_action=zeros(K, T, E, A, U, dtype=action_dtype),
             log_prob=zeros(K, T, E, A),
             value=zeros(K, T, E, A),
             reward=zeros(K, T, E, A),
@@ -88,7 +95,7 @@ class Trainer:
     config: TrainConfig
     seeds: list[int]
     normalizer: Normalizer
-    actor: Actor
+    actor: Actor | CategoricalActor
     critic: Critic
     optimizer: torch.optim.Optimizer
     generators: list[torch.Generator]  # run k's sampling noise and minibatch orders, on the device
@@ -116,15 +123,25 @@ class Trainer:
         for other in envs:
             if not other.auto_reset:
                 raise ValueError("the trainer needs Environments with auto_reset=True")
-            shape = (other.n_envs, other.n_agents, other.obs_dim, other.act_dim, other.torch_device)
-            if shape != (env.n_envs, env.n_agents, env.obs_dim, env.act_dim, env.torch_device):
-                raise ValueError("the runs' envs must agree in n_envs, n_agents, obs_dim, act_dim and device")
+            shape = (other.n_envs, other.n_agents, other.obs_dim, other.act_dim, other.torch_device,
+                     other.action_space)  # fmt: skip
+            if shape != (env.n_envs, env.n_agents, env.obs_dim, env.act_dim, env.torch_device, env.action_space):
+                raise ValueError("the runs' envs must agree in n_envs, n_agents, obs_dim, act_dim, action space and "
+                                 "device")  # fmt: skip
+        space = env.action_space
+        if space != space_of(config, space.physical_dim):
+            raise ValueError(f"the envs take {space.kind} actions (nvec {space.nvec}), the config asks for "
+                             f"{config.action_space} (action_nvec {config.action_nvec}): make the envs with "
+                             "swarp.make(..., action_space=..., action_nvec=...) as the config says")  # fmt: skip
         dev, K = env.torch_device, len(envs)
         A, obs_dim, U = env.n_agents, env.obs_dim, env.act_dim
         low, high = (b.to(torch.float32) for b in env.action_bounds)
         init = [torch.Generator().manual_seed(int(s)) for s in seeds]  # CPU draws: the same on every device
         normalizer = Normalizer(K, obs_dim, enabled=config.norm_obs)
-        actor = Actor(K, obs_dim, low.cpu(), high.cpu(), config.hidden, config.depth, config.init_log_std)
+        if space.discrete:
+            actor = CategoricalActor(K, obs_dim, space, low.cpu(), high.cpu(), config.hidden, config.depth)
+        else:
+            actor = Actor(K, obs_dim, low.cpu(), high.cpu(), config.hidden, config.depth, config.init_log_std)
         critic = Critic(K, obs_dim, A, config.hidden, config.depth, centralized=config.algorithm == "mappo")
         actor.net.initialise(init, out_gain=0.01)
         critic.net.initialise(init, out_gain=1.0)
@@ -143,7 +160,7 @@ class Trainer:
             critic=critic,
             optimizer=optimizer,
             generators=[torch.Generator(device=dev).manual_seed(_noise_seed(int(s))) for s in seeds],
-            buffers=Buffers.allocate(K, T, E, A, obs_dim, U, dev),
+            buffers=Buffers.allocate(K, T, E, A, obs_dim, U, dev, torch.int64 if space.discrete else torch.float32),
             episode_return=torch.zeros(K, E, device=dev),
             episode_stats=torch.zeros(K, 3, dtype=torch.float64, device=dev),
             update_stats=torch.zeros(K, len(LOSS_NAMES), dtype=torch.float64, device=dev),
@@ -166,6 +183,11 @@ class Trainer:
     def n_runs(self) -> int:
         return len(self.envs)
 
+    @property
+    def discrete(self) -> bool:
+        """Whether the policy is categorical (the envs take indices)."""
+        return isinstance(self.actor, CategoricalActor)
+
     def observations(self) -> torch.Tensor:
         """[K, E, A, O] float32: every run's current observations (a copy)."""
         return torch.stack([env.obs for env in self.envs]).float()
@@ -178,6 +200,10 @@ class Trainer:
         """Standard normal draws shaped like ``like`` [K, ...], run k's from its own generator."""
         return torch.stack([torch.randn(like.shape[1:], generator=g, device=like.device) for g in self.generators])
 
+    def uniform(self, like: torch.Tensor) -> torch.Tensor:
+        """Uniform [0, 1) float32 draws shaped like ``like`` [K, ...], run k's from its own generator."""
+        return torch.stack([torch.rand(like.shape[1:], generator=g, device=like.device) for g in self.generators])
+
     # --- 1. collect: T steps of the policy in the env --------------------------------------------
 
     @torch.no_grad()
@@ -187,12 +213,18 @@ class Trainer:
             obs = self.observations()
             b.obs[:, t].copy_(obs)
             x = self.normalizer(obs)
-            mean = self.actor(x)
-            u = mean + self.actor.std(mean) * self.noise(mean)
-            b.raw_action[:, t].copy_(u)
-            b.log_prob[:, t].copy_(self.actor.log_prob(u, mean))
-            b.value[:, t].copy_(self.critic(x))
-            actions = self.actor.squash(u)
+            mean = self.actor(x)  # discrete: the logits
+            if self.discrete:
+                actions = self.actor.sample(mean, self.uniform(mean))  # [K, E, A, width] int64
+                b.raw_action[:, t].copy_(actions)
+                b.log_prob[:, t].copy_(self.actor.log_prob(actions, mean))
+                b.value[:, t].copy_(self.critic(x))
+            else:
+                u = mean + self.actor.std(mean) * self.noise(mean)
+                b.raw_action[:, t].copy_(u)
+                b.log_prob[:, t].copy_(self.actor.log_prob(u, mean))
+                b.value[:, t].copy_(self.critic(x))
+                actions = self.actor.squash(u)
             main = torch.cuda.current_stream() if self.run_streams else None
             for k, env in enumerate(self.envs):
                 with _on_stream(self.run_streams[k] if main else None, main):
@@ -201,9 +233,10 @@ class Trainer:
                 main.wait_stream(stream)
 
     def step_run(self, k: int, t: int, env: Environment, actions: torch.Tensor) -> None:
-        """Step run ``k``'s env with ``actions`` [E, A, U] and store step ``t`` of its transition."""
+        """Step run ``k``'s env with ``actions`` [E, A, U] (physical; discrete: [E, A, width] int64
+        indices) and store step ``t`` of its transition."""
         b = self.buffers
-        _, reward, terminated, truncated, info = env.step(actions.to(env.dtype))
+        _, reward, terminated, truncated, info = env.step(actions if self.discrete else actions.to(env.dtype))
         b.reward[k, t].copy_(reward)
         b.terminated[k, t].copy_(terminated)
         b.truncated[k, t].copy_(truncated)
@@ -282,7 +315,9 @@ class Trainer:
         policy_loss = -torch.minimum(ratio * advantage, clipped * advantage).mean((1, 2))  # [K]
         value_loss = 0.5 * (value.float() - returns).square().mean((1, 2))  # [K]
         loss = policy_loss + cfg.vf_coef * value_loss
-        if cfg.ent_coef:
+        if cfg.ent_coef and self.discrete:
+            loss = loss - cfg.ent_coef * self.actor.entropy(mean.float())
+        elif cfg.ent_coef:
             loss = loss - cfg.ent_coef * self.actor.squashed_entropy(mean.float(), self.noise(mean))
         self.health[:, 0] |= ~torch.isfinite(loss.detach())
         self.optimizer.zero_grad(set_to_none=True)
@@ -326,7 +361,7 @@ class Trainer:
         host sync); zeroes the episode statistics."""
         episode_stats = sd.all_reduce(self.episode_stats).tolist()  # summed over ranks
         losses = (sd.all_reduce(self.update_stats, "mean") / (self.config.epochs * self.config.minibatches)).tolist()
-        log_std = self.actor.log_std.detach().mean(1).tolist()
+        log_std = None if self.discrete else self.actor.log_std.detach().mean(1).tolist()
         self.episode_stats.zero_()
         rows = []
         for k in range(self.n_runs):
@@ -340,7 +375,8 @@ class Trainer:
                         "charts/episodic_return": return_sum / episodes,
                     }
                 )
-            row["charts/log_std"] = log_std[k]
+            if log_std is not None:
+                row["charts/log_std"] = log_std[k]
             rows.append(row)
         return rows
 
@@ -372,8 +408,10 @@ class Trainer:
             state = self.optimizer.state.get(p, {})
             optimizer.append({key: (v if v.dim() == 0 else v[k : k + 1]).detach().cpu().clone()
                               for key, v in state.items()})  # fmt: skip
+        space = self.envs[k].action_space
         return {
             **self.run_networks(k),
+            "action_space": {"kind": space.kind, "nvec": list(space.nvec)},
             "return_var": _cpu_state(take_run(self.return_var, k)),
             "optimizer": optimizer,
             "generator": self.generators[k].get_state().cpu(),
@@ -392,6 +430,13 @@ class Trainer:
         """
         if len(states) != self.n_runs:
             raise ValueError(f"{len(states)} run states for a trainer of {self.n_runs} runs")
+        space = self.envs[0].action_space
+        for state in states:  # states written before discrete actions hold none: continuous
+            saved = state.get("action_space", {"kind": "continuous", "nvec": []}) if isinstance(state, dict) else {}
+            if saved != {"kind": space.kind, "nvec": list(space.nvec)}:
+                raise ValueError(f"the saved runs were trained with {saved.get('kind')} actions (nvec "
+                                 f"{tuple(saved.get('nvec', ()))}); this trainer has {space.kind} actions (nvec "
+                                 f"{space.nvec}): a run resumes in the action space it was trained in")  # fmt: skip
         params = self.parameters()
         try:
             modules = {name: _stack_states([s[name] for s in states]) for name in

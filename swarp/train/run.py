@@ -32,6 +32,7 @@ import torch
 
 import swarp.distributed as sd
 from swarp.runtime.sequence import refuse_open_capture
+from swarp.train.action_spaces import env_action_kwargs
 from swarp.train.checkpoint import load_checkpoint, save_checkpoint
 from swarp.train.config import TrainConfig, check_fields, make_config
 from swarp.train.evaluate import Evaluator, summary
@@ -54,8 +55,9 @@ class TrainResult:
     """What a run produced.
 
     Attributes:
-        policy: The greedy policy: observations [E, A, O] -> physical actions [E, A, U] (where the
-            run reached ``target_success``, the policy of that evaluation).
+        policy: The greedy policy: observations [E, A, O] -> physical actions [E, A, U], or int64
+            indices [E, A, width] with discrete actions (where the run reached ``target_success``,
+            the policy of that evaluation).
         metrics: Every logged row (the rows of ``metrics.jsonl``).
         checkpoint: Path of the checkpoint (``None`` with ``run_dir=""``).
         run_dir: The run's folder (``None`` with ``run_dir=""``).
@@ -112,7 +114,8 @@ def train(
         options: Scenario options and environment keywords over the task record's
             (``{"difficulty": 0.5}``, ``{"max_steps": 50}`` for the episode length); the checkpoint
             keeps them, so evaluations and videos of it use them too.
-        **overrides: ``TrainConfig`` fields (``lr=...``, ``algorithm="ippo"``...).
+        **overrides: ``TrainConfig`` fields (``lr=...``, ``algorithm="ippo"``,
+            ``action_space="discrete"``...).
 
     Returns:
         A ``TrainResult`` for one seed, a list of them (in ``seeds`` order) for several.
@@ -220,10 +223,11 @@ def _train(scenario: str, task: Task, config: TrainConfig, device: torch.device,
         refuse_open_capture(device, "swarp.train")  # a capture left open would swallow the envs' set-up
         torch.backends.cuda.matmul.allow_tf32 = config.tf32
         torch.backends.cudnn.allow_tf32 = config.tf32
-    envs = [sd.make_shard(scenario, global_n_envs=config.n_envs, device=str(device), seed=seed, **task.env_kwargs())
-            for seed in seeds]  # fmt: skip
+    actions = env_action_kwargs(config)  # the action space (none: continuous, the env's default)
+    envs = [sd.make_shard(scenario, global_n_envs=config.n_envs, device=str(device), seed=seed, **task.env_kwargs(),
+                          **actions) for seed in seeds]  # fmt: skip
     trainer = Trainer.build(envs, task, config, seeds)
-    evaluator = Evaluator(scenario, task, config.eval_envs, str(device), EVAL_SEED)
+    evaluator = Evaluator(scenario, task, config.eval_envs, str(device), EVAL_SEED, actions)
     lead = sd.get_rank() == 0  # logs, writes checkpoints
     K = len(seeds)
     iteration, frames, train_seconds, eval_seconds = 0, 0, 0.0, 0.0
@@ -372,7 +376,8 @@ def _policy(networks: dict, trainer: Trainer, config: TrainConfig) -> Policy:
     """A ``Policy`` from a run's saved networks (``Trainer.run_networks``)."""
     env = trainer.envs[0]
     low, high = (b.float().cpu() for b in env.action_bounds)
-    policy = Policy.from_networks(networks, env.obs_dim, low, high, config.hidden, config.depth, config.norm_obs)
+    policy = Policy.from_networks(networks, env.obs_dim, low, high, config.hidden, config.depth, config.norm_obs,
+                                  env.action_space)  # fmt: skip
     return policy.to(env.torch_device)
 
 

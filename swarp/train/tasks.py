@@ -26,6 +26,8 @@ RESERVED_OPTIONS = {
     "device": "the device argument (device=..., --device)",
     "env_offset": "torchrun's ranks (--distributed)",
     "batch_size": "nothing: the trainer steps whole batches",
+    "action_space": "the action_space setting (train(action_space=...), --action-space)",
+    "action_nvec": "the action_nvec setting (train(action_nvec=...), --action-nvec)",
 }
 
 

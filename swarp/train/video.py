@@ -33,11 +33,17 @@ def write_video(policy, path, scenario: str | None = None, *, device=None, seed:
     device = device or "cpu"
     policy, scenario, task, origin = resolve_policy(policy, scenario, device, "write_video")
     task = (task or get_task(scenario)).with_options(options)
-    env = make(scenario, n_envs=n_envs, device=device, seed=seed, **task.env_kwargs())
+    actions = policy.env_kwargs() if hasattr(policy, "env_kwargs") else {}  # a Policy's action space
+    env = make(scenario, n_envs=n_envs, device=device, seed=seed, **task.env_kwargs(), **actions)
     check_policy_fits(policy, env, scenario, task, origin)
     env.reset(seed=seed)
     policy = policy.to(env.torch_device)
     steps = steps if steps is not None else (env.max_steps or 200)
     cols = max(1, int(n_envs**0.5))
-    return save_video(env, path, steps, lambda _env, obs: policy(obs).to(env.dtype), fps=fps,
+    discrete = env.action_space.discrete  # int64 indices go to step as they are
+
+    def act(_env, obs):
+        return policy(obs) if discrete else policy(obs).to(env.dtype)
+
+    return save_video(env, path, steps, act, fps=fps,
                       env_indices=list(range(n_envs)), cols=cols, tile_size=tile_size)  # fmt: skip
