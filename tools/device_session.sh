@@ -55,7 +55,21 @@ s35)
   # with discrete actions. PART=b: the renovation's A/B against 1700cc2 (issue 56's grid, one round,
   # the 262,144-env cells last) beside 6defeb3 on issue 57's cells.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  if [ "${PART:-a}" = a ]; then
+  if [ "${PART:-a}" = one ]; then
+    # What one call can hold: the suite, the discrete cost, and the continuous path's core cells
+    # against 1700cc2 and 6defeb3 (one round each; the train benchmark at 4,096 envs).
+    timeout ${SUITE_LIMIT:-250} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -8 "$out/tests_gpu.log"
+    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=1 \
+      timeout ${DISC_LIMIT:-80} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
+      2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4096" "$out/ab_discrete.log"
+    VARIANTS="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=." ROUNDS=1 timeout ${AB_LIMIT:-200} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
+      "$py -m swarp.benchmark.train --envs 4096 --iterations 20" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    grep "==\|^ *[0-9]\|env-steps" "$out/ab.log"
+  elif [ "${PART:-a}" = a ]; then
     timeout ${SUITE_LIMIT:-280} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
     echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -6 "$out/tests_gpu.log"
     VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=1 \
