@@ -65,6 +65,8 @@ s35)
       "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
       2>&1 | grep -v "^Module\|^Warp" > /dev/null
     mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4096" "$out/ab_discrete.log"
+    timeout ${TRAIN_LIMIT:-60} $py -m swarp.train navigation --action-space discrete --seeds 0 --no-progress \
+      --run-dir "$out/r_discrete" 2>&1 | grep -v "^Module\|^Warp" | tail -6
     VARIANTS="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=." ROUNDS=1 timeout ${AB_LIMIT:-200} bash tools/device_ab.sh \
       "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
       "$py -m swarp.benchmark.train --envs 4096 --iterations 20" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
