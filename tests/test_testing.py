@@ -310,3 +310,12 @@ def test_command_lines_import_user_scenario_modules(tmp_path, monkeypatch, capsy
         assert "mine_for_tests" in capsys.readouterr().out
     finally:
         swarp.unregister_scenario("mine_for_tests")
+
+
+def test_forbid_host_transfers_leaves_torch_as_it_found_it():
+    """After the block, torch builds a tensor from 0-d tensors again (a patched and deleted
+    ``Tensor.__getitem__`` once left CPython's sequence slot filled: ``len() of a 0-d tensor``)."""
+    values = torch.zeros(4)
+    with forbid_host_transfers(), pytest.raises(HostTransferError, match="boolean mask"):
+        values[values > 0]
+    assert torch.equal(torch.tensor([torch.tensor(1.0), torch.tensor(-1.0)]), torch.tensor([1.0, -1.0]))

@@ -8,6 +8,7 @@ import contextlib
 import numbers
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from swarp.runtime import host
 
@@ -26,6 +27,25 @@ class HostTransferError(AssertionError):
     """A host transfer ran where none may (``forbid_host_transfers``)."""
 
 
+class MaskIndexingGuard(TorchFunctionMode):
+    """While active, ``MASK_INDEXING`` with a boolean mask raises ``HostTransferError``.
+
+    A torch function mode rather than a patched ``Tensor.__getitem__``: setting and then deleting
+    ``__getitem__`` on ``torch.Tensor`` leaves CPython's sequence slot filled, after which
+    ``torch.tensor([t0, t1])`` of 0-d tensors fails for the rest of the process."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in MASK_INDEXING and len(args) > 1:
+            index = args[1]
+            parts = index if isinstance(index, tuple) else (index,)
+            if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+                raise HostTransferError(
+                    f"host sync: Tensor.{name}() with a boolean mask (use torch.where, or integer indices made in bind)"
+                )
+        return func(*args, **(kwargs or {}))
+
+
 @contextlib.contextmanager
 def forbid_host_transfers():
     """Within the block, what syncs a CUDA step with the host (or cannot be captured in a CUDA graph)
@@ -33,7 +53,7 @@ def forbid_host_transfers():
     the ``DATA_SIZED`` functions and methods, indexing with a boolean mask, and the ``HOST_UPLOADS``
     functions of ``torch`` given a Python number, list or tuple (a host-to-device copy on CUDA).
     swarp's own CPU-only host reads (``swarp.runtime.host.host_rows``) pass."""
-    saved = {name: torch.Tensor.__dict__.get(name) for name in (*HOST_TRANSFERS, *DATA_SIZED, *MASK_INDEXING)}
+    saved = {name: torch.Tensor.__dict__.get(name) for name in (*HOST_TRANSFERS, *DATA_SIZED)}
     saved_uploads = {name: getattr(torch, name) for name in HOST_UPLOADS}
 
     originals = {name: getattr(torch.Tensor, name) for name in (*HOST_TRANSFERS, *DATA_SIZED)}
@@ -67,19 +87,6 @@ def forbid_host_transfers():
 
         return function
 
-    def forbidden_mask_index(name):
-        original = getattr(torch.Tensor, name)
-
-        def method(self, index, *args):
-            parts = index if isinstance(index, tuple) else (index,)
-            if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
-                raise HostTransferError(
-                    f"host sync: Tensor.{name}() with a boolean mask (use torch.where, or integer indices made in bind)"
-                )
-            return original(self, index, *args)
-
-        return method
-
     saved_functions = {name: getattr(torch, name) for name in DATA_SIZED}
     try:
         for name in HOST_TRANSFERS:
@@ -87,11 +94,10 @@ def forbid_host_transfers():
         for name in DATA_SIZED:
             setattr(torch.Tensor, name, forbidden(name))
             setattr(torch, name, forbidden_sized(name))
-        for name in MASK_INDEXING:
-            setattr(torch.Tensor, name, forbidden_mask_index(name))
         for name in HOST_UPLOADS:
             setattr(torch, name, forbidden_upload(name))
-        yield
+        with MaskIndexingGuard():
+            yield
     finally:
         for name, original in saved_functions.items():
             setattr(torch, name, original)
