@@ -26,7 +26,7 @@ from swarp.scenarios.framework.base import Scenario, add_import_flag, import_sce
 from swarp.train.action_spaces import random_indices_fn
 from swarp.train.cli import positive_int, scenario_name, scenario_option, seed
 from swarp.train.networks import Policy
-from swarp.train.tasks import Task, episode_success, get_task
+from swarp.train.tasks import Task, episode_success, policy_task
 
 #: Evaluation cap [steps] for scenarios without a time limit.
 MAX_EVAL_STEPS = 1000
@@ -162,8 +162,8 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
         device: Where to run (default: CUDA when available).
         seed: The episodes' reset seed in [0, 2^31) (the training runs' own seeds are 0, 1, ...:
             keep it apart).
-        options: Scenario options over the task's (a checkpoint's task, else the scenario's record);
-            ``max_steps`` sets the episode length.
+        options: Scenario options over the task's (a checkpoint's task, else the scenario's record
+            for the policy's action space); ``max_steps`` sets the episode length.
 
     Returns:
         ``{"policy": {...}, "random": {...}, "scripted": {...}}`` (``"scripted"`` only where the
@@ -183,8 +183,8 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     check_evaluation(episodes, seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     policy, scenario, task, origin = resolve_policy(policy, scenario, device, "evaluate")
-    task = (task or get_task(scenario)).with_options(options)
     actions = policy.env_kwargs() if isinstance(policy, Policy) else {}
+    task = policy_task(task, scenario, actions, options)
     evaluator = Evaluator(scenario, task, episodes, device, seed, actions)
     check_policy_fits(policy, evaluator.env, scenario, task, origin)
     policy = policy.to(evaluator.env.torch_device)

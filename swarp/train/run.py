@@ -133,6 +133,8 @@ def train(
     if config_overrides.get("n_envs") is None and task.overrides.get("n_envs") is None:
         config_overrides["n_envs"] = 4096 if device.type == "cuda" else 64
     config = make_config(config_overrides, task.config_overrides())
+    # The task's options for the config's action space come first; the run's own options override them.
+    task = get_task(scenario).for_actions(config.action_space).with_options(options)
     results = _train(scenario, task, config, device, check_seeds(seeds))
     return results[0] if len(results) == 1 else results
 

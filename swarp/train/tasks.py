@@ -47,6 +47,8 @@ class Task:
             default batch on a GPU (``None``: ``TrainConfig.total_steps``).
         target_success: Stop once a greedy evaluation reaches this success rate (``None``: train
             the whole budget).
+        discrete_options: Scenario options a run with discrete actions adds over ``options`` (the
+            run's own options still come last): what makes the task learnable with a few levels.
     """
 
     max_steps: int | None = None
@@ -55,6 +57,7 @@ class Task:
     overrides: dict = field(default_factory=dict)
     total_steps: int | None = None
     target_success: float | None = None
+    discrete_options: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and (isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
@@ -78,6 +81,10 @@ class Task:
                 raise ValueError(f"Task.options may not set {name!r}: it is set by {RESERVED_OPTIONS[name]}")
         if self.options.get("auto_reset", True) is not True:
             raise ValueError("Task.options: the trainer steps auto-resetting envs; auto_reset=False cannot be set")
+        if not isinstance(self.discrete_options, dict) or {"max_steps", "auto_reset", *RESERVED_OPTIONS} & set(
+            self.discrete_options
+        ):
+            raise ValueError(f"Task.discrete_options must be a dict of scenario options, got {self.discrete_options!r}")
         if "max_steps" in self.options:
             raise ValueError("Task.options may not hold max_steps: it is Task.max_steps (with_options moves it)")
 
@@ -103,6 +110,13 @@ class Task:
                 raise ValueError(f"options may not set {name!r}: set it with {RESERVED_OPTIONS[name]}")
         return dataclasses.replace(self, max_steps=max_steps, options={**self.options, **options})
 
+    def for_actions(self, action_space: str) -> Task:
+        """This task for a run with ``action_space``: with its ``discrete_options`` over its options
+        where the space is discrete, itself where it is continuous."""
+        if action_space == "continuous" or not self.discrete_options:
+            return self
+        return dataclasses.replace(self, options={**self.options, **self.discrete_options})
+
     def config_overrides(self) -> dict:
         """The ``TrainConfig`` fields this task sets: its overrides and its budget."""
         budget = {"total_steps": self.total_steps, "target_success": self.target_success}
@@ -119,9 +133,12 @@ class Task:
 #: ``python -m swarp.train SCENARIO`` with nothing else solves its task on a GPU and stops there.
 TASKS: dict[str, Task] = {
     # 4 agents, goal radius = agent radius; success: every agent on its goal at once. A straight
-    # crossing of the 2 m arena takes ~30 steps at full speed.
+    # crossing of the 2 m arena takes ~30 steps at full speed. With discrete actions the agents are
+    # acceleration-controlled, as VMAS's force-controlled ones: under velocity control 3 levels move
+    # an agent 0.1 m a step, and it cannot stop inside its 0.05 m goal radius (CPU, 64 envs, 61,440
+    # env-steps, seeds 0-2: greedy success 0.04-0.09 against 0.82-0.87; journal, session 34).
     "navigation": Task(max_steps=100, options={"n_agents": 4, "substeps": 1}, total_steps=20_000_000,
-                       target_success=SOLVED),  # fmt: skip
+                       target_success=SOLVED, discrete_options={"ctrl_mode": "acceleration"}),  # fmt: skip
     # Flocking never terminates: success is every agent in the target disc, touching nobody, at the
     # last step of the episode. lr 3e-4 x 4 epochs: at navigation's 1e-3 x 2 it reached 1.00 and
     # then drifted down to 0.45 (docs/results.md).
@@ -169,6 +186,15 @@ def get_task(scenario: str) -> Task:
     if scenario not in scenario_names():
         raise ValueError(f"unknown scenario {scenario!r}; registered: {scenario_names()}")
     return TASKS.get(scenario, Task())
+
+
+def policy_task(task: Task | None, scenario: str, actions: dict, options: dict | None) -> Task:
+    """The task a policy acts in: ``task`` (a checkpoint's), else ``scenario``'s record for the
+    policy's action space (``actions``: its ``swarp.make`` keywords, ``{}`` when continuous), with
+    ``options`` over it."""
+    if task is None:
+        task = get_task(scenario).for_actions(actions.get("action_space", "continuous"))
+    return task.with_options(options)
 
 
 def episode_success(task: Task, terminated: torch.Tensor, info: dict) -> torch.Tensor:

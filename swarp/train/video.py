@@ -7,7 +7,7 @@ from pathlib import Path
 from swarp.env.make import make
 from swarp.render.video import check_video_path
 from swarp.train.evaluate import check_policy_fits
-from swarp.train.tasks import get_task
+from swarp.train.tasks import policy_task
 
 
 def write_video(policy, path, scenario: str | None = None, *, device=None, seed: int = 0, n_envs: int = 4,
@@ -32,8 +32,8 @@ def write_video(policy, path, scenario: str | None = None, *, device=None, seed:
     check_video_path(path)
     device = device or "cpu"
     policy, scenario, task, origin = resolve_policy(policy, scenario, device, "write_video")
-    task = (task or get_task(scenario)).with_options(options)
     actions = policy.env_kwargs() if hasattr(policy, "env_kwargs") else {}  # a Policy's action space
+    task = policy_task(task, scenario, actions, options)
     env = make(scenario, n_envs=n_envs, device=device, seed=seed, **task.env_kwargs(), **actions)
     check_policy_fits(policy, env, scenario, task, origin)
     env.reset(seed=seed)

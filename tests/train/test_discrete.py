@@ -150,11 +150,12 @@ def test_the_scripted_baseline_of_a_discrete_policy_is_the_continuous_controller
     result = train("navigation", **{**T, "total_steps": 64, "action_space": "discrete"})
     score = evaluate(result.policy, "navigation", episodes=16, device="cpu", seed=5)
     assert score["scripted"]["action_space"] == "continuous"
-    continuous = Evaluator("navigation", get_task("navigation"), 16, "cpu", seed=5)
+    task = get_task("navigation").for_actions("discrete")  # the record's options for discrete runs
+    continuous = Evaluator("navigation", task, 16, "cpu", seed=5)
     expected = summary(continuous(continuous.scripted_actions()))
     assert {k: v for k, v in score["scripted"].items() if k != "action_space"} == expected
     assert expected["success"] > 0.5  # the controller solves navigation: a real baseline
-    discrete = Evaluator("navigation", get_task("navigation"), 16, "cpu", seed=5, actions=result.policy.env_kwargs())
+    discrete = Evaluator("navigation", task, 16, "cpu", seed=5, actions=result.policy.env_kwargs())
     with pytest.raises(ValueError, match="scripted controller emits continuous commands"):
         discrete.scripted_actions()
     random = discrete.random_actions(0)(discrete.env.obs)
@@ -212,14 +213,26 @@ def test_action_settings_that_do_not_fit_the_env_are_refused(tmp_path, capsys):
 
 
 def test_navigation_with_discrete_actions_learns_on_the_cpu():
-    """10 iterations of 64 envs x 32 steps (the defaults; ~10 s on a 2-core CPU): the greedy policy
-    of 9 choices an agent succeeds where random play of them never does, and earns far more."""
-    result = train("navigation", device="cpu", n_envs=64, total_steps=64 * 32 * 10, eval_every=0, eval_envs=256,
+    """30 iterations of 64 envs x 32 steps (the defaults; ~10 s on a 2-core CPU): the greedy policy
+    of 9 choices an agent, acceleration-controlled as navigation's record says for discrete runs,
+    succeeds in most episodes where random play of them never does (0.82-0.85 on seeds 0-2 by the
+    command line's evaluation; velocity control stayed under 0.10)."""
+    result = train("navigation", device="cpu", n_envs=64, total_steps=64 * 32 * 30, eval_every=0, eval_envs=256,
                    run_dir="", progress=False, action_space="discrete")  # fmt: skip
-    evaluator = Evaluator(
-        "navigation", get_task("navigation"), 256, "cpu", seed=777, actions=result.policy.env_kwargs()
-    )
+    task = get_task("navigation").for_actions("discrete")  # acceleration-controlled: the record's discrete options
+    evaluator = Evaluator("navigation", task, 256, "cpu", seed=777, actions=result.policy.env_kwargs())
     greedy = summary(evaluator(result.policy))
     random = summary(evaluator(evaluator.random_actions(0)))
-    assert greedy["success_low"] > random["success_high"], (greedy, random)
+    assert greedy["success_low"] > 0.6 and random["success_high"] < 0.05, (greedy, random)
     assert greedy["return"] > random["return"] + 1.0, (greedy, random)
+
+
+def test_task_records_discrete_options_apply_to_discrete_runs_only():
+    """navigation's record makes discrete runs acceleration-controlled; a continuous run keeps its
+    options, and the run's own options still override the record's."""
+    task = get_task("navigation")
+    assert task.for_actions("continuous").options == task.options
+    assert task.for_actions("discrete").options["ctrl_mode"] == "acceleration"
+    assert task.for_actions("multidiscrete").with_options({"ctrl_mode": "velocity"}).options["ctrl_mode"] == "velocity"
+    with pytest.raises(ValueError, match="discrete_options"):
+        type(task)(discrete_options={"seed": 1})
