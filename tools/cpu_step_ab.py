@@ -45,8 +45,14 @@ SHAPES = [(64, 3, 1000), (1024, 4, 150), (256, 16, 100)]
 def run(root: pathlib.Path, n_envs: int, n_agents: int, steps: int) -> float:
     """Process time per step [us] of the tree at ``root``."""
     env = dict(os.environ, PYTHONPATH=str(root.resolve()), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", WORKER, str(n_envs), str(n_agents), str(steps)],
-                         capture_output=True, text=True, env=env, cwd="/", check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, str(n_envs), str(n_agents), str(steps)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        check=True,
+    ).stdout
     return float(out.split("RESULT")[1])
 
 
@@ -63,8 +69,10 @@ def main() -> None:
             cell = times.setdefault((n_envs, n_agents), {"base": [], "new": []})
             for name, root in trees if round_ % 2 == 0 else trees[::-1]:
                 cell[name].append(run(root, n_envs, n_agents, steps))
-            print(f"round {round_} {n_envs} x {n_agents}: base {cell['base'][-1]:.1f} us, new {cell['new'][-1]:.1f} us",
-                  flush=True)
+            print(
+                f"round {round_} {n_envs} x {n_agents}: base {cell['base'][-1]:.1f} us, new {cell['new'][-1]:.1f} us",
+                flush=True,
+            )
     print("\n| shape | base us/step (median) | new | new / base per round | median |")
     for (n_envs, n_agents), cell in times.items():
         ratios = [new / base for base, new in zip(cell["base"], cell["new"], strict=True)]

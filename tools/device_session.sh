@@ -6,7 +6,7 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s35, s34, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s35, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 s32)
@@ -50,68 +50,37 @@ s32)
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
   ;;
 s35)
-  # Issues 56 and 57 on the final tree in two calls (carry .ab/base: 1700cc2, .ab/base57: 6defeb3).
-  # PART=a: the GPU suite alone, then what discrete actions cost (one round), then navigation trained
-  # with discrete actions. PART=b: the renovation's A/B against 1700cc2 (issue 56's grid, one round,
-  # the 262,144-env cells last) beside 6defeb3 on issue 57's cells.
+  # Issues 56 and 57 on one tree, as session 34 ran them (carry .ab/base: git archive 1700cc2 swarp;
+  # .ab/base57: 6defeb3). PART=a: the GPU suite, what discrete actions cost (one round), navigation
+  # trained with discrete actions, the core cells against both base trees. PART=b: the rest of issue
+  # 56's grid against 1700cc2, one round (rerun a cell that reads more than 3% apart with ROUNDS=4).
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  if [ "${PART:-a}" = one ]; then
-    # What one call can hold: the suite, the discrete cost, and the continuous path's core cells
-    # against 1700cc2 and 6defeb3 (one round each; the train benchmark at 4,096 envs).
+  if [ "${PART:-a}" = a ]; then
     timeout ${SUITE_LIMIT:-250} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
     echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -8 "$out/tests_gpu.log"
-    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=1 \
+    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=${ROUNDS:-1} \
       timeout ${DISC_LIMIT:-80} bash tools/device_ab.sh \
       "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
       2>&1 | grep -v "^Module\|^Warp" > /dev/null
-    mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4096" "$out/ab_discrete.log"
+    mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4,096" "$out/ab_discrete.log"
     timeout ${TRAIN_LIMIT:-60} $py -m swarp.train navigation --action-space discrete --seeds 0 --no-progress \
       --run-dir "$out/r_discrete" 2>&1 | grep -v "^Module\|^Warp" | tail -6
-    VARIANTS="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=." ROUNDS=1 timeout ${AB_LIMIT:-200} bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.train --envs 4096 --iterations 20" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
-    grep "==\|^ *[0-9]\|env-steps" "$out/ab.log"
-  elif [ "${PART:-a}" = a ]; then
-    timeout ${SUITE_LIMIT:-280} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
-    echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -6 "$out/tests_gpu.log"
-    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=1 \
-      timeout ${DISC_LIMIT:-100} bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
-      2>&1 | grep -v "^Module\|^Warp" > /dev/null
-    mv "$out/ab.log" "$out/ab_discrete.log"; grep -v "^Module\|^Warp" "$out/ab_discrete.log" | grep "==\|4096"
-    timeout ${TRAIN_LIMIT:-100} $py -m swarp.train navigation --action-space discrete --seeds 0 --no-progress \
-      --run-dir "$out/r_discrete" 2>&1 | grep -v "^Module\|^Warp" | tail -8
-    (cd "$out" && find r_discrete -name "*.pt" -delete; find r_discrete -name "events.out*" -delete; true)
+    variants="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=."
+    cells=("$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3"
+           "$py -m swarp.benchmark.train --envs 4096 --iterations 20")
   else
-    VARIANTS="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=." ROUNDS=1 timeout ${AB57_LIMIT:-150} bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
-      2>&1 | grep -v "^Module\|^Warp" > /dev/null
-    mv "$out/ab.log" "$out/ab_57.log"; grep -v "^Module\|^Warp" "$out/ab_57.log" | grep "==\|^ *[0-9]"
-    VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=1 timeout ${AB_LIMIT:-400} bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 1024 --agents 3 16 64 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 64 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 200 --repeats 3" \
-      "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" \
-      "$py -m swarp.benchmark.throughput --envs 262144 --agents 3 16 64 --iters 40 --repeats 3" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
-    grep -v "^Module\|^Warp" "$out/ab.log" | grep "==\|^ *[0-9]\|env-steps"
+    variants="base:SRC=.ab/base new:SRC=."
+    cells=("$py -m swarp.benchmark.throughput --envs 1024 --agents 3 16 64 --iters 200 --repeats 3"
+           "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 64 --iters 200 --repeats 3"
+           "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 200 --repeats 3"
+           "$py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 200 --repeats 3"
+           "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3"
+           "$py -m swarp.benchmark.train --envs 16384 --iterations 10"
+           "$py -m swarp.benchmark.throughput --envs 262144 --agents 3 16 64 --iters 40 --repeats 3")
   fi
-  ;;
-s34)
-  # Issue 57: what discrete and multi-discrete actions cost against continuous ones (the decode is one
-  # launch inside the step graph), then the continuous path against the tree issue 57 started from
-  # (carry .ab/base57: git archive 6defeb3 swarp), interleaved rounds, alone on the GPU.
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=${ROUNDS:-2} \
-    timeout ${DISC_LIMIT:-240} bash tools/device_ab.sh \
-    "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 300 --repeats 3 --option action_space=\$AS" \
+  VARIANTS="$variants" ROUNDS=${ROUNDS:-1} timeout ${AB_LIMIT:-320} bash tools/device_ab.sh "${cells[@]}" \
     2>&1 | grep -v "^Module\|^Warp" > /dev/null
-  mv "$out/ab.log" "$out/ab_discrete.log"; grep -v "^Module\|^Warp" "$out/ab_discrete.log" | tail -60
-  [ -d .ab/base57 ] && VARIANTS="base57:SRC=.ab/base57 new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${BASE_LIMIT:-200} \
-    bash tools/device_ab.sh "$py -m swarp.benchmark.throughput --envs 4096 --agents 3 16 --iters 300 --repeats 3" \
-    "$py -m swarp.benchmark.throughput --envs 16384 --agents 16 --iters 300 --repeats 3" 2>&1 | grep -v "^Module\|^Warp" > /dev/null
-  [ -f "$out/ab.log" ] && mv "$out/ab.log" "$out/ab_base57.log" && grep -v "^Module\|^Warp" "$out/ab_base57.log" | tail -40
+  grep "==\|^ *[0-9]" "$out/ab.log"
   ;;
 s33)
   # Issue 56 over two calls (carry .ab/base: git archive 1700cc2 swarp). PART=a: the GPU suite in one

@@ -49,8 +49,9 @@ def assemble(cache: pathlib.Path, ptxas: str, arch: str) -> dict[str, tuple[int,
     """kernel -> (registers, spill stores, spill loads) [bytes] over every .ptx under ``cache``."""
     found: dict[str, tuple[int, int, int]] = {}
     for ptx in sorted(cache.rglob("*.ptx")):
-        out = subprocess.run([ptxas, "-v", f"-arch={arch}", str(ptx), "-o", os.devnull],
-                             capture_output=True, text=True).stderr
+        out = subprocess.run(
+            [ptxas, "-v", f"-arch={arch}", str(ptx), "-o", os.devnull], capture_output=True, text=True
+        ).stderr
         name, spills = None, (0, 0)
         for line in out.splitlines():
             if m := ENTRY.search(line):

@@ -88,6 +88,11 @@ class ActionSpace:
         return 1 if self.kind == "discrete" else self.physical_dim
 
     @property
+    def width_name(self) -> str:
+        """``width`` in words, for messages: ``"act_dim"``, ``"1"`` or ``"len(nvec)"``."""
+        return {"continuous": "act_dim", "discrete": "1", "multidiscrete": "len(nvec)"}[self.kind]
+
+    @property
     def heads(self) -> tuple[int, ...]:
         """Choices of each column ``step`` takes: ``(prod(nvec),)`` (``discrete``), ``nvec``
         (``multidiscrete``), ``()`` when continuous."""
@@ -112,10 +117,10 @@ class ActionSpace:
             raise TypeError(f"{name} must be a torch.Tensor, got {type(actions).__name__}")
         expected = (n_envs, n_agents, self.width)
         if tuple(actions.shape) != expected:
-            what = {"continuous": "act_dim", "discrete": "1", "multidiscrete": "len(nvec)"}[self.kind]
             kind = "" if self.kind == "continuous" else f" for {self.kind} actions"
             raise ValueError(
-                f"{name} must have shape [n_envs, n_agents, {what}] = {list(expected)}{kind}, got {list(actions.shape)}"
+                f"{name} must have shape [n_envs, n_agents, {self.width_name}] = {list(expected)}{kind}, got "
+                f"{list(actions.shape)}"
             )
         if self.discrete:
             if actions.dtype not in INDEX_DTYPES:
@@ -148,7 +153,7 @@ def column_indices(space: ActionSpace, indices: torch.Tensor) -> torch.Tensor:
 
 
 def decode_torch(
-    space: ActionSpace, indices: torch.Tensor, low: torch.Tensor, high: torch.Tensor
+    space: ActionSpace, indices: torch.Tensor, low: torch.Tensor, high: torch.Tensor, nvec: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The torch reference of the decode (module docstring).
 
@@ -156,12 +161,16 @@ def decode_torch(
         space: A discrete ``ActionSpace``.
         indices: [E, A, width] integer indices.
         low, high: [A, D] the physical box (``Model.action_bounds``), in the sim dtype.
+        nvec: [D] int64 ``space.nvec`` on the indices' device, made once by a caller that decodes
+            every step (the default builds it: a host-to-device copy on CUDA, which a captured step
+            cannot hold).
 
     Returns:
         ``(command [E, A, D] in low's dtype, bad [E, A] bool)``: the physical command (0 for an
         agent with an out-of-range index) and which agents had one.
     """
-    nvec = torch.tensor(space.nvec, device=indices.device)
+    if nvec is None:
+        nvec = torch.tensor(space.nvec, device=indices.device)
     if space.kind == "discrete":
         flat = indices[..., 0].long()
         bad = (flat < 0) | (flat >= math.prod(space.nvec))

@@ -46,6 +46,7 @@ class ActionInput:
         self.buffer = wp.to_torch(self._indices)
         low, high = stepper.model.action_bounds(core.torch_device, core.dtype)
         self._bounds_torch = (low, high)
+        self._nvec_torch = torch.tensor(self.space.nvec, dtype=torch.int64, device=core.torch_device)
         self._low, self._high = wp.from_torch(low.contiguous()), wp.from_torch(high.contiguous())
         self._nvec = wp.array(list(self.space.nvec), dtype=wp.int32, device=core.device)
 
@@ -73,7 +74,7 @@ class ActionInput:
         if self._indices is None:
             return
         world = self.core.world
-        command, bad = decode_torch(self.space, self.buffer, *self._bounds_torch)
+        command, bad = decode_torch(self.space, self.buffer, *self._bounds_torch, self._nvec_torch)
         world.actions.copy_(command)
         flag = wp.to_torch(world.invalid_action_flag)
         flag.copy_(torch.maximum(flag, bad.any().to(flag.dtype).reshape(1)))

@@ -66,6 +66,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 from swarp.env.environment import Environment
 from swarp.env.make import make
 from swarp.interop.checks import index_tensor, real_tensor
+from swarp.interop.spaces import index_space
 
 
 class SwarpParallelEnv(ParallelEnv):
@@ -125,11 +126,8 @@ class SwarpParallelEnv(ParallelEnv):
     def _agent_action_space(self, index: int) -> gymnasium.spaces.Space:
         """Agent ``index``'s action space: a ``Box`` of its row of ``sim.action_bounds``, or an int64
         ``Discrete(prod(nvec))`` / ``MultiDiscrete(nvec)`` for the discrete kinds."""
-        space = self.sim.action_space
-        if space.kind == "discrete":
-            return gymnasium.spaces.Discrete(space.heads[0])
-        if space.kind == "multidiscrete":
-            return gymnasium.spaces.MultiDiscrete(np.asarray(space.heads, dtype=np.int64))
+        if self.sim.action_space.discrete:
+            return index_space(self.sim.action_space)
         low, high = (b[index].cpu().numpy().astype(self._np_dtype) for b in self.sim.action_bounds)
         return gymnasium.spaces.Box(low, high, dtype=self._np_dtype)
 

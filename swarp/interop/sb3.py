@@ -75,6 +75,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 from swarp.env.environment import Environment
 from swarp.env.make import make
 from swarp.interop.checks import index_tensor, real_tensor, rescale_actions
+from swarp.interop.spaces import index_space
 
 LAYOUTS = ("per_agent", "per_env")
 REWARD_MODES = ("mean", "sum")
@@ -198,10 +199,7 @@ class SwarpVecEnv(VecEnv):
         self._low, self._high = low, high
         space = env.action_space
         if space.discrete:
-            heads = np.asarray(space.heads, dtype=np.int64)
-            if space.kind == "discrete" and (self._per_agent or A == 1):
-                return spaces.Discrete(int(heads[0]))
-            return spaces.MultiDiscrete(heads if self._per_agent else np.tile(heads, A))
+            return index_space(space, None if self._per_agent else A)
         if normalize_actions:
             shape = (env.act_dim,) if self._per_agent else (A * env.act_dim,)
             return spaces.Box(-1.0, 1.0, shape, np_dtype)

@@ -59,8 +59,6 @@ def random_indices_fn(space: ActionSpace, seed: int):
         device = env.torch_device
         if str(device) not in generators:
             generators[str(device)] = torch.Generator(device=device).manual_seed(seed)
-        shape = (env.n_envs, env.n_agents)
-        columns = [torch.randint(0, n, shape, generator=generators[str(device)], device=device) for n in space.heads]
-        return torch.stack(columns, dim=-1)
+        return space.sample(env.n_envs, env.n_agents, generators[str(device)])
 
     return act

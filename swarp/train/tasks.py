@@ -71,8 +71,9 @@ class Task:
             raise ValueError(f"Task.overrides must be a dict of TrainConfig fields, got {self.overrides!r}")
         budget = sorted({"total_steps", "target_success"} & set(self.overrides))
         if budget:
-            raise ValueError(f"Task.overrides holds {budget}: a task's budget is Task.total_steps and "
-                             "Task.target_success")
+            raise ValueError(
+                f"Task.overrides holds {budget}: a task's budget is Task.total_steps and Task.target_success"
+            )
         check_fields(TrainConfig, self.overrides, "Task.overrides")
         budget = {"total_steps": self.total_steps, "target_success": self.target_success}
         check_fields(TrainConfig, {k: v for k, v in budget.items() if v is not None}, "Task")
@@ -102,8 +103,10 @@ class Task:
         options = dict(options)
         max_steps = options.pop("max_steps", self.max_steps)
         if options.get("auto_reset", True) is not True:
-            raise ValueError("options: auto_reset=False cannot be set: the trainer and the evaluator step "
-                             "auto-resetting envs (an episode's end is where its success is read)")
+            raise ValueError(
+                "options: auto_reset=False cannot be set: the trainer and the evaluator step "
+                "auto-resetting envs (an episode's end is where its success is read)"
+            )
         options.pop("auto_reset", None)
         for name in RESERVED_OPTIONS:
             if name in options:
@@ -137,13 +140,19 @@ TASKS: dict[str, Task] = {
     # acceleration-controlled, as VMAS's force-controlled ones: under velocity control 3 levels move
     # an agent 0.1 m a step, and it cannot stop inside its 0.05 m goal radius (CPU, 64 envs, 61,440
     # env-steps, seeds 0-2: greedy success 0.04-0.09 against 0.82-0.87; journal, session 34).
-    "navigation": Task(max_steps=100, options={"n_agents": 4, "substeps": 1}, total_steps=20_000_000,
-                       target_success=SOLVED, discrete_options={"ctrl_mode": "acceleration"}),  # fmt: skip
+    "navigation": Task(
+        max_steps=100,
+        options={"n_agents": 4, "substeps": 1},
+        total_steps=20_000_000,
+        target_success=SOLVED,
+        discrete_options={"ctrl_mode": "acceleration"},
+    ),
     # Flocking never terminates: success is every agent in the target disc, touching nobody, at the
     # last step of the episode. lr 3e-4 x 4 epochs: at navigation's 1e-3 x 2 it reached 1.00 and
     # then drifted down to 0.45 (docs/results.md).
-    "flocking": Task(success="info:in_flock", overrides={"lr": 3e-4, "epochs": 4}, total_steps=20_000_000,
-                     target_success=SOLVED),  # fmt: skip
+    "flocking": Task(
+        success="info:in_flock", overrides={"lr": 3e-4, "epochs": 4}, total_steps=20_000_000, target_success=SOLVED
+    ),
     "formation": Task(total_steps=10_000_000, target_success=SOLVED),
     # The entropy bonus (here and for transport and push_t) kept IPPO's seeds exploring: without it
     # 1 of 3 (discovery), 2 of 3 (transport) and 1 of 3 (push_t) seeds stalled (docs/results.md).
@@ -158,20 +167,26 @@ TASKS: dict[str, Task] = {
     # Every landmark covered at the episode's end (MPE's 25 steps). lr 3e-4 x 4 epochs: 1e-3
     # plateaued at 0.85-0.90, 1e-3 x 4 epochs peaked at 0.91 and fell to 0.70. Its seeds plateau at
     # 0.92-0.95 greedy success, so it stops at 0.93.
-    "spread": Task(success="info:covered", overrides={"lr": 3e-4, "epochs": 4}, total_steps=250_000_000,
-                   target_success=0.93),  # fmt: skip
+    "spread": Task(
+        success="info:covered", overrides={"lr": 3e-4, "epochs": 4}, total_steps=250_000_000, target_success=0.93
+    ),
     # Body scenarios end an episode on success or on failure (balance: the package fell), so
     # success is their per-env info flag, not termination.
-    "transport": Task(success="info:success", overrides={"ent_coef": 0.05}, total_steps=40_000_000,
-                      target_success=SOLVED),  # fmt: skip
-    "push_t": Task(success="info:success", overrides={"ent_coef": 0.05}, total_steps=50_000_000,
-                   target_success=SOLVED),  # fmt: skip
+    "transport": Task(
+        success="info:success", overrides={"ent_coef": 0.05}, total_steps=40_000_000, target_success=SOLVED
+    ),
+    "push_t": Task(success="info:success", overrides={"ent_coef": 0.05}, total_steps=50_000_000, target_success=SOLVED),
     # No penalty for the fall beyond the episode's end: with failure_penalty 1 (the scenario's
     # default) standing still beat every early lift, which ends in a fall, and seeds stayed at 0 for
     # 200 M env-steps; without it all three seeds passed 0.99 (journal, session 17). lr 3e-4 x
     # 4 epochs: 1e-3 (x 2 or 4 epochs, 4,096 or 16,384 envs) stalled at 0.35-0.55.
-    "balance": Task(success="info:success", options={"failure_penalty": 0.0}, overrides={"lr": 3e-4, "epochs": 4},
-                    total_steps=20_000_000, target_success=SOLVED),  # fmt: skip
+    "balance": Task(
+        success="info:success",
+        options={"failure_penalty": 0.0},
+        overrides={"lr": 3e-4, "epochs": 4},
+        total_steps=20_000_000,
+        target_success=SOLVED,
+    ),
     # Navigation flown by quadrotors (rotor thrusts): the same success test.
     "drone_navigation": Task(total_steps=200_000_000, target_success=SOLVED),
 }

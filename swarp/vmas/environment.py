@@ -232,11 +232,8 @@ class VmasEnvironment:
         (multi-discrete)."""
         agent = self._agent(agent)
         if not self.continuous_actions:
-            heads = self.sim.action_space.heads
-            columns = [
-                torch.randint(0, n, (self.num_envs,), generator=self._generator, device=self.device) for n in heads
-            ]
-            return columns[0] if len(heads) == 1 and not self.multidiscrete_actions else torch.stack(columns, dim=-1)
+            indices = self.sim.action_space.sample(self.num_envs, 1, self._generator)[:, 0]  # [E, width]
+            return indices if self.multidiscrete_actions else indices[:, 0]
         u = torch.rand(
             (self.num_envs, agent.action_size), generator=self._generator, device=self.device, dtype=torch.float32
         )
@@ -345,9 +342,7 @@ class VmasEnvironment:
             )
         if len(actions) != self.n_agents:
             raise ValueError(f"expected actions for {self.n_agents} agents, got {len(actions)}")
-        width_name = {"continuous": "act_dim", "discrete": "1", "multidiscrete": "len(nvec)"}[
-            self.sim.action_space.kind
-        ]
+        width_name = self.sim.action_space.width_name
         rows = []
         for agent, action in zip(self.agents, actions, strict=True):
             if not isinstance(action, torch.Tensor):

@@ -259,3 +259,20 @@ def test_encode_is_the_nearest_level(kind, nvec):
     nearest, _ = decode_torch(env.action_space, encode_torch(env.action_space, command, low, high), low, high)
     step = (high - low) / (torch.tensor(env.action_space.nvec) - 1)
     assert bool(((nearest - command.clamp(low, high)).abs() <= step / 2 + 1e-6).all())
+
+
+@DEVICES
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_discrete_step_makes_no_host_transfer(device, fused, kind):
+    """The decode (the Warp launch, or the torch reference's, which a CUDA capture holds) reads no
+    value on the host and copies nothing up to the device."""
+    from swarp.testing import forbid_host_transfers
+
+    env = swarp.make("navigation", n_envs=4, device=device, seed=0, action_space=kind, fused=fused, auto_reset=True)
+    indices = random_indices(env, torch.Generator().manual_seed(0), out_of_range=0.1)
+    env.step(indices)  # the first step captures or records
+    with forbid_host_transfers():
+        for _ in range(3):
+            env.step(indices)
+    assert bool(env.invalid_actions())

@@ -16,6 +16,7 @@ from gymnasium.vector.utils import batch_space
 
 from swarp.env.environment import Environment
 from swarp.interop.checks import env_mask, index_tensor, real_tensor
+from swarp.interop.spaces import index_space
 
 BACKENDS = ("numpy", "torch")
 REWARD_MODES = ("mean", "sum")
@@ -71,12 +72,7 @@ def sub_env_action_space(env: Environment, flatten_agents: bool) -> gymnasium.sp
         if flatten_agents:
             low, high = low.reshape(-1), high.reshape(-1)
         return gymnasium.spaces.Box(low, high, dtype=np_dtype)
-    heads = np.asarray(space.heads, dtype=np.int64)
-    if not flatten_agents:
-        return gymnasium.spaces.MultiDiscrete(np.tile(heads, (A, 1)))
-    if space.kind == "discrete" and A == 1:
-        return gymnasium.spaces.Discrete(int(heads[0]))
-    return gymnasium.spaces.MultiDiscrete(np.tile(heads, A))
+    return index_space(space, A, flatten_agents)
 
 
 def sim_actions(env: Environment, actions: Any, shape: tuple[int, ...], dims: str, name: str) -> torch.Tensor:
