@@ -23,6 +23,7 @@ from swarp.core.config import (  # noqa: E402
     ObstacleShape,
     WorldConfig,
 )
+from swarp.core.groups import AgentGroup, GroupSpec  # noqa: E402
 from swarp.core.params import ParamRandomization  # noqa: E402
 from swarp.core.types import Model, State, TorchState, TorchStateWithBodies  # noqa: E402
 from swarp.env.environment import Environment  # noqa: E402
@@ -56,6 +57,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentConfig",
+    "AgentGroup",
+    "GroupSpec",
     "Body",
     "Joint",
     "TorchStateWithBodies",

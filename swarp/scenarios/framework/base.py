@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from swarp.core.config import AgentConfig, Integrator, WorldConfig
+from swarp.core.groups import GroupSpec
 from swarp.runtime.launch import Launcher
 from swarp.runtime.rows import OBSERVE_ONLY, OBSERVE_RESET, OBSERVE_STEP  # noqa: F401 (the observe modes)
 
@@ -41,6 +42,8 @@ class WorldSpec:
             ``None`` means no time limit).
         n_obstacle_slots: Per-env obstacle slots the scenario writes at reset (0: only the
             world's shared static obstacles).
+        groups: Named groups of consecutive agents (``swarp.core.groups.GroupSpec``, in agent
+            order), each with its observation width; empty: one group ``"agents"`` of them all.
     """
 
     agents: tuple[AgentConfig, ...]
@@ -50,6 +53,7 @@ class WorldSpec:
     integrator: Integrator = Integrator.EULER
     max_steps: int | None = 200
     n_obstacle_slots: int = 0
+    groups: tuple[GroupSpec, ...] = ()
 
 
 class Scenario:

@@ -1,0 +1,135 @@
+"""Agent groups: named runs of consecutive agents, each with its observation width and action space.
+
+A scenario declares its groups in ``WorldSpec.groups`` (``GroupSpec``: a name, a count and an
+observation width); the environment resolves them into ``AgentGroup`` records (agent range and
+``ActionSpace``), shown as ``env.groups``. A scenario that declares none has one group,
+``"agents"``, holding every agent: the single-group API of ``[E, A, ...]`` tensors.
+
+The buffers stay one row store: observations ``[E, A, W]`` (``W``: the widest group's width), the
+physical command ``[E, A, D]``. A group's tensors are strided views of them (``obs[:, lo:hi, :W_g]``,
+``reward[:, lo:hi]``): no copy, and no padding column in what a group is handed. A scenario writes
+each agent's row in its group's first ``W_g`` columns and zeros after them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from swarp.core.spaces import ActionSpace
+
+#: The name of the one group of a scenario that declares none.
+DEFAULT_GROUP = "agents"
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSpec:
+    """One group as a scenario declares it (``WorldSpec.groups``, in agent order).
+
+    Attributes:
+        name: The group's key in every per-group mapping (a Python identifier).
+        n_agents: Its agents: the next ``n_agents`` of ``WorldSpec.agents`` (>= 1).
+        obs_dim: Width of its agents' observations (<= the scenario's ``obs_dim``, the widest).
+    """
+
+    name: str
+    n_agents: int
+    obs_dim: int
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"a group's name must be a Python identifier, got {self.name!r}")
+        for field in ("n_agents", "obs_dim"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"group {self.name!r}: {field} must be an int >= 1, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentGroup:
+    """One group of an environment (``env.groups``).
+
+    Attributes:
+        name: Its key.
+        start, stop: Its agents are ``start .. stop - 1`` of the env's ``A``.
+        obs_dim: Columns of its observation view (lidar columns included where a lidar runs).
+        action_space: Its ``ActionSpace`` (``physical_dim``: the widest action arity of its agents).
+    """
+
+    name: str
+    start: int
+    stop: int
+    obs_dim: int
+    action_space: ActionSpace
+
+    @property
+    def n_agents(self) -> int:
+        """Agents in the group."""
+        return self.stop - self.start
+
+    @property
+    def agents(self) -> slice:
+        """The group's agents as a slice of the agent dimension."""
+        return slice(self.start, self.stop)
+
+
+def resolve_specs(specs: Sequence[GroupSpec], n_agents: int, obs_dim: int) -> tuple[GroupSpec, ...]:
+    """Check a scenario's groups against its fleet and observation width.
+
+    Args:
+        specs: ``WorldSpec.groups`` (empty: one group of every agent).
+        n_agents: Agents of the world (``len(WorldSpec.agents)``).
+        obs_dim: The scenario's ``obs_dim``: the widest group's width.
+
+    Returns:
+        The groups, at least one.
+
+    Raises:
+        ValueError: counts that do not sum to ``n_agents``, repeated names, a width over
+            ``obs_dim`` or none reaching it.
+    """
+    if not specs:
+        return (GroupSpec(DEFAULT_GROUP, n_agents, obs_dim),)
+    specs = tuple(specs)
+    if not all(isinstance(spec, GroupSpec) for spec in specs):
+        raise TypeError("WorldSpec.groups must hold GroupSpec records")
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"group names must be distinct, got {names}")
+    if sum(spec.n_agents for spec in specs) != n_agents:
+        raise ValueError(
+            f"the groups' agents ({' + '.join(str(s.n_agents) for s in specs)}) must add up to the world's "
+            f"{n_agents} agents"
+        )
+    widest = max(spec.obs_dim for spec in specs)
+    if widest != obs_dim:
+        raise ValueError(f"the widest group's obs_dim ({widest}) must be the scenario's obs_dim ({obs_dim})")
+    return specs
+
+
+def per_group(value, names: Sequence[str], what: str, default) -> dict:
+    """``{group: value}`` of an option given once for every group or as a mapping by group name
+    (groups it leaves out take ``default``).
+
+    Raises:
+        ValueError: a mapping with a key that names no group.
+    """
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(names))
+        if unknown:
+            raise ValueError(f"{what} names unknown group(s) {unknown}; the groups are {list(names)}")
+        return {name: value.get(name, default) for name in names}
+    return dict.fromkeys(names, value)
+
+
+def split(tensor: torch.Tensor, groups: Sequence[AgentGroup], widths: Sequence[int] | None = None) -> dict:
+    """``{group: view}`` of ``tensor`` [E, A, ...] by agent range (no copy), each cut to its width
+    in ``widths`` along the last dim when given."""
+    if widths is None:
+        return {g.name: tensor[:, g.start : g.stop] for g in groups}
+    return {g.name: tensor[:, g.start : g.stop, :w] for g, w in zip(groups, widths, strict=True)}
+
+
+__all__ = ["DEFAULT_GROUP", "AgentGroup", "GroupSpec", "per_group", "resolve_specs", "split"]
