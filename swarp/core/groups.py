@@ -75,38 +75,60 @@ class AgentGroup:
         return slice(self.start, self.stop)
 
 
-def resolve_specs(specs: Sequence[GroupSpec], n_agents: int, obs_dim: int) -> tuple[GroupSpec, ...]:
-    """Check a scenario's groups against its fleet and observation width.
+def group_ranges(specs: Sequence[GroupSpec], n_agents: int) -> dict[str, tuple[int, int]]:
+    """``{group: (start, stop)}``: the agents of each of a scenario's groups, in order.
 
     Args:
-        specs: ``WorldSpec.groups`` (empty: one group of every agent).
+        specs: ``WorldSpec.groups`` (empty: one group ``"agents"`` of every agent).
         n_agents: Agents of the world (``len(WorldSpec.agents)``).
-        obs_dim: The scenario's ``obs_dim``: the widest group's width.
-
-    Returns:
-        The groups, at least one.
 
     Raises:
-        ValueError: counts that do not sum to ``n_agents``, repeated names, a width over
-            ``obs_dim`` or none reaching it.
+        TypeError: an entry that is not a ``GroupSpec``.
+        ValueError: counts that do not add up to ``n_agents``, or repeated names.
     """
     if not specs:
-        return (GroupSpec(DEFAULT_GROUP, n_agents, obs_dim),)
-    specs = tuple(specs)
+        return {DEFAULT_GROUP: (0, n_agents)}
     if not all(isinstance(spec, GroupSpec) for spec in specs):
         raise TypeError("WorldSpec.groups must hold GroupSpec records")
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"group names must be distinct, got {names}")
     if sum(spec.n_agents for spec in specs) != n_agents:
+        counts = " + ".join(str(spec.n_agents) for spec in specs)
+        raise ValueError(f"the groups' agents ({counts}) must add up to the world's {n_agents} agents")
+    ranges, start = {}, 0
+    for spec in specs:
+        ranges[spec.name] = (start, start + spec.n_agents)
+        start += spec.n_agents
+    return ranges
+
+
+def observation_widths(specs: Sequence[GroupSpec], obs_dim: int, lidar_rays: int) -> dict[str, int]:
+    """``{group: width}`` of each group's observation view.
+
+    Args:
+        specs: ``WorldSpec.groups`` (empty: one group ``"agents"``).
+        obs_dim: The scenario's ``obs_dim``, the widest group's width.
+        lidar_rays: Lidar columns after the scenario's (0 without a lidar).
+
+    Raises:
+        ValueError: no group as wide as ``obs_dim`` or one wider; groups of different widths with
+            a lidar (its columns follow the widest row, so a narrower group's view would not be
+            one slice).
+    """
+    if not specs:
+        return {DEFAULT_GROUP: obs_dim + lidar_rays}
+    widths = {spec.name: spec.obs_dim for spec in specs}
+    if max(widths.values()) != obs_dim:
         raise ValueError(
-            f"the groups' agents ({' + '.join(str(s.n_agents) for s in specs)}) must add up to the world's "
-            f"{n_agents} agents"
+            f"the widest group's obs_dim ({max(widths.values())}) must be the scenario's obs_dim ({obs_dim})"
         )
-    widest = max(spec.obs_dim for spec in specs)
-    if widest != obs_dim:
-        raise ValueError(f"the widest group's obs_dim ({widest}) must be the scenario's obs_dim ({obs_dim})")
-    return specs
+    if lidar_rays and min(widths.values()) != obs_dim:
+        raise ValueError(
+            f"lidar_rays needs groups of one observation width; this scenario's are {widths} (a lidar's columns "
+            "follow the widest row)"
+        )
+    return {name: width + lidar_rays for name, width in widths.items()}
 
 
 def per_group(value, names: Sequence[str], what: str, default) -> dict:
@@ -132,4 +154,4 @@ def split(tensor: torch.Tensor, groups: Sequence[AgentGroup], widths: Sequence[i
     return {g.name: tensor[:, g.start : g.stop, :w] for g, w in zip(groups, widths, strict=True)}
 
 
-__all__ = ["DEFAULT_GROUP", "AgentGroup", "GroupSpec", "per_group", "resolve_specs", "split"]
+__all__ = ["DEFAULT_GROUP", "AgentGroup", "GroupSpec", "group_ranges", "observation_widths", "per_group", "split"]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -160,22 +161,24 @@ class AsyncStep:
         if self.pending:
             raise RuntimeError("send() was called twice without recv(): receive the pending step first")
         env.action_input.check(actions)
-        if actions.requires_grad and torch.is_grad_enabled():
+        tensors = actions.values() if isinstance(actions, Mapping) else (actions,)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             raise RuntimeError("send()/recv() steps are not differentiable: detach the actions or use step()")
         if self.cuda and not self.side_stream:
-            env.action_input.buffer.copy_(actions)
+            env.action_input.write(actions)
             env.launches.run_step()
         elif self.cuda:
             self._stream.wait_stream(torch.cuda.current_stream(env.torch_device))
             with torch.cuda.stream(self._stream):
-                env.action_input.buffer.copy_(actions)
+                env.action_input.write(actions)
                 env.launches.run_step()
                 self._done.record(self._stream)
-            # The caller may free its action tensor right away: keep its memory until the copy ran.
-            actions.record_stream(self._stream)
+            # The caller may free its action tensors right away: keep their memory until the copy ran.
+            for tensor in tensors:
+                tensor.record_stream(self._stream)
         else:
             # Copy now, so the caller may overwrite its action tensor while the step runs.
-            env.action_input.buffer.copy_(actions)
+            env.action_input.write(actions)
             env.launches.prepare_step()  # capture on this thread: never two captures at once
             self.last_threaded = self.placement.next(self.step_time_s)
             if self.last_threaded:

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 import warp as wp
 
+from swarp.core import groups as agent_groups
+from swarp.core.groups import observation_widths
 from swarp.core.params import ParamRandomization
 from swarp.core.rng import stream_key_torch
 from swarp.env import grad
@@ -150,6 +152,11 @@ class Environment(ParameterMethods, Snapshotting):
         self.parameters = AgentParameters(self.core, options.per_env_params)
         self.action_input = ActionInput(self.core, options.action_space, options.action_nvec)
         self.core.bind(self)  # the scenario binds to the facade: everything above is shown
+        widths = observation_widths(options.spec.groups, self.scenario_obs_dim, options.lidar_rays)
+        #: The ``AgentGroup`` s: each group's agents, observation width and action space.
+        self.groups = self.action_input.groups(widths)
+        #: Whether the scenario declares several groups: ``step``, ``reset``... then speak dicts by group.
+        self.grouped = len(self.groups) > 1
         stages = Stages(self.core, self.parameters, self.action_input)
         self.launches = Launches(self, self.core, stages, make_step_end(self.core, stages))
         self.snapshots = Snapshots(self.core, self.parameters)
@@ -179,13 +186,22 @@ class Environment(ParameterMethods, Snapshotting):
     @property
     def act_dim(self) -> int:
         """Columns of the actions ``step`` takes: the largest action arity over the fleet
-        (continuous and multidiscrete), 1 (discrete)."""
-        return self.action_input.space.width
+        (continuous and multidiscrete), 1 (discrete). With groups of different action spaces
+        there is no one width: ``groups[i].action_space.width``."""
+        space = self.action_input.space
+        if space is None:
+            raise AttributeError(
+                "act_dim: the groups' action spaces differ, so step takes a mapping by group; see "
+                "env.groups[i].action_space.width"
+            )
+        return space.width
 
     @property
     def action_space(self):
-        """The ``swarp.core.spaces.ActionSpace``: its ``kind``, ``nvec`` and ``heads`` (the choices
-        of each column ``step`` takes)."""
+        """The ``swarp.core.spaces.ActionSpace`` of the one tensor ``step`` takes: its ``kind``,
+        ``nvec`` and ``heads`` (the choices of each column). With groups: the continuous
+        ``[E, A, D]`` command where every group is continuous, else ``None`` (each group's is
+        ``groups[i].action_space``)."""
         return self.action_input.space
 
     @property
@@ -238,7 +254,7 @@ class Environment(ParameterMethods, Snapshotting):
 
     # --- public API -------------------------------------------------------------------------
 
-    def step(self, actions: torch.Tensor):
+    def step(self, actions):
         """Advance every env by one step.
 
         Args:
@@ -246,12 +262,16 @@ class Environment(ParameterMethods, Snapshotting):
                 (see ``action_bounds``; values outside are clamped, non-finite ones act as 0 and
                 raise ``invalid_actions()``). With discrete ``action_space``: [E, A, act_dim]
                 integer indices (``action_space.heads`` choices per column); an out-of-range one
-                acts as 0 and raises ``invalid_actions()``.
+                acts as 0 and raises ``invalid_actions()``. With groups (``grouped``): a mapping
+                ``{group: [E, A_g, width_g]}``, each in its group's ``action_space``; a tensor
+                only where ``action_space`` is not ``None`` (every group continuous).
 
         Returns:
             ``(obs [E, A, obs_dim], reward [E, A], terminated [E] bool, truncated [E] bool, info)``.
             With ``auto_reset``, finished envs are already reset: ``obs`` starts their new episode
             and ``info["final_obs"]`` holds their last observation (rows of other envs are stale).
+            With groups, ``obs``, ``reward`` and ``info["final_obs"]`` are mappings by group of
+            views ``[E, A_g, obs_dim_g]`` / ``[E, A_g]`` (``by_group``).
 
         With grads (``actions.requires_grad`` under grad mode) ``obs`` and ``reward`` are fresh
         tensors whose autograd history reaches ``actions`` (``swarp.env.grad``).
@@ -260,11 +280,14 @@ class Environment(ParameterMethods, Snapshotting):
         self._check_no_pending_send("step")
         action_input = self.action_input  # read once: the step is the hot path
         action_input.check(actions)
-        if actions.requires_grad and torch.is_grad_enabled():
+        tensors = actions.values() if isinstance(actions, Mapping) else (actions,)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             if self.launches.shards is not None:
                 self.launches.shards.mark_dirty()  # it writes the rows here, then resets through the shards
-            return grad.grad_step(self, actions)
-        action_input.buffer.copy_(actions)
+            obs, reward, terminated, truncated, info = grad.grad_step(self, action_input.join(actions))
+            obs, reward, info = self.by_group(obs, reward, info)
+            return obs, reward, terminated, truncated, info
+        action_input.write(actions)
         self.launches.run_step()
         return self.outputs()
 
@@ -302,12 +325,29 @@ class Environment(ParameterMethods, Snapshotting):
 
     def outputs(self) -> tuple:
         """``(obs, reward, terminated, truncated, info)``: what ``step`` returns, from the output
-        buffers as they are (clones with ``clone_outputs``)."""
+        buffers as they are (clones with ``clone_outputs``; by group where ``grouped``)."""
         core = self.core
-        tensors = (core.obs, core.reward, core.terminated, core.truncated)
+        obs, reward, terminated, truncated, info = core.obs, core.reward, core.terminated, core.truncated, core.info
         if core.clone_outputs:
-            return (*(t.clone() for t in tensors), {k: v.clone() for k, v in core.info.items()})
-        return (*tensors, core.info)
+            obs, reward, terminated, truncated = obs.clone(), reward.clone(), terminated.clone(), truncated.clone()
+            info = {k: v.clone() for k, v in info.items()}
+        obs, reward, info = self.by_group(obs, reward, info)
+        return obs, reward, terminated, truncated, info
+
+    def by_group(self, obs: torch.Tensor, reward: torch.Tensor | None = None, info: dict | None = None):
+        """``(obs, reward, info)`` as ``step`` returns them: unchanged with one group; with several,
+        ``{group: view}`` of ``obs`` [E, A, obs_dim] (``[E, A_g, obs_dim_g]``), ``reward`` [E, A]
+        (``[E, A_g]``) and ``info["final_obs"]`` (no copy: views of the given tensors)."""
+        if not self.grouped:
+            return obs, reward, info
+        groups = self.groups
+        widths = [g.obs_dim for g in groups]
+        obs = agent_groups.split(obs, groups, widths)
+        if reward is not None:
+            reward = agent_groups.split(reward, groups)
+        if info is not None and "final_obs" in info:
+            info = {**info, "final_obs": agent_groups.split(info["final_obs"], groups, widths)}
+        return obs, reward, info
 
     def _check_open(self, what: str) -> None:
         if self.closed:
@@ -321,7 +361,7 @@ class Environment(ParameterMethods, Snapshotting):
         """Reset every env; with ``seed``, restart the reset RNG and episode counters from it.
 
         Returns:
-            ``(obs [E, A, obs_dim], info)``.
+            ``(obs [E, A, obs_dim], info)`` (``obs`` by group where ``grouped``).
         """
         self._check_open("reset")
         self._check_no_pending_send("reset")
@@ -336,16 +376,18 @@ class Environment(ParameterMethods, Snapshotting):
         self.terminated.zero_()
         self.truncated.zero_()
         self.done.zero_()
-        info = dict(self.info)
+        obs, info = self.obs, dict(self.info)
         if self.clone_outputs:
-            return self.obs.clone(), {k: v.clone() for k, v in info.items()}
-        return self.obs, info
+            obs, info = obs.clone(), {k: v.clone() for k, v in info.items()}
+        obs, _, info = self.by_group(obs, None, info)
+        return obs, info
 
     def reset_at(self, mask: torch.Tensor) -> torch.Tensor:
         """Reset the envs where ``mask`` [E] bool is set; others are untouched. No host sync.
 
         Returns:
-            The observation buffer [E, A, obs_dim] (rows of reset envs start a new episode).
+            The observation buffer [E, A, obs_dim] (rows of reset envs start a new episode; by
+            group where ``grouped``).
         """
         self._check_open("reset_at")
         self._check_no_pending_send("reset_at")
@@ -359,7 +401,7 @@ class Environment(ParameterMethods, Snapshotting):
             raise ValueError(f"mask must be on device {self.torch_device}, got {mask.device}")
         self.reset_mask.copy_(mask)
         self.launches.run_reset()
-        return self.obs.clone() if self.clone_outputs else self.obs
+        return self.by_group(self.obs.clone() if self.clone_outputs else self.obs)[0]
 
     def invalid_actions(self) -> torch.Tensor:
         """0-d bool device tensor: was a non-finite action seen since the last full ``reset`` (or

@@ -76,8 +76,9 @@ class EnvOptions:
         lidar: The ``LidarConfig``, or ``None`` without lidar.
         randomization: The ``ParamRandomization``, or ``None``.
         per_env_params: Resolved (``randomize_params`` implies it).
-        action_space, action_nvec: As given (``swarp.core.spaces.ActionSpace.build`` checks the
-            levels against the fleet's action width).
+        action_space, action_nvec: As given, once or as a mapping by agent group
+            (``swarp.env.action_input`` checks the group names and the levels against each group's
+            action width).
         rebuild_kwargs: The constructor's keyword arguments, checked and resolved: what a pickle or
             a copy rebuilds the environment from.
         scenario_as_given: A shallow copy of the scenario as given, before ``make_world`` and
@@ -100,7 +101,7 @@ class EnvOptions:
     lidar_rays: int
     randomization: ParamRandomization | None
     per_env_params: bool
-    action_space: str
+    action_space: str | Mapping[str, str]
     action_nvec: Any
     plan: ExecutionPlan | Mapping[str, Any] | None
     rebuild_kwargs: dict[str, Any]
@@ -130,8 +131,10 @@ class EnvOptions:
         if randomization is not None and not isinstance(randomization, ParamRandomization):
             randomization = ParamRandomization(randomization)
         per_env_params = k["per_env_params"] or randomization is not None
-        if k["action_space"] not in ACTION_SPACES:
-            raise ValueError(f"action_space must be one of {', '.join(ACTION_SPACES)}, got {k['action_space']!r}")
+        kinds = k["action_space"].values() if isinstance(k["action_space"], Mapping) else (k["action_space"],)
+        for kind in kinds:
+            if kind not in ACTION_SPACES:
+                raise ValueError(f"action_space must be one of {', '.join(ACTION_SPACES)}, got {kind!r}")
         if fused not in (True, False, "auto"):
             raise ValueError(f"fused must be True, False or 'auto', got {fused!r}")
         if fused is True and not scenario.fused_available:

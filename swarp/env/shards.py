@@ -72,8 +72,8 @@ def _linked_buffers(env: Environment) -> dict[str, torch.Tensor]:
     buffers["env.done"] = env.done
     buffers["env.reset_mask"] = env.reset_mask
     buffers["world.actions"] = env.world.actions
-    if env.action_space.discrete:
-        buffers["world.action_indices"] = env.action_input.buffer
+    if env.action_input.indices is not None:
+        buffers["world.action_indices"] = env.action_input.indices
     buffers["neighbors.nbr"] = wp.to_torch(world.neighbors.nbr)
     buffers["neighbors.count"] = wp.to_torch(world.neighbors.count)
     buffers["flags.non_finite"] = wp.to_torch(world.non_finite_flags)
