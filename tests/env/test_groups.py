@@ -2,7 +2,6 @@
 views of the output buffers (no copy), step/reset/send by dict, the flat API of a one-group
 scenario unchanged, and bad input refused with the environment intact."""
 
-import dataclasses
 import pickle
 
 import pytest
@@ -12,32 +11,7 @@ import swarp
 from swarp.core.groups import GroupSpec, group_ranges, observation_widths
 from swarp.core.spaces import decode_torch
 from swarp.scenarios.navigation import NavigationScenario
-
-#: Columns of group "b"'s observation in ``NarrowNavigation``.
-NARROW = 6
-
-
-class GroupedNavigation(NavigationScenario):
-    """Navigation of 4 agents as groups "a" (2) and "b" (2), both full width."""
-
-    def make_world(self):
-        spec = super().make_world()
-        return dataclasses.replace(spec, groups=(GroupSpec("a", 2, self.obs_dim), GroupSpec("b", 2, self.obs_dim)))
-
-
-class NarrowNavigation(NavigationScenario):
-    """Navigation (torch reference) whose group "b" observes only its first ``NARROW`` columns."""
-
-    fused_available = False
-
-    def make_world(self):
-        spec = super().make_world()
-        return dataclasses.replace(spec, groups=(GroupSpec("a", 2, self.obs_dim), GroupSpec("b", 2, NARROW)))
-
-    def observations(self):
-        obs = super().observations().clone()
-        obs[:, 2:, NARROW:] = 0
-        return obs
+from tests.groups_support import NARROW, GroupedNavigation, NarrowNavigation
 
 
 def grouped(n_envs=5, scenario=GroupedNavigation, **kwargs):
