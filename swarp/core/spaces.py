@@ -33,6 +33,8 @@ import torch
 ACTION_SPACES = ("continuous", "discrete", "multidiscrete")
 #: The integer dtypes ``step`` takes for discrete kinds (copied into an int64 buffer, exactly).
 INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
+#: The most choices a flat discrete index may number (the decode splits it in 32-bit arithmetic).
+MAX_FLAT_CHOICES = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +77,18 @@ class ActionSpace:
                 f"action_nvec must give {physical_dim} level counts (one per action column), each an int "
                 f">= 2, got {nvec!r}"
             )
+        if kind == "discrete" and math.prod(levels) > MAX_FLAT_CHOICES:
+            choices = math.prod(levels)
+            raise ValueError(
+                f"a discrete space of action_nvec {levels} has {choices} choices, over the {MAX_FLAT_CHOICES} a flat "
+                "index may hold; use action_space='multidiscrete'"
+            )
         return cls(kind, physical_dim, tuple(int(n) for n in levels))
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """What each column's index counts for in a flat index (the first column most significant)."""
+        return tuple(math.prod(self.nvec[d + 1 :]) for d in range(len(self.nvec)))
 
     @property
     def discrete(self) -> bool:
@@ -145,8 +158,7 @@ def column_indices(space: ActionSpace, indices: torch.Tensor) -> torch.Tensor:
         return indices.long()
     flat = indices[..., 0].long()
     columns = []
-    for d in range(space.physical_dim):
-        stride = math.prod(space.nvec[d + 1 :])
+    for stride in space.strides:
         columns.append(torch.div(flat, stride, rounding_mode="floor"))
         flat = flat - columns[-1] * stride
     return torch.stack(columns, dim=-1)
@@ -208,8 +220,16 @@ def encode_torch(space: ActionSpace, command: torch.Tensor, low: torch.Tensor, h
     index = torch.where(odd & (level == half), 0, torch.where(odd & (level < half), level + 1, level))
     if space.kind == "multidiscrete":
         return index
-    strides = torch.tensor([math.prod(space.nvec[d + 1 :]) for d in range(space.physical_dim)], device=command.device)
+    strides = torch.tensor(space.strides, device=command.device)
     return (index * strides).sum(dim=-1, keepdim=True)
 
 
-__all__ = ["ACTION_SPACES", "INDEX_DTYPES", "ActionSpace", "column_indices", "decode_torch", "encode_torch"]
+__all__ = [
+    "ACTION_SPACES",
+    "INDEX_DTYPES",
+    "MAX_FLAT_CHOICES",
+    "ActionSpace",
+    "column_indices",
+    "decode_torch",
+    "encode_torch",
+]

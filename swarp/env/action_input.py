@@ -15,6 +15,7 @@ levels; continuous agents are skipped).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -95,10 +96,15 @@ class ActionInput:
         stepper = core.stepper
         kinds = torch.zeros(stepper.n_agents, dtype=torch.int32)
         levels = torch.zeros(stepper.n_agents, stepper.act_dim, dtype=torch.int32)
+        strides = torch.ones(stepper.n_agents, stepper.act_dim, dtype=torch.int32)
+        totals = torch.zeros(stepper.n_agents, dtype=torch.int32)
         for name in discrete:
             (start, stop), space = self.ranges[name], self.spaces[name]
+            columns = space.physical_dim
             kinds[start:stop] = KIND_CODES[space.kind]
-            levels[start:stop, : space.physical_dim] = torch.tensor(space.nvec, dtype=torch.int32)
+            levels[start:stop, :columns] = torch.tensor(space.nvec, dtype=torch.int32)
+            strides[start:stop, :columns] = torch.tensor(space.strides, dtype=torch.int32)
+            totals[start:stop] = math.prod(space.nvec)
         low, high = stepper.model.action_bounds(core.torch_device, core.dtype)
         self._bounds_torch = (low, high)
         self._discrete = [(name, *self.ranges[name]) for name in discrete]
@@ -108,6 +114,8 @@ class ActionInput:
         self._low, self._high = wp.from_torch(low.contiguous()), wp.from_torch(high.contiguous())
         self._kinds = wp.array(kinds.numpy(), dtype=wp.int32, device=core.device)
         self._levels = wp.array(levels.numpy(), dtype=wp.int32, device=core.device)
+        self._strides = wp.array(strides.numpy(), dtype=wp.int32, device=core.device)
+        self._totals = wp.array(totals.numpy(), dtype=wp.int32, device=core.device)
 
     def groups(self, obs_dims: Mapping[str, int]) -> tuple[AgentGroup, ...]:
         """The ``AgentGroup`` records, given each group's observation width."""
@@ -121,35 +129,37 @@ class ActionInput:
         device), or a mapping with one tensor per group, each fitting its group's space. Reads no
         values (out-of-range indices raise ``invalid_actions()`` on the device)."""
         core = self.core
-        device, dtype = core.torch_device, core.dtype
-        if isinstance(actions, Mapping):
-            names = list(self.ranges)
-            unknown, missing = sorted(set(actions) - set(names)), [n for n in names if n not in actions]
-            if unknown or missing:
-                problem = f"unknown group(s) {unknown}" if unknown else f"no actions for group(s) {missing}"
-                raise ValueError(f"{name} has {problem}; the groups are {names}")
-            for group, (start, stop) in self.ranges.items():
-                self.spaces[group].check(actions[group], core.n_envs, stop - start, device, dtype, f"{name}[{group!r}]")
+        if isinstance(actions, torch.Tensor):
+            if self.space is None:
+                raise TypeError(
+                    f"{name} must be a mapping of tensors by group {list(self.ranges)}: the groups' action "
+                    "spaces differ, so no one tensor holds them"
+                )
+            self.space.check(actions, core.n_envs, core.stepper.n_agents, core.torch_device, core.dtype, name)
             return
-        if self.space is None:
-            raise TypeError(
-                f"{name} must be a mapping of tensors by group {list(self.ranges)}: the groups' action spaces "
-                "differ, so no one tensor holds them"
-            )
-        self.space.check(actions, core.n_envs, core.stepper.n_agents, device, dtype, name)
+        if not isinstance(actions, Mapping):
+            self.space.check(actions, core.n_envs, core.stepper.n_agents, core.torch_device, core.dtype, name)
+        names = list(self.ranges)
+        unknown, missing = sorted(set(actions) - set(names)), [n for n in names if n not in actions]
+        if unknown or missing:
+            problem = f"unknown group(s) {unknown}" if unknown else f"no actions for group(s) {missing}"
+            raise ValueError(f"{name} has {problem}; the groups are {names}")
+        for group, (start, stop) in self.ranges.items():
+            space = self.spaces[group]
+            space.check(actions[group], core.n_envs, stop - start, core.torch_device, core.dtype, f"{name}[{group!r}]")
 
     def write(self, actions) -> None:
         """Copy checked ``actions`` (a tensor or a mapping by group) into the buffers."""
-        if isinstance(actions, Mapping):
+        if isinstance(actions, torch.Tensor):
+            self.buffer.copy_(actions)
+        else:
             for group, view in self._views.items():
                 view.copy_(actions[group])
-        else:
-            self.buffer.copy_(actions)
 
     def join(self, actions) -> torch.Tensor:
         """The [E, A, D] physical command of checked continuous ``actions`` (a tensor, or a mapping
         by group whose narrower groups are padded with zero columns), keeping their autograd history."""
-        if not isinstance(actions, Mapping):
+        if isinstance(actions, torch.Tensor):
             return actions
         if self.space is None or self.space.discrete:
             raise ValueError("a grad-mode step takes continuous actions")
@@ -164,7 +174,7 @@ class ActionInput:
         launcher.launch(
             decode_kernel(core.stepper.scalar),
             dim=(core.n_envs, core.stepper.n_agents),
-            inputs=[self._indices, self._kinds, self._levels, self._low, self._high],
+            inputs=[self._indices, self._kinds, self._levels, self._strides, self._totals, self._low, self._high],
             outputs=[core.world.actions_array, core.world.invalid_action_flag],
             device=core.device,
         )

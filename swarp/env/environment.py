@@ -280,16 +280,23 @@ class Environment(ParameterMethods, Snapshotting):
         self._check_no_pending_send("step")
         action_input = self.action_input  # read once: the step is the hot path
         action_input.check(actions)
-        tensors = actions.values() if isinstance(actions, Mapping) else (actions,)
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            if self.launches.shards is not None:
-                self.launches.shards.mark_dirty()  # it writes the rows here, then resets through the shards
-            obs, reward, terminated, truncated, info = grad.grad_step(self, action_input.join(actions))
-            obs, reward, info = self.by_group(obs, reward, info)
-            return obs, reward, terminated, truncated, info
-        action_input.write(actions)
+        if isinstance(actions, torch.Tensor):
+            if actions.requires_grad and torch.is_grad_enabled():
+                return self._grad_step(actions)
+            action_input.buffer.copy_(actions)
+        else:
+            if torch.is_grad_enabled() and any(t.requires_grad for t in actions.values()):
+                return self._grad_step(action_input.join(actions))
+            action_input.write(actions)
         self.launches.run_step()
         return self.outputs()
+
+    def _grad_step(self, actions: torch.Tensor):
+        if self.launches.shards is not None:
+            self.launches.shards.mark_dirty()  # it writes the rows here, then resets through the shards
+        obs, reward, terminated, truncated, info = grad.grad_step(self, actions)
+        obs, reward, info = self.by_group(obs, reward, info)
+        return obs, reward, terminated, truncated, info
 
     def send(self, actions: torch.Tensor) -> None:
         """Start a step with ``actions`` [E, A, act_dim] and return at once; ``recv()`` returns it.

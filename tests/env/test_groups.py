@@ -12,6 +12,7 @@ from swarp.core.groups import GroupSpec, group_ranges, observation_widths
 from swarp.core.spaces import decode_torch
 from swarp.scenarios.navigation import NavigationScenario
 from tests.groups_support import NARROW, GroupedNavigation, NarrowNavigation
+from tests.support import DEVICES
 
 
 def grouped(n_envs=5, scenario=GroupedNavigation, **kwargs):
@@ -122,6 +123,7 @@ def test_bad_group_input_is_refused_and_leaves_the_env_intact():
         ({"action_space": {"a": "binary"}}, ValueError, "action_space must be one of"),
         ({"action_space": {"a": "discrete"}, "action_nvec": {"a": (2, 2, 2)}}, ValueError, "group 'a': action_nvec"),
         ({"action_nvec": {"zz": 3}}, ValueError, r"action_nvec names unknown group\(s\) \['zz'\]"),
+        ({"action_space": "discrete", "action_nvec": 50000}, ValueError, "over the 2147483647 a flat index may hold"),
         ({"lidar_rays": 4, "scenario": NarrowNavigation}, ValueError, "lidar_rays needs groups of one observation"),
     ],
 )
@@ -183,3 +185,30 @@ def test_one_group_scenarios_keep_the_flat_api():
     assert env.groups[0].action_space is env.action_space and env.groups[0].obs_dim == env.obs_dim
     obs, reward, *_ = env.step(torch.zeros(3, env.n_agents, env.act_dim))
     assert obs is env.obs and reward is env.reward
+
+
+@DEVICES
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+def test_groups_on_the_device_agree_with_the_cpu_and_make_no_host_transfer(device, fused):
+    """Mixed groups on the device: the CPU's outputs within float tolerance, the same flags, and a
+    dict step (captured) that reads no value on the host."""
+    from swarp.testing import forbid_host_transfers
+
+    kwargs = {"action_space": {"a": "discrete"}, "auto_reset": True, "max_steps": 6, "fused": fused}
+    cpu, dev = grouped(**kwargs), grouped(device=device, **kwargs)
+    generator = torch.Generator().manual_seed(6)
+    for step in range(10):
+        actions = mixed_actions(cpu, generator)
+        if step == 4:
+            actions["a"][0, 0, 0] = 99  # out of range: a zero command and the flag, on both
+        expected, reward, *_ = cpu.step(actions)
+        on_device = {name: tensor.to(dev.torch_device) for name, tensor in actions.items()}
+        if step < 5:
+            got, got_reward, *_ = dev.step(on_device)
+        else:
+            with forbid_host_transfers():
+                got, got_reward, *_ = dev.step(on_device)
+        for name in ("a", "b"):
+            torch.testing.assert_close(got[name].cpu(), expected[name], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(got_reward[name].cpu(), reward[name], atol=1e-4, rtol=1e-4)
+    assert bool(cpu.invalid_actions()) and bool(dev.invalid_actions())
