@@ -182,7 +182,8 @@ class EnvPool:
         """Start the next step of the group ``recv`` returned last, with ``actions`` [B, A, act_dim].
 
         Args:
-            actions: Physical actions of that group's envs, in the row order of its ``recv``.
+            actions: Physical actions of that group's envs, in the row order of its ``recv`` (with
+                agent groups, ``Environment.step``'s mapping by agent group).
             env_id: Optional: the ``info["env_id"]`` tensor that ``recv`` returned with the group,
                 checked to be that group's (by identity: no device read).
 
@@ -202,8 +203,8 @@ class EnvPool:
                 f"env_id must be the info['env_id'] tensor recv() returned for group {g} (envs "
                 f"{g * self.batch_size}..{(g + 1) * self.batch_size - 1}); partial batches step whole groups"
             )
-        expected = (self.batch_size, self.n_agents, self.act_dim)
-        if isinstance(actions, torch.Tensor) and tuple(actions.shape) != expected:
+        if isinstance(actions, torch.Tensor) and actions.shape != (self.batch_size, self.n_agents, self.act_dim):
+            expected = (self.batch_size, self.n_agents, self.act_dim)
             raise ValueError(
                 f"actions must have shape [batch_size, n_agents, act_dim] = {list(expected)} (the envs of the "
                 f"group recv() returned), got {list(actions.shape)}"

@@ -212,3 +212,16 @@ def test_groups_on_the_device_agree_with_the_cpu_and_make_no_host_transfer(devic
             torch.testing.assert_close(got[name].cpu(), expected[name], atol=1e-4, rtol=1e-4)
             torch.testing.assert_close(got_reward[name].cpu(), reward[name], atol=1e-4, rtol=1e-4)
     assert bool(cpu.invalid_actions()) and bool(dev.invalid_actions())
+
+
+def test_an_env_pool_of_grouped_envs():
+    """Partial batches of a grouped env: recv returns dicts by agent group, send takes them."""
+    from swarp.env.pool import EnvPool
+
+    pool = EnvPool([grouped(n_envs=2, action_space={"a": "discrete"}, env_offset=i * 2) for i in range(2)])
+    generator = torch.Generator().manual_seed(9)
+    pool.async_reset()
+    for _ in range(4):
+        obs, reward, terminated, truncated, info = pool.recv()
+        assert set(obs) == {"a", "b"} and reward["b"].shape == (2, 2)
+        pool.send(mixed_actions(pool.groups[0], generator), info["env_id"])
