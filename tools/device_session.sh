@@ -6,7 +6,7 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s35, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s36, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 s32)
@@ -49,38 +49,38 @@ s32)
   [ -n "${SKIP_AB:-}" ] || [ "${PART:-all}" = a ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
   ;;
-s35)
-  # Issues 56 and 57 on one tree, as session 34 ran them (carry .ab/base: git archive 1700cc2 swarp;
-  # .ab/base57: 6defeb3). PART=a: the GPU suite, what discrete actions cost (one round), navigation
-  # trained with discrete actions, the core cells against both base trees. PART=b: the rest of issue
-  # 56's grid against 1700cc2, one round (rerun a cell that reads more than 3% apart with ROUNDS=4).
+s36)
+  # Issue 57's groups and discrete cost (carry .ab/base57: git archive 6defeb3 swarp, the tree the
+  # issue started from). PART=a: the GPU suite, 200 steps of every scenario hash-identical to
+  # 6defeb3 on CUDA, discrete actions' cost (3 rounds), the continuous path against 6defeb3 at the
+  # issue's cells (2 rounds). PART=b: fleet's throughput and training (seeds 0-2), navigation with
+  # discrete actions under its task record (acceleration control), seeds 0-2.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
   if [ "${PART:-a}" = a ]; then
-    timeout ${SUITE_LIMIT:-250} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+    timeout ${SUITE_LIMIT:-260} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
     echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -8 "$out/tests_gpu.log"
-    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=${ROUNDS:-1} \
-      timeout ${DISC_LIMIT:-80} bash tools/device_ab.sh \
+    timeout ${HASH_LIMIT:-100} $py tools/step_hash.py --trees .ab/base57 . --device cuda:0 2>&1 | tee "$out/hash.log" | tail -3
+    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=${ROUNDS:-3} \
+      timeout ${DISC_LIMIT:-110} bash tools/device_ab.sh \
       "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
       2>&1 | grep -v "^Module\|^Warp" > /dev/null
     mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4,096" "$out/ab_discrete.log"
-    timeout ${TRAIN_LIMIT:-60} $py -m swarp.train navigation --action-space discrete --seeds 0 --no-progress \
-      --run-dir "$out/r_discrete" 2>&1 | grep -v "^Module\|^Warp" | tail -6
-    variants="base:SRC=.ab/base base57:SRC=.ab/base57 new:SRC=."
-    cells=("$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3"
-           "$py -m swarp.benchmark.train --envs 4096 --iterations 20")
+    VARIANTS="base57:SRC=.ab/base57 new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
+      2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    grep "==\|^ *[0-9]" "$out/ab.log"
   else
-    variants="base:SRC=.ab/base new:SRC=."
-    cells=("$py -m swarp.benchmark.throughput --envs 1024 --agents 3 16 64 --iters 200 --repeats 3"
-           "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 64 --iters 200 --repeats 3"
-           "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --lidar-rays 32 --iters 200 --repeats 3"
-           "$py -m swarp.benchmark.throughput --scenario push_t --envs 4096 --agents 4 --iters 200 --repeats 3"
-           "$py -m swarp.benchmark.throughput --reset-cost --envs 4096 16384 --agents 8 16 --iters 200 --repeats 3"
-           "$py -m swarp.benchmark.train --envs 16384 --iterations 10"
-           "$py -m swarp.benchmark.throughput --envs 262144 --agents 3 16 64 --iters 40 --repeats 3")
+    timeout 60 $py -m swarp.benchmark.throughput --scenario fleet --envs 4096 --iters 200 --repeats 3 2>&1 \
+      | grep -v "^Module\|^Warp" | tee "$out/fleet_throughput.log"
+    for run in "fleet" "navigation --action-space discrete"; do
+      echo "== $run"
+      start=$(date +%s)
+      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train $run --seeds 0 1 2 --no-progress --run-dir "$out/r/${run%% *}" 2>&1 \
+        | grep -v "^Module\|^Warp" | tail -12
+      echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
+    done 2>&1 | tee "$out/train.log"
+    (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
   fi
-  VARIANTS="$variants" ROUNDS=${ROUNDS:-1} timeout ${AB_LIMIT:-320} bash tools/device_ab.sh "${cells[@]}" \
-    2>&1 | grep -v "^Module\|^Warp" > /dev/null
-  grep "==\|^ *[0-9]" "$out/ab.log"
   ;;
 s33)
   # Issue 56 over two calls (carry .ab/base: git archive 1700cc2 swarp). PART=a: the GPU suite in one

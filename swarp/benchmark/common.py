@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import torch
 import warp as wp
 
+from swarp.env.pool import EnvPool
 from swarp.runtime.sequence import collector_paused
 
 
@@ -44,10 +45,11 @@ def check_health(env, what: str = "the benchmark") -> None:
     """Raise ``RuntimeError`` if ``env`` (an ``Environment``, an ``EnvPool`` or a ``World``) raised its
     state-health flag (``non_finite()``): a number measured on NaN states is no number. One host
     sync: call it after timing, never inside the timed loop."""
-    for index, part in enumerate(getattr(env, "groups", [env])):
+    pooled = isinstance(env, EnvPool)
+    for index, part in enumerate(env.groups if pooled else [env]):
         if bool(part.non_finite()):
             envs = part.non_finite_envs().tolist()
-            where = f" (group {index})" if hasattr(env, "groups") else ""
+            where = f" (group {index})" if pooled else ""
             raise RuntimeError(
                 f"{what}: a state, observation or reward went non-finite in envs {envs[:16]}{where}"
                 f"{' ...' if len(envs) > 16 else ''}; its timings measure a diverged simulation"

@@ -26,8 +26,9 @@ import torch
 import warp as wp
 
 import swarp
+from swarp import testing
 from swarp.benchmark.common import check_health, parse_option, print_table, synchronize, time_wall
-from swarp.scenarios.framework.base import add_import_flag, import_scenario_modules
+from swarp.scenarios.framework.base import add_import_flag, get_scenario, import_scenario_modules
 
 #: Parameter ranges of the per-env parameter cases (SI units; within navigation's defaults).
 RANDOM_PARAMS = {"mass": (0.5, 2.0), "max_speed": (0.5, 1.0)}
@@ -65,7 +66,7 @@ def make_env(
         device=device,
         seed=seed,
         env_offset=env_offset,
-        n_agents=n_agents,
+        **({} if n_agents is None else {"n_agents": n_agents}),
         auto_reset=auto_reset,
         max_steps=max_steps,
         use_graph=use_graph,
@@ -84,8 +85,11 @@ def make_env(
 
 def random_actions(env: swarp.Environment, seed: int = 1) -> torch.Tensor:
     """Fixed random actions inside ``env.action_bounds``: [E, A, act_dim], the env's dtype and device
-    (with a discrete ``action_space``: [E, A, act_dim] int64 indices, each column uniform over its choices)."""
+    (with a discrete ``action_space``: [E, A, act_dim] int64 indices, each column uniform over its choices;
+    where agent groups' spaces differ: ``swarp.testing.random_actions``' mapping by group)."""
     low, high = env.action_bounds
+    if env.action_space is None:
+        return testing.random_actions(env, torch.Generator().manual_seed(seed), overshoot=0.0)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     if env.action_space.discrete:
         return env.action_space.sample(env.n_envs, env.n_agents, gen).to(env.torch_device)
@@ -141,7 +145,9 @@ def main(argv=None) -> None:
     device = args.device or ("cuda:0" if wp.is_cuda_available() else "cpu")
     cuda = device.startswith("cuda")
     envs = args.envs or ([1024, 4096, 16384, 65536, 262144] if cuda else [64, 256, 1024, 4096])
-    agents = args.agents or [3, 4, 16, 64]
+    # A scenario without an n_agents option (fleet: its groups' counts) runs with its own.
+    has_count = "n_agents" in get_scenario(args.scenario).option_names()
+    agents = args.agents or ([3, 4, 16, 64] if has_count else [None])
     iters = args.iters or (500 if cuda else 50)
     print(
         f"device={device} launch_mode={os.environ.get('SWARP_LAUNCH_MODE', 'replay')} torch={torch.__version__} "
@@ -151,7 +157,7 @@ def main(argv=None) -> None:
     rows = []
     for n_envs in envs:
         for n_agents in agents:
-            if n_envs * n_agents > 2**24:
+            if n_agents is not None and n_envs * n_agents > 2**24:
                 continue
             if args.reset_cost:
                 cases = [("off", False, args.max_steps), ("realistic", True, args.max_steps), ("worst", True, 1)]
@@ -163,7 +169,7 @@ def main(argv=None) -> None:
                     )  # fmt: skip
                     sec = bench(env, iters, args.repeats)
                     base = base or sec
-                    rows.append([n_envs, n_agents, label, env.execution_mode, sec * 1e6, n_envs / sec, sec / base])
+                    rows.append([n_envs, env.n_agents, label, env.execution_mode, sec * 1e6, n_envs / sec, sec / base])
                     del env
                 continue
             for use_graph in args.use_graph:
@@ -174,9 +180,9 @@ def main(argv=None) -> None:
                             scenario=args.scenario, lidar_rays=rays, per_env_params=params, **options,
                         )  # fmt: skip
                         sec = bench(env, iters, args.repeats)
-                        per_agent = n_envs * n_agents / sec
+                        per_agent = n_envs * env.n_agents / sec
                         rows.append(
-                            [n_envs, n_agents, rays, params, env.execution_mode, sec * 1e6, n_envs / sec, per_agent]
+                            [n_envs, env.n_agents, rays, params, env.execution_mode, sec * 1e6, n_envs / sec, per_agent]
                         )
                         del env
             print(f"  done {n_envs}x{n_agents}", flush=True)

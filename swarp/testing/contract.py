@@ -172,7 +172,8 @@ def _check_shapes(env: Environment, actions: list[torch.Tensor]) -> None:
     sc = env.scenario
     declared = sorted(sc.info_buffers())
     for t, step_actions in enumerate(actions[:3]):
-        obs, reward, terminated, truncated, info = env.step(step_actions)
+        env.step(step_actions)
+        obs, reward, terminated, info = env.obs, env.reward, env.terminated, env.info
         where = f"step {t}"
         if tuple(obs.shape) != (E, A, sc.obs_dim):
             _fail(
@@ -180,6 +181,11 @@ def _check_shapes(env: Environment, actions: list[torch.Tensor]) -> None:
             )
         if tuple(reward.shape) != (E, A):
             _fail("rewards", f"{where}: rewards {tuple(reward.shape)}, expected [{E}, {A}]")
+        for group in env.groups:
+            padding = obs[:, group.agents, group.obs_dim :]
+            if padding.numel() and bool(padding.any()):
+                message = f"{where}: group {group.name!r} has nonzero columns past its obs_dim {group.obs_dim}"
+                _fail("observations", message)
         if tuple(terminated.shape) != (E,) or terminated.dtype != torch.bool:
             _fail("done", f"{where}: terminated {tuple(terminated.shape)} {terminated.dtype}, expected [{E}] bool")
         if not env.fused:
@@ -381,12 +387,12 @@ def _check_final_obs(build, fused: bool, actions: list[torch.Tensor]) -> str | N
     auto, plain = build(fused), build(fused, auto_reset=False)
     finished = 0
     for t, step_actions in enumerate(actions):
-        _, _, terminated, truncated, info = auto.step(step_actions)
-        p_obs, _, p_terminated, p_truncated, _ = plain.step(step_actions)
-        done = terminated | truncated
-        if not torch.equal(done, p_terminated | p_truncated):
+        auto.step(step_actions)
+        plain.step(step_actions)
+        done = auto.terminated | auto.truncated
+        if not torch.equal(done, plain.terminated | plain.truncated):
             _fail("done", f"step {t}: auto-reset and a plain env disagree on which episodes ended")
-        if not torch.equal(info["final_obs"][done], p_obs[done]):
+        if not torch.equal(auto.final_obs[done], plain.obs[done]):
             _fail("observations", f"step {t}: final_obs is not the observation the reset overwrote")
         plain.reset_at(done)
         if not torch.equal(auto.obs, plain.obs):

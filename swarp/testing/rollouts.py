@@ -13,24 +13,40 @@ from swarp.env.environment import Environment
 PARITY_ATOL = 1e-5
 
 
-def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2) -> torch.Tensor:
+def random_actions(env: Environment, generator: torch.Generator, overshoot: float = 0.2):
     """[E, A, act_dim] uniform random actions of the env's dtype and device, ``overshoot`` (a share
     of the box's width) beyond the action bounds on both sides, so clamping acts. With a discrete
     ``action_space``: [E, A, act_dim] int64 indices, uniform over each column's choices (no overshoot:
-    an index out of range is an invalid action)."""
-    if env.action_space.discrete:
-        return env.action_space.sample(env.n_envs, env.n_agents, generator).to(env.torch_device)
-    low, high = (b.cpu() for b in env.action_bounds)
-    u = torch.rand(env.n_envs, env.n_agents, env.act_dim, generator=generator, dtype=env.dtype)
+    an index out of range is an invalid action). Where agent groups' spaces differ
+    (``env.action_space`` is ``None``): ``{group: actions}``, each group's drawn as above."""
+    if env.action_space is None:
+        return {g.name: _draw(env, g.action_space, g.agents, generator, overshoot) for g in env.groups}
+    return _draw(env, env.action_space, slice(None), generator, overshoot)
+
+
+def _draw(env: Environment, space, agents: slice, generator: torch.Generator, overshoot: float) -> torch.Tensor:
+    low, high = (b.cpu()[agents, : space.physical_dim] for b in env.action_bounds)
+    if space.discrete:
+        return space.sample(env.n_envs, low.shape[0], generator).to(env.torch_device)
+    u = torch.rand(env.n_envs, *low.shape, generator=generator, dtype=env.dtype)
     return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
+
+
+def by_key(name: str, value) -> dict[str, torch.Tensor]:
+    """``{name: value}``, or ``{name.group: view}`` for a mapping by agent group."""
+    if isinstance(value, dict):
+        return {f"{name}.{group}": tensor for group, tensor in value.items()}
+    return {name: value}
 
 
 def record(env: Environment, outputs: tuple) -> dict[str, torch.Tensor]:
     """Clones of what a step (or ``(obs, reward, terminated, truncated, info)``) returned, and the
-    whole ``env.get_state()``, under flat keys (``obs``, ``info.<key>``, ``state.pos``...)."""
+    whole ``env.get_state()``, under flat keys (``obs``, ``info.<key>``, ``state.pos``...; a
+    mapping by agent group under ``obs.<group>``...)."""
     obs, reward, terminated, truncated, info = outputs
-    row = {"obs": obs, "reward": reward, "terminated": terminated, "truncated": truncated}
-    row.update({f"info.{k}": v for k, v in info.items()})
+    row = {**by_key("obs", obs), **by_key("reward", reward), "terminated": terminated, "truncated": truncated}
+    for key, value in info.items():
+        row.update(by_key(f"info.{key}", value))
     row.update(env.get_state())
     return {k: v.clone() for k, v in row.items()}
 

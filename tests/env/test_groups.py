@@ -225,3 +225,20 @@ def test_an_env_pool_of_grouped_envs():
         obs, reward, terminated, truncated, info = pool.recv()
         assert set(obs) == {"a", "b"} and reward["b"].shape == (2, 2)
         pool.send(mixed_actions(pool.groups[0], generator), info["env_id"])
+
+
+def test_the_scenario_contract_takes_groups():
+    """swarp.testing.check_scenario on a grouped scenario with a discrete and a continuous group."""
+    from swarp.testing import check_scenario
+
+    class Registered(GroupedNavigation):
+        name = "grouped_navigation_contract"
+
+    swarp.register_scenario(Registered.name, Registered)
+    try:
+        report = check_scenario(
+            Registered.name, n_envs=4, n_steps=16, n_agents=4, max_steps=6, action_space={"a": "discrete"}
+        )
+    finally:
+        swarp.unregister_scenario(Registered.name)
+    assert all(result == "ok" for result in report.values()), report
