@@ -71,7 +71,8 @@ The parts: ``option_table.py`` (``SCENARIOS``, ``VMAS_OPTIONS``: the VMAS name t
 (``VmasEnvironment``, ``VmasAgent``).
 """
 
-from swarp.vmas.environment import VmasAgent, VmasEnvironment
+from swarp.vmas.agent import VmasAgent
+from swarp.vmas.environment import VmasEnvironment
 from swarp.vmas.make import make_env
 from swarp.vmas.option_table import ENV_OPTIONS, NO_COUNTERPART, NOT_PER_AGENT, SCENARIOS, VMAS_OPTIONS, VmasOption
 from swarp.vmas.translate import Translation, translate

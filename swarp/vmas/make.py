@@ -11,7 +11,8 @@ import torch
 
 from swarp.env.environment import check_seed
 from swarp.env.make import make as swarp_make
-from swarp.vmas.environment import VmasEnvironment, check_flag
+from swarp.vmas.agent import check_flag
+from swarp.vmas.environment import VmasEnvironment
 from swarp.vmas.translate import translate
 
 
