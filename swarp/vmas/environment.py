@@ -34,9 +34,15 @@ class VmasEnvironment:
         terminated_truncated: ``step`` returns terminated and truncated instead of ``dones``.
         seed: Seed of ``get_random_action``'s generator (int in [0, 2^31)).
 
+    Raises:
+        TypeError: ``sim`` is not a ``swarp.Environment``, or a flag is not a bool.
+        ValueError: ``sim`` was built with ``auto_reset=True``, or its agent groups mix action
+            kinds (VMAS has one for the env).
+
     Attributes:
         sim: The swarp ``Environment``: batched [E, A, ...] tensors.
-        agents: ``VmasAgent`` s, in index order.
+        agents: ``VmasAgent`` s, in index order (``"agent_{i}"``; ``"{group}_{i}"`` in a grouped
+            env, each with its group's observation width and action space).
         n_agents, num_envs, batch_dim, device, max_steps: as in VMAS.
         continuous_actions: Whether ``sim`` takes continuous actions (``sim.action_space.kind``).
         multidiscrete_actions: Whether it takes multi-discrete ones (one index per physical column).
