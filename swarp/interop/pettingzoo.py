@@ -11,6 +11,16 @@ and acts in a ``Box`` of its own row of ``sim.action_bounds`` (physical units); 
 concatenation of every agent's observation, for centralized critics. Values are numpy arrays
 copied to the host.
 
+Agent groups (a scenario declaring several, ``swarp.core.groups``; ``sim.grouped``): agents are
+named ``"{group}_{i}"`` (``i`` counts within the group, as VMAS names its agents: ``"a_0"``,
+``"a_1"``, ``"b_0"``...), in the env's agent order, and each has its group's spaces: a
+``Box(-inf, inf, (obs_dim_g,))`` of its group's observation width and its group's action space (a
+``Box`` of its row of ``sim.action_bounds`` over the group's action width ``D_g``, or the int64
+``Discrete`` / ``MultiDiscrete`` of a discrete group). Groups may mix kinds and widths
+(``parallel_env(..., action_space={"a": "discrete"}, action_nvec={"a": (5, 3)})``); ``state()``
+concatenates every agent's observation at its own width. One-group scenarios keep the names and
+spaces above.
+
 Discrete actions (``parallel_env(..., action_space="discrete" | "multidiscrete", action_nvec=...)``,
 ``swarp.core.spaces``): each agent acts in an int64 ``Discrete(prod(nvec))`` (one flat index, an
 int of shape ()) or ``MultiDiscrete(nvec)`` (one index per physical action column, shape
@@ -63,6 +73,7 @@ import torch
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
 
+from swarp.core.groups import AgentGroup
 from swarp.env.environment import Environment
 from swarp.env.make import make
 from swarp.interop.checks import index_tensor, real_tensor
@@ -83,6 +94,10 @@ class SwarpParallelEnv(ParallelEnv):
     Attributes:
         sim: The wrapped ``Environment``.
         max_cycles: As given; may be reassigned (checked), taking effect from the next step.
+        possible_agents: ``"agent_{i}"`` for i < A, or ``"{group}_{i}"`` (i < A_g) per group of a
+            grouped env, in agent order.
+        observation_spaces, action_spaces: ``{agent: space}``, each agent's (its group's).
+        state_space: ``Box(-inf, inf, (sum of every agent's obs width,))``.
 
     Raises:
         TypeError: ``env`` is not a ``swarp.Environment``.
@@ -109,26 +124,45 @@ class SwarpParallelEnv(ParallelEnv):
         self.max_cycles = max_cycles
         self._cycles = 0  # steps since the last reset
         self.metadata = {**self.metadata, "name": f"swarp_{env.scenario.name}_v0"}
-        self.possible_agents = [f"agent_{i}" for i in range(env.n_agents)]
-        self.agents: list[str] = []
-        self._index = {agent: i for i, agent in enumerate(self.possible_agents)}
         self._np_dtype = torch.empty((), dtype=env.dtype).numpy().dtype
+        #: ``{agent: (group, index in the group, index in the env)}``, in agent order.
+        self._slots: dict[str, tuple[AgentGroup, int, int]] = {}
+        for group in env.groups:
+            for i in range(group.n_agents):
+                name = f"{group.name}_{i}" if env.grouped else f"agent_{group.start + i}"
+                self._slots[name] = (group, i, group.start + i)
+        self.possible_agents = list(self._slots)
+        self.agents: list[str] = []
+        self._index = {agent: slot[2] for agent, slot in self._slots.items()}
         self.observation_spaces = {
-            agent: gymnasium.spaces.Box(-np.inf, np.inf, (env.obs_dim,), self._np_dtype)
-            for agent in self.possible_agents
+            agent: gymnasium.spaces.Box(-np.inf, np.inf, (group.obs_dim,), self._np_dtype)
+            for agent, (group, _, _) in self._slots.items()
         }
-        self.action_spaces = {agent: self._agent_action_space(i) for agent, i in self._index.items()}
-        self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, (env.n_agents * env.obs_dim,), self._np_dtype)
-        action_dtype = torch.int64 if env.action_space.discrete else env.dtype
-        self._actions = torch.zeros(env.n_envs, env.n_agents, env.act_dim, dtype=action_dtype, device=env.torch_device)
-        self._obs = np.zeros((env.n_agents, env.obs_dim), dtype=self._np_dtype)
+        self.action_spaces = {agent: self._agent_action_space(g, index) for agent, (g, _, index) in self._slots.items()}
+        state_dim = sum(group.n_agents * group.obs_dim for group in env.groups)
+        self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, (state_dim,), self._np_dtype)
+        # What ``step`` hands the env: one [E, A_g, width_g] tensor per group (int64 indices for a
+        # discrete group, the sim's float dtype for a continuous one).
+        self._actions = {
+            group.name: torch.zeros(
+                env.n_envs,
+                group.n_agents,
+                group.action_space.width,
+                dtype=torch.int64 if group.action_space.discrete else env.dtype,
+                device=env.torch_device,
+            )
+            for group in env.groups
+        }
+        self._obs = {agent: np.zeros(space.shape, self._np_dtype) for agent, space in self.observation_spaces.items()}
 
-    def _agent_action_space(self, index: int) -> gymnasium.spaces.Space:
-        """Agent ``index``'s action space: a ``Box`` of its row of ``sim.action_bounds``, or an int64
-        ``Discrete(prod(nvec))`` / ``MultiDiscrete(nvec)`` for the discrete kinds."""
-        if self.sim.action_space.discrete:
-            return index_space(self.sim.action_space)
-        low, high = (b[index].cpu().numpy().astype(self._np_dtype) for b in self.sim.action_bounds)
+    def _agent_action_space(self, group: AgentGroup, index: int) -> gymnasium.spaces.Space:
+        """The action space of agent ``index`` (of the env) in ``group``: a ``Box`` of its row of
+        ``sim.action_bounds`` over the group's action width, or an int64 ``Discrete(prod(nvec))`` /
+        ``MultiDiscrete(nvec)`` for the group's discrete kinds."""
+        space = group.action_space
+        if space.discrete:
+            return index_space(space)
+        low, high = (b[index, : space.width].cpu().numpy().astype(self._np_dtype) for b in self.sim.action_bounds)
         return gymnasium.spaces.Box(low, high, dtype=self._np_dtype)
 
     @property
@@ -148,19 +182,30 @@ class SwarpParallelEnv(ParallelEnv):
         return (type(self), (self.sim, self.env_index, self.render_mode, self.max_cycles))
 
     def observation_space(self, agent: str) -> gymnasium.spaces.Box:
-        """The ``Box(-inf, inf, (obs_dim,))`` of ``agent``'s observations (float32 or float64 as the sim)."""
+        """The ``Box(-inf, inf, (obs_dim,))`` of ``agent``'s observations (float32 or float64 as the
+        sim; ``obs_dim``: its group's width in a grouped env)."""
         # The same object on every call (PettingZoo's API test checks it; space seeding needs it).
         return self.observation_spaces[agent]
 
     def action_space(self, agent: str) -> gymnasium.spaces.Space:
         """The space of ``agent``'s actions: a ``Box`` of shape (act_dim,), its row of
         ``sim.action_bounds`` [physical units]; ``Discrete(prod(nvec))`` (one int) or
-        ``MultiDiscrete(nvec)`` (shape (len(nvec),)), int64, for the discrete kinds."""
+        ``MultiDiscrete(nvec)`` (shape (len(nvec),)), int64, for the discrete kinds. In a grouped
+        env, its group's: kind, ``nvec`` and width (``act_dim``: the group's ``D_g``)."""
         return self.action_spaces[agent]
 
     def _row(self, tensor: torch.Tensor) -> np.ndarray:
         """Row ``env_index`` of a device tensor, copied to the host."""
         return tensor[self.env_index].detach().to("cpu", copy=True).numpy()
+
+    def _per_agent(self, value: torch.Tensor | Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        """``{agent: its row}`` of ``value`` at env ``env_index`` (host copies): ``value`` is an
+        [E, A, ...] tensor, or a grouped env's ``{group: [E, A_g, ...]}``."""
+        if not isinstance(value, Mapping):
+            rows = self._row(value)
+            return {agent: rows[index] for agent, index in self._index.items()}
+        rows = {name: self._row(tensor) for name, tensor in value.items()}
+        return {agent: rows[group.name][i] for agent, (group, i, _) in self._slots.items()}
 
     def _infos(self, info: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
         A = self.sim.n_agents
@@ -181,10 +226,10 @@ class SwarpParallelEnv(ParallelEnv):
         obs, info = self.sim.reset(seed=seed)
         self.agents = list(self.possible_agents)
         self._cycles = 0
-        self._obs = self._row(obs)
+        self._obs = self._per_agent(obs)
         if self.render_mode == "human":
             self._show()
-        return {agent: self._obs[i].copy() for agent, i in self._index.items()}, self._infos(info)
+        return {agent: row.copy() for agent, row in self._obs.items()}, self._infos(info)
 
     def step(self, actions: dict[str, Any]):
         """One step of every live agent.
@@ -194,7 +239,15 @@ class SwarpParallelEnv(ParallelEnv):
                 units (a numpy array, list or tensor); agents left out act with zeros. Discrete
                 kinds: integer indices of the agent's ``action_space`` shape (``Discrete``: one int,
                 shape (); ``MultiDiscrete``: (len(nvec),)), any int dtype; agents left out take
-                index 0 (with an odd level count, VMAS's "stay": no command).
+                index 0 (with an odd level count, VMAS's "stay": no command). In a grouped env each
+                agent's action is of its own ``action_space`` (its group's kind and width); the
+                env steps with one tensor per group.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, dicts over the live
+            agents: observations numpy arrays (obs_dim,) of the sim's dtype (the agent's group's
+            width), rewards floats, the flags bools (one value for every agent: episodes end per
+            env), infos dicts of the scenario's entries (an agent's own row of per-agent ones).
 
         Raises:
             RuntimeError: no live agents (before ``reset``, or after the episode ended).
@@ -211,31 +264,35 @@ class SwarpParallelEnv(ParallelEnv):
         if unknown:
             raise KeyError(f"unknown agent(s) {unknown}; agents are {self.possible_agents}")
         sim = self.sim
-        rows = torch.zeros(sim.n_agents, sim.act_dim, dtype=self._actions.dtype)
+        rows = {name: torch.zeros(tensor.shape[1:], dtype=tensor.dtype) for name, tensor in self._actions.items()}
         for agent, action in actions.items():
-            name = f"actions[{agent!r}]"
-            if sim.action_space.discrete:
+            group, i, _ = self._slots[agent]
+            space, name = group.action_space, f"actions[{agent!r}]"
+            if space.discrete:
                 shape = self.action_spaces[agent].shape
-                index = index_tensor(action, name, shape, rows.device, "[]" if not shape else "[len(nvec)]")
-                rows[self._index[agent]] = index.reshape(sim.act_dim)
+                index = index_tensor(action, name, shape, torch.device("cpu"), "[]" if not shape else "[len(nvec)]")
+                rows[group.name][i] = index.reshape(space.width)
             else:
-                rows[self._index[agent]] = real_tensor(
-                    action, name, (sim.act_dim,), sim.dtype, rows.device, "[act_dim]"
+                rows[group.name][i] = real_tensor(
+                    action, name, (space.width,), sim.dtype, torch.device("cpu"), "[act_dim]"
                 )
-        self._actions.zero_()
-        self._actions[self.env_index] = rows.to(sim.torch_device)
-        obs, reward, terminated, truncated, info = self.sim.step(self._actions)
+        for name, tensor in self._actions.items():
+            tensor.zero_()
+            tensor[self.env_index] = rows[name].to(sim.torch_device)
+        obs, reward, terminated, truncated, info = sim.step(
+            self._actions if sim.grouped else self._actions[sim.groups[0].name]
+        )
         self._cycles += 1
         term = bool(terminated[self.env_index])
         trunc = bool(truncated[self.env_index])
         if self.sim.auto_reset and (term or trunc):
             obs = info["final_obs"]
         trunc = trunc or (self.max_cycles is not None and self._cycles >= self.max_cycles)
-        self._obs = self._row(obs)
-        reward_row = self._row(reward)
+        self._obs = self._per_agent(obs)
+        reward_rows = self._per_agent(reward)
         live = list(self.agents)
-        observations = {agent: self._obs[self._index[agent]].copy() for agent in live}
-        rewards = {agent: float(reward_row[self._index[agent]]) for agent in live}
+        observations = {agent: self._obs[agent].copy() for agent in live}
+        rewards = {agent: float(reward_rows[agent]) for agent in live}
         terminations = dict.fromkeys(live, term)
         truncations = dict.fromkeys(live, trunc)
         all_infos = self._infos(info)
@@ -247,8 +304,9 @@ class SwarpParallelEnv(ParallelEnv):
         return observations, rewards, terminations, truncations, infos
 
     def state(self) -> np.ndarray:
-        """The global state: every agent's latest observation, concatenated [A * obs_dim]."""
-        return self._obs.reshape(-1).copy()
+        """The global state: every agent's latest observation, concatenated in agent order
+        [A * obs_dim] (grouped: [sum of the groups' A_g * obs_dim_g])."""
+        return np.concatenate([self._obs[agent] for agent in self.possible_agents])
 
     def _show(self) -> None:
         """Draw the env in the pygame window (``render_mode="human"``)."""

@@ -31,8 +31,16 @@ index; SB3's DQN takes it too) or ``MultiDiscrete(nvec)``; ``"per_env"`` gives `
 every agent's choices in agent order (``Discrete`` for one agent's one flat index). Actions are
 then integer indices, int64 on their way to the simulator, which decodes them with VMAS 1.5.2's
 levels (an index out of range acts as a zero command and raises ``sim.invalid_actions()``); floats
-raise ``TypeError`` and ``normalize_actions=True`` a ``ValueError``. Every agent shares one
-``ActionSpace``, so both layouts always have these spaces.
+raise ``TypeError`` and ``normalize_actions=True`` a ``ValueError``. Every agent of a one-group
+env shares one ``ActionSpace``, so both layouts always have these spaces.
+
+Agent groups (a scenario declaring several, ``sim.grouped``): both layouts give every agent one
+observation width and one action space, so an env whose groups differ in either is refused at
+construction (``ValueError`` naming the alternatives: ``swarp.interop.pettingzoo`` gives each agent
+its group's spaces, ``swarp.interop.torchrl`` / ``swarp.interop.benchmarl`` one spec per group;
+``swarp.interop.spaces.check_one_space``). Groups that differ in name only (every group continuous
+with one ``ActionSpace`` and one ``obs_dim``) are served as one group of A agents, in group order:
+the by-group observations, rewards and final observations are joined along the agent axis.
 
 Actions are physical (the box is ``sim.action_bounds``, the box the kernels clamp to). In the
 ``"per_agent"`` layout all SB3 envs share one box, so a fleet whose agents have different bounds
@@ -75,7 +83,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices,
 from swarp.env.environment import Environment
 from swarp.env.make import make
 from swarp.interop.checks import index_tensor, real_tensor, rescale_actions
-from swarp.interop.spaces import index_space
+from swarp.interop.spaces import check_one_space, index_space, join_groups
 
 LAYOUTS = ("per_agent", "per_env")
 REWARD_MODES = ("mean", "sum")
@@ -112,8 +120,10 @@ class SwarpVecEnv(VecEnv):
     Raises:
         TypeError: ``env`` is not an ``Environment`` (an ``EnvPool`` is not supported), or an
             argument has the wrong type.
-        ValueError: ``env`` was built without ``auto_reset``, an argument has an unknown value, or
-            ``normalize_actions`` with discrete actions.
+        ValueError: ``env`` was built without ``auto_reset``, an argument has an unknown value,
+            ``normalize_actions`` with discrete actions, or ``env``'s agent groups differ in
+            observation width or action space (``swarp.interop.spaces.check_one_space``: use the
+            PettingZoo adapter, or TorchRL's / BenchMARL's, instead).
     """
 
     def __init__(
@@ -128,6 +138,7 @@ class SwarpVecEnv(VecEnv):
     ):
         if not isinstance(env, Environment):
             raise TypeError(f"SwarpVecEnv wraps a swarp.Environment, got {type(env).__name__}")
+        check_one_space(env, "SwarpVecEnv")
         if not env.auto_reset:
             raise ValueError(
                 "SwarpVecEnv needs an Environment built with auto_reset=True: SB3 VecEnvs reset finished "
@@ -211,9 +222,11 @@ class SwarpVecEnv(VecEnv):
 
     # --- conversions --------------------------------------------------------------------------
 
-    def _host_obs(self, obs: torch.Tensor) -> np.ndarray:
-        """[E, A, obs_dim] device tensor -> host copy [num_envs, *observation_space.shape]."""
-        return obs.detach().to("cpu", copy=True).numpy().reshape(self.num_envs, *self.observation_space.shape)
+    def _host_obs(self, obs: torch.Tensor | dict[str, torch.Tensor]) -> np.ndarray:
+        """[E, A, obs_dim] device tensor (or a grouped env's by-group views of it) -> host copy
+        [num_envs, *observation_space.shape]."""
+        host = join_groups(obs).detach().to("cpu", copy=True).numpy()
+        return host.reshape(self.num_envs, *self.observation_space.shape)
 
     def _actions(self, actions: Any) -> torch.Tensor:
         """SB3 actions [num_envs, *action_space.shape] -> [E, A, act_dim] simulator tensor (of the
@@ -316,6 +329,7 @@ class SwarpVecEnv(VecEnv):
         if not self._pending:
             raise RuntimeError("step_wait() was called without a pending step_async()")
         obs, reward, terminated, truncated, info = self.sim.recv()
+        reward = join_groups(reward)  # a grouped env's groups, one after the other: [E, A]
         self._pending = False
         A = self.n_agents
         terminated = terminated.to("cpu").numpy()
@@ -340,7 +354,7 @@ class SwarpVecEnv(VecEnv):
         if finished.size:
             rows = self._rows(finished)
             index = torch.as_tensor(finished, device=self.sim.torch_device)
-            final = self._host_obs_rows(info["final_obs"].index_select(0, index))
+            final = self._host_obs_rows(join_groups(info["final_obs"]).index_select(0, index))
             elapsed = round(time.time() - self._t_start, 6)
             returns, lengths = self._episode_return[rows].tolist(), self._episode_length[rows].tolist()
             for j, i in enumerate(rows.tolist()):

@@ -37,6 +37,13 @@ What follows VMAS 1.5.2 (``vmas/simulator/environment/environment.py``) exactly:
   floats of whole numbers; an index out of range raises ``ValueError`` whatever ``clamp_actions``
   (VMAS asserts), and so does a float that is not a whole number (VMAS would decode it to a level
   between two).
+* Agent groups (a swarp scenario declaring several: VMAS's heterogeneous agents). Agents are named
+  ``"{group}_{i}"`` (``i`` within the group, as VMAS names ``simple_tag``'s ``"adversary_0"`` ...
+  ``"agent_0"``), in agent order; each observes ``[num_envs, obs_dim_g]``, its group's width, and
+  acts in its group's space (``action_size``, box and ``discrete_action_nvec`` of the group; the
+  swarp option ``action_nvec`` may give levels by group); ``observation_space`` / ``action_space``
+  hold each agent's own. ``continuous_actions`` / ``multidiscrete_actions`` are one for the env, as
+  in VMAS.
 * ``max_steps=None`` is an infinite horizon (no truncation); with ``max_steps`` an env is done from
   the step where its step count reaches it until it is reset.
 * ``env.agents`` (objects with ``.name`` ``"agent_0"``..., ``.action_size``, ``.batch_dim``,
@@ -67,11 +74,12 @@ What differs, by design (docs/vmas.md has the migration table and the scenario c
   per-agent copies, resets of many envs in one ``sim.reset_at(mask)``.
 
 The parts: ``option_table.py`` (``SCENARIOS``, ``VMAS_OPTIONS``: the VMAS name table),
-``translate.py`` (``translate``), ``make.py`` (``make_env``) and ``environment.py``
-(``VmasEnvironment``, ``VmasAgent``).
+``translate.py`` (``translate``), ``make.py`` (``make_env``), ``environment.py``
+(``VmasEnvironment``) and ``agent.py`` (``VmasAgent`` and its spaces).
 """
 
-from swarp.vmas.environment import VmasAgent, VmasEnvironment
+from swarp.vmas.agent import VmasAgent
+from swarp.vmas.environment import VmasEnvironment
 from swarp.vmas.make import make_env
 from swarp.vmas.option_table import ENV_OPTIONS, NO_COUNTERPART, NOT_PER_AGENT, SCENARIOS, VMAS_OPTIONS, VmasOption
 from swarp.vmas.translate import Translation, translate

@@ -1,70 +1,26 @@
 """``VmasEnvironment``: a swarp ``Environment`` behind VMAS 1.5.2's ``Environment`` API (lists or
-dicts of per-agent tensors, ``reset_at``, spaces, ``render``), and ``VmasAgent``, one entry of its
-``agents`` list. ``swarp.vmas``'s docstring lists what follows VMAS exactly and what differs."""
+dicts of per-agent tensors, ``reset_at``, spaces, ``render``); its agents are ``swarp.vmas.agent``'s
+``VmasAgent`` s. ``swarp.vmas``'s docstring lists what follows VMAS exactly and what differs."""
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
+from swarp.core.groups import AgentGroup
 from swarp.env.environment import Environment, check_seed
+from swarp.vmas.agent import (
+    VmasAgent,
+    agent_action_space,
+    agent_observation_space,
+    build_agents,
+    check_flag,
+    gym_spaces,
+)
 from swarp.vmas.option_table import NOT_PER_AGENT
-
-
-def check_flag(name: str, value: Any) -> bool:
-    """``value``, or ``TypeError`` naming flag ``name`` unless it is a bool."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
-    return value
-
-
-@dataclass(frozen=True, eq=False)
-class VmasAgent:
-    """One agent of a ``VmasEnvironment``, as VMAS's ``env.agents`` lists them.
-
-    Attributes:
-        name: ``"agent_{index}"`` (the key of dict actions, observations and spaces).
-        index: Its index in the swarp batch (the A axis of ``env.sim``'s tensors).
-        action_size: Its physical action width D (``env.sim.action_space.physical_dim``; VMAS's
-            ``agent.action_size``, whatever the action space: ``get_agent_action_size`` is the
-            width ``step`` takes).
-        action_low, action_high: [action_size] float32 tensors on the env's device: its action box
-            in physical units (``env.sim.action_bounds``' row).
-        batch_dim: Parallel envs E.
-        device: The env's ``torch.device``.
-        discrete_action_nvec: Levels of each physical action column with discrete actions
-            (``env.sim.action_space.nvec``), a list of D ints; VMAS's default ``[3] * D`` (unused)
-            with continuous ones.
-    """
-
-    name: str
-    index: int
-    action_size: int
-    action_low: torch.Tensor
-    action_high: torch.Tensor
-    batch_dim: int
-    device: torch.device
-    discrete_action_nvec: list[int]
-
-    def __repr__(self) -> str:
-        return f"VmasAgent({self.name!r})"
-
-
-def _spaces():
-    try:
-        from gymnasium import spaces
-    except ImportError as error:  # the spaces are the one part that needs it
-        raise ImportError(
-            "observation_space and action_space need gymnasium (pip install gymnasium; VMAS builds them with gym); "
-            "everything else of swarp.vmas works without it"
-        ) from error
-    return spaces
 
 
 class VmasEnvironment:
@@ -78,9 +34,15 @@ class VmasEnvironment:
         terminated_truncated: ``step`` returns terminated and truncated instead of ``dones``.
         seed: Seed of ``get_random_action``'s generator (int in [0, 2^31)).
 
+    Raises:
+        TypeError: ``sim`` is not a ``swarp.Environment``, or a flag is not a bool.
+        ValueError: ``sim`` was built with ``auto_reset=True``, or its agent groups mix action
+            kinds (VMAS has one for the env).
+
     Attributes:
         sim: The swarp ``Environment``: batched [E, A, ...] tensors.
-        agents: ``VmasAgent`` s, in index order.
+        agents: ``VmasAgent`` s, in index order (``"agent_{i}"``; ``"{group}_{i}"`` in a grouped
+            env, each with its group's observation width and action space).
         n_agents, num_envs, batch_dim, device, max_steps: as in VMAS.
         continuous_actions: Whether ``sim`` takes continuous actions (``sim.action_space.kind``).
         multidiscrete_actions: Whether it takes multi-discrete ones (one index per physical column).
@@ -114,19 +76,20 @@ class VmasEnvironment:
         self.num_envs = sim.n_envs
         self.n_agents = sim.n_agents
         self.scenario_name = sim.scenario.name
-        space = sim.action_space
-        self.continuous_actions = not space.discrete
-        self.multidiscrete_actions = space.kind == "multidiscrete"
+        kinds = {group.action_space.kind for group in sim.groups}
+        if len(kinds) > 1:
+            raise ValueError(
+                f"VmasEnvironment needs one action kind for every agent (VMAS's continuous_actions and "
+                f"multidiscrete_actions are one for the env), but this Environment's groups mix {sorted(kinds)}: "
+                "use swarp.interop.pettingzoo.SwarpParallelEnv (each agent its own space), or one kind"
+            )
+        (kind,) = kinds
+        self.continuous_actions = kind == "continuous"
+        self.multidiscrete_actions = kind == "multidiscrete"
         low, high = sim.action_bounds
         self._low = low.to(torch.float32)
         self._high = high.to(torch.float32)
-        nvec = list(space.nvec) if space.discrete else [3] * space.physical_dim
-        self.agents = [
-            VmasAgent(
-                f"agent_{i}", i, space.physical_dim, self._low[i], self._high[i], sim.n_envs, self.device, list(nvec)
-            )
-            for i in range(sim.n_agents)
-        ]
+        self.agents = build_agents(sim, self._low, self._high)
         self._by_name = {agent.name: agent for agent in self.agents}
         # Done flags as VMAS reports them: a reset_at clears its env's (the swarp buffers keep them
         # until the next step).
@@ -185,7 +148,7 @@ class VmasEnvironment:
         return self._observation_space
 
     def _collect(self, per_agent: Callable[[VmasAgent], Any]):
-        spaces = _spaces()
+        spaces = gym_spaces()
         if self.dict_spaces:
             return spaces.Dict({agent.name: per_agent(agent) for agent in self.agents})
         return spaces.Tuple([per_agent(agent) for agent in self.agents])
@@ -202,27 +165,20 @@ class VmasEnvironment:
     def get_agent_action_size(self, agent: VmasAgent | str) -> int:
         """The width of ``agent``'s actions in ``step`` (an element of ``agents`` or its name), as
         VMAS: ``action_size`` (continuous), 1 (discrete: one flat index), ``len(nvec)`` (multi-discrete)."""
-        agent = self._agent(agent)
-        return 1 if self.sim.action_space.kind == "discrete" else agent.action_size
+        return self._agent(agent).action_width
 
     def get_agent_action_space(self, agent: VmasAgent | str):
         """The agent's action space, as VMAS 1.5.2 builds it (with ``gymnasium.spaces``): a float32
         ``Box`` [action_size] of its action box (physical units) for continuous actions,
-        ``Discrete(prod(nvec))`` for discrete ones, ``MultiDiscrete(nvec)`` for multi-discrete ones."""
-        agent = self._agent(agent)
-        spaces = _spaces()
-        if self.multidiscrete_actions:
-            return spaces.MultiDiscrete(agent.discrete_action_nvec)
-        if not self.continuous_actions:
-            return spaces.Discrete(math.prod(agent.discrete_action_nvec))
-        low, high = (b.detach().cpu().numpy() for b in (agent.action_low, agent.action_high))
-        return spaces.Box(low=low, high=high, shape=(agent.action_size,), dtype=low.dtype)
+        ``Discrete(prod(nvec))`` for discrete ones, ``MultiDiscrete(nvec)`` for multi-discrete ones
+        (``action_size`` and ``nvec``: its group's, in a grouped env)."""
+        return agent_action_space(self._agent(agent))
 
     def get_agent_observation_space(self, agent: VmasAgent | str, obs: Any = None):
-        """``gymnasium.spaces.Box(-inf, inf, (obs_dim,), float32)`` (``obs`` is accepted and ignored,
-        as VMAS's signature has it: every swarp observation is one flat vector)."""
-        self._agent(agent)
-        return _spaces().Box(low=-np.inf, high=np.inf, shape=(self.sim.obs_dim,), dtype=np.float32)
+        """``gymnasium.spaces.Box(-inf, inf, (obs_dim,), float32)``, ``obs_dim`` the agent's group's
+        width (``obs`` is accepted and ignored, as VMAS's signature has it: every swarp observation
+        is one flat vector)."""
+        return agent_observation_space(self._agent(agent))
 
     def get_random_action(self, agent: VmasAgent | str) -> torch.Tensor:
         """A random action of ``agent`` on the env's device, from the env's own generator (seeded
@@ -232,7 +188,7 @@ class VmasEnvironment:
         (multi-discrete)."""
         agent = self._agent(agent)
         if not self.continuous_actions:
-            indices = self.sim.action_space.sample(self.num_envs, 1, self._generator)[:, 0]  # [E, width]
+            indices = agent.group.action_space.sample(self.num_envs, 1, self._generator)[:, 0]  # [E, width]
             return indices if self.multidiscrete_actions else indices[:, 0]
         u = torch.rand(
             (self.num_envs, agent.action_size), generator=self._generator, device=self.device, dtype=torch.float32
@@ -323,9 +279,10 @@ class VmasEnvironment:
         self._truncated[index] = False
         return self._result(return_observations, False, return_info, return_dones)
 
-    def _actions(self, actions: Sequence | Mapping) -> torch.Tensor:
+    def _actions(self, actions: Sequence | Mapping) -> torch.Tensor | dict[str, torch.Tensor]:
         """Per-agent actions -> what ``sim.step`` takes, checked like VMAS's: [E, A, act_dim] of the
-        simulator's dtype (continuous) or [E, A, width] int64 indices (discrete kinds)."""
+        simulator's dtype (continuous) or [E, A, width] int64 indices (discrete kinds); in a grouped
+        env ``{group: [E, A_g, width_g]}``, each group's agents stacked at its own width."""
         if isinstance(actions, Mapping):
             names = [agent.name for agent in self.agents]
             missing = [name for name in names if name not in actions]
@@ -342,53 +299,60 @@ class VmasEnvironment:
             )
         if len(actions) != self.n_agents:
             raise ValueError(f"expected actions for {self.n_agents} agents, got {len(actions)}")
-        width_name = self.sim.action_space.width_name
-        rows = []
-        for agent, action in zip(self.agents, actions, strict=True):
-            if not isinstance(action, torch.Tensor):
-                try:
-                    action = torch.as_tensor(action, device=self.device)
-                except (TypeError, ValueError, RuntimeError) as error:
-                    raise TypeError(
-                        f"action of {agent.name} must be numbers [num_envs, {width_name}]: {error}"
-                    ) from None
-            if action.dtype == torch.bool or action.is_complex():
-                raise TypeError(f"action of {agent.name} must be real numbers, got dtype {action.dtype}")
-            if action.dim() == 1:
-                action = action.unsqueeze(-1)  # VMAS reads [num_envs] as [num_envs, 1]
-            width = self.get_agent_action_size(agent)
-            if tuple(action.shape) != (self.num_envs, width):
-                raise ValueError(
-                    f"action of {agent.name} must have shape [num_envs, {width_name}] = [{self.num_envs}, "
-                    f"{width}], got {list(action.shape)}"
-                )
-            if not self.grad_enabled or not self.continuous_actions:
-                action = action.detach()
-            if self.continuous_actions:
-                rows.append(action.to(device=self.device, dtype=torch.float32))
-            else:
-                rows.append(self._indices(agent, action.to(self.device)))
-        stacked = torch.stack(rows, dim=1)
-        if not self.continuous_actions:
-            return stacked
-        low, high = self._low, self._high
+        rows = [self._agent_action(agent, action) for agent, action in zip(self.agents, actions, strict=True)]
+        by_group = {}
+        for group in self.sim.groups:
+            stacked = torch.stack(rows[group.start : group.stop], dim=1)
+            by_group[group.name] = self._in_box(stacked, group) if self.continuous_actions else stacked
+        return by_group if self.sim.grouped else by_group[self.sim.groups[0].name]
+
+    def _agent_action(self, agent: VmasAgent, action: Any) -> torch.Tensor:
+        """One agent's action -> [E, width] float32 (continuous, not yet checked against its box)
+        or int64 indices (discrete kinds, checked), on the env's device."""
+        width_name = agent.group.action_space.width_name
+        if not isinstance(action, torch.Tensor):
+            try:
+                action = torch.as_tensor(action, device=self.device)
+            except (TypeError, ValueError, RuntimeError) as error:
+                raise TypeError(f"action of {agent.name} must be numbers [num_envs, {width_name}]: {error}") from None
+        if action.dtype == torch.bool or action.is_complex():
+            raise TypeError(f"action of {agent.name} must be real numbers, got dtype {action.dtype}")
+        if action.dim() == 1:
+            action = action.unsqueeze(-1)  # VMAS reads [num_envs] as [num_envs, 1]
+        width = agent.action_width
+        if tuple(action.shape) != (self.num_envs, width):
+            raise ValueError(
+                f"action of {agent.name} must have shape [num_envs, {width_name}] = [{self.num_envs}, "
+                f"{width}], got {list(action.shape)}"
+            )
+        if not self.grad_enabled or not self.continuous_actions:
+            action = action.detach()
+        if self.continuous_actions:
+            return action.to(device=self.device, dtype=torch.float32)
+        return self._indices(agent, action.to(self.device))
+
+    def _in_box(self, stacked: torch.Tensor, group: AgentGroup) -> torch.Tensor:
+        """``group``'s continuous actions [E, A_g, D_g] float32 checked against (or, with
+        ``clamp_actions``, clamped into) its agents' boxes, as the simulator's dtype."""
+        width = group.action_space.physical_dim
+        low, high = self._low[group.agents, :width], self._high[group.agents, :width]
         if self.clamp_action:
             if bool(torch.isnan(stacked).any()):
-                raise ValueError(f"actions contain NaN: {self._first_bad(torch.isnan(stacked))}")
+                raise ValueError(f"actions contain NaN: {self._first_bad(torch.isnan(stacked), group)}")
             stacked = torch.clamp(stacked, low, high)
         else:
             outside = ~((stacked >= low) & (stacked <= high))  # NaN compares False: outside too
             if bool(outside.any()):
                 raise ValueError(
                     f"actions out of the action space (NaN, or outside [low, high]; clamp_actions=True clamps them): "
-                    f"{self._first_bad(outside, stacked)}"
+                    f"{self._first_bad(outside, group, stacked)}"
                 )
         return stacked.to(self.sim.dtype)
 
     def _indices(self, agent: VmasAgent, action: torch.Tensor) -> torch.Tensor:
         """One agent's discrete action [E, width] (any real dtype) -> int64 indices, checked as VMAS
         checks them (in range, whatever ``clamp_actions``); floats must hold whole numbers."""
-        heads = torch.tensor(self.sim.action_space.heads, device=action.device)
+        heads = torch.tensor(agent.group.action_space.heads, device=action.device)
         if action.is_floating_point():
             fractional = action != torch.round(action)  # NaN and inf too
             if bool(fractional.any()):
@@ -407,12 +371,14 @@ class VmasEnvironment:
             )
         return action.to(torch.int64)
 
-    def _first_bad(self, bad: torch.Tensor, values: torch.Tensor | None = None) -> str:
-        env, agent, column = (int(i) for i in bad.nonzero()[0])
+    def _first_bad(self, bad: torch.Tensor, group: AgentGroup, values: torch.Tensor | None = None) -> str:
+        """Where ``bad`` [E, A_g, D_g] (``group``'s agents) is first set, and the value there."""
+        env, member, column = (int(i) for i in bad.nonzero()[0])
+        agent = group.start + member
         text = f"agent {self.agents[agent].name}, env {env}, component {column}"
         if values is not None:
             text += (
-                f": {values[env, agent, column].item()!r} not in [{self._low[agent, column].item()!r}, "
+                f": {values[env, member, column].item()!r} not in [{self._low[agent, column].item()!r}, "
                 f"{self._high[agent, column].item()!r}]"
             )
         return text
@@ -430,7 +396,8 @@ class VmasEnvironment:
                 tensors, and [E] is read as [E, 1].
 
         Returns:
-            ``[obs, rews, dones, infos]``: ``n_agents`` observations [E, obs_dim] float32, rewards
+            ``[obs, rews, dones, infos]``: ``n_agents`` observations [E, obs_dim] float32 (in a
+            grouped env each agent's at its group's width), rewards
             [E] float32 and info dicts (lists, or dicts by agent name with ``dict_spaces``), and
             ``dones`` [E] bool (terminated or truncated); ``[obs, rews, terminated, truncated,
             infos]`` with ``terminated_truncated``.
@@ -469,8 +436,9 @@ class VmasEnvironment:
         first step; resets leave it as it was). VMAS recomputes them from the scenario instead.
         """
         sim = self.sim
+        obs, reward, _ = sim.by_group(sim.obs, sim.reward)  # a grouped env's: each group at its width
         return self._compose(
-            sim.obs, sim.reward, sim.info, get_observations, get_rewards, get_infos, get_dones, dict_agent_names
+            obs, reward, sim.info, get_observations, get_rewards, get_infos, get_dones, dict_agent_names
         )
 
     def _result(self, observations: bool, rewards: bool, infos: bool, dones: bool):
@@ -557,6 +525,10 @@ class VmasEnvironment:
         return f"VmasEnvironment({self.scenario_name!r}, num_envs={self.num_envs}, n_agents={self.n_agents})"
 
 
-def _split(tensor: torch.Tensor) -> list[torch.Tensor]:
-    """[E, A, ...] -> A tensors [E, ...]: one copy, each contiguous, none a view of ``tensor``."""
-    return list(tensor.transpose(0, 1).clone(memory_format=torch.contiguous_format).unbind(0))
+def _split(value: torch.Tensor | Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+    """[E, A, ...] -> A tensors [E, ...]: one copy, each contiguous, none a view of ``value``; a
+    grouped env's ``{group: [E, A_g, ...]}`` -> the groups' agents in order, each at its group's
+    width."""
+    if isinstance(value, Mapping):
+        return [row for tensor in value.values() for row in _split(tensor)]
+    return list(value.transpose(0, 1).clone(memory_format=torch.contiguous_format).unbind(0))

@@ -11,7 +11,8 @@ import torch
 
 from swarp.env.environment import check_seed
 from swarp.env.make import make as swarp_make
-from swarp.vmas.environment import VmasEnvironment, check_flag
+from swarp.vmas.agent import check_flag
+from swarp.vmas.environment import VmasEnvironment
 from swarp.vmas.translate import translate
 
 
@@ -45,8 +46,9 @@ def make_env(
             discrete indices decoded with VMAS 1.5.2's levels (``swarp.core.spaces``), one flat
             index per agent (``Discrete(prod(nvec))``) or, with ``multidiscrete_actions``, one per
             physical action column (``MultiDiscrete(nvec)``). ``nvec`` is VMAS's default 3 levels
-            per column unless the swarp option ``action_nvec`` (an int or one int per column) says
-            otherwise.
+            per column unless the swarp option ``action_nvec`` (an int or one int per column, or
+            a mapping of them by agent group) says otherwise. The kind is every group's, in a
+            scenario with agent groups (each agent then has its group's width and levels).
         wrapper: Must be None (use ``swarp.interop``'s adapters on ``env.sim`` instead).
         max_steps: Episode length [steps] after which envs are done (truncated); ``None``: no limit.
         seed: Seed of swarp's reset RNG (int in [0, 2^31)); ``None`` means 0.

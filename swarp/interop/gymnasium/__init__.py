@@ -16,10 +16,18 @@ Discrete action spaces (``swarp.make(..., action_space="discrete" | "multidiscre
 ``env.action_space.heads`` (one column of ``prod(nvec)`` choices, or one column per physical action
 of ``nvec[d]``), shape (A, width) per sub-env or (A * width,) flattened; one agent's one flat index,
 flattened, is a ``Discrete(prod(nvec))`` (the batched space then a ``MultiDiscrete`` of shape (E,)).
-Every agent of a swarp env shares one ``ActionSpace``, so these spaces always exist. Actions are
+Every agent of a one-group env shares one ``ActionSpace``, so these spaces always exist. Actions are
 integer indices of that shape (floats are refused); the simulator decodes them into the physical
 command with VMAS 1.5.2's levels, and an index out of range acts as a zero command and raises
 ``sim.invalid_actions()``.
+Agent groups (a scenario declaring several, ``sim.grouped``): these spaces hold one observation
+width and one action space for every agent, so an env whose groups differ in either (a discrete
+group, another width) is refused at construction (``ValueError`` naming the alternatives: the
+PettingZoo adapter gives each agent its group's spaces, TorchRL's and BenchMARL's one spec per
+group; ``swarp.interop.spaces.check_one_space``). Groups that differ in name only (every group
+continuous with one ``ActionSpace`` and one ``obs_dim``) are served as one group: the by-group
+outputs are joined along the agent axis, agents in group order, so the spaces, arrays and info are
+those of a one-group env of the same A agents.
 ``reward`` is one number per env as Gymnasium's vector API requires: the mean over agents by default
 (``reward="sum"`` for the sum), with the per-agent rewards [E, A] in ``info["agent_reward"]``.
 

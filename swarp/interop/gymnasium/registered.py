@@ -19,6 +19,7 @@ from swarp.interop.gymnasium.vector import (
     sim_actions,
     sub_env_action_space,
 )
+from swarp.interop.spaces import check_one_space, join_groups
 from swarp.scenarios.framework.base import get_scenario, scenario_names
 
 #: The Gymnasium namespace of the registered envs: ``"swarp/<scenario>-v0"``.
@@ -80,16 +81,19 @@ def make_vector_env(
     Raises:
         TypeError: ``n_envs``, ``auto_reset`` or ``batch_size`` among ``kwargs`` (set here), or an
             unknown keyword (``swarp.make`` lists the valid ones).
-        ValueError: an unknown scenario, mode or argument value.
+        ValueError: an unknown scenario, mode or argument value, or a scenario whose agent groups
+            differ in observation width or action space (the environment is closed again).
     """
     _check_keywords(kwargs, "gymnasium.make_vec of a swarp env")
     mode = parse_autoreset_mode(autoreset_mode)
     sim = make(
         scenario, n_envs=num_envs, device=device, seed=seed, auto_reset=mode is AutoresetMode.SAME_STEP, **kwargs
     )
-    return SwarpVectorEnv(
-        sim, backend=backend, reward=reward, render_mode=render_mode, autoreset_mode=mode, flatten_agents=flatten_agents
-    )
+    try:
+        return SwarpVectorEnv(sim, backend, reward, render_mode, autoreset_mode=mode, flatten_agents=flatten_agents)
+    except Exception:  # the adapter refused the env (check_one_space): close what was built for it
+        sim.close()
+        raise
 
 
 class SwarpGymnasiumEnv(gymnasium.Env):
@@ -123,8 +127,9 @@ class SwarpGymnasiumEnv(gymnasium.Env):
     Raises:
         TypeError: ``n_envs``, ``auto_reset`` or ``batch_size`` among ``kwargs``, an unknown
             keyword, or ``scenario`` neither a name nor an ``Environment``.
-        ValueError: an unknown scenario, ``reward`` or ``render_mode``, or an ``Environment`` of
-            more than one env or built with ``auto_reset=True``.
+        ValueError: an unknown scenario, ``reward`` or ``render_mode``, an ``Environment`` of
+            more than one env or built with ``auto_reset=True``, or one whose agent groups differ in
+            observation width or action space (``swarp.interop.spaces.check_one_space``).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": None}
@@ -158,6 +163,12 @@ class SwarpGymnasiumEnv(gymnasium.Env):
             sim = make(scenario, n_envs=1, device=device, seed=seed, auto_reset=False, **kwargs)
         else:
             raise TypeError(f"scenario must be a scenario name or a swarp.Environment, got {type(scenario).__name__}")
+        try:
+            check_one_space(sim, "SwarpGymnasiumEnv")
+        except ValueError:
+            if sim is not scenario:
+                sim.close()
+            raise
         self.sim = sim
         self.reward_mode = reward
         self.render_mode = render_mode
@@ -192,7 +203,7 @@ class SwarpGymnasiumEnv(gymnasium.Env):
             raise ValueError(f"SwarpGymnasiumEnv.reset takes no options, got {sorted(str(k) for k in options)}")
         super().reset(seed=seed)
         obs, info = self.sim.reset(seed=None if seed is None else int(seed))
-        return obs[0].reshape(-1).to("cpu", copy=True).numpy(), self._info(info)
+        return join_groups(obs)[0].reshape(-1).to("cpu", copy=True).numpy(), self._info(info)
 
     def step(self, action):
         """Step the env with ``action`` of ``action_space.shape`` (agent-major).
@@ -220,6 +231,7 @@ class SwarpGymnasiumEnv(gymnasium.Env):
         action = sim_actions(sim, action, self.action_space.shape, dims, "action")
         obs, reward, terminated, truncated, info = sim.step(action)
         info = self._info(info)
+        obs, reward = join_groups(obs), join_groups(reward)  # a grouped env's groups, one after the other
         info["agent_reward"] = reward[0].to("cpu", copy=True).numpy()
         env_reward = info["agent_reward"].mean() if self.reward_mode == "mean" else info["agent_reward"].sum()
         flags = torch.stack((terminated[0], truncated[0])).cpu().numpy()

@@ -16,7 +16,7 @@ from gymnasium.vector.utils import batch_space
 
 from swarp.env.environment import Environment
 from swarp.interop.checks import env_mask, index_tensor, real_tensor
-from swarp.interop.spaces import index_space
+from swarp.interop.spaces import check_one_space, index_space, join_groups
 
 BACKENDS = ("numpy", "torch")
 REWARD_MODES = ("mean", "sum")
@@ -132,7 +132,9 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
         TypeError: ``env`` is not a ``swarp.Environment``.
         ValueError: an unknown ``backend``, ``reward``, ``render_mode`` or ``autoreset_mode``, or a
             mode ``env`` cannot serve (``SAME_STEP`` needs ``auto_reset=True``, the others
-            ``auto_reset=False``).
+            ``auto_reset=False``); an ``env`` whose agent groups differ in observation width or
+            action space (``swarp.interop.spaces.check_one_space``: use the PettingZoo adapter,
+            or TorchRL's / BenchMARL's, instead).
     """
 
     def __init__(
@@ -146,6 +148,7 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
     ):
         if not isinstance(env, Environment):
             raise TypeError(f"SwarpVectorEnv wraps a swarp.Environment, got {type(env).__name__}")
+        check_one_space(env, "SwarpVectorEnv")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if reward not in REWARD_MODES:
@@ -219,7 +222,8 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
             return tensor if fresh else tensor.clone()
         return tensor.detach().to("cpu", copy=True).numpy()
 
-    def _obs(self, obs: torch.Tensor) -> torch.Tensor:
+    def _obs(self, obs: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
+        obs = join_groups(obs)  # a grouped env's groups, one after the other
         return obs.reshape(obs.shape[0], -1) if self.flatten_agents else obs
 
     def _info(self, info: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -303,6 +307,7 @@ class SwarpVectorEnv(gymnasium.vector.VectorEnv):
         if self.autoreset_mode is AutoresetMode.NEXT_STEP and (self.backend == "torch" or self._any_pending):
             return self._next_step(actions)
         obs, reward, terminated, truncated, info = sim.step(actions)
+        reward = join_groups(reward)
         env_reward = reward.mean(dim=1) if self.reward_mode == "mean" else reward.sum(dim=1)
         out_info = self._info(info)
         out_info["agent_reward"] = self._out(reward)
