@@ -493,13 +493,14 @@ class SwarpEnv(EnvBase):
             if self.info_keys:
                 out["info"] = TensorDict({key: info[key].clone() for key in self.info_keys}, batch_size=(E,))
             return TensorDict(out, batch_size=self.batch_size, device=self.device)
-        out = flags
+        out, grouped = flags, self.sim.grouped
         for g in self._groups:
             group: dict = {"observation": obs[g.name]}
             if reward is not None:
                 group["reward"] = reward[g.name].unsqueeze(-1).clone()
             if self._agent_info:
-                values = {key: _vmas_info(info[key][:, g.start : g.stop], True) for key in self._agent_info}
+                rows = {key: info[key][:, g.start : g.stop] if grouped else info[key] for key in self._agent_info}
+                values = {key: _vmas_info(value, True) for key, value in rows.items()}
                 group["info"] = TensorDict(values, batch_size=(E, g.n_agents))
             out[g.name] = TensorDict(group, batch_size=(E, g.n_agents))
         if self._env_info:
