@@ -11,7 +11,7 @@ Both layouts have ``batch_size=[n_envs]``, live on the simulator's device and sh
 at the root: ``done``, ``terminated``, ``truncated``, each [n_envs, 1] bool.
 
 =============  =========================================  ==============================================
-layout         ``"flat"`` (the default)                    ``"agents"`` (TorchRL's multi-agent convention)
+layout         ``"flat"`` (the default without groups)     ``"agents"`` (TorchRL's multi-agent convention)
 =============  =========================================  ==============================================
 observation    ``"observation"`` [E, A, obs_dim]           ``("agents", "observation")``
 action         ``"action"`` [E, A, act_dim] (continuous)   ``("agents", "action")``
@@ -27,11 +27,23 @@ given a trailing 1), so BenchMARL-style code written against VmasEnv runs unchan
 is set as VmasEnv sets it. An info entry counts as per-agent when its second dimension is
 ``n_agents``.
 
+Agent groups (``Environment.groups``, declared by the scenario in ``WorldSpec.groups``). A grouped
+``Environment`` has the ``"agents"`` layout only (its default; ``"flat"`` is a ValueError), with one
+TorchRL group per agent group in place of ``"agents"``: ``group_map`` ``{"a": ["a_0", "a_1"], "b":
+["b_0", ...]}`` (agent ``i`` of group ``g`` is ``"g_i"``, VmasEnv's default grouping of such names),
+``(g, "observation")`` [E, A_g, obs_dim_g] of the group's own width, ``(g, "action")`` of the group's
+own action space ([E, A_g, D_g] continuous in the group's bounds or the normalized box, or the
+discrete specs below), ``(g, "reward")`` [E, A_g, 1] and ``(g, "info", key)`` [E, A_g, ...]. The done
+entries stay at the root (one per env, as VmasEnv's). The step reads each group's action, converts
+it and hands ``Environment.step`` a mapping by group; the outputs are copies of each group's views,
+so a grouped step copies what the same env without groups would. ``het_specs`` stays False: VmasEnv
+sets it for a group whose own agents' specs differ, and a swarp group's agents share one spec.
+
 VmasEnv's own attributes, in both layouts (a ``TransformedEnv`` forwards them to this env):
 ``n_agents``, ``num_envs``, ``max_steps``, ``scenario_name``, ``agent_names``,
 ``agent_names_to_indices_map``, ``group_map``, ``het_specs`` / ``het_specs_map`` (always
 homogeneous), ``continuous_actions`` (False when the ``Environment`` was made with
-``action_space="discrete"`` or ``"multidiscrete"``), ``categorical_actions`` (the encoding of
+``action_space="discrete"`` or ``"multidiscrete"``, for any group), ``categorical_actions`` (the encoding of
 discrete actions; True, VmasEnv's default), ``available_envs`` (the scenarios ``swarp.make``
 knows) and ``render(mode="human", env_index=0, agent_index_focus=None, visualize_when_rgb=False,
 **overlays)``, which draws through ``Environment.render`` and returns the (H, W, 3) uint8 frame.
