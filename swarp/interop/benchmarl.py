@@ -60,7 +60,18 @@ with ``action_space="discrete"`` and the action is one int64 index per agent, ``
 runs. ``action_space`` itself is BenchMARL's choice, never a config key.
 Per-agent info entries are ``("agents", "info", key)`` (BenchMARL logs them under
 ``collection/agents/info/``), per-env ones ``("info", key)`` (logged under ``collection/info/``);
-neither is an observation. There is no global state and no action mask. Evaluation videos draw env
+neither is an observation. There is no global state and no action mask.
+
+Agent groups. A scenario that declares groups (``WorldSpec.groups``, e.g. ``GroupSpec("a", 2, ...)``
+and ``GroupSpec("b", 2, ...)``) is a task of several BenchMARL groups: ``SwarpEnv`` puts each group
+under its own key (``("a", "observation")`` [n_envs, A_a, obs_dim_a], ``("a", "action")``,
+``("a", "reward")``, ``("a", "info", key)``; the same for ``"b"``), ``group_map`` is ``{"a": ["a_0",
+"a_1"], "b": ["b_0", "b_1"]}``, and every hook below answers per group, so BenchMARL builds one
+policy (and critic) per group, each of its group's observation width, and logs each group's rewards
+under ``collection/a/...``. The done entries stay at the root, one per env, as VmasEnv's (BenchMARL
+expands them to each group). The action kind is BenchMARL's choice for the whole task (every group
+continuous, or every group ``action_space="discrete"``); ``action_nvec`` may then be a mapping of
+level counts by group (``{"a": [5, 3]}``; groups it leaves out take 3 per column). Evaluation videos draw env
 0 of the evaluation batch with ``Environment.render``; BenchMARL's csv logger writes them with
 torchvision, so where torchvision does not import (the CUDA build pip pairs with the CPU torch 2.13)
 ``has_render`` is False and evaluations run without them (``video_writer_problem``).
@@ -176,7 +187,8 @@ def load_default_config(scenario: str) -> dict[str, Any]:
 
 
 def check_config(scenario: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` with its keys checked against ``swarp.make``'s, lists made tuples.
+    """A copy of ``config`` with its keys checked against ``swarp.make``'s, lists made tuples (also
+    the values of a mapping, such as a per-group ``action_nvec``).
 
     Only the keys are checked here (cheaply, without building an environment): the values are
     validated by the scenario and the ``Environment`` when ``swarp.make`` builds one.
@@ -204,9 +216,18 @@ def check_config(scenario: str, config: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"swarp task {name!r}: {key!r} is set by BenchMARL ({why}); remove it from the config")
         if key not in valid:
             raise ValueError(f"swarp task {name!r}: unknown config key {key!r}; valid keys: {valid}")
-        is_list = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
-        out[key] = tuple(value) if is_list else copy.deepcopy(value)
+        out[key] = _tuples(value)
     return out
+
+
+def _tuples(value: Any) -> Any:
+    """A copy of a config value with its lists made tuples, also inside a mapping (a per-group
+    ``action_nvec``)."""
+    if isinstance(value, Mapping):
+        return {key: _tuples(item) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    return copy.deepcopy(value)
 
 
 def _base_env(env: EnvBase) -> SwarpEnv:
@@ -228,7 +249,8 @@ def make_env(
     action_box: tuple[float, float] | None = (-1.0, 1.0),
     continuous_actions: bool = True,
 ) -> SwarpEnv:
-    """A ``SwarpEnv`` of ``num_envs`` envs of ``scenario`` in the ``"agents"`` layout.
+    """A ``SwarpEnv`` of ``num_envs`` envs of ``scenario`` in the ``"agents"`` layout (one group
+    ``"agents"``, or one group per agent group of a scenario that declares groups).
 
     Args:
         scenario: A registered scenario name (any case).
@@ -240,8 +262,9 @@ def make_env(
             action bounds; ``None``: physical actions. Unused with discrete actions.
         continuous_actions: True: continuous actions, float32 [num_envs, n_agents, act_dim];
             False: ``action_space="discrete"`` with the config's ``action_nvec`` levels (VMAS's 3
-            per column by default), int64 indices [num_envs, n_agents] in ``[0, prod(nvec))``
-            (a ``Categorical`` spec, as BenchMARL's VMAS tasks build). ``action_nvec`` in the config
+            per column by default; a mapping by group with groups), int64 indices [num_envs,
+            n_agents] in ``[0, prod(nvec))`` (a ``Categorical`` spec, as BenchMARL's VMAS tasks
+            build). With groups these hold per group: [num_envs, A_g, ...]. ``action_nvec`` in the config
             is ignored with continuous actions, as VMAS ignores an agent's ``discrete_action_nvec``.
 
     Raises:
@@ -302,7 +325,9 @@ class SwarpClass(TaskClass):
         1] float32, and action ``("agents", "action")``: with ``continuous_actions``, float32
         [num_envs, n_agents, act_dim] in ``action_box``; without, int64 indices [num_envs, n_agents]
         of a ``Categorical(prod(nvec))`` spec (``action_space="discrete"``, ``nvec`` from the config's
-        ``action_nvec``, 3 levels per column by default: 9 choices on a 2-D command).
+        ``action_nvec``, 3 levels per column by default: 9 choices on a 2-D command). A scenario
+        with agent groups has these entries under each group's name instead of ``"agents"``, of
+        the group's agents A_g, observation width and action columns.
 
         Raises:
             ValueError: the config is invalid (``check_config``).
@@ -353,22 +378,23 @@ class SwarpClass(TaskClass):
         return int(steps)
 
     def group_map(self, env: EnvBase) -> dict[str, list[str]]:
-        """``{"agents": ["agent_0", ..., "agent_{A-1}"]}``: one group of every agent."""
+        """``{"agents": ["agent_0", ..., "agent_{A-1}"]}``: one group of every agent; for a scenario
+        with agent groups, one entry per group in agent order (``{"a": ["a_0", "a_1"], "b": [...]}``)."""
         group_map = getattr(env, "group_map", None)
         return dict(group_map) if group_map else dict(_base_env(env).group_map)
 
     def state_spec(self, env: EnvBase) -> Composite | None:
-        """None: swarp scenarios have no global state (MAPPO's critic then sees every agent's
-        observation)."""
+        """None: swarp scenarios have no global state (MAPPO's critic of a group then sees the
+        observations of every agent of the group)."""
         return None
 
     def action_mask_spec(self, env: EnvBase) -> Composite | None:
-        """None: no action masks."""
+        """None: no action masks, in any group."""
         return None
 
     def observation_spec(self, env: EnvBase) -> Composite:
-        """The unbatched observation spec without info: ``("agents", "observation")``
-        [n_agents, obs_dim] float32."""
+        """The unbatched observation spec without info: ``(group, "observation")`` [A_g, obs_dim_g]
+        float32 of each group (``("agents", "observation")`` [n_agents, obs_dim] without groups)."""
         spec = env.full_observation_spec_unbatched.clone()
         for group in self.group_map(env):
             if "info" in spec[group]:
@@ -378,21 +404,21 @@ class SwarpClass(TaskClass):
         return spec
 
     def info_spec(self, env: EnvBase) -> Composite | None:
-        """The per-agent info entries ``("agents", "info", key)`` (float32, [n_agents, ...]; a
-        scalar per agent is [n_agents, 1]), or None when the scenario has none."""
+        """The per-agent info entries ``(group, "info", key)`` of each group (float32, [A_g, ...]; a
+        scalar per agent is [A_g, 1]), or None when the scenario has none."""
         spec = env.full_observation_spec_unbatched.clone()
         if "info" in spec:
             del spec["info"]  # per-env entries: not per group
-        has_info = False
         for group in self.group_map(env):
             del spec[(group, "observation")]
-            has_info = has_info or "info" in spec[group]
-        return spec if has_info else None
+            if "info" not in spec[group]:
+                del spec[group]
+        return spec if len(spec.keys()) else None
 
     def action_spec(self, env: EnvBase) -> Composite:
-        """The unbatched action spec ``("agents", "action")``: continuous, [n_agents, act_dim]
-        float32 bounded by ``action_box`` (or by the physical bounds); discrete, [n_agents] int64
-        ``Categorical(prod(nvec))``."""
+        """The unbatched action spec ``(group, "action")`` of each group (``("agents", "action")``
+        without groups): continuous, [A_g, act_dim_g] float32 bounded by ``action_box`` (or by the
+        physical bounds); discrete, [A_g] int64 ``Categorical(prod(nvec_g))``."""
         return env.full_action_spec_unbatched
 
     @staticmethod

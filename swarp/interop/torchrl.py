@@ -11,7 +11,7 @@ Both layouts have ``batch_size=[n_envs]``, live on the simulator's device and sh
 at the root: ``done``, ``terminated``, ``truncated``, each [n_envs, 1] bool.
 
 =============  =========================================  ==============================================
-layout         ``"flat"`` (the default)                    ``"agents"`` (TorchRL's multi-agent convention)
+layout         ``"flat"`` (the default without groups)     ``"agents"`` (TorchRL's multi-agent convention)
 =============  =========================================  ==============================================
 observation    ``"observation"`` [E, A, obs_dim]           ``("agents", "observation")``
 action         ``"action"`` [E, A, act_dim] (continuous)   ``("agents", "action")``
@@ -27,11 +27,23 @@ given a trailing 1), so BenchMARL-style code written against VmasEnv runs unchan
 is set as VmasEnv sets it. An info entry counts as per-agent when its second dimension is
 ``n_agents``.
 
+Agent groups (``Environment.groups``, declared by the scenario in ``WorldSpec.groups``). A grouped
+``Environment`` has the ``"agents"`` layout only (its default; ``"flat"`` is a ValueError), with one
+TorchRL group per agent group in place of ``"agents"``: ``group_map`` ``{"a": ["a_0", "a_1"], "b":
+["b_0", ...]}`` (agent ``i`` of group ``g`` is ``"g_i"``, VmasEnv's default grouping of such names),
+``(g, "observation")`` [E, A_g, obs_dim_g] of the group's own width, ``(g, "action")`` of the group's
+own action space ([E, A_g, D_g] continuous in the group's bounds or the normalized box, or the
+discrete specs below), ``(g, "reward")`` [E, A_g, 1] and ``(g, "info", key)`` [E, A_g, ...]. The done
+entries stay at the root (one per env, as VmasEnv's). The step reads each group's action, converts
+it and hands ``Environment.step`` a mapping by group; the outputs are copies of each group's views,
+so a grouped step copies what the same env without groups would. ``het_specs`` stays False: VmasEnv
+sets it for a group whose own agents' specs differ, and a swarp group's agents share one spec.
+
 VmasEnv's own attributes, in both layouts (a ``TransformedEnv`` forwards them to this env):
 ``n_agents``, ``num_envs``, ``max_steps``, ``scenario_name``, ``agent_names``,
 ``agent_names_to_indices_map``, ``group_map``, ``het_specs`` / ``het_specs_map`` (always
 homogeneous), ``continuous_actions`` (False when the ``Environment`` was made with
-``action_space="discrete"`` or ``"multidiscrete"``), ``categorical_actions`` (the encoding of
+``action_space="discrete"`` or ``"multidiscrete"``, for any group), ``categorical_actions`` (the encoding of
 discrete actions; True, VmasEnv's default), ``available_envs`` (the scenarios ``swarp.make``
 knows) and ``render(mode="human", env_index=0, agent_index_focus=None, visualize_when_rgb=False,
 **overlays)``, which draws through ``Environment.render`` and returns the (H, W, 3) uint8 frame.
@@ -85,19 +97,20 @@ from __future__ import annotations
 import math
 
 import torch
-from tensordict import TensorDict, TensorDictBase
-from torchrl.data import Bounded, Categorical, Composite, Unbounded
+from tensordict import NestedKey, TensorDict, TensorDictBase
+from torchrl.data import Categorical, Composite, Unbounded
 from torchrl.envs import EnvBase
 
-from swarp.core.spaces import decode_torch
+from swarp.core.groups import DEFAULT_GROUP
 from swarp.env.environment import Environment
-from swarp.interop.checks import env_mask, real_tensor, rescale_actions
-from swarp.interop.torchrl_actions import discrete_action_spec, shape_text, to_indices
+from swarp.interop.checks import env_mask
+from swarp.interop.torchrl_actions import GroupActions
 from swarp.scenarios.framework.base import scenario_names
 
 LAYOUTS = ("flat", "agents")
-#: Name of the single agent group of the ``"agents"`` layout (VmasEnv's default group).
-GROUP = "agents"
+#: Name of the single agent group of the ``"agents"`` layout for a scenario without groups
+#: (VmasEnv's default group, and swarp's).
+GROUP = DEFAULT_GROUP
 #: Seeds handed to the simulator are reduced into its range [0, 2^31).
 SEED_MODULUS = 2**31
 #: ``render`` modes, as VmasEnv's (``"human"``, its default, also shows the frame in a window).
@@ -115,6 +128,15 @@ class _ClassProperty:
         return self.getter(owner)
 
 
+def _vmas_info(value: torch.Tensor, per_agent: bool) -> torch.Tensor:
+    """An info entry as VmasEnv gives it (a copy): float32, with a trailing 1 on [E] entries and on
+    per-agent [E, A] ones."""
+    value = value.to(torch.float32, copy=True)
+    if value.dim() == 1 or (per_agent and value.dim() == 2):
+        value = value.unsqueeze(-1)
+    return value
+
+
 def _leaf_spec(shape: torch.Size, dtype: torch.dtype, device: torch.device):
     if dtype == torch.bool:
         return Categorical(n=2, shape=shape, dtype=torch.bool, device=device)
@@ -127,31 +149,38 @@ class SwarpEnv(EnvBase):
     Args:
         env: The ``swarp.Environment`` to wrap (its batch becomes ``batch_size=[n_envs]``).
         layout: ``"flat"`` (``"observation"``, ``"action"``, ``"reward"`` at the root) or
-            ``"agents"`` (VmasEnv's ``("agents", ...)`` group).
+            ``"agents"`` (VmasEnv's multi-agent layout: ``("agents", ...)``, or one group per
+            agent group of a grouped ``env``). ``None`` (default): ``"flat"``, or ``"agents"`` for a
+            grouped ``env``, which has no flat layout.
         action_low: With ``action_high``, a scalar normalized action box ``[action_low, action_high]``
-            mapped onto ``env.action_bounds``; ``None`` (default) for physical actions.
+            mapped onto ``env.action_bounds``; ``None`` (default) for physical actions. With groups,
+            the box of every continuous group.
         action_high: Upper end of the normalized box.
         allow_done_after_reset: Passed to ``EnvBase``.
-        categorical_actions: For a discrete or multidiscrete ``env``: the action is the indices
-            (True, VmasEnv's default: ``Categorical`` / ``MultiCategorical``) or their one-hot
+        categorical_actions: For a discrete or multidiscrete ``env`` (or group): the action is the
+            indices (True, VmasEnv's default: ``Categorical`` / ``MultiCategorical``) or their one-hot
             encoding (False: ``OneHot`` / ``MultiOneHot``); ``swarp.interop.torchrl_actions`` gives
-            the shapes. No effect on a continuous ``env``.
+            the shapes. No effect on continuous actions.
 
     Attributes:
         sim: The wrapped ``Environment``.
         layout: ``"flat"`` or ``"agents"``.
-        group_map: ``{"agents": ["agent_0", ...]}`` in the ``"agents"`` layout, else ``None``.
-        agent_names: ``["agent_0", ...]``.
+        group_map: In the ``"agents"`` layout, ``{group: [agent names]}`` in agent order:
+            ``{"agents": ["agent_0", ...]}`` without groups, ``{"a": ["a_0", "a_1"], "b": [...]}``
+            with; ``None`` in the ``"flat"`` layout.
+        agent_names: ``["agent_0", ...]``, or ``["<group>_<i>", ...]`` with groups (``i`` counts
+            within the group, so VmasEnv's default grouping of these names is ``group_map``).
         agent_names_to_indices_map: ``{"agent_0": 0, ...}``: each agent's index along the agent
-            dimension (VmasEnv's attribute).
-        het_specs: ``False``: every agent has the same specs (VmasEnv's attribute).
-        het_specs_map: ``{"agents": False}`` in the ``"agents"`` layout, else ``{}``.
-        observation_key: Where the observation lives (``action_key`` and ``reward_key`` come from
-            ``EnvBase``).
+            dimension of the ``Environment`` (VmasEnv's attribute).
+        het_specs: ``False``: within a group every agent has the same specs (VmasEnv's attribute,
+            which marks a group whose agents' specs differ; groups may differ from one another).
+        het_specs_map: ``{group: False}`` in the ``"agents"`` layout, else ``{}``.
+        group_actions: ``{group: GroupActions}``: each group's action spec and conversion.
 
     The other VmasEnv attributes are the properties ``n_agents``, ``num_envs``, ``max_steps``,
     ``scenario_name``, ``continuous_actions``, ``categorical_actions``, ``available_envs`` and the
-    method ``render``.
+    method ``render``; ``observation_key`` is the one observation key (a KeyError with several, as
+    ``EnvBase.action_key``; each group's is ``(group, "observation")``).
     """
 
     batch_locked = True
@@ -159,23 +188,77 @@ class SwarpEnv(EnvBase):
     def __init__(
         self,
         env: Environment,
-        layout: str = "flat",
+        layout: str | None = None,
         action_low: float | None = None,
         action_high: float | None = None,
         allow_done_after_reset: bool = False,
         *,
         categorical_actions: bool = True,
     ):
+        layout = self._check_args(env, layout, action_low, action_high, categorical_actions)
+        super().__init__(
+            device=env.torch_device, batch_size=torch.Size([env.n_envs]), allow_done_after_reset=allow_done_after_reset
+        )
+        self.sim = env
+        self.layout = layout
+        self._categorical = categorical_actions
+        self._groups = env.groups
+        if env.grouped:
+            self.agent_names = [f"{g.name}_{i}" for g in env.groups for i in range(g.n_agents)]
+        else:
+            self.agent_names = [f"agent_{i}" for i in range(env.n_agents)]
+        names = {g.name: self.agent_names[g.start : g.stop] for g in env.groups}
+        self.group_map = names if layout == "agents" else None
+        self.agent_names_to_indices_map = {name: i for i, name in enumerate(self.agent_names)}
+        self.het_specs = False
+        self.het_specs_map = dict.fromkeys(names, False) if layout == "agents" else {}
+        flat = layout == "flat"
+        self._observation_entries = ["observation"] if flat else [(name, "observation") for name in names]
+        self._action_entries = {name: "action" if flat else (name, "action") for name in names}
+        self.info_keys = [key for key in env.info if key != "final_obs"]
+        A = env.n_agents
+        self._agent_info = [k for k in self.info_keys if env.info[k].dim() >= 2 and env.info[k].shape[1] == A]
+        self._env_info = [k for k in self.info_keys if k not in self._agent_info]
+
+        # Physical bounds, cached on the device (Environment.action_bounds builds them on the host).
+        low, high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)
+        self.physical_low, self.physical_high = low, high
+        self.normalized = action_low is not None
+        self.action_low = self.action_high = None
+        if self.normalized:
+            self.action_low, self.action_high = float(action_low), float(action_high)
+        box = (self.action_low, self.action_high) if self.normalized else None
+        self.group_actions = {}
+        for g in env.groups:
+            columns = g.action_space.physical_dim
+            bounds = low[g.start : g.stop, :columns], high[g.start : g.stop, :columns]
+            space = g.action_space
+            self.group_actions[g.name] = GroupActions(g.name, g.n_agents, space, categorical_actions, *bounds, box)
+        self._pending = torch.zeros(env.n_envs, dtype=torch.bool, device=env.torch_device)
+        self._make_specs()
+
+    @staticmethod
+    def _check_args(env, layout, action_low, action_high, categorical_actions) -> str:
+        """The layout to use, after checking the constructor's arguments."""
         if not isinstance(env, Environment):
             raise TypeError(f"SwarpEnv wraps a swarp.Environment, got {type(env).__name__}")
+        if layout is None:
+            layout = "agents" if env.grouped else "flat"
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if layout == "flat" and env.grouped:
+            raise ValueError(
+                f"layout='flat' puts every agent in one tensor, but this Environment has agent groups "
+                f"{[g.name for g in env.groups]}, each with its own observation width and action space: use "
+                f"layout='agents' (one TorchRL group per agent group, as VmasEnv's group_map; the default here)"
+            )
         if not isinstance(categorical_actions, bool):
             raise TypeError(f"categorical_actions must be a bool, got {categorical_actions!r}")
-        if env.action_space.discrete and action_low is not None:
+        if action_low is not None and all(g.action_space.discrete for g in env.groups):
+            kinds = " / ".join(sorted({g.action_space.kind for g in env.groups}))
             raise ValueError(
                 f"action_low / action_high (a normalized action box) apply to continuous actions only; this "
-                f"Environment has {env.action_space.kind} actions (indices, see categorical_actions)"
+                f"Environment has {kinds} actions (indices, see categorical_actions)"
             )
         if (action_low is None) != (action_high is None):
             raise ValueError("give both action_low and action_high (a normalized box) or neither (physical actions)")
@@ -185,38 +268,7 @@ class SwarpEnv(EnvBase):
                     raise ValueError(f"{name} must be a finite scalar, got {value!r}")
             if not action_low < action_high:
                 raise ValueError(f"action_low must be < action_high, got {action_low!r} and {action_high!r}")
-        super().__init__(
-            device=env.torch_device, batch_size=torch.Size([env.n_envs]), allow_done_after_reset=allow_done_after_reset
-        )
-        self.sim = env
-        self.layout = layout
-        self._categorical = categorical_actions
-        self.agent_names = [f"agent_{i}" for i in range(env.n_agents)]
-        self.group_map = {GROUP: list(self.agent_names)} if layout == "agents" else None
-        self.agent_names_to_indices_map = {name: i for i, name in enumerate(self.agent_names)}
-        self.het_specs = False
-        self.het_specs_map = {GROUP: False} if layout == "agents" else {}
-        prefix = (GROUP,) if layout == "agents" else ()
-        self.observation_key = (*prefix, "observation") if prefix else "observation"
-        self._action_entry = (*prefix, "action") if prefix else "action"
-        self.info_keys = [key for key in env.info if key != "final_obs"]
-        E, A = env.n_envs, env.n_agents
-        self._agent_info = [k for k in self.info_keys if env.info[k].dim() >= 2 and env.info[k].shape[1] == A]
-        self._env_info = [k for k in self.info_keys if k not in self._agent_info]
-
-        # Physical bounds, cached on the device (Environment.action_bounds builds them on the host).
-        low, high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)
-        self.physical_low, self.physical_high = low, high
-        self.normalized = action_low is not None
-        if self.normalized:
-            self.action_low, self.action_high = float(action_low), float(action_high)
-            spec_low = torch.full((E, A, env.act_dim), self.action_low, dtype=env.dtype, device=env.torch_device)
-            spec_high = torch.full_like(spec_low, self.action_high)
-        else:
-            self.action_low = self.action_high = None
-            spec_low, spec_high = low.expand(E, A, low.shape[-1]), high.expand(E, A, high.shape[-1])
-        self._pending = torch.zeros(E, dtype=torch.bool, device=env.torch_device)
-        self._make_specs(spec_low, spec_high)
+        return layout
 
     # --- VmasEnv attributes -------------------------------------------------------------------
 
@@ -241,10 +293,23 @@ class SwarpEnv(EnvBase):
         return self.sim.scenario.name
 
     @property
+    def observation_key(self) -> NestedKey:
+        """The observation's key: ``"observation"`` (flat) or ``("agents", "observation")``.
+
+        Raises:
+            KeyError: the env has several groups (each group's is ``(group, "observation")``).
+        """
+        entries = self._observation_entries
+        if len(entries) > 1:
+            raise KeyError(f"observation_key: this env has one observation per group, at {entries}")
+        return entries[0]
+
+    @property
     def continuous_actions(self) -> bool:
         """Whether the wrapped env's actions are continuous (float [n_envs, n_agents, act_dim]);
-        False for ``action_space="discrete"`` or ``"multidiscrete"`` (integer indices)."""
-        return not self.sim.action_space.discrete
+        False for ``action_space="discrete"`` or ``"multidiscrete"`` (integer indices), and with
+        groups unless every group's actions are continuous."""
+        return not any(g.action_space.discrete for g in self._groups)
 
     @property
     def categorical_actions(self) -> bool:
@@ -301,26 +366,21 @@ class SwarpEnv(EnvBase):
 
     # --- specs ------------------------------------------------------------------------------
 
-    def _info_spec(self, key: str) -> tuple[torch.Size, torch.dtype]:
+    def _info_spec(self, key: str, agents: int) -> tuple[torch.Size, torch.dtype]:
         value = self.sim.info[key]
         if self.layout == "flat":
             return value.shape, value.dtype
         shape = value.shape
+        if key in self._agent_info:
+            shape = torch.Size([shape[0], agents, *shape[2:]])
         if (key in self._agent_info and value.dim() == 2) or value.dim() == 1:
             shape = torch.Size([*shape, 1])
         return shape, torch.float32
 
-    def _make_specs(self, spec_low: torch.Tensor, spec_high: torch.Tensor) -> None:
+    def _make_specs(self) -> None:
         sim, dev = self.sim, self.device
-        E, A = sim.n_envs, sim.n_agents
+        E = sim.n_envs
         batch = torch.Size([E])
-        observation = Unbounded(shape=(E, A, sim.obs_dim), dtype=sim.dtype, device=dev)
-        if sim.action_space.discrete:
-            action = discrete_action_spec(sim.action_space, self._categorical, E, A, dev)
-        else:
-            action = Bounded(low=spec_low, high=spec_high, shape=spec_low.shape, dtype=sim.dtype, device=dev)
-        reward = Unbounded(shape=(E, A, 1), dtype=sim.dtype, device=dev)
-        info_specs = {key: _leaf_spec(*self._info_spec(key), dev) for key in self.info_keys}
         done = Composite(
             {
                 name: Categorical(n=2, shape=(E, 1), dtype=torch.bool, device=dev)
@@ -329,32 +389,51 @@ class SwarpEnv(EnvBase):
             shape=batch,
             device=dev,
         )
-        if self.layout == "flat":
-            obs = Composite(observation=observation, shape=batch, device=dev)
-            if info_specs:
-                obs["info"] = Composite(info_specs, shape=batch, device=dev)
-            self.full_observation_spec = obs
-            self.full_action_spec = Composite(action=action, shape=batch, device=dev)
-            self.full_reward_spec = Composite(reward=reward, shape=batch, device=dev)
-        else:
-            group = Composite(observation=observation, shape=(E, A), device=dev)
-            if self._agent_info:
-                group["info"] = Composite({k: info_specs[k] for k in self._agent_info}, shape=(E, A), device=dev)
-            obs = Composite({GROUP: group}, shape=batch, device=dev)
-            if self._env_info:
-                obs["info"] = Composite({k: info_specs[k] for k in self._env_info}, shape=batch, device=dev)
-            self.full_observation_spec = obs
-            self.full_action_spec = Composite(
-                {GROUP: Composite(action=action, shape=(E, A), device=dev)}, shape=batch, device=dev
-            )
-            self.full_reward_spec = Composite(
-                {GROUP: Composite(reward=reward, shape=(E, A), device=dev)}, shape=batch, device=dev
-            )
         self.full_done_spec = done
+        if self.layout == "flat":
+            observation = Unbounded(shape=(E, sim.n_agents, sim.obs_dim), dtype=sim.dtype, device=dev)
+            obs = Composite(observation=observation, shape=batch, device=dev)
+            if self.info_keys:
+                info = {key: _leaf_spec(*self._info_spec(key, sim.n_agents), dev) for key in self.info_keys}
+                obs["info"] = Composite(info, shape=batch, device=dev)
+            self.full_observation_spec = obs
+            (actions,) = self.group_actions.values()
+            self.full_action_spec = Composite(action=actions.spec(E), shape=batch, device=dev)
+            reward = Unbounded(shape=(E, sim.n_agents, 1), dtype=sim.dtype, device=dev)
+            self.full_reward_spec = Composite(reward=reward, shape=batch, device=dev)
+            return
+        obs, action, reward = (Composite(shape=batch, device=dev) for _ in range(3))
+        for g in self._groups:
+            shape = (E, g.n_agents)
+            observation = Unbounded(shape=(*shape, g.obs_dim), dtype=sim.dtype, device=dev)
+            group = Composite(observation=observation, shape=shape, device=dev)
+            if self._agent_info:
+                info = {k: _leaf_spec(*self._info_spec(k, g.n_agents), dev) for k in self._agent_info}
+                group["info"] = Composite(info, shape=shape, device=dev)
+            obs[g.name] = group
+            action[g.name] = Composite(action=self.group_actions[g.name].spec(E), shape=shape, device=dev)
+            rewards = Unbounded(shape=(*shape, 1), dtype=sim.dtype, device=dev)
+            reward[g.name] = Composite(reward=rewards, shape=shape, device=dev)
+        if self._env_info:
+            info = {k: _leaf_spec(*self._info_spec(k, sim.n_agents), dev) for k in self._env_info}
+            obs["info"] = Composite(info, shape=batch, device=dev)
+        self.full_observation_spec = obs
+        self.full_action_spec = action
+        self.full_reward_spec = reward
 
     # --- actions ----------------------------------------------------------------------------
 
-    def to_physical(self, action: torch.Tensor) -> torch.Tensor:
+    def _actions_of(self, group: str | None) -> GroupActions:
+        if group is None:
+            if len(self.group_actions) > 1:
+                raise ValueError(f"this env has groups {list(self.group_actions)}: name one (group=...)")
+            (actions,) = self.group_actions.values()
+            return actions
+        if group not in self.group_actions:
+            raise KeyError(f"no group {group!r}; the groups are {list(self.group_actions)}")
+        return self.group_actions[group]
+
+    def to_physical(self, action: torch.Tensor, group: str | None = None) -> torch.Tensor:
         """Map actions [..., A, act_dim] of the spec's box to physical units, in the simulator's
         dtype and on its device (the identity map with physical actions).
 
@@ -366,62 +445,52 @@ class SwarpEnv(EnvBase):
         ``to_indices``) and the result is the physical command [..., A, D] the step decodes it to
         (``swarp.core.spaces.decode_torch``; 0 for an agent with an invalid index or one-hot row).
 
+        With groups, ``group`` names the group whose action this is ([..., A_g, ...] in, the
+        group's [..., A_g, D_g] command out).
+
         Raises:
             TypeError: ``action`` is not a tensor of real numbers (of integers, for categorical
                 discrete actions).
             ValueError: its last two dimensions are not [n_agents, act_dim] (discrete: its trailing
-                dimensions are not the spec's).
+                dimensions are not the spec's); no ``group`` named where there are several.
+            KeyError: ``group`` is not a group of the env.
         """
-        if not isinstance(action, torch.Tensor):
-            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
-        sim = self.sim
-        if sim.action_space.discrete:
-            indices = self.to_indices(action)
-            return decode_torch(sim.action_space, indices, self.physical_low, self.physical_high)[0]
-        leading = tuple(action.shape[:-2])
-        shape = (*leading, sim.n_agents, sim.act_dim)
-        action = real_tensor(action, "action", shape, sim.dtype, sim.torch_device, "[..., n_agents, act_dim]")
-        return self._rescale(action)
+        return self._actions_of(group).physical(action)
 
-    def to_indices(self, action: torch.Tensor) -> torch.Tensor:
+    def to_indices(self, action: torch.Tensor, group: str | None = None) -> torch.Tensor:
         """The indices [..., A, width] ``Environment.step`` takes for discrete actions in the spec's
         encoding: categorical [..., A] (``discrete``) or [..., A, D] (``multidiscrete``) of an integer
         dtype (kept), or one-hot [..., A, prod(nvec)] / [..., A, sum(nvec)] of bool, int or float
         (int64 out; -1, out of range, for a row that is not one 1 among 0s). On the simulator's
-        device; no host sync.
+        device; no host sync. With groups, ``group`` names the group (as ``to_physical``).
 
         Raises:
-            ValueError: the env's actions are continuous, or the shape is not the spec's.
+            ValueError: the env's (group's) actions are continuous, the shape is not the spec's, or
+                no ``group`` is named where there are several.
             TypeError: not a tensor, or of a dtype the encoding does not take
                 (``swarp.interop.torchrl_actions.to_indices``).
+            KeyError: ``group`` is not a group of the env.
         """
-        space = self.sim.action_space
-        if not space.discrete:
-            raise ValueError("to_indices applies to discrete actions; this Environment's actions are continuous")
-        if not isinstance(action, torch.Tensor):
-            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
-        trailing = 1 + (0 if self._categorical and space.kind == "discrete" else 1)
-        leading = tuple(action.shape[: max(action.dim() - trailing, 0)])
-        return to_indices(space, self._categorical, action, "action", leading, self.sim.n_agents, self.device)
-
-    def _rescale(self, action: torch.Tensor) -> torch.Tensor:
-        """``to_physical`` of a checked action tensor of the simulator's dtype and device."""
-        if not self.normalized:
-            return action
-        return rescale_actions(action, self.action_low, self.action_high, self.physical_low, self.physical_high)
+        return self._actions_of(group).indices(action)
 
     # --- EnvBase hooks ----------------------------------------------------------------------
 
+    def _by_group(self, value):
+        """An output of the ``Environment`` (a tensor, or a mapping by group when grouped) as a
+        mapping by group."""
+        return value if self.sim.grouped else {self._groups[0].name: value}
+
     def _output(
         self,
-        obs: torch.Tensor,
-        reward: torch.Tensor | None,
+        obs: dict[str, torch.Tensor],
+        reward: dict[str, torch.Tensor] | None,
         info: dict[str, torch.Tensor],
         terminated: torch.Tensor,
         truncated: torch.Tensor,
     ) -> TensorDict:
-        """An output tensordict. ``obs`` must already be a copy; every other entry is copied here."""
-        E, A = self.sim.n_envs, self.sim.n_agents
+        """An output tensordict. ``obs`` (by group) must already be copies; every other entry is
+        copied here."""
+        E = self.sim.n_envs
         done = (terminated | truncated).unsqueeze(-1)
         flags = {
             "done": done,
@@ -429,28 +498,26 @@ class SwarpEnv(EnvBase):
             "truncated": truncated.unsqueeze(-1).clone(),
         }
         if self.layout == "flat":
-            out: dict = {"observation": obs, **flags}
+            (name,) = obs
+            out: dict = {"observation": obs[name], **flags}
             if reward is not None:
-                out["reward"] = reward.unsqueeze(-1).clone()
+                out["reward"] = reward[name].unsqueeze(-1).clone()
             if self.info_keys:
                 out["info"] = TensorDict({key: info[key].clone() for key in self.info_keys}, batch_size=(E,))
             return TensorDict(out, batch_size=self.batch_size, device=self.device)
-        group: dict = {"observation": obs}
-        if reward is not None:
-            group["reward"] = reward.unsqueeze(-1).clone()
-        if self._agent_info:
-            group["info"] = TensorDict({key: self._vmas_info(info[key]) for key in self._agent_info}, batch_size=(E, A))
-        out = {GROUP: TensorDict(group, batch_size=(E, A)), **flags}
+        out, grouped = flags, self.sim.grouped
+        for g in self._groups:
+            group: dict = {"observation": obs[g.name]}
+            if reward is not None:
+                group["reward"] = reward[g.name].unsqueeze(-1).clone()
+            if self._agent_info:
+                rows = {key: info[key][:, g.start : g.stop] if grouped else info[key] for key in self._agent_info}
+                values = {key: _vmas_info(value, True) for key, value in rows.items()}
+                group["info"] = TensorDict(values, batch_size=(E, g.n_agents))
+            out[g.name] = TensorDict(group, batch_size=(E, g.n_agents))
         if self._env_info:
-            out["info"] = TensorDict({key: self._vmas_info(info[key]) for key in self._env_info}, batch_size=(E,))
+            out["info"] = TensorDict({key: _vmas_info(info[key], False) for key in self._env_info}, batch_size=(E,))
         return TensorDict(out, batch_size=self.batch_size, device=self.device)
-
-    def _vmas_info(self, value: torch.Tensor) -> torch.Tensor:
-        # VmasEnv's convention: float32, and a trailing 1 on [E] and [E, A] entries.
-        value = value.to(torch.float32, copy=True)
-        if value.dim() == 1 or (value.dim() == 2 and value.shape[1] == self.sim.n_agents):
-            value = value.unsqueeze(-1)
-        return value
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         sim = self.sim
@@ -460,29 +527,25 @@ class SwarpEnv(EnvBase):
                 "SwarpEnv steps every env together: a '_step' mask must be all True (partial steps are not "
                 "supported; reset finished envs with '_reset' instead)"
             )
-        key = self._action_entry
-        action = tensordict.get(key, None)
-        space = sim.action_space
-        if action is None:
-            keys = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
-            dims = shape_text(space, self._categorical) if space.discrete else "[n_envs, n_agents, act_dim]"
-            raise KeyError(f"step() needs the action at {key!r} ({dims}); the tensordict has {keys}")
-        name = f"tensordict[{key!r}]"
-        if space.discrete:
-            action = to_indices(space, self._categorical, action, name, (sim.n_envs,), sim.n_agents, self.device)
-        else:
-            shape = (sim.n_envs, sim.n_agents, sim.act_dim)
-            action = real_tensor(action, name, shape, sim.dtype, sim.torch_device, "[n_envs, n_agents, act_dim]")
-            action = self._rescale(action)
-        obs, reward, terminated, truncated, info = sim.step(action)
+        inputs = {}
+        for name, actions in self.group_actions.items():
+            key = self._action_entries[name]
+            action = tensordict.get(key, None)
+            if action is None:
+                keys = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
+                raise KeyError(f"step() needs the action at {key!r} ({actions.dims}); the tensordict has {keys}")
+            inputs[name] = actions.step_input(action, f"tensordict[{key!r}]", sim.n_envs)
+        obs, reward, terminated, truncated, info = sim.step(inputs if sim.grouped else next(iter(inputs.values())))
+        obs, reward = self._by_group(obs), self._by_group(reward)
         if sim.auto_reset:
             # The simulator already started the next episode of the envs that finished; TorchRL
             # wants their last observation here, and the new one from the reset that follows.
             done = terminated | truncated
-            obs = torch.where(done.view(-1, 1, 1), info["final_obs"], obs)
+            final = self._by_group(info["final_obs"])
+            obs = {name: torch.where(done.view(-1, 1, 1), final[name], value) for name, value in obs.items()}
             self._pending.copy_(done)
         else:
-            obs = obs.clone()
+            obs = {name: value.clone() for name, value in obs.items()}
         return self._output(obs, reward, info, terminated, truncated)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
@@ -501,7 +564,8 @@ class SwarpEnv(EnvBase):
             # Rows of envs not in the mask are discarded by TorchRL; keep them as they were.
             terminated = sim.terminated & ~mask
             truncated = sim.truncated & ~mask
-        return self._output(obs.clone(), None, info, terminated, truncated)
+        obs = {name: value.clone() for name, value in self._by_group(obs).items()}
+        return self._output(obs, None, info, terminated, truncated)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
@@ -520,10 +584,9 @@ class SwarpEnv(EnvBase):
         pass
 
     def _actions_text(self) -> str:
-        space = self.sim.action_space
-        if space.discrete:
-            return f"{space.kind}{list(space.nvec)}, {'categorical' if self._categorical else 'one-hot'}"
-        return "normalized" if self.normalized else "physical"
+        if not self.sim.grouped:
+            return next(iter(self.group_actions.values())).describe()
+        return "{" + "; ".join(f"{name}: {a.describe()}" for name, a in self.group_actions.items()) + "}"
 
     def __repr__(self) -> str:
         sim = self.sim

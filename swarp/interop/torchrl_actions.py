@@ -21,6 +21,12 @@ bool, integer or floating (a sampled one-hot distribution is float), holding exa
 and 0 elsewhere. Values are never read on the host: an out-of-range index, or a one-hot row that is
 not exactly one 1 among 0s (NaN included), becomes an out-of-range index, which the step acts on as
 a zero command and reports through ``Environment.invalid_actions()``.
+
+``GroupActions`` holds one agent group's side of this (``Environment.groups``; an ``Environment``
+without groups has one, ``"agents"``): its spec, continuous or discrete, and the conversion of its
+action entry into the tensor ``Environment.step`` takes for the group. A continuous group's spec is
+a ``Bounded`` box [n_envs, A_g, D_g] of the simulator's dtype: the group's physical bounds, or a
+normalized box mapped affinely onto them (``swarp.interop.checks.rescale_actions``).
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torchrl.data import Categorical, MultiCategorical, MultiOneHot, OneHot, TensorSpec
+from torchrl.data import Bounded, Categorical, MultiCategorical, MultiOneHot, OneHot, TensorSpec
 
-from swarp.core.spaces import INDEX_DTYPES, ActionSpace
+from swarp.core.spaces import INDEX_DTYPES, ActionSpace, decode_torch
+from swarp.interop.checks import real_tensor, rescale_actions
+
+#: The shape of a continuous action, in words (the error messages).
+CONTINUOUS_DIMS = "[n_envs, n_agents, act_dim]"
 
 
 def per_agent_shape(space: ActionSpace, categorical: bool) -> tuple[int, ...]:
@@ -134,4 +144,118 @@ def to_indices(
     return torch.stack([one_hot_index(row) for row in rows], dim=-1)
 
 
-__all__ = ["discrete_action_spec", "one_hot_index", "per_agent_shape", "shape_text", "to_indices"]
+class GroupActions:
+    """One agent group's actions in ``SwarpEnv``: their spec and their way to ``Environment.step``.
+
+    Args:
+        name: The group's name (its key in the mapping a grouped ``Environment.step`` takes).
+        n_agents: Agents in the group, A_g.
+        space: The group's ``ActionSpace`` (``AgentGroup.action_space``).
+        categorical: The encoding of discrete actions: indices (True) or one-hot (False).
+        low, high: [A_g, D_g] the group's physical action bounds, of the simulator's dtype and device
+            (``D_g``: ``space.physical_dim``).
+        box: ``(box_low, box_high)``: a continuous group's normalized box, mapped onto ``low`` /
+            ``high``; ``None``: physical actions. Ignored by a discrete group.
+
+    Attributes:
+        name, n_agents, space, categorical, low, high: As given.
+        box: As given for a continuous group; ``None`` for a discrete one.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        n_agents: int,
+        space: ActionSpace,
+        categorical: bool,
+        low: torch.Tensor,
+        high: torch.Tensor,
+        box: tuple[float, float] | None,
+    ):
+        self.name, self.n_agents, self.space, self.categorical = name, n_agents, space, categorical
+        self.low, self.high = low, high
+        self.box = None if space.discrete else box
+
+    @property
+    def dims(self) -> str:
+        """The batched action's shape in words, for messages."""
+        return shape_text(self.space, self.categorical) if self.space.discrete else CONTINUOUS_DIMS
+
+    def spec(self, n_envs: int) -> TensorSpec:
+        """The batched action spec: ``discrete_action_spec``, or a ``Bounded`` [n_envs, A_g, D_g] of
+        the bounds' dtype (the normalized box, or the physical bounds)."""
+        space, low, device = self.space, self.low, self.low.device
+        if space.discrete:
+            return discrete_action_spec(space, self.categorical, n_envs, self.n_agents, device)
+        shape = (n_envs, self.n_agents, space.physical_dim)
+        if self.box is not None:
+            spec_low = torch.full(shape, self.box[0], dtype=low.dtype, device=device)
+            spec_high = torch.full_like(spec_low, self.box[1])
+        else:
+            spec_low, spec_high = low.expand(shape), self.high.expand(shape)
+        return Bounded(low=spec_low, high=spec_high, shape=shape, dtype=low.dtype, device=device)
+
+    def step_input(self, action, name: str, n_envs: int) -> torch.Tensor:
+        """``action`` (the tensordict's entry, ``name`` in the messages) as the group's input to
+        ``Environment.step``: [n_envs, A_g, width] indices (``to_indices``), or the physical command
+        [n_envs, A_g, D_g] (``real_tensor``, then ``rescale`` with a normalized box)."""
+        space, device = self.space, self.low.device
+        if space.discrete:
+            return to_indices(space, self.categorical, action, name, (n_envs,), self.n_agents, device)
+        shape = (n_envs, self.n_agents, space.physical_dim)
+        return self.rescale(real_tensor(action, name, shape, self.low.dtype, device, CONTINUOUS_DIMS))
+
+    def rescale(self, action: torch.Tensor) -> torch.Tensor:
+        """A checked continuous action of the spec's box in physical units (the identity without a
+        normalized box)."""
+        if self.box is None:
+            return action
+        return rescale_actions(action, self.box[0], self.box[1], self.low, self.high)
+
+    def indices(self, action: torch.Tensor) -> torch.Tensor:
+        """A discrete action [..., A_g, *per_agent] of any leading dimensions as indices
+        [..., A_g, width] (``to_indices``).
+
+        Raises:
+            ValueError: the group's actions are continuous, or the shape is not the spec's.
+            TypeError: as ``to_indices``.
+        """
+        space = self.space
+        if not space.discrete:
+            raise ValueError("to_indices applies to discrete actions; this Environment's actions are continuous")
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
+        trailing = 1 + (0 if self.categorical and space.kind == "discrete" else 1)
+        leading = tuple(action.shape[: max(action.dim() - trailing, 0)])
+        return to_indices(space, self.categorical, action, "action", leading, self.n_agents, self.low.device)
+
+    def physical(self, action: torch.Tensor) -> torch.Tensor:
+        """An action [..., A_g, *per_agent] of any leading dimensions as the physical command
+        [..., A_g, D_g] the step acts on (``SwarpEnv.to_physical``)."""
+        if not isinstance(action, torch.Tensor):
+            raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
+        space = self.space
+        if space.discrete:
+            return decode_torch(space, self.indices(action), self.low, self.high)[0]
+        shape = (*action.shape[:-2], self.n_agents, space.physical_dim)
+        low = self.low
+        return self.rescale(real_tensor(action, "action", shape, low.dtype, low.device, "[..., n_agents, act_dim]"))
+
+    def describe(self) -> str:
+        """The actions in words (``SwarpEnv``'s repr): ``"physical"``, ``"normalized"`` or
+        ``"discrete[3, 3], categorical"``."""
+        space = self.space
+        if space.discrete:
+            return f"{space.kind}{list(space.nvec)}, {'categorical' if self.categorical else 'one-hot'}"
+        return "physical" if self.box is None else "normalized"
+
+
+__all__ = [
+    "CONTINUOUS_DIMS",
+    "GroupActions",
+    "discrete_action_spec",
+    "one_hot_index",
+    "per_agent_shape",
+    "shape_text",
+    "to_indices",
+]
