@@ -66,9 +66,10 @@ from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpe
 from swarp.scenarios.framework.drawables import Circles, Crosses
 from swarp.scenarios.framework.options import OptionChecker
 
-#: Renderer: the depot's color (RGB), its ring width and the scouts' marker ring width [px].
+#: Renderer: the depot's color (RGB) and ring width [px]; the ring marking each scout.
 DEPOT_COLOR = (60, 60, 60)
 DEPOT_RING_PX = 2.0
+SCOUT_RING_COLOR = (40, 40, 40)
 SCOUT_RING_PX = 1.5
 #: Most agents per env.
 MAX_AGENTS = 256
@@ -246,14 +247,14 @@ class FleetScenario(FusedScenario):
         return {"depot": self.depot, "prev_dist": self.prev_dist}
 
     def drawables(self, env_index: torch.Tensor) -> list:
-        """The depot (a ring of ``goal_radius`` and a cross) and a ring around each scout, in its color."""
+        """The depot (a ring of ``goal_radius`` and a cross) and a dark ring around each scout."""
         depot = self.depot.index_select(0, env_index).unsqueeze(1)
         scouts = self.env.state.pos.index_select(0, env_index)[:, self.n_carriers :]
         r = self.cfg.goal_radius
         return [
             Circles(depot, r, color=DEPOT_COLOR, width_px=DEPOT_RING_PX),
             Crosses(depot, 0.3 * r, color=DEPOT_COLOR, diagonal=True),
-            Circles(scouts, 1.8 * self.cfg.agent_radius, width_px=SCOUT_RING_PX),
+            Circles(scouts, 1.8 * self.cfg.agent_radius, color=SCOUT_RING_COLOR, width_px=SCOUT_RING_PX),
         ]
 
     def scripted_actions(self) -> torch.Tensor:
