@@ -201,6 +201,8 @@ class FleetScenario(FusedScenario):
     Config = FleetConfig
 
     def make_world(self) -> WorldSpec:
+        """Carriers (diff drive) then scouts (holonomic), both velocity-controlled discs of
+        ``agent_radius`` [m], in the soft-walled arena, with the two groups; sets the spawn grid."""
         c = self.cfg
         self.n_carriers, self.n_scouts = c.carrier_count, c.n_scouts
         #: Half-size [m] of the square the depot is drawn in.
@@ -220,9 +222,12 @@ class FleetScenario(FusedScenario):
 
     @property
     def obs_dim(self) -> int:
+        """Width of the row store: ``OBS_DIM``, the carriers' (the widest group's)."""
         return OBS_DIM
 
     def bind(self, env) -> None:
+        """Allocate the depot [E] vec2 [m], the reward memory and the info as Warp arrays of the
+        sim precision, with torch views (``depot`` [E, 2], ``prev_dist`` [E, A])."""
         super().bind(env)
         E, A, dev, scalar = self.n_envs, self.n_agents, self.device, env.stepper.scalar
         self._depot = wp.zeros(E, dtype=wp.types.vector(2, scalar), device=dev)
@@ -236,6 +241,8 @@ class FleetScenario(FusedScenario):
         self.prev_dist = wp.to_torch(self._prev_dist)
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
+        """``dist_to_depot`` [E, A] float [m], ``at_depot`` [E, A] bool, ``delivered`` [E] int32,
+        ``collisions`` [E, A] int32."""
         return {
             "dist_to_depot": wp.to_torch(self._dist),
             "at_depot": wp.to_torch(self._at_depot),
@@ -244,6 +251,7 @@ class FleetScenario(FusedScenario):
         }
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
+        """``depot`` [E, 2] [m] and ``prev_dist`` [E, A] [m]."""
         return {"depot": self.depot, "prev_dist": self.prev_dist}
 
     def drawables(self, env_index: torch.Tensor) -> list:
@@ -264,6 +272,7 @@ class FleetScenario(FusedScenario):
     # --- torch reference --------------------------------------------------------------------
 
     def reset_world(self, env_mask: torch.Tensor) -> None:
+        """Spawn every agent and draw the depot in the envs of ``env_mask`` [E] bool."""
         E, A = self.n_envs, self.n_agents
         spawn = arena.spawn_torch(self, env_mask, A)  # places the agents; [E, A, 2]
         extent = torch.full((), self.depot_extent, dtype=self.dtype, device=self.depot.device)
@@ -277,6 +286,7 @@ class FleetScenario(FusedScenario):
         return arena.norm(self.depot.unsqueeze(1) - self.env.state.pos)
 
     def observations(self) -> torch.Tensor:
+        """[E, A, OBS_DIM] rows in the sim dtype: each group's columns (module docstring), zeros after."""
         state, C = self.env.state, self.n_carriers
         pos, vel = state.pos, state.vel
         delta, d2 = arena.pairwise(pos)  # delta[:, i, j] = p_j - p_i
@@ -297,10 +307,12 @@ class FleetScenario(FusedScenario):
         return torch.cat([carriers, F.pad(scouts, (0, OBS_DIM - SCOUT_OBS_DIM))], dim=1)
 
     def _collisions_torch(self) -> torch.Tensor:
+        """[E, A] int32: other agents overlapping each agent."""
         _, d2 = arena.pairwise(self.env.state.pos)
         return arena.collisions(d2, self.cfg.agent_radius)
 
     def rewards(self) -> torch.Tensor:
+        """[E, A] rewards of the step (module docstring); updates ``prev_dist``."""
         c = self.cfg
         dist = self._distances()
         reward = c.shaping_factor * (self.prev_dist - dist)
@@ -310,6 +322,7 @@ class FleetScenario(FusedScenario):
         return reward
 
     def done(self) -> torch.Tensor:
+        """[E] bool: every carrier within ``goal_radius`` of the depot."""
         return (self._distances()[:, : self.n_carriers] < self.cfg.goal_radius).all(dim=1)
 
     def success(self) -> torch.Tensor:
@@ -317,6 +330,7 @@ class FleetScenario(FusedScenario):
         return self.done()
 
     def info(self) -> dict[str, torch.Tensor]:
+        """This state's info, the keys and shapes of ``info_buffers``."""
         dist = self._distances()
         at_depot = dist < self.cfg.goal_radius
         return {

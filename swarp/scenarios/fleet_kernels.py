@@ -85,7 +85,8 @@ def observe_kernels(scalar: type) -> SimpleNamespace:
 
     @wp.func
     def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> row_type:
-        """Write the agent's per-agent outputs (per ``mode``) and return its observation row."""
+        """Write the agent's per-agent outputs (per ``mode``: reward [E, A] on a step; distance [m],
+        at-depot flag and collisions otherwise too) and return its row, ``vector(OBS_DIM, scalar)``."""
         n_agents = a.pos.shape[1]
         p = a.pos[env, agent]
         v = a.vel[env, agent]
@@ -142,7 +143,9 @@ def observe_kernels(scalar: type) -> SimpleNamespace:
 
 @functools.cache
 def finish_kernel(scalar: type):
-    """``fleet_finish`` (one thread per env) for one precision."""
+    """``fleet_finish`` (one thread per env) for one precision: reads ``at_depot`` [E, A] bool,
+    writes ``delivered`` [E] int32 and, on a step, ``ep.terminated`` [E] bool and the bonus into
+    ``reward`` [E, A]."""
     Episode = episode.episode_struct(scalar)
     zero = scalar(0.0)
 
@@ -181,7 +184,8 @@ def finish_kernel(scalar: type):
 
 @functools.cache
 def reset_kernel(scalar: type):
-    """``fleet_reset`` (one thread per env and spawn cell, masked) for one precision."""
+    """``fleet_reset`` (one thread per env and spawn cell, masked) for one precision: the agents'
+    state (``spawn``) and ``depot`` [E] vec2 [m] of the masked envs."""
     vec2 = vec2_type(scalar)
     f = arena_funcs.reset_funcs(scalar)
     one = scalar(1.0)
