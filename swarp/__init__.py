@@ -35,6 +35,7 @@ from swarp.runtime.plan import ExecutionPlan  # noqa: E402
 from swarp.scenarios import balance as _balance  # noqa: E402,F401  (registers "balance")
 from swarp.scenarios import discovery as _discovery  # noqa: E402,F401  (registers "discovery")
 from swarp.scenarios import drone_navigation as _drone_navigation  # noqa: E402,F401  (registers it)
+from swarp.scenarios import fleet as _fleet  # noqa: E402,F401  (registers "fleet")
 from swarp.scenarios import flocking as _flocking  # noqa: E402,F401  (registers "flocking")
 from swarp.scenarios import formation as _formation  # noqa: E402,F401  (registers "formation")
 from swarp.scenarios import give_way as _give_way  # noqa: E402,F401  (registers "give_way")

@@ -189,6 +189,12 @@ TASKS: dict[str, Task] = {
     ),
     # Navigation flown by quadrotors (rotor thrusts): the same success test.
     "drone_navigation": Task(total_steps=200_000_000, target_success=SOLVED),
+    # 3 diff-drive carriers, 1 scout: success is every carrier at the depot (terminated). The
+    # scripted controller needs 26 steps on average and at most ~45 (64 envs, seeds 0-2, CPU), so
+    # 100 steps leave a policy room to turn and queue. total_steps is a first guess (navigation's
+    # budget x 2.5: the carriers must learn to follow a scout they only see relative to
+    # themselves), not yet measured: GPU training will set it.
+    "fleet": Task(max_steps=100, total_steps=50_000_000, target_success=SOLVED),
 }
 
 

@@ -17,6 +17,7 @@ REWARD_MEMORY = {
     "drone_navigation": "prev_dist",
     "give_way": "prev_route",  # route_shaping (default): the progress is the route's
     "flocking": "prev_dist",
+    "fleet": "prev_dist",
     "formation": "prev_dist",
     "balance": "prev_err",
     "push_t": "prev_err",
