@@ -33,8 +33,6 @@ import torch
 ACTION_SPACES = ("continuous", "discrete", "multidiscrete")
 #: The integer dtypes ``step`` takes for discrete kinds (copied into an int64 buffer, exactly).
 INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8)
-#: The most choices a flat discrete index may number (the decode splits it in 32-bit arithmetic).
-MAX_FLAT_CHOICES = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,12 +74,6 @@ class ActionSpace:
             raise ValueError(
                 f"action_nvec must give {physical_dim} level counts (one per action column), each an int "
                 f">= 2, got {nvec!r}"
-            )
-        if kind == "discrete" and math.prod(levels) > MAX_FLAT_CHOICES:
-            choices = math.prod(levels)
-            raise ValueError(
-                f"a discrete space of action_nvec {levels} has {choices} choices, over the {MAX_FLAT_CHOICES} a flat "
-                "index may hold; use action_space='multidiscrete'"
             )
         return cls(kind, physical_dim, tuple(int(n) for n in levels))
 
@@ -227,7 +219,6 @@ def encode_torch(space: ActionSpace, command: torch.Tensor, low: torch.Tensor, h
 __all__ = [
     "ACTION_SPACES",
     "INDEX_DTYPES",
-    "MAX_FLAT_CHOICES",
     "ActionSpace",
     "column_indices",
     "decode_torch",

@@ -15,7 +15,6 @@ levels; continuous agents are skipped).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import torch
@@ -96,15 +95,11 @@ class ActionInput:
         stepper = core.stepper
         kinds = torch.zeros(stepper.n_agents, dtype=torch.int32)
         levels = torch.zeros(stepper.n_agents, stepper.act_dim, dtype=torch.int32)
-        strides = torch.ones(stepper.n_agents, stepper.act_dim, dtype=torch.int32)
-        totals = torch.zeros(stepper.n_agents, dtype=torch.int32)
         for name in discrete:
             (start, stop), space = self.ranges[name], self.spaces[name]
             columns = space.physical_dim
             kinds[start:stop] = KIND_CODES[space.kind]
             levels[start:stop, :columns] = torch.tensor(space.nvec, dtype=torch.int32)
-            strides[start:stop, :columns] = torch.tensor(space.strides, dtype=torch.int32)
-            totals[start:stop] = math.prod(space.nvec)
         low, high = stepper.model.action_bounds(core.torch_device, core.dtype)
         self._bounds_torch = (low, high)
         self._discrete = [(name, *self.ranges[name]) for name in discrete]
@@ -114,8 +109,6 @@ class ActionInput:
         self._low, self._high = wp.from_torch(low.contiguous()), wp.from_torch(high.contiguous())
         self._kinds = wp.array(kinds.numpy(), dtype=wp.int32, device=core.device)
         self._levels = wp.array(levels.numpy(), dtype=wp.int32, device=core.device)
-        self._strides = wp.array(strides.numpy(), dtype=wp.int32, device=core.device)
-        self._totals = wp.array(totals.numpy(), dtype=wp.int32, device=core.device)
 
     def groups(self, obs_dims: Mapping[str, int]) -> tuple[AgentGroup, ...]:
         """The ``AgentGroup`` records, given each group's observation width."""
@@ -174,7 +167,7 @@ class ActionInput:
         launcher.launch(
             decode_kernel(core.stepper.scalar),
             dim=(core.n_envs, core.stepper.n_agents),
-            inputs=[self._indices, self._kinds, self._levels, self._strides, self._totals, self._low, self._high],
+            inputs=[self._indices, self._kinds, self._levels, self._low, self._high],
             outputs=[core.world.actions_array, core.world.invalid_action_flag],
             device=core.device,
         )

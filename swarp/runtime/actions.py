@@ -13,24 +13,19 @@ KIND_CODES = {"continuous": 0, "discrete": 1, "multidiscrete": 2}
 
 @functools.cache
 def decode_kernel(scalar: type):
-    """``decode(indices [E, A, W] int64, kinds [A] int32, levels [A, D] int32, strides [A, D] int32,
-    totals [A] int32, low [A, D], high [A, D], command [E, A, D], invalid [1] int32)``, one thread
-    per agent (launch ``dim=(E, A)``).
+    """``decode(indices [E, A, W] int64, kinds [A] int32, levels [A, D] int32, low [A, D], high [A, D],
+    command [E, A, D], invalid [1] int32)``, one thread per agent (launch ``dim=(E, A)``).
 
     ``kinds`` (``KIND_CODES``): 1 reads one flat index per agent (``discrete``), 2 one index per
     column (``multidiscrete``), 0 skips the agent (a continuous group's: its command is the action).
     ``levels[agent, d]``: levels of column ``d``, 0 for a column the agent's group does not have (its
-    command is 0). A flat index is ``sum(index_d * strides[agent, d])``, in ``[0, totals[agent])``
-    (below 2^31: after the range check it is split in 32-bit arithmetic). An out-of-range index
-    writes a zero command and sets ``invalid[0]``."""
+    command is 0). An out-of-range index writes a zero command and sets ``invalid[0]``."""
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def decode(
         indices: wp.array3d(dtype=wp.int64),
         kinds: wp.array(dtype=wp.int32),
         levels: wp.array2d(dtype=wp.int32),
-        strides: wp.array2d(dtype=wp.int32),
-        totals: wp.array(dtype=wp.int32),
         low: wp.array2d(dtype=scalar),
         high: wp.array2d(dtype=scalar),
         command: wp.array3d(dtype=scalar),
@@ -41,14 +36,16 @@ def decode_kernel(scalar: type):
         if kind == 0:
             return
         n_columns = levels.shape[1]
+        total = wp.int64(1)
+        for d in range(n_columns):
+            if levels[agent, d] > 0:
+                total = total * wp.int64(levels[agent, d])
         bad = int(0)
-        flat = int(0)
+        rest = wp.int64(0)
         if kind == 1:
-            given = indices[env, agent, 0]
-            if given < wp.int64(0) or given >= wp.int64(totals[agent]):
+            rest = indices[env, agent, 0]
+            if rest < wp.int64(0) or rest >= total:
                 bad = 1
-            else:
-                flat = int(given)
         else:
             for d in range(n_columns):
                 n = levels[agent, d]
@@ -58,14 +55,17 @@ def decode_kernel(scalar: type):
                         bad = 1
         if bad != 0:
             invalid[0] = 1
+        stride = total
         for d in range(n_columns):
             n = levels[agent, d]
             value = scalar(0.0)
-            if n > 0 and bad == 0:
+            if n > 0:
                 index = int(0)
                 # Not a conditional expression: Warp evaluates both sides, and a flat index has one column.
                 if kind == 1:  # noqa: SIM108
-                    index = (flat / strides[agent, d]) % n
+                    stride = stride / wp.int64(n)
+                    index = int(rest / stride)
+                    rest = rest - wp.int64(index) * stride
                 else:
                     index = int(indices[env, agent, d])
                 level = index
@@ -76,6 +76,8 @@ def decode_kernel(scalar: type):
                         level = index - 1
                 lo = low[agent, d]
                 value = lo + (scalar(level) / scalar(n - 1)) * (high[agent, d] - lo)
+                if bad != 0:
+                    value = scalar(0.0)
             command[env, agent, d] = value
 
     return decode

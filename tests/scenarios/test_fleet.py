@@ -11,7 +11,6 @@ import torch
 
 import swarp
 from swarp.core.config import DynamicsModel
-from swarp.core.groups import resolve_specs
 from swarp.scenarios.fleet import FleetScenario, scripted_actions
 from swarp.scenarios.fleet_kernels import CARRIER_OBS_DIM, OBS_DIM, SCOUT_OBS_DIM
 from tests.support import (
@@ -43,11 +42,9 @@ PARITY_CASES = {
 
 def test_the_groups_are_consecutive_carriers_then_scouts_of_their_own_dynamics_and_widths():
     env = swarp.make("fleet", n_envs=2, device="cpu", n_carriers=3, n_scouts=2)
-    spec = env.scenario.make_world()
-    groups = resolve_specs(spec.groups, len(spec.agents), env.scenario.obs_dim)
-    assert [(g.name, g.n_agents, g.obs_dim) for g in groups] == [
-        ("carriers", 3, CARRIER_OBS_DIM),
-        ("scouts", 2, SCOUT_OBS_DIM),
+    assert env.grouped and [(g.name, g.start, g.stop, g.obs_dim) for g in env.groups] == [
+        ("carriers", 0, 3, CARRIER_OBS_DIM),
+        ("scouts", 3, 5, SCOUT_OBS_DIM),
     ]
     assert env.obs_dim == OBS_DIM == max(CARRIER_OBS_DIM, SCOUT_OBS_DIM) and env.act_dim == 2
     models = [agent.model for agent in env.stepper.model.agents]
@@ -128,10 +125,11 @@ def test_the_narrower_groups_columns_are_zero(fused, n_carriers, generator):
     rows, n_final = [env.obs.clone()], 0
     for _ in range(25):
         obs, _, terminated, truncated, info = env.step(random_actions(env, generator))
-        rows.append(obs.clone())
+        assert obs["scouts"].shape == (8, 2, SCOUT_OBS_DIM) and obs["carriers"].shape == (8, n_carriers, OBS_DIM)
+        rows.append(env.obs.clone())  # the row store: the scouts' padding columns too
         done = terminated | truncated
         if done.any():
-            rows.append(info["final_obs"][done])
+            rows.append(env.final_obs[done])
             n_final += 1
     assert n_final >= 2
     for obs in rows:
@@ -184,7 +182,8 @@ def test_terminates_with_the_bonus_when_every_carrier_is_at_the_depot(fused):
     pos[:, 3] = -0.9 * sc.depot.sign()
     env.world.set_state(pos=pos)
     sc.prev_dist.copy_((sc.depot.unsqueeze(1) - pos).norm(dim=-1))
-    _, reward, terminated, _, info = env.step(torch.zeros(2, 4, 2))
+    _, by_group, terminated, _, info = env.step(torch.zeros(2, 4, 2))
+    reward = torch.cat([by_group["carriers"], by_group["scouts"]], dim=1)
     assert terminated.tolist() == [True, False]
     assert info["delivered"].tolist() == [3, 2]
     assert info["at_depot"].tolist() == [[True, True, True, False], [True, True, False, False]]
@@ -202,7 +201,8 @@ def test_each_agent_is_paid_its_own_progress_less_its_collisions(fused, generato
     collisions = 0
     for _ in range(20):
         prev = env.scenario.prev_dist.clone()
-        _, reward, terminated, truncated, info = env.step(random_actions(env, generator))
+        _, by_group, terminated, truncated, info = env.step(random_actions(env, generator))
+        reward = torch.cat([by_group["carriers"], by_group["scouts"]], dim=1)
         assert not (terminated | truncated).any()
         expected = 2.0 * (prev - info["dist_to_depot"]) - 0.5 * info["collisions"].float()
         torch.testing.assert_close(reward, expected, atol=1e-5, rtol=0)
