@@ -267,3 +267,23 @@ def test_n_agents_sets_the_carriers_for_generic_tools():
     assert FleetScenario(n_agents=4, n_carriers=3).cfg.agent_count == 4
     assert FleetScenario().cfg.carrier_count == 3
     assert swarp.make("fleet", n_envs=1, device="cpu", n_agents=5).n_agents == 5
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_twins_agree_and_match_the_cpu(generator):
+    """On CUDA: the Warp twin equals the torch reference (PARITY_ATOL) and the CPU's fused env
+    (float tolerance, the first 20 steps) over scripted and random steps with auto-reset; step
+    returns each group's views."""
+    options = dict(n_envs=16, seed=5, auto_reset=True, max_steps=30)
+    fused, reference = (swarp.make("fleet", device="cuda:0", fused=f, **options) for f in (True, False))
+    cpu = swarp.make("fleet", device="cpu", fused=True, **options)
+    for t in range(80):
+        actions = scripted_actions(cpu) if t % 2 else random_actions(cpu, generator)
+        obs, *_ = fused.step(actions.to("cuda:0"))
+        reference.step(actions.to("cuda:0"))
+        cpu.step(actions)
+        assert obs["scouts"].shape == (16, 1, SCOUT_OBS_DIM) and obs["scouts"].device.type == "cuda"
+        assert_rows_match(record(fused, _outputs(fused)), record(reference, _outputs(reference)), f"step {t}")
+        if t < 20:  # later, rounding differences between the devices grow through the contacts
+            torch.testing.assert_close(fused.obs.cpu(), cpu.obs, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(fused.reward.cpu(), cpu.reward, atol=1e-4, rtol=1e-4)
