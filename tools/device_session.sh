@@ -51,10 +51,11 @@ s32)
   ;;
 s36)
   # Issue 57's groups and discrete cost (carry .ab/base57: git archive 6defeb3 swarp, the tree the
-  # issue started from). PART=a: the GPU suite, 200 steps of every scenario hash-identical to
-  # 6defeb3 on CUDA, discrete actions' cost (3 rounds), the continuous path against 6defeb3 at the
-  # issue's cells (2 rounds). PART=b: fleet's throughput and training (seeds 0-2), navigation with
-  # discrete actions under its task record (acceleration control), seeds 0-2.
+  # issue started from). PART=a: the GPU suite, discrete actions' cost (3 rounds), the continuous
+  # path against 6defeb3 at the issue's cells (2 rounds). PART=b: 200 steps of every scenario
+  # against 6defeb3 on CUDA (hashes), the discrete cost again, the GPU tests of groups, fleet and
+  # the trainer, fleet's throughput. PART=c: fleet trained (seeds 0-2), navigation with discrete
+  # actions under its task record (acceleration control), seeds 0-2.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
   if [ "${PART:-a}" = a ]; then
     timeout ${SUITE_LIMIT:-260} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
@@ -69,13 +70,23 @@ s36)
       "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
       2>&1 | grep -v "^Module\|^Warp" > /dev/null
     grep "==\|^ *[0-9]" "$out/ab.log"
-  else
+  elif [ "$PART" = b ]; then
+    timeout ${HASH_LIMIT:-150} $py tools/step_hash.py --trees .ab/base57 . --device cuda:0 2>&1 | tee "$out/hash.log" | tail -4
+    VARIANTS="continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" ROUNDS=${ROUNDS:-3} \
+      timeout ${DISC_LIMIT:-110} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3 --option action_space=\$AS" \
+      2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4,096" "$out/ab_discrete.log"
+    timeout ${SUITE_LIMIT:-200} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/scenarios/test_fleet.py \
+      tests/scenarios/test_contract.py tests/env/test_groups.py tests/train > "$out/tests_gpu_b.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu_b.log"; tail -4 "$out/tests_gpu_b.log"
     timeout 60 $py -m swarp.benchmark.throughput --scenario fleet --envs 4096 --iters 200 --repeats 3 2>&1 \
-      | grep -v "^Module\|^Warp" | tee "$out/fleet_throughput.log"
+      | grep -v "^Module\|^Warp" | tee "$out/fleet_throughput.log" | tail -3
+  else
     for run in "fleet" "navigation --action-space discrete"; do
       echo "== $run"
       start=$(date +%s)
-      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train $run --seeds 0 1 2 --no-progress --run-dir "$out/r/${run%% *}" 2>&1 \
+      timeout ${TRAIN_LIMIT:-250} $py -m swarp.train $run --seeds 0 1 2 --no-progress --run-dir "$out/r/${run%% *}" 2>&1 \
         | grep -v "^Module\|^Warp" | tail -12
       echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
     done 2>&1 | tee "$out/train.log"
