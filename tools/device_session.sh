@@ -53,8 +53,8 @@ s36)
   # Issue 57's groups and discrete cost (carry .ab/base57: git archive 6defeb3 swarp, the tree the
   # issue started from). PART=a: the GPU suite, discrete actions' cost (3 rounds), the continuous
   # path against 6defeb3 at the issue's cells (2 rounds). PART=b: 200 steps of every scenario
-  # against 6defeb3 on CUDA (hashes), the discrete cost again, the GPU tests of groups, fleet and
-  # the trainer, fleet's throughput. PART=c: fleet trained (seeds 0-2), navigation with discrete
+  # against 6defeb3 on CUDA (hashes), the discrete cost again, the GPU tests of groups and
+  # fleet's throughput. PART=c: the trainer's GPU tests, fleet trained (seeds 0-2), navigation with discrete
   # actions under its task record (acceleration control), seeds 0-2.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
   if [ "${PART:-a}" = a ]; then
@@ -78,11 +78,13 @@ s36)
       2>&1 | grep -v "^Module\|^Warp" > /dev/null
     mv "$out/ab.log" "$out/ab_discrete.log"; grep "==\|^ *4,096" "$out/ab_discrete.log"
     timeout ${SUITE_LIMIT:-200} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/scenarios/test_fleet.py \
-      tests/scenarios/test_contract.py tests/env/test_groups.py tests/train > "$out/tests_gpu_b.log" 2>&1
+      tests/scenarios/test_contract.py tests/env/test_groups.py > "$out/tests_gpu_b.log" 2>&1
     echo "pytest exit $?" >> "$out/tests_gpu_b.log"; tail -4 "$out/tests_gpu_b.log"
     timeout 60 $py -m swarp.benchmark.throughput --scenario fleet --envs 4096 --iters 200 --repeats 3 2>&1 \
       | grep -v "^Module\|^Warp" | tee "$out/fleet_throughput.log" | tail -3
   else
+    timeout ${SUITE_LIMIT:-150} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/train > "$out/tests_gpu_c.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu_c.log"; tail -4 "$out/tests_gpu_c.log"
     for run in "fleet" "navigation --action-space discrete"; do
       echo "== $run"
       start=$(date +%s)
