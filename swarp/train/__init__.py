@@ -8,12 +8,14 @@
     swarp.train.evaluate(result.checkpoint, episodes=4096)
     swarp.train.resume(result.run_dir, total_steps=4_000_000)        # continue from its checkpoint
 
-The algorithm is ``swarp.train.ppo``; per-scenario defaults are ``swarp.train.tasks``.
+The algorithm is ``swarp.train.ppo``; per-scenario defaults are ``swarp.train.tasks``; a scenario of
+agent groups trains one policy and one critic per group (``swarp.train.groups``).
 """
 
 from swarp.train.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from swarp.train.config import TrainConfig, make_config
 from swarp.train.evaluate import Evaluator, evaluate, wilson_interval
+from swarp.train.groups import GroupedPolicy
 from swarp.train.health import TrainingDiverged
 from swarp.train.networks import Actor, Critic, Normalizer, Policy
 from swarp.train.ppo import Trainer
@@ -26,6 +28,7 @@ __all__ = [
     "Checkpoint",
     "Critic",
     "Evaluator",
+    "GroupedPolicy",
     "Normalizer",
     "Policy",
     "Task",

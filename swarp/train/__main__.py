@@ -70,6 +70,7 @@ def main(argv=None) -> list:
         if result.run_dir is not None:
             (result.run_dir / "score.json").write_text(json.dumps({"episodes": episodes, **score}, indent=1))
         p, r = score["policy"], score["random"]
+        quantized = score.get("scripted", {}).get("quantized_groups")  # discrete groups given the controller's levels
         successes.append(p["success"])
         print(
             f"{scenario} seed {result.seed}: {result.frames:,} env-steps in {result.train_seconds:.1f} s "
@@ -80,6 +81,7 @@ def main(argv=None) -> list:
             f"{r['success']:.3f} [{r['success_low']:.3f}, {r['success_high']:.3f}]"
             + (f", scripted {score['scripted']['success']:.3f}" if "scripted" in score else "")
             + (" (continuous actions)" if score.get("scripted", {}).get("action_space") else "")
+            + (f" (quantized: {', '.join(quantized)})" if quantized else "")
             + f" on {p['episodes']} episodes"
             + (f"; checkpoint {result.checkpoint}" if result.checkpoint else "")
         )

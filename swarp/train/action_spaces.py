@@ -10,13 +10,21 @@ columns are independent categoricals, so a joint action's log-probability and th
 are sums over columns. Sampling is the Gumbel-max trick on uniform draws from each run's own
 generator (``argmax(logits + Gumbel noise)``), so it stays on the device with no host sync and goes
 into a captured CUDA graph as the Gaussian's noise does; the greedy action is the argmax.
+
+With agent groups (``env.groups``, ``swarp.core.groups``) each group has its own space: a
+``TrainConfig`` gives one kind for every group or a mapping by group (``group_space``), ``step``
+takes a mapping ``{group: actions}`` (``step_actions``), and the evaluation's baselines act by group
+(``random_group_actions_fn``, ``scripted_group_actions``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
-from swarp.core.spaces import ActionSpace
+from swarp.core.groups import DEFAULT_GROUP, AgentGroup
+from swarp.core.spaces import ActionSpace, encode_torch
 
 
 def check_space_fits(trained: ActionSpace, env_space: ActionSpace) -> str | None:
@@ -28,23 +36,31 @@ def check_space_fits(trained: ActionSpace, env_space: ActionSpace) -> str | None
     return None
 
 
-def space_of(config, physical_dim: int) -> ActionSpace:
-    """The ``ActionSpace`` of a ``TrainConfig`` (``action_space``, ``action_nvec``) over commands of
-    ``physical_dim`` columns.
+def space_of(config, physical_dim: int, group: str = DEFAULT_GROUP) -> ActionSpace:
+    """The ``ActionSpace`` a ``TrainConfig`` (``action_space``, ``action_nvec``, each one for every
+    group or a mapping by group) gives agent group ``group`` over commands of ``physical_dim`` columns.
 
     Raises:
         ValueError: ``action_nvec`` does not give one level count per column (``ActionSpace.build``).
     """
+    nvec = config.action_nvec.get(group) if isinstance(config.action_nvec, dict) else config.action_nvec
     try:
-        return ActionSpace.build(config.action_space, config.action_nvec, physical_dim)
+        return ActionSpace.build(config.kind_of(group), nvec, physical_dim)
     except (ValueError, TypeError) as error:
-        raise ValueError(f"TrainConfig.action_nvec (--action-nvec): {error}") from None
+        where = "" if group == DEFAULT_GROUP else f" (group {group!r})"
+        raise ValueError(f"TrainConfig.action_nvec (--action-nvec){where}: {error}") from None
+
+
+def any_discrete(action_space) -> bool:
+    """Whether an ``action_space`` setting (a kind, or a mapping of kinds by group) makes any group discrete."""
+    kinds = action_space.values() if isinstance(action_space, Mapping) else (action_space,)
+    return any(kind != "continuous" for kind in kinds)
 
 
 def env_action_kwargs(config) -> dict:
     """The ``swarp.make`` keywords of a ``TrainConfig``'s action space: none for continuous actions
     (the env's default), ``action_space`` and ``action_nvec`` otherwise."""
-    if config.action_space == "continuous":
+    if not any_discrete(config.action_space):
         return {}
     return {"action_space": config.action_space, "action_nvec": config.action_nvec}
 
@@ -62,3 +78,61 @@ def random_indices_fn(space: ActionSpace, seed: int):
         return space.sample(env.n_envs, env.n_agents, generators[str(device)])
 
     return act
+
+
+def step_actions(env, actions):
+    """``actions`` as ``env.step`` takes them: a continuous tensor in the env's dtype, indices as
+    they are; a mapping by group (a grouped env) entry by entry, each by its group's space."""
+    if isinstance(actions, Mapping):
+        spaces = {g.name: g.action_space for g in env.groups}
+        return {name: a if spaces[name].discrete else a.to(env.dtype) for name, a in actions.items()}
+    discrete = env.action_space is not None and env.action_space.discrete
+    return actions if discrete else actions.to(env.dtype)
+
+
+def flat_reward(reward) -> torch.Tensor:
+    """[E, A] float: ``step``'s reward, joined from a mapping of ``[E, A_g]`` views by group (the
+    groups are consecutive agent ranges in order), or as it is."""
+    return torch.cat(list(reward.values()), dim=1) if isinstance(reward, Mapping) else reward
+
+
+def group_box(group: AgentGroup, low: torch.Tensor, high: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(low, high)`` [A_g, D_g] of ``group``'s agents: its rows and its space's physical columns of
+    the env's action box [A, D] (physical units)."""
+    columns = group.action_space.physical_dim
+    return low[group.agents, :columns], high[group.agents, :columns]
+
+
+def random_group_actions_fn(env, seed: int):
+    """Random play of a grouped ``env``: ``act(obs) -> {group: actions}``, each group's uniform over
+    its space (indices of every head [E, A_g, width_g] int64, or physical commands [E, A_g, D_g] in
+    its box, the env's dtype), from a generator of its own seeded ``seed`` on the env's device."""
+    generator = torch.Generator(device=env.torch_device).manual_seed(seed)
+    low, high = env.action_bounds
+
+    def act(obs) -> dict[str, torch.Tensor]:
+        actions = {}
+        for group in env.groups:
+            space = group.action_space
+            if space.discrete:
+                actions[group.name] = space.sample(env.n_envs, group.n_agents, generator)
+                continue
+            g_low, g_high = group_box(group, low, high)
+            u = torch.rand((env.n_envs, *g_low.shape), generator=generator, device=env.torch_device, dtype=env.dtype)
+            actions[group.name] = g_low + (g_high - g_low) * u
+        return actions
+
+    return act
+
+
+def scripted_group_actions(env, command: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A scripted controller's physical command ``command`` [E, A, D] as ``{group: actions}`` of a
+    grouped ``env``: a continuous group's rows and columns as they are, a discrete group's encoded
+    into the indices of its levels nearest the command (``swarp.core.spaces.encode_torch``)."""
+    low, high = env.action_bounds
+    actions = {}
+    for group in env.groups:
+        space = group.action_space
+        part = command[:, group.agents, : space.physical_dim]
+        actions[group.name] = encode_torch(space, part, *group_box(group, low, high)) if space.discrete else part
+    return actions

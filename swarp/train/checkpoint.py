@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from swarp.train.action_spaces import space_of
 from swarp.train.config import TrainConfig
+from swarp.train.groups import GroupedPolicy, TrainedPolicy, group_critic, group_records, groups_from_records
 from swarp.train.networks import Critic, Policy
 from swarp.train.tasks import Task
 
@@ -38,19 +40,22 @@ def save_checkpoint(path: str | Path, trainer, k: int, scenario: str, extra: dic
     """
     env = trainer.envs[k]
     low, high = env.action_bounds
+    act_dim = low.shape[-1] if trainer.grouped else env.act_dim  # groups: the physical command's columns
     data = {
         "format": FORMAT,
         "scenario": scenario,
         "seed": trainer.seeds[k],
         "config": dataclasses.asdict(trainer.config),
         "task": dataclasses.asdict(trainer.task),
-        "dims": {"n_agents": env.n_agents, "obs_dim": env.obs_dim, "act_dim": env.act_dim},
+        "dims": {"n_agents": env.n_agents, "obs_dim": env.obs_dim, "act_dim": act_dim},
         "action_low": low.detach().float().cpu(),
         "action_high": high.detach().float().cpu(),
         **(networks or trainer.run_networks(k)),
         "extra": extra or {},
         "resume": trainer.run_state(k) if resume else None,
     }
+    if trainer.grouped:
+        data["groups"] = group_records(env.groups)
     path = Path(path)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(data, tmp)
@@ -63,8 +68,11 @@ class Checkpoint:
     """A loaded checkpoint: the greedy ``policy`` and ``critic`` on ``device``, and what built them.
 
     Attributes:
+        policy: A ``Policy``, or a ``GroupedPolicy`` for a run on agent groups.
+        critic: A ``Critic``, or an ``nn.ModuleDict`` of each group's.
         path: The file read.
-        dims: ``n_agents``, ``obs_dim``, ``act_dim`` of the env it was trained on.
+        dims: ``n_agents``, ``obs_dim``, ``act_dim`` of the env it was trained on (with groups:
+            the widest observation and the physical command's columns).
         resume: The run's state for ``swarp.train.resume`` (``None`` where none was written).
     """
 
@@ -72,8 +80,8 @@ class Checkpoint:
     seed: int
     config: TrainConfig
     task: Task
-    policy: Policy
-    critic: Critic
+    policy: TrainedPolicy
+    critic: Critic | nn.ModuleDict
     extra: dict
     path: Path | None = None
     dims: dict | None = None
@@ -130,20 +138,24 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
     low, high = data["action_low"], data["action_high"]
     if not (isinstance(low, torch.Tensor) and isinstance(high, torch.Tensor) and low.dim() == 2):
         raise ValueError("action bounds must be tensors [n_agents, physical action columns]")
-    space = space_of(config, low.shape[-1])  # act_dim is the width step takes: D, or 1 (discrete)
-    if not (low.shape == high.shape == (dims["n_agents"], space.physical_dim) and space.width == dims["act_dim"]):
-        raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}] for "
-                         f"{space.kind} actions of width {dims['act_dim']}")  # fmt: skip
     for name in ("normalizer", "actor", "critic"):
         for key, tensor in data[name].items():
             if not isinstance(tensor, torch.Tensor):
                 raise TypeError(f"{name}.{key} is not a tensor")
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 raise ValueError(f"{name}.{key} holds non-finite values (the weights of a diverged run)")
-    policy = Policy.from_networks(data, dims["obs_dim"], low, high, config.hidden, config.depth, config.norm_obs,
-                                  space)  # fmt: skip
-    critic = Critic(1, dims["obs_dim"], dims["n_agents"], config.hidden, config.depth, config.algorithm == "mappo")
-    critic.load_state_dict(data["critic"])
+    if "groups" in data:
+        policy, critic = _grouped_networks(data, config, dims, low, high)
+    else:
+        space = space_of(config, low.shape[-1])  # act_dim is the width step takes: D, or 1 (discrete)
+        if not (low.shape == high.shape == (dims["n_agents"], space.physical_dim) and space.width == dims["act_dim"]):
+            raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}] for "
+                             f"{space.kind} actions of width {dims['act_dim']}")  # fmt: skip
+        policy = Policy.from_networks(data, dims["obs_dim"], low, high, config.hidden, config.depth, config.norm_obs,
+                                      space)  # fmt: skip
+        critic = Critic(1, dims["obs_dim"], dims["n_agents"], config.hidden, config.depth,
+                        config.algorithm == "mappo")  # fmt: skip
+        critic.load_state_dict(data["critic"])
     seed, extra = data["seed"], data["extra"]
     if isinstance(seed, bool) or not isinstance(seed, int) or not isinstance(extra, dict):
         raise TypeError("seed must be an int and extra a dict")
@@ -156,7 +168,27 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
                       dict(dims), resume)  # fmt: skip
 
 
-def resolve_policy(policy, scenario: str | None, device, caller: str) -> tuple[Policy, str, Task | None, str]:
+def _grouped_networks(data: dict, config: TrainConfig, dims: dict, low: torch.Tensor, high: torch.Tensor):
+    """``(GroupedPolicy, ModuleDict of critics)`` of a checkpoint of a run on agent groups."""
+    groups = groups_from_records(data["groups"])
+    if groups[-1].stop != dims["n_agents"] or max(g.obs_dim for g in groups) != dims["obs_dim"]:
+        raise ValueError(f"the groups {data['groups']} do not cover the {dims['n_agents']} agents of "
+                         f"{dims['obs_dim']} observation columns")  # fmt: skip
+    if not (low.shape == high.shape == (dims["n_agents"], dims["act_dim"])
+            and all(g.action_space.physical_dim <= dims["act_dim"] for g in groups)):  # fmt: skip
+        raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}] covering every "
+                         "group's action columns")  # fmt: skip
+    for group in groups:
+        if space_of(config, group.action_space.physical_dim, group.name) != group.action_space:
+            raise ValueError(f"group {group.name!r} acts in {group.action_space}, not in what the config gives it "
+                             f"(action_space {config.action_space}, action_nvec {config.action_nvec})")  # fmt: skip
+    policy = GroupedPolicy.from_networks(data, groups, low, high, config.hidden, config.depth, config.norm_obs)
+    critic = nn.ModuleDict({g.name: group_critic(1, g, groups, config) for g in groups})
+    critic.load_state_dict(data["critic"])
+    return policy, critic
+
+
+def resolve_policy(policy, scenario: str | None, device, caller: str) -> tuple[TrainedPolicy, str, Task | None, str]:
     """``(policy, scenario, task, origin)`` from a ``Policy`` and its scenario, or from a checkpoint
     path. ``task`` is the checkpoint's task record where the scenario is the checkpoint's own (its
     options, its episode length), ``None`` otherwise (a policy object, or a checkpoint asked to act

@@ -58,12 +58,14 @@ class TrainConfig:
 
     algorithm: str = setting("mappo", choices=("mappo", "ippo"))
     """mappo (a critic over every agent's observation) or ippo (a critic over the agent's own)"""
-    action_space: str = setting("continuous", choices=ACTION_SPACES)
+    action_space: str | dict[str, str] = setting("continuous", choices=ACTION_SPACES)
     """the env's action space and the policy's head: continuous (a tanh-squashed Gaussian), discrete (one
-    categorical over every combination of levels) or multidiscrete (one categorical per action column)"""
-    action_nvec: int | tuple[int, ...] | None = None
+    categorical over every combination of levels) or multidiscrete (one categorical per action column);
+    with agent groups one kind for every group, or one per group: a=discrete (groups left out: continuous)"""
+    action_nvec: int | tuple[int, ...] | dict[str, int | tuple[int, ...]] | None = None
     """levels per action column of the discrete spaces: one int for every column or one per column
-    (default: 3, VMAS's); only with --action-space discrete or multidiscrete"""
+    (default: 3, VMAS's); only with --action-space discrete or multidiscrete; by group where
+    --action-space is: a=5,3 (group a's columns have 5 and 3 levels)"""
     n_envs: int | None = setting(None, at_least=1)
     """parallel envs of the training batch (default: 4096 on CUDA, 64 on the CPU)"""
     rollout_steps: int = setting(32, at_least=1)
@@ -129,15 +131,39 @@ class TrainConfig:
         for name, value in check_fields(type(self), self.__dict__).items():
             setattr(self, name, value)
 
+    def kind_of(self, group: str) -> str:
+        """The action space kind ``action_space`` gives agent group ``group`` (a kind for every
+        group, or the group's entry of a mapping; ``"continuous"`` where it has none)."""
+        kinds = self.action_space
+        return kinds if isinstance(kinds, str) else kinds.get(group, "continuous")
+
+    def _check_action_fields(self) -> None:
+        """Raise ``ValueError`` where ``action_nvec`` gives levels to continuous actions."""
+        nvec, kinds = self.action_nvec, self.action_space
+        if nvec is None:
+            return
+        if isinstance(nvec, dict):
+            continuous = [group for group in nvec if self.kind_of(group) == "continuous"]
+            if continuous:
+                raise ValueError(f"TrainConfig.action_nvec ({nvec}) gives levels to group(s) {continuous}, whose "
+                                 f"action_space ({kinds}) is continuous: name them discrete or multidiscrete "
+                                 "in action_space (--action-space GROUP=KIND), or leave them out of "
+                                 "action_nvec")  # fmt: skip
+            return
+        if isinstance(kinds, dict):
+            raise ValueError(f"TrainConfig.action_nvec ({nvec}) is one for every group, but action_space ({kinds}) "
+                             "is by group: give the levels by group too (--action-nvec GROUP=N[,N...])")  # fmt: skip
+        if kinds == "continuous":
+            raise ValueError(
+                f"TrainConfig.action_nvec ({nvec}) applies to discrete action spaces; set "
+                "action_space (--action-space) to discrete or multidiscrete, or leave action_nvec unset"
+            )
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field of the wrong type, non-finite or out of range,
         or the fields that disagree with each other."""
         self.__post_init__()  # fields may have been assigned since construction
-        if self.action_nvec is not None and self.action_space == "continuous":
-            raise ValueError(
-                f"TrainConfig.action_nvec ({self.action_nvec}) applies to discrete action spaces; set "
-                "action_space (--action-space) to discrete or multidiscrete, or leave action_nvec unset"
-            )
+        self._check_action_fields()
         if self.n_envs is None:
             raise ValueError("TrainConfig.n_envs is unset: swarp.train.train picks it from the device")
         if (self.n_envs * self.rollout_steps) % self.minibatches:
@@ -178,8 +204,13 @@ def _check_value(value, kind, metadata):
     """``value`` as field type ``kind`` (``T`` or ``T | None``) within ``metadata``'s range/choices."""
     args = typing.get_args(kind)
     optional = type(None) in args
+    by_group = any(typing.get_origin(t) is dict for t in args)
     if any(typing.get_origin(t) is tuple for t in args):
-        return _check_levels(value, optional)
+        entry_optional = optional and not isinstance(value, dict)  # a group's entry is levels, never None
+        return _check_by_group(value, lambda v: _check_levels(v, entry_optional), by_group, "level counts")
+    if by_group:
+        plain = next(t for t in args if typing.get_origin(t) is not dict)
+        return _check_by_group(value, lambda v: _check_value(v, plain, metadata), True, "kinds")
     base = next(t for t in args if t is not type(None)) if optional else kind
     valid = metadata.get("range") or Range()
     choices = metadata.get("choices") or ()
@@ -214,6 +245,26 @@ def _check_value(value, kind, metadata):
     if not ok:
         raise ValueError(f"must be {expected}, {got}")
     return value
+
+
+def _check_by_group(value, check, by_group: bool, what: str):
+    """``value`` checked by ``check``, or, for a field that may be given by agent group
+    (``by_group``), a non-empty mapping of group names (identifiers) to values ``check`` accepts."""
+    if not (by_group and isinstance(value, dict)):
+        return check(value)
+    if not value:
+        raise ValueError(f"must name at least one group when it is a mapping of {what} by group, got {{}}")
+    checked = {}
+    for group, entry in value.items():
+        if not (isinstance(group, str) and group.isidentifier()):
+            raise ValueError(f"maps group names to {what}; {group!r} is not a group name")
+        if entry is None:
+            raise ValueError(f"group {group!r}: None is not one of the {what}")
+        try:
+            checked[group] = check(entry)
+        except ValueError as error:
+            raise ValueError(f"group {group!r}: {error}") from None
+    return checked
 
 
 def _check_levels(value, optional: bool):
@@ -286,15 +337,51 @@ def add_fields(parser: argparse.ArgumentParser, cls, defaults: bool = True) -> N
     for f in dataclasses.fields(cls):
         kind = hints[f.name]
         levels = any(typing.get_origin(t) is tuple for t in typing.get_args(kind))
+        by_group = any(typing.get_origin(t) is dict for t in typing.get_args(kind))
         kind = next((t for t in typing.get_args(kind) if t is not type(None)), kind)  # X | None -> X
         flag, help_text = f"--{f.name.replace('_', '-')}", f"{docs.get(f.name, '')} (default: {f.default})"
         default = f.default if defaults else None
-        if levels:  # --action-nvec 3, or 3 5 (one per column)
+        if by_group:  # --action-space discrete, or a=discrete b=multidiscrete; --action-nvec 3 5, or a=5,3
+            metavar = "N|GROUP=N[,N...]" if levels else "KIND|GROUP=KIND"
+            parser.add_argument(flag, nargs="+", default=default, metavar=metavar, action=_GroupTokens,
+                                levels=levels, help=help_text)  # fmt: skip
+        elif levels:  # --action-nvec 3, or 3 5 (one per column)
             parser.add_argument(flag, type=int, nargs="+", default=default, metavar="N", help=help_text)
         elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         else:
             parser.add_argument(flag, type=kind, default=default, help=help_text)
+
+
+class _GroupTokens(argparse.Action):
+    """The tokens of a flag that takes one value for every agent group or ``GROUP=VALUE`` tokens, one
+    per group: ``--action-space discrete`` or ``--action-space a=discrete b=multidiscrete``;
+    ``--action-nvec 3 5`` (levels) or ``--action-nvec a=5,3 b=4`` (levels by group)."""
+
+    def __init__(self, *args, levels: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.levels = levels
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        named = [token.partition("=") for token in values]
+        try:
+            if not any(sep for _, sep, _ in named):
+                value = [int(token) for token in values] if self.levels else " ".join(values)
+            elif all(sep and name.isidentifier() for name, sep, _ in named):
+                value = {name: self.entry(text) for name, _, text in named}
+            else:
+                raise ValueError
+        except ValueError:
+            form = "N [N ...] or GROUP=N[,N...] ..." if self.levels else "KIND or GROUP=KIND ..."
+            parser.error(f"{option_string} takes {form}, got {' '.join(values)!r}")
+        setattr(namespace, self.dest, value)
+
+    def entry(self, text: str):
+        """One group's value: its levels (``5`` or ``5,3``) or its kind."""
+        if not self.levels:
+            return text
+        levels = [int(n) for n in text.split(",")]
+        return levels[0] if len(levels) == 1 else tuple(levels)
 
 
 def parse_dataclass(argv, cls, description: str | None = None):

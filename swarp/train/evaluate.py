@@ -8,6 +8,12 @@ continuous commands, so its baseline beside a discrete policy is scored on the c
 same task and the same episodes (the same reset seed gives the same starts in every action space),
 and its entry says so (``"action_space": "continuous"``): the controller at full resolution, not a
 quantized one.
+
+A policy trained on agent groups (``GroupedPolicy``) acts by group in an env of the same groups;
+random play draws each group's actions from its own space, and the scripted controller's command
+is handed to each group as its space takes it: a continuous group's rows as they are, a discrete
+group's encoded into its nearest levels (``swarp.core.spaces.encode_torch``), that entry then naming
+those groups (``"quantized_groups"``).
 """
 
 from __future__ import annotations
@@ -23,8 +29,15 @@ import torch
 import swarp.distributed as sd
 from swarp.render.video import check_video_path, random_action_fn
 from swarp.scenarios.framework.base import Scenario, add_import_flag, import_scenario_modules
-from swarp.train.action_spaces import random_indices_fn
+from swarp.train.action_spaces import (
+    flat_reward,
+    random_group_actions_fn,
+    random_indices_fn,
+    scripted_group_actions,
+    step_actions,
+)
 from swarp.train.cli import positive_int, scenario_name, scenario_option, seed
+from swarp.train.groups import GroupedPolicy
 from swarp.train.networks import Policy
 from swarp.train.tasks import Task, episode_success, policy_task
 
@@ -69,30 +82,40 @@ class Evaluator:
     @torch.no_grad()
     def __call__(self, act: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
         """Run ``act`` (observations [E, A, O] -> physical actions [E, A, U], or int64 indices
-        [E, A, width] in an env of discrete actions); returns
+        [E, A, width] in an env of discrete actions; with agent groups ``{group: obs}`` ->
+        ``{group: actions}``); returns
         ``{"success": [E] bool, "return": [E] float (mean over agents)}`` of each env's first episode
-        (every rank's envs, in global order, under ``torch.distributed``)."""
+        (every rank's envs, in global order, under ``torch.distributed``); with agent groups also
+        ``"return/<group>"``: [E] float, the mean over the group's agents."""
         env = self.env
         obs, _ = env.reset(seed=self.seed)
         alive = torch.ones(env.n_envs, dtype=torch.bool, device=env.torch_device)
         success = torch.zeros_like(alive)
-        episode_return = torch.zeros(env.n_envs, device=env.torch_device)
-        discrete = env.action_space.discrete
+        groups = env.groups if env.grouped else ()
+        episode_return = torch.zeros(1 + len(groups), env.n_envs, device=env.torch_device)  # all agents, each group
         for step in range(self.steps):
-            actions = act(obs)
-            obs, reward, terminated, truncated, info = env.step(actions if discrete else actions.to(env.dtype))
+            obs, reward, terminated, truncated, info = env.step(step_actions(env, act(obs)))
             done = terminated | truncated
-            episode_return += alive * reward.mean(-1)
+            reward = flat_reward(reward)
+            episode_return[0] += alive * reward.mean(-1)
+            for i, group in enumerate(groups, start=1):
+                episode_return[i] += alive * reward[:, group.agents].mean(-1)
             success |= alive & done & episode_success(self.task, terminated, info)
             alive &= ~done
             if step % 20 == 19 and not sd.all_reduce(alive.any().int()).item():  # a host sync: every 20 steps
                 break
-        return {"success": sd.all_gather_envs(success), "return": sd.all_gather_envs(episode_return)}
+        result = {"success": sd.all_gather_envs(success), "return": sd.all_gather_envs(episode_return[0])}
+        for i, group in enumerate(groups, start=1):
+            result[f"return/{group.name}"] = sd.all_gather_envs(episode_return[i])
+        return result
 
     def random_actions(self, seed: int) -> Callable[[torch.Tensor], torch.Tensor]:
         """A policy of uniform random actions inside the action bounds (its own generator, seeded
         ``seed``: ``swarp.render.random_action_fn``); in an env of discrete actions, uniform int64
-        indices [E, A, width] of every head (``action_spaces.random_indices_fn``)."""
+        indices [E, A, width] of every head (``action_spaces.random_indices_fn``); with agent groups,
+        each group's from its own space (``action_spaces.random_group_actions_fn``)."""
+        if self.env.grouped:
+            return random_group_actions_fn(self.env, seed)
         space = self.env.action_space
         act = random_indices_fn(space, seed) if space.discrete else random_action_fn(seed)
         return lambda obs: act(self.env, obs)
@@ -100,12 +123,15 @@ class Evaluator:
     def scripted_actions(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """The scenario's scripted controller (``Scenario.scripted_actions``, which may read the
         whole state) as a policy of physical actions [E, A, U], or ``None`` where the scenario has none.
+        With agent groups ``{group: actions}``: a discrete group's command encoded into its levels
+        (``action_spaces.scripted_group_actions``).
 
         Raises:
-            ValueError: this env takes discrete actions: the controller's continuous commands do not
-                fit it (``evaluate`` scores the controller on the continuous env of the same episodes).
+            ValueError: this env (without groups) takes discrete actions: the controller's continuous
+                commands do not fit it (``evaluate`` scores the controller on the continuous env of
+                the same episodes).
         """
-        if self.env.action_space.discrete:
+        if not self.env.grouped and self.env.action_space.discrete:
             kind = self.env.action_space.kind
             raise ValueError(f"the scripted controller emits continuous commands; this env takes {kind} actions: "
                              "score it with an Evaluator of the continuous env (actions=None)")  # fmt: skip
@@ -117,6 +143,8 @@ class Evaluator:
             scenario.scripted_actions()
         except NotImplementedError:
             return None
+        if self.env.grouped:
+            return lambda obs: scripted_group_actions(self.env, scenario.scripted_actions())
         return lambda obs: scenario.scripted_actions()
 
 
@@ -129,24 +157,34 @@ def check_evaluation(episodes, seed) -> None:
 
 
 def check_policy_fits(policy, env, scenario: str, task: Task, origin: str) -> None:
-    """Raise ``ValueError`` unless ``policy`` (a ``swarp.train.Policy``) can act in ``env``: the same
-    observation and action widths and action box, an agent count it acts for. Other callables pass."""
-    if not isinstance(policy, Policy):
+    """Raise ``ValueError`` unless ``policy`` (a ``swarp.train.Policy`` or ``GroupedPolicy``) can act in
+    ``env``: the same agent groups, observation and action widths and action boxes, an agent count it
+    acts for. Other callables pass."""
+    if not isinstance(policy, (Policy, GroupedPolicy)):
         return
     low, high = env.action_bounds
     try:
-        policy.check_fits(env.n_agents, env.obs_dim, env.act_dim, low, high, env.action_space)
+        if isinstance(policy, GroupedPolicy) != env.grouped:
+            trained = [g.name for g in policy.groups] if isinstance(policy, GroupedPolicy) else ["agents"]
+            raise ValueError(f"agent groups {[g.name for g in env.groups]}, not the groups {trained} it was "
+                             "trained on")  # fmt: skip
+        if isinstance(policy, GroupedPolicy):
+            policy.check_groups(env.groups, low, high)
+        else:
+            policy.check_fits(env.n_agents, env.obs_dim, env.act_dim, low, high, env.action_space)
     except ValueError as error:
         raise ValueError(f"{origin} cannot act in {scenario} with options {task.options} (max_steps "
                          f"{task.max_steps}): that env has {error}") from None  # fmt: skip
 
 
 def summary(result: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Success rate, its 95% Wilson interval and the mean return of an ``Evaluator`` result."""
+    """Success rate, its 95% Wilson interval and the mean return of an ``Evaluator`` result (and of
+    each agent group's agents, ``return/<group>``, where it has groups)."""
     n, k = result["success"].numel(), int(result["success"].sum())
     low, high = wilson_interval(k, n)
+    by_group = {key: float(value.mean()) for key, value in result.items() if key.startswith("return/")}
     return {"success": k / n, "success_low": low, "success_high": high, "return": float(result["return"].mean()),
-            "episodes": n}  # fmt: skip
+            "episodes": n, **by_group}  # fmt: skip
 
 
 def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, device=None, seed: int = 12345,
@@ -154,8 +192,9 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     """Greedy success of a policy, and random play's and the scripted controller's on the same episodes.
 
     Args:
-        policy: A ``swarp.train.Policy`` (observations [E, A, O] -> actions [E, A, U]), or the path
-            of a checkpoint written by ``swarp.train.train`` (or of its run folder).
+        policy: A ``swarp.train.Policy`` (observations [E, A, O] -> actions [E, A, U]) or
+            ``GroupedPolicy`` (by agent group), or the path of a checkpoint written by
+            ``swarp.train.train`` (or of its run folder).
         scenario: The scenario (default: the checkpoint's; another scenario runs under its own task
             record, where the checkpoint's policy fits it).
         episodes: Fresh episodes (one per env) to score, >= 1.
@@ -170,8 +209,9 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
         scenario has a scripted controller), each with ``success``, ``success_low``, ``success_high``
         (95% Wilson interval), ``return`` (mean over agents and episodes), ``episodes``. For a
         policy of discrete actions, random play draws uniform indices and ``"scripted"`` is the
-        controller on the continuous env of the same episodes, marked ``"action_space": "continuous"``
-        (the module docstring).
+        controller on the continuous env of the same episodes, marked ``"action_space": "continuous"``;
+        for a policy of agent groups with discrete groups, the controller's command encoded into their
+        levels, marked ``"quantized_groups": [...]`` (the module docstring).
 
     Raises:
         ValueError: a bad argument, a damaged checkpoint, or a policy that cannot act in the
@@ -183,13 +223,13 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     check_evaluation(episodes, seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     policy, scenario, task, origin = resolve_policy(policy, scenario, device, "evaluate")
-    actions = policy.env_kwargs() if isinstance(policy, Policy) else {}
+    actions = policy.env_kwargs() if isinstance(policy, (Policy, GroupedPolicy)) else {}
     task = policy_task(task, scenario, actions, options)
     evaluator = Evaluator(scenario, task, episodes, device, seed, actions)
     check_policy_fits(policy, evaluator.env, scenario, task, origin)
     policy = policy.to(evaluator.env.torch_device)
     result = {"policy": summary(evaluator(policy)), "random": summary(evaluator(evaluator.random_actions(seed)))}
-    if actions:  # the scripted controller's continuous commands, on the continuous env of the same episodes
+    if actions and not evaluator.env.grouped:  # the controller's commands, on the continuous env of the same episodes
         continuous = Evaluator(scenario, task, episodes, device, seed)
         scripted = continuous.scripted_actions()
         if scripted is not None:
@@ -199,6 +239,9 @@ def evaluate(policy, scenario: str | None = None, *, episodes: int = 4096, devic
     scripted = evaluator.scripted_actions()
     if scripted is not None:
         result["scripted"] = summary(evaluator(scripted))
+        quantized = [g.name for g in evaluator.env.groups if g.action_space.discrete]
+        if evaluator.env.grouped and quantized:  # a grouped env's discrete groups take the command encoded
+            result["scripted"]["quantized_groups"] = quantized
     return result
 
 

@@ -227,18 +227,27 @@ class CategoricalActor(nn.Module):
 class Critic(nn.Module):
     """Per-agent values [K, ..., A] from observations [K, ..., A, O]: MAPPO's centralized critic reads
     every agent's observation (one network, one output per agent); IPPO's reads each agent's own (one
-    network shared over agents)."""
+    network shared over agents).
 
-    def __init__(self, k: int, obs_dim: int, n_agents: int, hidden: int, depth: int, centralized: bool):
+    An agent group's centralized critic (``joint_dim`` given) gives its ``n_agents`` agents' values
+    from the joint input of every group's observations (``of_joint``), ``joint_dim`` columns."""
+
+    def __init__(self, k: int, obs_dim: int, n_agents: int, hidden: int, depth: int, centralized: bool,
+                 joint_dim: int | None = None):  # fmt: skip
         super().__init__()
         self.centralized = centralized
-        n_in, n_out = (obs_dim * n_agents, n_agents) if centralized else (obs_dim, 1)
+        n_in, n_out = (joint_dim or obs_dim * n_agents, n_agents) if centralized else (obs_dim, 1)
         self.net = StackedMLP(k, n_in, n_out, hidden, depth)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.centralized:
             return self.net(x.flatten(-2))
         return self.net(x).squeeze(-1)
+
+    def of_joint(self, joint: torch.Tensor) -> torch.Tensor:
+        """A centralized critic's values [K, ..., n_agents] float32 of the joint input ``joint``
+        [K, ..., joint_dim] (every agent's normalized observation, flattened and concatenated)."""
+        return self.net(joint)
 
 
 class Policy(nn.Module):
@@ -345,15 +354,26 @@ class Policy(nn.Module):
 
     @torch.no_grad()
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        self.check_obs(obs)
+        return greedy_actions(self.normalizer, self.actor, obs)
+
+    def check_obs(self, obs: torch.Tensor) -> None:
+        """Raise ``ValueError`` unless ``obs`` is [E, A, obs_dim] for an agent count A it acts for."""
         if obs.dim() != 3 or obs.shape[-1] != self.obs_dim:
             raise ValueError(f"the policy takes observations [E, A, {self.obs_dim}], got {list(obs.shape)}")
         if self.n_agents is not None and obs.shape[1] != self.n_agents:
             raise ValueError(f"the policy acts for {self.n_agents} agents (their action boxes differ), got "
                              f"observations of {obs.shape[1]} agents")  # fmt: skip
-        x = self.normalizer(obs.float().unsqueeze(0))
-        if isinstance(self.actor, CategoricalActor):
-            return self.actor.greedy(self.actor(x))[0]
-        return self.actor.squash(self.actor(x))[0].to(obs.dtype)
+
+
+def greedy_actions(normalizer: Normalizer, actor: Actor | CategoricalActor, obs: torch.Tensor) -> torch.Tensor:
+    """One run's greedy actions of observations ``obs`` [E, A, O] (unnormalized, any float dtype):
+    physical actions [E, A, U] in ``obs``'s dtype (tanh of the Gaussian's mean, inside the box), or
+    int64 indices [E, A, width] (each head's argmax)."""
+    x = normalizer(obs.float().unsqueeze(0))
+    if isinstance(actor, CategoricalActor):
+        return actor.greedy(actor(x))[0]
+    return actor.squash(actor(x))[0].to(obs.dtype)
 
 
 def take_run(module: nn.Module, k: int) -> nn.Module:

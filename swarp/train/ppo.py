@@ -9,7 +9,9 @@ over per-agent rewards with the env's shared done flags, bootstrapping from the 
 objective over a few epochs of minibatches of whole env-steps (all agents of an env together).
 With a discrete or multi-discrete action space (``TrainConfig.action_space``) the shared policy is
 categorical heads over the env's indices instead (``networks.CategoricalActor``), sampled by
-Gumbel-max from the same per-run generators; the rest of the iteration is the same.
+Gumbel-max from the same per-run generators; the rest of the iteration is the same. A scenario of
+agent groups gets one policy and one critic per group (``swarp.train.groups``: each reads its own
+observation columns and acts in its own space); the buffers, advantages and losses stay per agent.
 
 One iteration is three stages over preallocated buffers: ``collect`` (T steps of policy + env.step,
 auto-reset on), ``advantages`` and ``update``. On CUDA each stage is replayed as one CUDA graph
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -29,49 +30,22 @@ from torch import nn
 
 import swarp.distributed as sd
 from swarp.env.environment import Environment
-from swarp.train.action_spaces import space_of
+from swarp.train.action_spaces import flat_reward, space_of, step_actions
+from swarp.train.buffers import Buffers, StageClock
 from swarp.train.config import TrainConfig
 from swarp.train.graphs import Graphed
+from swarp.train.groups import (
+    GroupedPolicy,
+    GroupNets,
+    action_shape,
+    actions_text,
+    build_networks,
+    group_records,
+    modules,
+    values,
+)
 from swarp.train.networks import Actor, CategoricalActor, Critic, Normalizer, Policy, take_run
 from swarp.train.tasks import Task, episode_success
-
-
-@dataclass
-class Buffers:
-    """One iteration's data, [K, T, E, A, ...] (K runs, T rollout steps, E envs, A agents), on the device."""
-
-    obs: torch.Tensor  # [K, T, E, A, O] observation the action was chosen from
-    raw_action: torch.Tensor  # [K, T, E, A, U] pre-squash Gaussian sample (discrete: int64 indices [..., width])
-    log_prob: torch.Tensor  # [K, T, E, A]
-    value: torch.Tensor  # [K, T, E, A]
-    reward: torch.Tensor  # [K, T, E, A]
-    terminated: torch.Tensor  # [K, T, E] bool
-    truncated: torch.Tensor  # [K, T, E] bool
-    final_obs: torch.Tensor  # [K, T, E, A, O] last observation of the episodes that ended at t (else stale)
-    advantage: torch.Tensor  # [K, T, E, A]
-    returns: torch.Tensor  # [K, T, E, A] value targets
-
-    @classmethod
-    def allocate(cls, K: int, T: int, E: int, A: int, obs_dim: int, U: int, device: torch.device,
-                 action_dtype: torch.dtype = torch.float32) -> Buffers:  # fmt: skip
-        """Zeroed buffers; ``raw_action`` of ``action_dtype`` (int64 for the indices of discrete actions)."""
-
-        def zeros(*shape, dtype=torch.float32):
-            return torch.zeros(shape, dtype=dtype, device=device)
-
-        return cls(
-            obs=zeros(K, T, E, A, obs_dim),
-            raw_action=zeros(K, T, E, A, U, dtype=action_dtype),
-            log_prob=zeros(K, T, E, A),
-            value=zeros(K, T, E, A),
-            reward=zeros(K, T, E, A),
-            terminated=zeros(K, T, E, dtype=torch.bool),
-            truncated=zeros(K, T, E, dtype=torch.bool),
-            final_obs=zeros(K, T, E, A, obs_dim),
-            advantage=zeros(K, T, E, A),
-            returns=zeros(K, T, E, A),
-        )
-
 
 #: Columns of the device-side episode statistics: episodes ended, of them successful, their return sum.
 EPISODES, SUCCESSES, RETURN_SUM = range(3)
@@ -94,9 +68,10 @@ class Trainer:
     task: Task
     config: TrainConfig
     seeds: list[int]
-    normalizer: Normalizer
-    actor: Actor | CategoricalActor
-    critic: Critic
+    normalizer: Normalizer | nn.ModuleDict  # the one group's, or a ModuleDict by group (swarp.train.groups)
+    actor: Actor | CategoricalActor | nn.ModuleDict
+    critic: Critic | nn.ModuleDict
+    nets: list[GroupNets]  # each group's networks (the modules above), in agent order
     optimizer: torch.optim.Optimizer
     generators: list[torch.Generator]  # run k's sampling noise and minibatch orders, on the device
     buffers: Buffers
@@ -123,29 +98,25 @@ class Trainer:
         for other in envs:
             if not other.auto_reset:
                 raise ValueError("the trainer needs Environments with auto_reset=True")
-            shape = (other.n_envs, other.n_agents, other.obs_dim, other.act_dim, other.torch_device,
-                     other.action_space)  # fmt: skip
-            if shape != (env.n_envs, env.n_agents, env.obs_dim, env.act_dim, env.torch_device, env.action_space):
-                raise ValueError("the runs' envs must agree in n_envs, n_agents, obs_dim, act_dim, action space and "
-                                 "device")  # fmt: skip
-        space = env.action_space
-        if space != space_of(config, space.physical_dim):
-            raise ValueError(f"the envs take {space.kind} actions (nvec {space.nvec}), the config asks for "
-                             f"{config.action_space} (action_nvec {config.action_nvec}): make the envs with "
-                             "swarp.make(..., action_space=..., action_nvec=...) as the config says")  # fmt: skip
+            shape = (other.n_envs, other.n_agents, other.obs_dim, other.groups, other.torch_device)
+            if shape != (env.n_envs, env.n_agents, env.obs_dim, env.groups, env.torch_device):
+                raise ValueError("the runs' envs must agree in n_envs, n_agents, obs_dim, agent groups (their action "
+                                 "spaces) and device")  # fmt: skip
+        for group in env.groups:
+            space = group.action_space
+            if space != space_of(config, space.physical_dim, group.name):
+                where = f"group {group.name!r} of the envs takes" if env.grouped else "the envs take"
+                raise ValueError(f"{where} {space.kind} actions (nvec {space.nvec}), the config asks for "
+                                 f"{config.action_space} (action_nvec {config.action_nvec}): make the envs with "
+                                 "swarp.make(..., action_space=..., action_nvec=...) as the config says")  # fmt: skip
         dev, K = env.torch_device, len(envs)
-        A, obs_dim, U = env.n_agents, env.obs_dim, env.act_dim
-        low, high = (b.to(torch.float32) for b in env.action_bounds)
+        A, obs_dim = env.n_agents, env.obs_dim
+        low, high = (b.to(torch.float32).cpu() for b in env.action_bounds)
         init = [torch.Generator().manual_seed(int(s)) for s in seeds]  # CPU draws: the same on every device
-        normalizer = Normalizer(K, obs_dim, enabled=config.norm_obs)
-        if space.discrete:
-            actor = CategoricalActor(K, obs_dim, space, low.cpu(), high.cpu(), config.hidden, config.depth)
-        else:
-            actor = Actor(K, obs_dim, low.cpu(), high.cpu(), config.hidden, config.depth, config.init_log_std)
-        critic = Critic(K, obs_dim, A, config.hidden, config.depth, centralized=config.algorithm == "mappo")
-        actor.net.initialise(init, out_gain=0.01)
-        critic.net.initialise(init, out_gain=1.0)
-        normalizer, actor, critic = normalizer.to(dev), actor.to(dev), critic.to(dev)
+        nets = build_networks(K, env.groups, low, high, config, init)
+        for net in nets:
+            net.normalizer, net.actor, net.critic = net.normalizer.to(dev), net.actor.to(dev), net.critic.to(dev)
+        normalizer, actor, critic = (modules(nets, name) for name in ("normalizer", "actor", "critic"))
         cuda = dev.type == "cuda"
         params = [*actor.parameters(), *critic.parameters()]
         optimizer = torch.optim.Adam(params, lr=config.lr, eps=1e-5, capturable=cuda, fused=cuda or None)
@@ -158,9 +129,10 @@ class Trainer:
             normalizer=normalizer,
             actor=actor,
             critic=critic,
+            nets=nets,
             optimizer=optimizer,
             generators=[torch.Generator(device=dev).manual_seed(_noise_seed(int(s))) for s in seeds],
-            buffers=Buffers.allocate(K, T, E, A, obs_dim, U, dev, torch.int64 if space.discrete else torch.float32),
+            buffers=Buffers.allocate(K, T, E, A, obs_dim, [action_shape(net) for net in nets], dev),
             episode_return=torch.zeros(K, E, device=dev),
             episode_stats=torch.zeros(K, 3, dtype=torch.float64, device=dev),
             update_stats=torch.zeros(K, len(LOSS_NAMES), dtype=torch.float64, device=dev),
@@ -170,7 +142,7 @@ class Trainer:
         )
         for run_env, seed in zip(envs, seeds, strict=True):
             run_env.reset(seed=int(seed))
-        normalizer.update(trainer.observations())  # the first rollout sees standardised observations too
+        trainer.update_normalizers(trainer.observations())  # the first rollout sees standardised observations too
         if cuda and K > 1:
             trainer.run_streams = [torch.cuda.Stream(dev) for _ in range(K)]
         pool = torch.cuda.graph_pool_handle() if cuda else None
@@ -185,15 +157,31 @@ class Trainer:
 
     @property
     def discrete(self) -> bool:
-        """Whether the policy is categorical (the envs take indices)."""
-        return isinstance(self.actor, CategoricalActor)
+        """Whether every group's policy is categorical (the envs take indices)."""
+        return all(net.discrete for net in self.nets)
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the agents act in several groups, each with its own networks (``swarp.train.groups``)."""
+        return len(self.nets) > 1
+
+    def normalized(self, obs: torch.Tensor) -> list[torch.Tensor]:
+        """Each group's normalized observations [K, ..., A_g, obs_dim_g] of ``obs`` [K, ..., A, O]."""
+        return [net.normalizer(net.view(obs)) for net in self.nets]
+
+    def update_normalizers(self, obs: torch.Tensor) -> None:
+        """Fold ``obs`` [K, ..., A, O] into each group's observation statistics (its rows and columns)."""
+        for net in self.nets:
+            net.normalizer.update(net.view(obs))
 
     def observations(self) -> torch.Tensor:
         """[K, E, A, O] float32: every run's current observations (a copy)."""
         return torch.stack([env.obs for env in self.envs]).float()
 
-    def policy(self, k: int = 0) -> Policy:
-        """Run ``k``'s greedy policy (a copy of its current parameters)."""
+    def policy(self, k: int = 0) -> Policy | GroupedPolicy:
+        """Run ``k``'s greedy policy (a copy of its current parameters; by group where ``grouped``)."""
+        if self.grouped:
+            return GroupedPolicy(take_run(self.normalizer, k), take_run(self.actor, k), self.envs[k].groups)
         return Policy(take_run(self.normalizer, k), take_run(self.actor, k))
 
     def noise(self, like: torch.Tensor) -> torch.Tensor:
@@ -212,35 +200,48 @@ class Trainer:
         for t in range(self.config.rollout_steps):
             obs = self.observations()
             b.obs[:, t].copy_(obs)
-            x = self.normalizer(obs)
-            mean = self.actor(x)  # discrete: the logits
-            if self.discrete:
-                actions = self.actor.sample(mean, self.uniform(mean))  # [K, E, A, width] int64
-                b.raw_action[:, t].copy_(actions)
-                b.log_prob[:, t].copy_(self.actor.log_prob(actions, mean))
-                b.value[:, t].copy_(self.critic(x))
-            else:
-                u = mean + self.actor.std(mean) * self.noise(mean)
-                b.raw_action[:, t].copy_(u)
-                b.log_prob[:, t].copy_(self.actor.log_prob(u, mean))
-                b.value[:, t].copy_(self.critic(x))
-                actions = self.actor.squash(u)
+            xs = self.normalized(obs)
+            actions, log_probs = [], []
+            for net, x, raw in zip(self.nets, xs, b.raw_actions, strict=True):
+                mean = net.actor(x)  # discrete: the logits
+                if net.discrete:
+                    chosen = net.actor.sample(mean, self.uniform(mean))  # [K, E, A_g, width] int64
+                    raw[:, t].copy_(chosen)
+                    log_probs.append(net.actor.log_prob(chosen, mean))
+                    actions.append(chosen)
+                else:
+                    u = mean + net.actor.std(mean) * self.noise(mean)
+                    raw[:, t].copy_(u)
+                    log_probs.append(net.actor.log_prob(u, mean))
+                    actions.append(net.actor.squash(u))
+            b.log_prob[:, t].copy_(log_probs[0] if len(log_probs) == 1 else torch.cat(log_probs, dim=-1))
+            b.value[:, t].copy_(values(self.nets, xs))
             main = torch.cuda.current_stream() if self.run_streams else None
             for k, env in enumerate(self.envs):
+                if self.grouped:
+                    run_actions = {net.group.name: a[k] for net, a in zip(self.nets, actions, strict=True)}
+                else:
+                    run_actions = actions[0][k]
                 with _on_stream(self.run_streams[k] if main else None, main):
-                    self.step_run(k, t, env, actions[k])
+                    self.step_run(k, t, env, step_actions(env, run_actions))
             for stream in self.run_streams:
                 main.wait_stream(stream)
 
-    def step_run(self, k: int, t: int, env: Environment, actions: torch.Tensor) -> None:
-        """Step run ``k``'s env with ``actions`` [E, A, U] (physical; discrete: [E, A, width] int64
-        indices) and store step ``t`` of its transition."""
+    def step_run(self, k: int, t: int, env: Environment, actions) -> None:
+        """Step run ``k``'s env with ``actions`` as ``env.step`` takes them ([E, A, U] physical; discrete:
+        [E, A, width] int64 indices; a grouped env: ``{group: actions}``) and store step ``t`` of its
+        transition (a grouped env's rewards and final observations joined into the flat buffers)."""
         b = self.buffers
-        _, reward, terminated, truncated, info = env.step(actions if self.discrete else actions.to(env.dtype))
+        _, reward, terminated, truncated, info = env.step(actions)
+        reward = flat_reward(reward)
         b.reward[k, t].copy_(reward)
         b.terminated[k, t].copy_(terminated)
         b.truncated[k, t].copy_(truncated)
-        b.final_obs[k, t].copy_(info["final_obs"])
+        if self.grouped:
+            for net in self.nets:
+                net.view(b.final_obs[k, t]).copy_(info["final_obs"][net.group.name])
+        else:
+            b.final_obs[k, t].copy_(info["final_obs"])
         done = terminated | truncated
         success = episode_success(self.task, terminated, info) & done
         self.episode_return[k].add_(reward.mean(-1))
@@ -265,9 +266,9 @@ class Trainer:
             reward = reward * torch.rsqrt(self.return_var.var + 1e-8).view(-1, 1, 1, 1)
         # The value after step t: the next step's where the episode goes on, the final
         # observation's where it was cut short (truncated), zero where it terminated.
-        last_value = self.critic(self.normalizer(self.observations()))
+        last_value = values(self.nets, self.normalized(self.observations()))
         following = torch.cat([b.value[:, 1:], last_value.unsqueeze(1)], dim=1)
-        final_value = self.critic(self.normalizer(b.final_obs))
+        final_value = values(self.nets, self.normalized(b.final_obs))
         next_value = torch.where(done, final_value, following) * (~b.terminated).unsqueeze(-1)
         delta = reward + cfg.gamma * next_value - b.value
         carry = (~done) * (cfg.gamma * cfg.gae_lambda)
@@ -283,7 +284,7 @@ class Trainer:
         cfg, b = self.config, self.buffers
         K, n, A = self.n_runs, cfg.rollout_steps * self.envs[0].n_envs, self.envs[0].n_agents
         obs = b.obs.view(K, n, A, -1)
-        raw = b.raw_action.view(K, n, A, -1)
+        raws = [raw.view(K, n, raw.shape[3], -1) for raw in b.raw_actions]
         old_log_prob, returns = b.log_prob.view(K, n, A), b.returns.view(K, n, A)
         advantage = b.advantage.view(K, n, A)
         mean, std = sd.global_mean_std(advantage, dim=(1, 2))  # [K, 1, 1]
@@ -296,29 +297,32 @@ class Trainer:
             order = torch.argsort(draws, dim=1)  # [K, n]: a permutation per run, drawn on the device
             for i in range(cfg.minibatches):
                 index = (runs, order[:, i * size : (i + 1) * size])
-                self.minibatch_step(obs[index], raw[index], old_log_prob[index], advantage[index], returns[index])
-        self.normalizer.update(b.obs)  # after the update: it used the statistics the rollout used
+                self.minibatch_step(obs[index], [raw[index] for raw in raws], old_log_prob[index], advantage[index],
+                                    returns[index])  # fmt: skip
+        self.update_normalizers(b.obs)  # after the update: it used the statistics the rollout used
         with torch.no_grad():  # one reduction per parameter tensor an iteration
             largest = torch.stack([p.detach().abs().flatten(1).amax(1) for p in self.parameters()]).amax(0)
             self.health[:, 2] |= ~torch.isfinite(largest)
 
-    def minibatch_step(self, obs, raw, old_log_prob, advantage, returns) -> None:
-        """One gradient step of every run on its minibatch ([K, M, A, ...] each)."""
+    def minibatch_step(self, obs, raws, old_log_prob, advantage, returns) -> None:
+        """One gradient step of every run on its minibatch ([K, M, A, ...] each; ``raws``: each group's
+        [K, M, A_g, U_g]). The losses are means over every agent of every group: a group weighs by
+        its agent count (docs/training.md)."""
         cfg = self.config
-        x = self.normalizer(obs)
+        xs = self.normalized(obs)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            mean, value = self.actor(x), self.critic(x)
-        log_prob = self.actor.log_prob(raw, mean.float())
+            means, value = [net.actor(x) for net, x in zip(self.nets, xs, strict=True)], values(self.nets, xs)
+        log_probs = [net.actor.log_prob(raw, mean.float())
+                     for net, raw, mean in zip(self.nets, raws, means, strict=True)]  # fmt: skip
+        log_prob = log_probs[0] if len(log_probs) == 1 else torch.cat(log_probs, dim=-1)  # [K, M, A]
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
         clipped = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
         policy_loss = -torch.minimum(ratio * advantage, clipped * advantage).mean((1, 2))  # [K]
         value_loss = 0.5 * (value.float() - returns).square().mean((1, 2))  # [K]
         loss = policy_loss + cfg.vf_coef * value_loss
-        if cfg.ent_coef and self.discrete:
-            loss = loss - cfg.ent_coef * self.actor.entropy(mean.float())
-        elif cfg.ent_coef:
-            loss = loss - cfg.ent_coef * self.actor.squashed_entropy(mean.float(), self.noise(mean))
+        if cfg.ent_coef:
+            loss = loss - cfg.ent_coef * self.entropy(means)
         self.health[:, 0] |= ~torch.isfinite(loss.detach())
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # runs share no parameter: each run's gradient is its own loss's
@@ -331,8 +335,24 @@ class Trainer:
             stats = torch.stack([policy_loss, value_loss, approx_kl, clip_fraction], dim=1)
             self.update_stats.add_(stats.detach().double())
 
+    def entropy(self, means: list[torch.Tensor]) -> torch.Tensor:
+        """[K] the policies' entropy bonus of each group's actor outputs ``means`` ([K, M, A_g, ...]):
+        the categoricals' exact entropy, or the squashed Gaussian's at reparameterized samples (run
+        k's noise); with groups, their mean weighted by agent count (the mean over every agent)."""
+        parts = []
+        for net, mean in zip(self.nets, means, strict=True):
+            if net.discrete:
+                parts.append(net.actor.entropy(mean.float()))
+            else:
+                parts.append(net.actor.squashed_entropy(mean.float(), self.noise(mean)))
+        if len(parts) == 1:
+            return parts[0]
+        n_agents = self.envs[0].n_agents
+        return sum(part * (net.group.n_agents / n_agents) for net, part in zip(self.nets, parts, strict=True))
+
     def parameters(self) -> list[nn.Parameter]:
-        """Every trained parameter (actor, then critic), each [K, ...]."""
+        """Every trained parameter (actor, then critic; with groups every group's actor, then every
+        group's critic), each [K, ...]."""
         return [*self.actor.parameters(), *self.critic.parameters()]
 
     def clip_gradients(self) -> None:
@@ -361,7 +381,7 @@ class Trainer:
         host sync); zeroes the episode statistics."""
         episode_stats = sd.all_reduce(self.episode_stats).tolist()  # summed over ranks
         losses = (sd.all_reduce(self.update_stats, "mean") / (self.config.epochs * self.config.minibatches)).tolist()
-        log_std = None if self.discrete else self.actor.log_std.detach().mean(1).tolist()
+        log_std = {net.group.name: net.actor.log_std.detach().mean(1).tolist() for net in self.nets if not net.discrete}
         self.episode_stats.zero_()
         rows = []
         for k in range(self.n_runs):
@@ -375,8 +395,8 @@ class Trainer:
                         "charts/episodic_return": return_sum / episodes,
                     }
                 )
-            if log_std is not None:
-                row["charts/log_std"] = log_std[k]
+            for name, stds in log_std.items():  # a group's under charts/log_std/<group>
+                row["charts/log_std" + (f"/{name}" if self.grouped else "")] = stds[k]
             rows.append(row)
         return rows
 
@@ -408,10 +428,9 @@ class Trainer:
             state = self.optimizer.state.get(p, {})
             optimizer.append({key: (v if v.dim() == 0 else v[k : k + 1]).detach().cpu().clone()
                               for key, v in state.items()})  # fmt: skip
-        space = self.envs[k].action_space
         return {
             **self.run_networks(k),
-            "action_space": {"kind": space.kind, "nvec": list(space.nvec)},
+            "action_space": self.action_record(),
             "return_var": _cpu_state(take_run(self.return_var, k)),
             "optimizer": optimizer,
             "generator": self.generators[k].get_state().cpu(),
@@ -422,6 +441,14 @@ class Trainer:
             "health": self.health[k].cpu().clone(),
         }
 
+    def action_record(self) -> dict:
+        """The action space as plain values (a run state's ``action_space``): ``{"kind", "nvec"}``, or
+        with groups ``{"groups": group_records(...)}`` (each group's range, width and space)."""
+        if self.grouped:
+            return {"groups": group_records(self.envs[0].groups)}
+        space = self.envs[0].action_space
+        return {"kind": space.kind, "nvec": list(space.nvec)}
+
     def load_run_states(self, states: list[dict]) -> None:
         """Put back ``run_state(k)`` of every run (``states[k]`` for run k), before the first iteration.
 
@@ -430,13 +457,13 @@ class Trainer:
         """
         if len(states) != self.n_runs:
             raise ValueError(f"{len(states)} run states for a trainer of {self.n_runs} runs")
-        space = self.envs[0].action_space
+        mine = self.action_record()
         for state in states:  # states written before discrete actions hold none: continuous
             saved = state.get("action_space", {"kind": "continuous", "nvec": []}) if isinstance(state, dict) else {}
-            if saved != {"kind": space.kind, "nvec": list(space.nvec)}:
-                raise ValueError(f"the saved runs were trained with {saved.get('kind')} actions (nvec "
-                                 f"{tuple(saved.get('nvec', ()))}); this trainer has {space.kind} actions (nvec "
-                                 f"{space.nvec}): a run resumes in the action space it was trained in")  # fmt: skip
+            if saved != mine:
+                raise ValueError(f"the saved runs were trained with {actions_text(saved)}; this trainer has "
+                                 f"{actions_text(mine)}: a run resumes in the action space it was trained "
+                                 "in")  # fmt: skip
         params = self.parameters()
         try:
             modules = {name: _stack_states([s[name] for s in states]) for name in
@@ -460,36 +487,6 @@ class Trainer:
             self.episode_stats[k].copy_(state["episode_stats"])
             self.return_state[k].copy_(state["return_state"])
             self.health[k].copy_(state["health"])
-
-
-class StageClock:
-    """Per-stage device time of iterations: CUDA events (no sync until ``read``), or the host clock
-    on the CPU. ``mark(name)`` starts stage ``name`` (and ends the previous one)."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.marks: list[tuple[str, object]] = []
-
-    def mark(self, name: str) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append((name, event))
-        else:
-            self.marks.append((name, time.perf_counter()))
-
-    def read(self) -> dict[str, float]:
-        """Mean microseconds per stage over the marked iterations; clears the marks."""
-        if self.cuda and self.marks:
-            self.marks[-1][1].synchronize()
-        totals: dict[str, list[float]] = {}
-        for (name, start), (_, end) in zip(self.marks, self.marks[1:], strict=False):
-            if name == "end":
-                continue
-            seconds = start.elapsed_time(end) / 1e3 if self.cuda else end - start
-            totals.setdefault(name, []).append(seconds * 1e6)
-        self.marks.clear()
-        return {name: sum(v) / len(v) for name, v in totals.items()}
 
 
 def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:

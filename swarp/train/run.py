@@ -33,12 +33,14 @@ import torch
 import swarp.distributed as sd
 from swarp.runtime.sequence import refuse_open_capture
 from swarp.train.action_spaces import env_action_kwargs
+from swarp.train.buffers import StageClock
 from swarp.train.checkpoint import load_checkpoint, save_checkpoint
 from swarp.train.config import TrainConfig, check_fields, make_config
 from swarp.train.evaluate import Evaluator, summary
+from swarp.train.groups import GroupedPolicy, TrainedPolicy
 from swarp.train.health import HealthWatch, TrainingDiverged, diverged
 from swarp.train.networks import Policy
-from swarp.train.ppo import StageClock, Trainer, iterations_for
+from swarp.train.ppo import Trainer, iterations_for
 from swarp.train.tasks import Task, get_task
 
 #: Reset seed of the evaluations during training (apart from the training seeds 0, 1, ...).
@@ -57,7 +59,8 @@ class TrainResult:
     Attributes:
         policy: The greedy policy: observations [E, A, O] -> physical actions [E, A, U], or int64
             indices [E, A, width] with discrete actions (where the run reached ``target_success``,
-            the policy of that evaluation).
+            the policy of that evaluation). With agent groups a ``GroupedPolicy``:
+            ``{group: obs}`` -> ``{group: actions}``, each group's by its own networks.
         metrics: Every logged row (the rows of ``metrics.jsonl``).
         checkpoint: Path of the checkpoint (``None`` with ``run_dir=""``).
         run_dir: The run's folder (``None`` with ``run_dir=""``).
@@ -72,7 +75,7 @@ class TrainResult:
             ``target_success`` (``None``: it did not, or there was no target).
     """
 
-    policy: Policy
+    policy: TrainedPolicy
     metrics: list[dict]
     checkpoint: Path | None
     run_dir: Path | None
@@ -115,7 +118,8 @@ def train(
             (``{"difficulty": 0.5}``, ``{"max_steps": 50}`` for the episode length); the checkpoint
             keeps them, so evaluations and videos of it use them too.
         **overrides: ``TrainConfig`` fields (``lr=...``, ``algorithm="ippo"``,
-            ``action_space="discrete"``...).
+            ``action_space="discrete"``; with agent groups ``action_space={"a": "discrete"}``,
+            ``action_nvec={"a": (5, 3)}``...).
 
     Returns:
         A ``TrainResult`` for one seed, a list of them (in ``seeds`` order) for several.
@@ -374,12 +378,16 @@ def new_run_dir(parent: Path, name: str) -> Path:
     raise RuntimeError(f"{parent}: 10,000 run folders named {name}* exist")
 
 
-def _policy(networks: dict, trainer: Trainer, config: TrainConfig) -> Policy:
-    """A ``Policy`` from a run's saved networks (``Trainer.run_networks``)."""
+def _policy(networks: dict, trainer: Trainer, config: TrainConfig) -> TrainedPolicy:
+    """A ``Policy`` (a ``GroupedPolicy`` with agent groups) from a run's saved networks (``Trainer.run_networks``)."""
     env = trainer.envs[0]
     low, high = (b.float().cpu() for b in env.action_bounds)
-    policy = Policy.from_networks(networks, env.obs_dim, low, high, config.hidden, config.depth, config.norm_obs,
-                                  env.action_space)  # fmt: skip
+    if trainer.grouped:
+        policy = GroupedPolicy.from_networks(networks, env.groups, low, high, config.hidden, config.depth,
+                                             config.norm_obs)  # fmt: skip
+    else:
+        policy = Policy.from_networks(networks, env.obs_dim, low, high, config.hidden, config.depth, config.norm_obs,
+                                      env.action_space)  # fmt: skip
     return policy.to(env.torch_device)
 
 

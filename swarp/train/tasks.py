@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from swarp.scenarios.framework.base import scenario_names
+from swarp.train.action_spaces import any_discrete
 from swarp.train.config import TrainConfig, check_fields
 
 #: Greedy success at which a task record's run stops (``Task.target_success``), unless it says otherwise.
@@ -113,10 +114,11 @@ class Task:
                 raise ValueError(f"options may not set {name!r}: set it with {RESERVED_OPTIONS[name]}")
         return dataclasses.replace(self, max_steps=max_steps, options={**self.options, **options})
 
-    def for_actions(self, action_space: str) -> Task:
-        """This task for a run with ``action_space``: with its ``discrete_options`` over its options
-        where the space is discrete, itself where it is continuous."""
-        if action_space == "continuous" or not self.discrete_options:
+    def for_actions(self, action_space: str | dict) -> Task:
+        """This task for a run with ``action_space`` (a kind, or a mapping of kinds by agent group):
+        with its ``discrete_options`` over its options where any group's space is discrete, itself
+        where every one is continuous."""
+        if not any_discrete(action_space) or not self.discrete_options:
             return self
         return dataclasses.replace(self, options={**self.options, **self.discrete_options})
 

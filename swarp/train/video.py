@@ -6,6 +6,7 @@ from pathlib import Path
 
 from swarp.env.make import make
 from swarp.render.video import check_video_path
+from swarp.train.action_spaces import step_actions
 from swarp.train.evaluate import check_policy_fits
 from swarp.train.tasks import policy_task
 
@@ -17,7 +18,7 @@ def write_video(policy, path, scenario: str | None = None, *, device=None, seed:
     episode) to ``path`` (``.gif`` or ``.mp4``).
 
     Args:
-        policy: A ``swarp.train.Policy`` or a checkpoint path.
+        policy: A ``swarp.train.Policy`` or ``GroupedPolicy``, or a checkpoint path.
         scenario: The scenario (default: the checkpoint's; required with a policy object).
         device: Where to simulate (default: CPU; rendering reads the state back anyway).
         seed: Reset seed of the episodes shown.
@@ -40,10 +41,9 @@ def write_video(policy, path, scenario: str | None = None, *, device=None, seed:
     policy = policy.to(env.torch_device)
     steps = steps if steps is not None else (env.max_steps or 200)
     cols = max(1, int(n_envs**0.5))
-    discrete = env.action_space.discrete  # int64 indices go to step as they are
 
     def act(_env, obs):
-        return policy(obs) if discrete else policy(obs).to(env.dtype)
+        return step_actions(env, policy(obs))  # int64 indices go to step as they are; by group with groups
 
     return save_video(env, path, steps, act, fps=fps,
                       env_indices=list(range(n_envs)), cols=cols, tile_size=tile_size)  # fmt: skip

@@ -206,7 +206,7 @@ def test_action_settings_that_do_not_fit_the_env_are_refused(tmp_path, capsys):
         Trainer.build([env], get_task("navigation"), config, [0])
     with pytest.raises(SystemExit) as exit_:
         train_main(["navigation", "--device", "cpu", "--action-space", "discrete", "--action-nvec", "3", "x"])
-    assert exit_.value.code == 2 and "--action-nvec: invalid int value" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "--action-nvec takes N [N ...] or GROUP=N[,N...]" in capsys.readouterr().err
     path = tmp_path / "c.json"
     path.write_text('{"action_space": "multidiscrete", "action_nvec": [4, 3]}')
     assert load_config_file(str(path)) == {"action_space": "multidiscrete", "action_nvec": (4, 3)}
