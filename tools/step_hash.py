@@ -48,7 +48,7 @@ print("RESULT" + json.dumps(out))
 
 def hashes(root: pathlib.Path, device: str, steps: int) -> dict[str, str]:
     """``{scenario/path: hash}`` of the tree at ``root``."""
-    env = dict(os.environ, PYTHONPATH=str(root.resolve()))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root.resolve()), os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run(
         [sys.executable, "-c", WORKER, device, str(steps)], capture_output=True, text=True, env=env, cwd="/"
     )
