@@ -25,6 +25,7 @@ from swarp.testing import (  # noqa: F401 (re-exported: the contract's pieces ar
     PARITY_ATOL,
     HostTransferError,
     first_difference,
+    flat_outputs,
     forbid_host_transfers,
     random_actions,
     record,
@@ -349,3 +350,16 @@ def template_scenario(name: str, folder) -> Iterator[type]:
     finally:
         swarp.unregister_scenario(name)
         del sys.modules[spec.name]
+
+
+def lidar_refused(name: str) -> bool:
+    """Whether ``swarp.make(name, lidar_rays=...)`` is refused because the scenario's agent groups
+    have different observation widths (a lidar's columns cannot follow them); checks the refusal."""
+    from swarp.scenarios.framework.base import get_scenario
+
+    spec = get_scenario(name)().make_world()
+    if len({group.obs_dim for group in spec.groups}) <= 1:
+        return False
+    with pytest.raises(ValueError, match="lidar_rays needs groups of one observation width"):
+        swarp.make(name, n_envs=1, device="cpu", lidar_rays=2)
+    return True

@@ -33,6 +33,7 @@ import torch
 import warp as wp
 
 import swarp
+from swarp import testing
 from swarp.benchmark.common import print_table
 
 
@@ -100,7 +101,8 @@ def soak(
             if (step - 1) % ACTION_CHUNK == 0:
                 u = torch.rand((ACTION_CHUNK, *shape), generator=generator, device=dev, dtype=env.dtype)
                 chunk = low + (high - low) * u
-            obs, reward, terminated, truncated, info = env.step(chunk[(step - 1) % ACTION_CHUNK])
+            outputs = env.step(chunk[(step - 1) % ACTION_CHUNK])
+            obs, reward, terminated, truncated, info = testing.flat_outputs(env, outputs)
             if step % full_check_every and step % check_every and step != n_steps:
                 continue
             done = terminated | truncated

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 import torch
+import torch.nn.functional as F
 
 from swarp.core.spaces import ActionSpace
 
@@ -154,4 +155,23 @@ def split(tensor: torch.Tensor, groups: Sequence[AgentGroup], widths: Sequence[i
     return {g.name: tensor[:, g.start : g.stop, :w] for g, w in zip(groups, widths, strict=True)}
 
 
-__all__ = ["DEFAULT_GROUP", "AgentGroup", "GroupSpec", "group_ranges", "observation_widths", "per_group", "split"]
+def join(values: Mapping[str, torch.Tensor], groups: Sequence[AgentGroup], width: int | None = None) -> torch.Tensor:
+    """``split``'s inverse: [E, A, ...] of ``{group: [E, A_g, ...]}``, each group's tensor padded with
+    zero columns to ``width`` along the last dim when given, concatenated in agent order (a new
+    tensor, keeping autograd history)."""
+    parts = [values[g.name] for g in groups]
+    if width is not None:
+        parts = [F.pad(part, (0, width - part.shape[-1])) for part in parts]
+    return torch.cat(parts, dim=1)
+
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "AgentGroup",
+    "GroupSpec",
+    "group_ranges",
+    "join",
+    "observation_widths",
+    "per_group",
+    "split",
+]

@@ -18,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
-import torch.nn.functional as F
 import warp as wp
 
 from swarp.core import env_arrays
-from swarp.core.groups import AgentGroup, group_ranges, per_group
+from swarp.core.groups import AgentGroup, group_ranges, join, per_group
 from swarp.core.spaces import ActionSpace, decode_torch
 from swarp.runtime.actions import KIND_CODES, decode_kernel
 from swarp.runtime.launch import Launcher
@@ -156,8 +155,8 @@ class ActionInput:
             return actions
         if self.space is None or self.space.discrete:
             raise ValueError("a grad-mode step takes continuous actions")
-        width = self.space.physical_dim
-        return torch.cat([F.pad(actions[group], (0, width - actions[group].shape[-1])) for group in self.ranges], dim=1)
+        groups = [AgentGroup(name, start, stop, 0, self.spaces[name]) for name, (start, stop) in self.ranges.items()]
+        return join(actions, groups, self.space.physical_dim)
 
     def launch_decode(self, launcher: Launcher) -> None:
         """Decode the index buffer into the world's action buffer (no-op without discrete groups)."""

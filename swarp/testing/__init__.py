@@ -21,9 +21,18 @@ from swarp.testing.host_transfers import (
     HostTransferError,
     forbid_host_transfers,
 )
-from swarp.testing.rollouts import PARITY_ATOL, first_difference, random_actions, record, rollout, row_difference
+from swarp.testing.rollouts import (
+    PARITY_ATOL,
+    first_difference,
+    flat_outputs,
+    random_actions,
+    record,
+    rollout,
+    row_difference,
+)
 
 __all__ = [
+    "flat_outputs",
     "DATA_SIZED",
     "HOST_TRANSFERS",
     "HOST_UPLOADS",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from swarp.core.groups import join
 from swarp.env.environment import Environment
 
 #: Largest float difference between a fused twin and its torch reference [units of the value].
@@ -30,6 +31,19 @@ def _draw(env: Environment, space, agents: slice, generator: torch.Generator, ov
         return space.sample(env.n_envs, low.shape[0], generator).to(env.torch_device)
     u = torch.rand(env.n_envs, *low.shape, generator=generator, dtype=env.dtype)
     return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
+
+
+def flat_outputs(env: Environment, outputs: tuple) -> tuple:
+    """``outputs`` of a step (``(obs, reward, terminated, truncated, info)``) with a grouped env's
+    mappings by group joined back into ``[E, A, obs_dim]`` / ``[E, A]`` tensors (padding columns
+    zero; autograd history kept): the flat layout every scenario shares."""
+    obs, reward, terminated, truncated, info = outputs
+    if not isinstance(obs, dict):
+        return outputs
+    groups, width = env.groups, env.obs_dim
+    if "final_obs" in info:
+        info = {**info, "final_obs": join(info["final_obs"], groups, width)}
+    return join(obs, groups, width), join(reward, groups), terminated, truncated, info
 
 
 def by_key(name: str, value) -> dict[str, torch.Tensor]:

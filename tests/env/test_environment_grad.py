@@ -8,7 +8,7 @@ import torch
 import swarp
 from swarp.runtime.plan import has_triton
 from swarp.scenarios.navigation import NavigationScenario
-from tests.support import DEVICES, PATHS, assert_bit_identical, make_env, noise_sequence, record
+from tests.support import DEVICES, PATHS, assert_bit_identical, flat_outputs, make_env, noise_sequence, record
 
 #: A crowded little arena so agents touch each other and the walls within a few steps.
 CROWDED = dict(n_envs=2, n_agents=4, world_size=0.3, n_obstacles=0, max_steps=6)
@@ -166,7 +166,7 @@ def test_recompute_gives_the_direct_gradient_and_the_no_grad_outputs(name, gener
         direct.set_state(recompute.get_state())  # the direct path's resets round as the reference does
         for env, grads in ((direct, direct_grads), (recompute, recompute_grads)):
             leaf = actions.clone().requires_grad_()
-            obs, reward, terminated, truncated, info = env.step(leaf)
+            obs, reward, terminated, truncated, info = flat_outputs(env, env.step(leaf))
             loss = scalar_loss(obs, reward) + 0.5 * scalar_loss(info["final_obs"], reward)
             grads.append(torch.autograd.grad(loss, leaf)[0])
         recompute_outputs.append(record(recompute, (obs.detach(), reward.detach(), terminated, truncated, info)))
@@ -174,7 +174,7 @@ def test_recompute_gives_the_direct_gradient_and_the_no_grad_outputs(name, gener
         assert torch.equal(a, b), f"{name} step {t}: the gradients differ"
     assert any(g.abs().sum() > 0 for g in recompute_grads), name
     with torch.no_grad():
-        plain_outputs = [record(plain, plain.step(actions)) for actions in plan]
+        plain_outputs = [record(plain, flat_outputs(plain, plain.step(actions))) for actions in plan]
     for a, b in zip(plain_outputs, recompute_outputs, strict=True):
         # The grad step hands out every env's pre-reset obs as final_obs; the buffer, finished rows only.
         done = (a["terminated"] | a["truncated"]).view(-1, 1, 1)
@@ -227,7 +227,7 @@ def test_compiled_gives_the_direct_gradient_and_the_no_grad_outputs(name, genera
         grads, outputs = [], []
         for env in (direct, compiled, recompute):
             leaf = actions.clone().requires_grad_()
-            obs, reward, terminated, truncated, info = env.step(leaf)
+            obs, reward, terminated, truncated, info = flat_outputs(env, env.step(leaf))
             loss = scalar_loss(obs, reward) + 0.5 * scalar_loss(info["final_obs"], reward)
             grads.append(torch.autograd.grad(loss, leaf)[0])
             outputs.append(record(env, (obs.detach(), reward.detach(), terminated, truncated, info)))

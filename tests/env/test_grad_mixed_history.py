@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import swarp
-from tests.support import mixed_actions, record
+from tests.support import flat_outputs, mixed_actions, record
 
 #: Short episodes, so the rollout crosses time limits; ``mixed_actions`` adds terminations.
 OPTIONS = dict(n_envs=3, device="cpu", seed=0, max_steps=4)
@@ -34,17 +34,17 @@ def assert_mixed_history_is_the_no_grad_one(name: str, generator: torch.Generato
     for t in range(N_STEPS):
         actions = mixed_actions(plain, generator)
         with torch.no_grad():
-            expected = record(plain, plain.step(actions))
+            expected = record(plain, flat_outputs(plain, plain.step(actions)))
         if t in GRAD_STEPS:
             leaf = actions.clone().requires_grad_()
-            obs, reward, terminated, truncated, info = mixed.step(leaf)
+            obs, reward, terminated, truncated, info = flat_outputs(mixed, mixed.step(leaf))
             (obs.sum() + reward.sum()).backward()
             assert torch.isfinite(leaf.grad).all(), f"{name} step {t}"
             info = {key: value.detach() for key, value in info.items()}
             got = record(mixed, (obs.detach(), reward.detach(), terminated, truncated, info))
         else:
             with torch.no_grad():
-                got = record(mixed, mixed.step(actions))
+                got = record(mixed, flat_outputs(mixed, mixed.step(actions)))
         expected, got = finished_rows_only(expected), finished_rows_only(got)
         assert expected.keys() == got.keys()
         for key in expected:
@@ -94,10 +94,10 @@ def test_a_direct_grad_step_keeps_its_gradient_through_later_steps(name, generat
         return (info["final_obs"] * weights).sum() + 3.0 * reward.sum()
 
     leaf = actions.clone().requires_grad_()
-    (alone,) = torch.autograd.grad(loss_of(*env.step(leaf)), leaf)
+    (alone,) = torch.autograd.grad(loss_of(*flat_outputs(env, env.step(leaf))), leaf)
     env.set_state(start)
     leaf = actions.clone().requires_grad_()
-    loss = loss_of(*env.step(leaf))
+    loss = loss_of(*flat_outputs(env, env.step(leaf)))
     for t, step_actions in enumerate(later):
         if t % 2:
             with torch.no_grad():

@@ -241,3 +241,15 @@ def test_the_scenario_contract_takes_groups():
     finally:
         swarp.unregister_scenario(Registered.name)
     assert all(result == "ok" for result in report.values()), report
+
+
+def test_join_is_split_inverted_with_zero_padding():
+    env = grouped(scenario=NarrowNavigation)
+    obs, _ = env.reset()
+    widths = [g.obs_dim for g in env.groups]
+    from swarp.core.groups import join, split
+
+    flat = join(obs, env.groups, env.obs_dim)
+    assert torch.equal(flat, env.obs) and flat.data_ptr() != env.obs.data_ptr()
+    again = split(flat, env.groups, widths)
+    assert all(torch.equal(again[name], obs[name]) for name in obs)
