@@ -155,11 +155,11 @@ def split(tensor: torch.Tensor, groups: Sequence[AgentGroup], widths: Sequence[i
     return {g.name: tensor[:, g.start : g.stop, :w] for g, w in zip(groups, widths, strict=True)}
 
 
-def join(values: Mapping[str, torch.Tensor], groups: Sequence[AgentGroup], width: int | None = None) -> torch.Tensor:
-    """``split``'s inverse: [E, A, ...] of ``{group: [E, A_g, ...]}``, each group's tensor padded with
-    zero columns to ``width`` along the last dim when given, concatenated in agent order (a new
-    tensor, keeping autograd history)."""
-    parts = [values[g.name] for g in groups]
+def join(values: Mapping[str, torch.Tensor], names: Sequence[str], width: int | None = None) -> torch.Tensor:
+    """``split``'s inverse: [E, A, ...] of ``{group: [E, A_g, ...]}``, the groups' tensors in the
+    order of ``names`` (agent order), each padded with zero columns to ``width`` along the last dim
+    when given, concatenated along the agent dim (a new tensor, keeping autograd history)."""
+    parts = [values[name] for name in names]
     if width is not None:
         parts = [F.pad(part, (0, width - part.shape[-1])) for part in parts]
     return torch.cat(parts, dim=1)

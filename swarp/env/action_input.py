@@ -121,16 +121,14 @@ class ActionInput:
         device), or a mapping with one tensor per group, each fitting its group's space. Reads no
         values (out-of-range indices raise ``invalid_actions()`` on the device)."""
         core = self.core
-        if isinstance(actions, torch.Tensor):
+        if not isinstance(actions, Mapping):
             if self.space is None:
                 raise TypeError(
                     f"{name} must be a mapping of tensors by group {list(self.ranges)}: the groups' action "
-                    "spaces differ, so no one tensor holds them"
+                    f"spaces differ, so no one tensor holds them (got {type(actions).__name__})"
                 )
             self.space.check(actions, core.n_envs, core.stepper.n_agents, core.torch_device, core.dtype, name)
             return
-        if not isinstance(actions, Mapping):
-            self.space.check(actions, core.n_envs, core.stepper.n_agents, core.torch_device, core.dtype, name)
         names = list(self.ranges)
         unknown, missing = sorted(set(actions) - set(names)), [n for n in names if n not in actions]
         if unknown or missing:
@@ -155,8 +153,7 @@ class ActionInput:
             return actions
         if self.space is None or self.space.discrete:
             raise ValueError("a grad-mode step takes continuous actions")
-        groups = [AgentGroup(name, start, stop, 0, self.spaces[name]) for name, (start, stop) in self.ranges.items()]
-        return join(actions, groups, self.space.physical_dim)
+        return join(actions, list(self.ranges), self.space.physical_dim)
 
     def launch_decode(self, launcher: Launcher) -> None:
         """Decode the index buffer into the world's action buffer (no-op without discrete groups)."""

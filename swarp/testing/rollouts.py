@@ -40,10 +40,10 @@ def flat_outputs(env: Environment, outputs: tuple) -> tuple:
     obs, reward, terminated, truncated, info = outputs
     if not isinstance(obs, dict):
         return outputs
-    groups, width = env.groups, env.obs_dim
+    names, width = [group.name for group in env.groups], env.obs_dim
     if "final_obs" in info:
-        info = {**info, "final_obs": join(info["final_obs"], groups, width)}
-    return join(obs, groups, width), join(reward, groups), terminated, truncated, info
+        info = {**info, "final_obs": join(info["final_obs"], names, width)}
+    return join(obs, names, width), join(reward, names), terminated, truncated, info
 
 
 def by_key(name: str, value) -> dict[str, torch.Tensor]:

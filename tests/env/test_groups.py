@@ -101,6 +101,7 @@ def test_bad_group_input_is_refused_and_leaves_the_env_intact():
         ({**good, "b": good["b"].long()}, TypeError, r"actions\['b'\] must have dtype torch.float32"),
         ({**good, "b": torch.zeros(5, 3, 2)}, ValueError, r"actions\['b'\] must have shape"),
         (torch.zeros(5, 4, 2), TypeError, "mapping of tensors by group"),
+        ([good["a"], good["b"]], TypeError, r"mapping of tensors by group .* \(got list\)"),
     ]
     for actions, error, match in cases:
         with pytest.raises(error, match=match):
@@ -249,7 +250,7 @@ def test_join_is_split_inverted_with_zero_padding():
     widths = [g.obs_dim for g in env.groups]
     from swarp.core.groups import join, split
 
-    flat = join(obs, env.groups, env.obs_dim)
+    flat = join(obs, [g.name for g in env.groups], env.obs_dim)
     assert torch.equal(flat, env.obs) and flat.data_ptr() != env.obs.data_ptr()
     again = split(flat, env.groups, widths)
     assert all(torch.equal(again[name], obs[name]) for name in obs)
