@@ -33,11 +33,14 @@ class GroupSpec:
         name: The group's key in every per-group mapping (a Python identifier).
         n_agents: Its agents: the next ``n_agents`` of ``WorldSpec.agents`` (>= 1).
         obs_dim: Width of its agents' observations (<= the scenario's ``obs_dim``, the widest).
+        silent: Whether its agents send no message on the world's channel (``WorldSpec.comm_dim``):
+            their actions have no message columns and their rows of ``env.comm`` stay 0.
     """
 
     name: str
     n_agents: int
     obs_dim: int
+    silent: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():

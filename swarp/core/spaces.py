@@ -9,6 +9,12 @@ action arity, ``swarp.core.config``). An ``ActionSpace`` says what a policy hand
 * ``multidiscrete``: one index per physical column, ``[E, A, D]`` int64, column ``d`` in
   ``[0, nvec[d])``.
 
+A space with a communication channel (``comm_dim`` C > 0; VMAS 1.5.2's ``dim_c``, its layout) adds
+the agent's message: ``C`` more columns in ``[0, 1]`` after the command (continuous; clamped, a
+non-finite entry acts as 0 and raises the flag), one more head of ``C`` choices (discrete: the
+least significant digit of the flat index, ``index = physical_index * C + choice``;
+multidiscrete: one more column), whose choice is sent as a one-hot message.
+
 Discrete levels follow VMAS 1.5.2 (``Environment._set_action``): column ``d`` with ``n`` levels
 maps level ``l`` to ``low + l / (n - 1) * (high - low)`` over the agent's physical box
 (``Model.action_bounds``); for odd ``n`` index 0 is the middle level (no command on a symmetric
@@ -28,6 +34,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 #: The kinds of action space, by name.
 ACTION_SPACES = ("continuous", "discrete", "multidiscrete")
@@ -43,16 +50,19 @@ class ActionSpace:
         kind: ``"continuous"``, ``"discrete"`` or ``"multidiscrete"``.
         physical_dim: D, the width of the physical command the kernels read.
         nvec: Levels of each physical column (discrete kinds; ``()`` when continuous).
+        comm_dim: C, the width of the agent's message (0: silent).
     """
 
     kind: str
     physical_dim: int
     nvec: tuple[int, ...] = ()
+    comm_dim: int = 0
 
     @classmethod
-    def build(cls, kind: str, nvec: int | Sequence[int] | None, physical_dim: int) -> ActionSpace:
-        """The space of ``kind`` over a ``physical_dim``-wide command; ``nvec``: levels per
-        column, an int for every column (``None``: 3, VMAS's default) or one int >= 2 per column.
+    def build(cls, kind: str, nvec: int | Sequence[int] | None, physical_dim: int, comm_dim: int = 0) -> ActionSpace:
+        """The space of ``kind`` over a ``physical_dim``-wide command and a ``comm_dim``-wide
+        message; ``nvec``: levels per column, an int for every column (``None``: 3, VMAS's default)
+        or one int >= 2 per column.
 
         Raises:
             ValueError: an unknown kind, or ``nvec`` of the wrong length or with a level count < 2.
@@ -63,7 +73,7 @@ class ActionSpace:
         if kind == "continuous":
             if nvec is not None:
                 raise ValueError("action_nvec applies to discrete action spaces; action_space is 'continuous'")
-            return cls(kind, physical_dim)
+            return cls(kind, physical_dim, (), comm_dim)
         levels = 3 if nvec is None else nvec
         if _is_int(levels):
             levels = (levels,) * physical_dim
@@ -75,12 +85,19 @@ class ActionSpace:
                 f"action_nvec must give {physical_dim} level counts (one per action column), each an int "
                 f">= 2, got {nvec!r}"
             )
-        return cls(kind, physical_dim, tuple(int(n) for n in levels))
+        return cls(kind, physical_dim, tuple(int(n) for n in levels), comm_dim)
+
+    @property
+    def choices(self) -> tuple[int, ...]:
+        """Choices of each digit of a discrete action: ``nvec``, then ``comm_dim`` with a channel."""
+        return self.nvec + ((self.comm_dim,) if self.comm_dim else ())
 
     @property
     def strides(self) -> tuple[int, ...]:
-        """What each column's index counts for in a flat index (the first column most significant)."""
-        return tuple(math.prod(self.nvec[d + 1 :]) for d in range(len(self.nvec)))
+        """What each digit's index counts for in a flat index (``choices``' order, the first most
+        significant; the message's choice, where there is one, counts 1)."""
+        choices = self.choices
+        return tuple(math.prod(choices[d + 1 :]) for d in range(len(choices)))
 
     @property
     def discrete(self) -> bool:
@@ -89,8 +106,13 @@ class ActionSpace:
 
     @property
     def width(self) -> int:
-        """Columns of the actions ``step`` takes: D, 1 (``discrete``) or D (``multidiscrete``)."""
-        return 1 if self.kind == "discrete" else self.physical_dim
+        """Columns of the actions ``step`` takes: D + C (continuous), 1 (``discrete``) or D, plus 1
+        with a channel (``multidiscrete``)."""
+        if self.kind == "discrete":
+            return 1
+        if self.kind == "multidiscrete":
+            return len(self.choices)
+        return self.physical_dim + self.comm_dim
 
     @property
     def width_name(self) -> str:
@@ -99,11 +121,13 @@ class ActionSpace:
 
     @property
     def heads(self) -> tuple[int, ...]:
-        """Choices of each column ``step`` takes: ``(prod(nvec),)`` (``discrete``), ``nvec``
+        """Choices of each column ``step`` takes: ``(prod(choices),)`` (``discrete``), ``choices``
         (``multidiscrete``), ``()`` when continuous."""
         if self.kind == "discrete":
-            return (math.prod(self.nvec),)
-        return self.nvec
+            return (math.prod(self.choices),)
+        if self.kind == "multidiscrete":
+            return self.choices
+        return ()
 
     def sample(self, n_envs: int, n_agents: int, generator: torch.Generator) -> torch.Tensor:
         """[n_envs, n_agents, width] int64 indices on ``generator``'s device, each column uniform over
@@ -144,8 +168,9 @@ def _is_int(value) -> bool:
 
 
 def column_indices(space: ActionSpace, indices: torch.Tensor) -> torch.Tensor:
-    """Per-column indices [E, A, D] int64 of ``indices`` [E, A, width] (a flat discrete index split
-    into its columns, the first most significant; out-of-range flat indices split as they fall)."""
+    """Per-digit indices [E, A, len(choices)] int64 of ``indices`` [E, A, width] (a flat discrete
+    index split into its digits, the first most significant; out-of-range flat indices split as
+    they fall). The last digit is the message's choice where the space has a channel."""
     if space.kind == "multidiscrete":
         return indices.long()
     flat = indices[..., 0].long()
@@ -157,7 +182,11 @@ def column_indices(space: ActionSpace, indices: torch.Tensor) -> torch.Tensor:
 
 
 def decode_torch(
-    space: ActionSpace, indices: torch.Tensor, low: torch.Tensor, high: torch.Tensor, nvec: torch.Tensor | None = None
+    space: ActionSpace,
+    indices: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    choices: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The torch reference of the decode (module docstring).
 
@@ -165,23 +194,25 @@ def decode_torch(
         space: A discrete ``ActionSpace``.
         indices: [E, A, width] integer indices.
         low, high: [A, D] the physical box (``Model.action_bounds``), in the sim dtype.
-        nvec: [D] int64 ``space.nvec`` on the indices' device, made once by a caller that decodes
-            every step (the default builds it: a host-to-device copy on CUDA, which a captured step
-            cannot hold).
+        choices: int64 ``space.choices`` on the indices' device, made once by a caller that
+            decodes every step (the default builds it: a host-to-device copy on CUDA, which a
+            captured step cannot hold).
 
     Returns:
         ``(command [E, A, D] in low's dtype, bad [E, A] bool)``: the physical command (0 for an
-        agent with an out-of-range index) and which agents had one.
+        agent with an out-of-range index) and which agents had one. The message of a space with a
+        channel: ``decode_message_torch``.
     """
-    if nvec is None:
-        nvec = torch.tensor(space.nvec, device=indices.device)
+    if choices is None:
+        choices = torch.tensor(space.choices, device=indices.device)
+    digits = column_indices(space, indices)
     if space.kind == "discrete":
         flat = indices[..., 0].long()
-        bad = (flat < 0) | (flat >= math.prod(space.nvec))
-        index = column_indices(space, indices)
+        bad = (flat < 0) | (flat >= math.prod(space.choices))
     else:
-        index = indices.long()
-        bad = ((index < 0) | (index >= nvec)).any(dim=-1)
+        bad = ((digits < 0) | (digits >= choices)).any(dim=-1)
+    columns = len(space.nvec)
+    index, nvec = digits[..., :columns], choices[:columns]
     half = nvec // 2
     odd = nvec % 2 == 1
     level = torch.where(odd & (index == 0), half, torch.where(odd & (index <= half), index - 1, index))
@@ -190,7 +221,29 @@ def decode_torch(
     return torch.where(bad.unsqueeze(-1), torch.zeros_like(command), command), bad
 
 
-def encode_torch(space: ActionSpace, command: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+def decode_message_torch(space: ActionSpace, indices: torch.Tensor, bad: torch.Tensor, dtype) -> torch.Tensor:
+    """[E, A, C] the one-hot messages of discrete ``indices`` [E, A, width] of a space with a
+    channel (their last digit), 0 for the agents of ``bad`` [E, A] (``decode_torch``'s), in ``dtype``."""
+    choice = column_indices(space, indices)[..., len(space.nvec)].clamp(0, space.comm_dim - 1)
+    return F.one_hot(choice, space.comm_dim).to(dtype) * (~bad).unsqueeze(-1).to(dtype)
+
+
+def continuous_message(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The message of continuous message columns ``raw`` [E, A, C]: each entry clamped to
+    ``[0, 1]``, a non-finite one 0. Returns ``(message [E, A, C], bad [E, A] bool)``; differentiable
+    (the gradient of a clamped entry is 0)."""
+    finite = torch.isfinite(raw)
+    message = torch.where(finite, raw, torch.zeros_like(raw)).clamp(0.0, 1.0)
+    return message, ~finite.all(dim=-1)
+
+
+def encode_torch(
+    space: ActionSpace,
+    command: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    choice: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The indices whose levels are nearest a physical command: ``decode_torch``'s inverse on the
     levels (a scripted controller's commands in a discrete environment).
 
@@ -198,6 +251,7 @@ def encode_torch(space: ActionSpace, command: torch.Tensor, low: torch.Tensor, h
         space: A discrete ``ActionSpace``.
         command: [E, A, D] physical commands (clamped to the box first).
         low, high: [A, D] the physical box (``Model.action_bounds``).
+        choice: [E, A] int64 message choices, for a space with a channel (default 0).
 
     Returns:
         [E, A, width] int64 indices; ``decode_torch`` of them is the nearest level of each column
@@ -210,6 +264,9 @@ def encode_torch(space: ActionSpace, command: torch.Tensor, low: torch.Tensor, h
     half = nvec // 2
     odd = nvec % 2 == 1
     index = torch.where(odd & (level == half), 0, torch.where(odd & (level < half), level + 1, level))
+    if space.comm_dim:
+        choice = torch.zeros_like(index[..., 0]) if choice is None else choice.long()
+        index = torch.cat([index, choice.unsqueeze(-1)], dim=-1)
     if space.kind == "multidiscrete":
         return index
     strides = torch.tensor(space.strides, device=command.device)
@@ -221,6 +278,8 @@ __all__ = [
     "INDEX_DTYPES",
     "ActionSpace",
     "column_indices",
+    "continuous_message",
+    "decode_message_torch",
     "decode_torch",
     "encode_torch",
 ]

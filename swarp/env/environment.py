@@ -112,6 +112,10 @@ class Environment(ParameterMethods, Snapshotting):
     async_step = None
     #: While a grad-mode ``step`` runs the torch reference: its differentiable state (``state``).
     grad_state: tuple | None = None
+    #: While a grad-mode ``step`` runs the torch reference: its actions' messages (``messages``).
+    grad_messages: torch.Tensor | None = None
+    #: While the torch reference observes fresh starts (a reset): ``messages`` is then silence.
+    observing_fresh = False
     #: The ``swarp.env.grad.RecomputedGrad`` built by the first grad-mode step, or ``None``.
     recomputed_grad = None
 
@@ -159,7 +163,7 @@ class Environment(ParameterMethods, Snapshotting):
         self.grouped = len(self.groups) > 1
         stages = Stages(self.core, self.parameters, self.action_input)
         self.launches = Launches(self, self.core, stages, make_step_end(self.core, stages))
-        self.snapshots = Snapshots(self.core, self.parameters)
+        self.snapshots = Snapshots(self.core, self.parameters, self.action_input.comm)
         self._action_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         self.reset(seed=options.seed)
         if self.plan.cpu_shards > 1:
@@ -236,14 +240,42 @@ class Environment(ParameterMethods, Snapshotting):
         return self.world.state.torch
 
     @property
+    def comm(self) -> torch.Tensor | None:
+        """[E, A, C] the messages sent with the last step's actions (sim dtype; ``WorldSpec.comm_dim``
+        C wide, a silent agent's row 0; VMAS's ``agent.state.c``), or ``None`` without a channel.
+        Written at the start of every step; what an observation hears is ``messages``."""
+        return self.action_input.comm
+
+    @property
+    def messages(self) -> torch.Tensor | None:
+        """[E, A, C] the messages a torch reference observation hears: ``comm`` in a step's
+        observation (in a grad-mode step, the messages of its actions, with their autograd
+        history), zeros in the observation of a fresh start (nothing has been said in a new
+        episode); ``None`` without a channel. The fused twin's rule is the same: its kernels hear
+        ``comm`` in ``OBSERVE_STEP`` mode only."""
+        if self.grad_messages is not None:
+            return self.grad_messages
+        comm = self.action_input.comm
+        if comm is None or not self.observing_fresh:
+            return comm
+        return self.action_input.silence
+
+    @property
     def action_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(low, high)``, each [A, act_dim] in physical units: the box the kernels clamp actions to.
+        """``(low, high)``, each [A, D] in physical units: the box the kernels clamp actions to;
+        where continuous actions carry messages, [A, D + C], the message columns [0, 1] (``(0, 0)``
+        for a silent agent): the box of the joined ``[E, A, D + C]`` actions.
 
         Built once (agent limits are static) and shared: policies may read it every step for free;
         do not modify the returned tensors in place.
         """
         if self._action_bounds is None:
-            self._action_bounds = self.stepper.model.action_bounds(self.torch_device, self.dtype)
+            low, high = self.stepper.model.action_bounds(self.torch_device, self.dtype)
+            speaking = self.action_input.continuous_speaking_rows()
+            if speaking is not None:
+                channel = speaking.unsqueeze(-1).expand(-1, self.action_input.comm_dim).to(self.dtype)
+                low, high = torch.cat([low, torch.zeros_like(channel)], -1), torch.cat([high, channel], -1)
+            self._action_bounds = (low, high)
         return self._action_bounds
 
     def rng_keys(self) -> torch.Tensor:
@@ -283,7 +315,11 @@ class Environment(ParameterMethods, Snapshotting):
         if isinstance(actions, torch.Tensor):
             if actions.requires_grad and torch.is_grad_enabled():
                 return self._grad_step(actions)
-            action_input.buffer.copy_(actions)
+            buffer = action_input.buffer
+            if buffer is not None:
+                buffer.copy_(actions)
+            else:
+                action_input.write(actions)
         else:
             if torch.is_grad_enabled() and any(t.requires_grad for t in actions.values()):
                 return self._grad_step(action_input.join(actions))

@@ -75,7 +75,7 @@ def taped_physics(env: Environment, actions: torch.Tensor, ring: GradRing | None
     state = warp_step(
         env.stepper,
         state_in,
-        actions,
+        env.action_input.physical(actions).contiguous(),
         ring=ring,
         invalid_flag=world.invalid_action_flag,
         non_finite_flag=world.non_finite_flags,
@@ -90,12 +90,24 @@ def taped_physics(env: Environment, actions: torch.Tensor, ring: GradRing | None
 
 def reference_outputs(env: Environment, state) -> tuple[torch.Tensor, torch.Tensor]:
     """The scenario's ``post_step``, then its observation [E, A, obs_dim] and reward [E, A] with
-    ``env.state`` reading the taped ``state``; the caller clears ``env.grad_state`` after."""
+    ``env.state`` reading the taped ``state`` (and ``env.messages`` what ``show_messages`` set);
+    the caller clears both after (``clear_grad_inputs``)."""
     env.grad_state = state
     env.scenario.post_step()
     obs = reference.observations(env)
     reward = reference.checked(env.scenario.rewards(), env, "rewards", env.reward.shape)
     return obs, reward
+
+
+def show_messages(env: Environment, actions: torch.Tensor) -> None:
+    """Make ``env.messages`` the messages of a grad step's ``actions``, with their autograd history."""
+    env.grad_messages = env.action_input.messages_of(actions)
+
+
+def clear_grad_inputs(env: Environment) -> None:
+    """Drop the taped state and messages ``reference_outputs`` showed the scenario."""
+    env.grad_state = None
+    env.grad_messages = None
 
 
 def _check_memory_detached(env: Environment) -> None:
@@ -184,9 +196,12 @@ class RecomputedGrad:
         self._seed_obs = torch.zeros_like(env.obs)
         self._seed_reward = torch.zeros_like(env.reward)
         self._grad = torch.zeros_like(self._actions, requires_grad=False)
-        self._ring = GradRing(twin.stepper, env.n_envs, env.act_dim, 1)
+        self._ring = GradRing(twin.stepper, env.n_envs, env.stepper.act_dim, 1)
         self._twin_inputs = [*self.inputs(twin)[:-1], self._actions.detach()]
-        self._inputs = self.inputs(env)
+        #: The step's [E, A, D + C] actions as given, where the command buffer holds only D of them.
+        messages = env.action_input.physical(self._actions) is not self._actions
+        self._given = torch.zeros_like(self._grad) if messages else None
+        self._inputs = self.env_inputs()
         self._to_twin: CompiledSequence | None = None  # "direct": the step's inputs into the twin's
         self._free: list[_Slot] = []
         self._graph: torch.cuda.CUDAGraph | None = None
@@ -211,9 +226,21 @@ class RecomputedGrad:
         keys = [key for key in sorted(tensors) if key not in OUTPUT_KEYS and not key.startswith("info.")]
         return [*(tensors[key] for key in keys), env.world.actions]
 
+    def env_inputs(self) -> list[torch.Tensor]:
+        """``inputs`` of the environment, the actions as given last."""
+        inputs = self.inputs(self.env)
+        return inputs if self._given is None else [*inputs[:-1], self._given]
+
+    def write_actions(self, actions: torch.Tensor) -> None:
+        """Write a grad step's ``actions`` into the environment's buffers (detached)."""
+        with torch.no_grad():
+            self.env.action_input.write_joined(actions)
+            if self._given is not None:
+                self._given.copy_(actions)
+
     def invalidate(self) -> None:
         """Read the environment's buffers afresh and drop every graph (``Environment.invalidate``)."""
-        self._inputs = self.inputs(self.env)
+        self._inputs = self.env_inputs()
         self._to_twin = None
         self._free = []
         self._graph = None
@@ -232,14 +259,15 @@ class RecomputedGrad:
         # Warp's copies bump no version counter: an earlier step's graph that saved one of these
         # buffers then raises at its backward (torch's in-place error) instead of reading new values.
         increment_version(self._twin_inputs[:-1])
+        self.write_actions(actions)
         with torch.no_grad():
-            env.world.actions.copy_(actions)
             env.launches.run_step()
         state = taped_physics(twin, actions)
+        show_messages(twin, actions)
         try:
             reference_obs, reference_reward = reference_outputs(twin, state)
         finally:
-            twin.grad_state = None
+            clear_grad_inputs(twin)
         _check_memory_detached(twin)
         return _WithReferenceGradient.apply(env, reference_obs, reference_reward)
 
@@ -295,10 +323,11 @@ class RecomputedGrad:
         twin = self.twin
         with torch.enable_grad():
             state = taped_physics(twin, self._actions, self._ring)
+            show_messages(twin, self._actions)
             try:
                 obs, reward = self._outputs(twin, state)
             finally:
-                twin.grad_state = None
+                clear_grad_inputs(twin)
             _check_memory_detached(twin)
             # An output with no path to the actions (a reward of discrete events, say) adds nothing.
             seeded = ((obs, self._seed_obs), (reward, self._seed_reward))
@@ -379,7 +408,7 @@ class _RecomputedStep(torch.autograd.Function):
     def forward(ctx, grad: RecomputedGrad, actions: torch.Tensor):
         env = grad.env
         ctx.grad = grad
-        env.world.actions.copy_(actions)
+        grad.write_actions(actions)
         ctx.slot = grad.save()
         weakref.finalize(ctx, grad.release, ctx.slot)
         env.launches.run_step()

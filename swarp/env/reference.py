@@ -292,10 +292,14 @@ def reset_envs(env: Environment, mask: torch.Tensor) -> None:
     mask_wp = env.buffers.done if mask is env.done else env.buffers.reset_mask
     with env.streams.scope():
         env.world.build_neighbors(mask_wp)
-    if rows is None:  # CUDA, or compiled (a fixed shape: one compile)
-        env.launches.torch_calls.fresh(env, mask)
-        return
-    fresh = observations(env)[rows]
+    env.observing_fresh = True  # nothing has been said in a new episode (``Environment.messages``)
+    try:
+        if rows is None:  # CUDA, or compiled (a fixed shape: one compile)
+            env.launches.torch_calls.fresh(env, mask)
+            return
+        fresh = observations(env)[rows]
+    finally:
+        env.observing_fresh = False
     env.obs[rows] = fresh
     flag_non_finite(env, fresh, rows=rows)
 

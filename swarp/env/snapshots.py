@@ -29,11 +29,13 @@ class Snapshots:
     Args:
         core: The environment's core.
         parameters: Its agent parameters.
+        comm: Its messages buffer ``[E, A, C]`` (``Environment.comm``), or ``None``.
     """
 
-    def __init__(self, core: EnvCore, parameters: AgentParameters):
+    def __init__(self, core: EnvCore, parameters: AgentParameters, comm: torch.Tensor | None = None):
         self.core = core
         self.parameters = parameters
+        self.comm = comm
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """The live buffers a snapshot copies, by key (see ``Environment.get_state``)."""
@@ -57,6 +59,8 @@ class Snapshots:
         tensors.update({f"obstacles.{k}": v for k, v in world.model.obstacle_tensors().items()})
         tensors.update({f"scenario.{k}": v for k, v in core.scenario.state_tensors().items()})
         tensors.update({f"info.{k}": v for k, v in core.info.items() if k != "final_obs"})
+        if self.comm is not None:
+            tensors["env.comm"] = self.comm
         return tensors
 
     def get(self) -> dict[str, torch.Tensor]:

@@ -44,6 +44,9 @@ class WorldSpec:
             world's shared static obstacles).
         groups: Named groups of consecutive agents (``swarp.core.groups.GroupSpec``, in agent
             order), each with its observation width; empty: one group ``"agents"`` of them all.
+        comm_dim: C, the width of the communication channel (VMAS's ``dim_c``): every agent of a
+            group that is not ``silent`` sends a C-wide message with its action (``env.comm``),
+            which observations may hear (``Environment.messages``); 0: no channel.
     """
 
     agents: tuple[AgentConfig, ...]
@@ -54,6 +57,11 @@ class WorldSpec:
     max_steps: int | None = 200
     n_obstacle_slots: int = 0
     groups: tuple[GroupSpec, ...] = ()
+    comm_dim: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.comm_dim, int) or isinstance(self.comm_dim, bool) or self.comm_dim < 0:
+            raise ValueError(f"WorldSpec.comm_dim must be an int >= 0, got {self.comm_dim!r}")
 
 
 class Scenario:
