@@ -99,6 +99,12 @@ class ActionSpace:
         choices = self.choices
         return tuple(math.prod(choices[d + 1 :]) for d in range(len(choices)))
 
+    def box_columns(self, command_dim: int) -> list[int]:
+        """The columns of an environment's action box (``Environment.action_bounds``: a
+        ``command_dim``-wide command, then the channel's columns) that a continuous action of this
+        space fills, in its order: its command's columns, then its message's."""
+        return [*range(self.physical_dim), *range(command_dim, command_dim + self.comm_dim)]
+
     @property
     def discrete(self) -> bool:
         """Whether ``step`` takes indices (``discrete`` or ``multidiscrete``)."""

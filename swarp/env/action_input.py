@@ -53,6 +53,7 @@ class ActionInput:
         comm: The messages sent with the last step's actions ``[E, A, C]`` (sim dtype; a silent
             agent's row 0), or ``None`` without a channel.
         silence: Zeros like ``comm``: what an observation of a fresh start hears.
+        comm_array: ``comm`` as a Warp array (a scenario kernel's input), or ``None``.
         raw: The continuous groups' message columns as given ``[E, A, C]`` (``launch_decode`` clamps
             them into ``comm``), or ``None`` without a continuous group that speaks.
     """
@@ -78,7 +79,7 @@ class ActionInput:
                     raise
                 raise type(error)(f"group {name!r}: {error}") from None
         shape = (core.n_envs, stepper.n_agents)
-        self.indices = self._indices = self.comm = self._comm = self._raw = self.raw = self.silence = None
+        self.indices = self._indices = self.comm = self.comm_array = self.silence = self.raw = self._raw = None
         discrete = [name for name in names if self.spaces[name].discrete]
         if discrete:
             width = max(self.spaces[name].width for name in discrete)
@@ -87,8 +88,8 @@ class ActionInput:
         speaking = [name for name in names if self.spaces[name].comm_dim]
         if speaking:
             channel = (*shape, self.comm_dim)
-            self._comm = env_arrays.zeros("world.comm", channel, stepper.scalar, core.device)
-            self.comm = wp.to_torch(self._comm)
+            self.comm_array = env_arrays.zeros("world.comm", channel, stepper.scalar, core.device)
+            self.comm = wp.to_torch(self.comm_array)
             self.silence = torch.zeros_like(self.comm)
             if any(not self.spaces[name].discrete for name in speaking):
                 self._raw = env_arrays.zeros("world.comm_raw", channel, stepper.scalar, core.device)
@@ -243,21 +244,23 @@ class ActionInput:
     def launch_decode(self, launcher: Launcher) -> None:
         """Decode the index buffer into the world's action buffer, and the messages into ``comm``
         (no-op without discrete groups or a channel)."""
-        if self._indices is None and self._comm is None:
+        if self._indices is None and self.comm_array is None:
             return
         core = self.core
-        comm = self._comm is not None
+        comm = self.comm_array is not None
+        channel = (self._speaks, self._raw, self.comm_array)
         launcher.launch(
             decode_kernel(core.stepper.scalar, comm),
             dim=(core.n_envs, core.stepper.n_agents),
             inputs=[self._indices, self._kinds, self._levels, self._low, self._high],
-            outputs=[core.world.actions_array, core.world.invalid_action_flag, self._speaks, self._raw, self._comm],
+            # Then the channel's (``None`` without one): who speaks, the raw continuous messages, ``comm``.
+            outputs=[core.world.actions_array, core.world.invalid_action_flag, *channel],
             device=core.device,
         )
 
     def decode_torch(self) -> None:
         """``launch_decode`` in torch (the torch reference's step; capture-safe, no host sync)."""
-        if self._indices is None and self._comm is None:
+        if self._indices is None and self.comm_array is None:
             return
         world = self.core.world
         low, high = self._bounds_torch

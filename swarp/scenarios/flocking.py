@@ -4,7 +4,7 @@ The target starts at a random point and drifts at ``target_speed`` in a random d
 bouncing off the inner square ``[-(L - R), L - R]^2`` (L = ``world_size``, R = ``target_radius``),
 so the whole flock disc fits in the arena; ``target_speed=0`` gives a fixed target.
 
-Observation of agent i (``obs_dim = 8 + 5 k`` with ``k = obs_neighbors``):
+Observation of agent i (``obs_dim = 8 + (5 + C) k`` with ``k = obs_neighbors``, C = ``comm_dim``):
 
 =========  =====  ==============================================================
 slice      size   content
@@ -16,7 +16,13 @@ slice      size   content
 8:8+5k     5 k    k nearest other agents within ``obs_range``, nearest first:
                   relative position (2) [m], relative velocity (2) [m/s], valid flag (1);
                   zeros (valid 0) where fewer are in range
+8+5k:      C k    with ``comm_dim`` C > 0: the messages the same k neighbors sent with this
+                  step's actions (``Environment.messages``; zeros past the last, and in the
+                  first observation of an episode)
 =========  =====  ==============================================================
+
+With ``comm_dim`` every agent says a C-wide message with its action (continuous: C more columns
+in [0, 1]; discrete: one more head of C choices): a swarm that talks to its neighbors.
 
 Reward of agent i, with c the flock centroid, v_bar the mean velocity and d_i = |target - p_i|::
 
@@ -39,6 +45,7 @@ counter-based RNG. The Warp twin is ``flocking_kernels.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -88,6 +95,7 @@ class FlockingConfig(arena.ArenaConfig):
     separation_distance: float = 0.2
     obs_neighbors: int = 4
     obs_range: float = 0.6
+    comm_dim: int = 0
     target_weight: float = 1.0
     cohesion_weight: float = 0.1
     alignment_weight: float = 0.05
@@ -99,6 +107,7 @@ class FlockingConfig(arena.ArenaConfig):
         check = self.checker()
         for name in ("target_radius", "separation_distance"):
             check.number(name)
+        check.int("comm_dim", 0)
         for name in ("target_speed", "target_weight", "cohesion_weight", "alignment_weight", "separation_weight",
                      "flock_bonus"):  # fmt: skip
             check.number(name, allow_zero=True)
@@ -125,11 +134,12 @@ class FlockingScenario(FusedScenario):
         c = self.cfg
         #: Half-size [m] of the square the target moves in.
         self.target_limit = c.world_size - c.target_radius
-        return arena.arena_world(self, c.n_agents, neighbor_reach=c.separation_distance)
+        spec = arena.arena_world(self, c.n_agents, neighbor_reach=c.separation_distance)
+        return dataclasses.replace(spec, comm_dim=c.comm_dim)
 
     @property
     def obs_dim(self) -> int:
-        return 8 + 5 * self.cfg.obs_neighbors
+        return 8 + (5 + self.cfg.comm_dim) * self.cfg.obs_neighbors
 
     def bind(self, env) -> None:
         super().bind(env)
@@ -209,6 +219,8 @@ class FlockingScenario(FusedScenario):
             self.target_vel.unsqueeze(1).expand(-1, self.n_agents, -1),
             arena.neighbor_features(state.pos, state.vel, d2, delta, self.cfg.obs_neighbors, self.cfg.obs_range),
         ]
+        if self.cfg.comm_dim:
+            parts.append(arena.heard_messages(self.env.messages, d2, self.cfg.obs_neighbors, self.cfg.obs_range))
         return torch.cat(parts, dim=-1)
 
     def _distances(self) -> torch.Tensor:
@@ -263,13 +275,14 @@ class FlockingScenario(FusedScenario):
         ``flock_finish``."""
         env, world, c = self.env, self.world, self.cfg
         s, max_neighbors, grid, fleet_size, k_obs, register_lists = arena.kernel_key(self)
-        observe = fk.observe_kernels(s, max_neighbors, grid, k_obs, register_lists)
+        observe = fk.observe_kernels(s, max_neighbors, grid, k_obs, register_lists, c.comm_dim)
         state, nb = world.state, world.neighbors
         limit, dt = s(self.target_limit), s(env.stepper.dt)
         args = arena.fill(
             observe.ObserveArgs(),
             pos=state.pos, vel=state.vel, target=self._target, target_vel=self._target_vel,
-            nq=world.neighbor_query(), obs_range=s(c.obs_range), reach=s(2.0 * c.agent_radius),
+            nq=world.neighbor_query(), comm=env.action_input.comm_array, obs_range=s(c.obs_range),
+            reach=s(2.0 * c.agent_radius),
             sep_distance=s(c.separation_distance), target_limit=limit, target_radius=s(c.target_radius), dt=dt,
             target_weight=s(c.target_weight), separation_weight=s(c.separation_weight),
             collision_penalty=s(c.collision_penalty), flock_bonus=s(c.flock_bonus), prev_dist=self._prev_dist,
@@ -315,7 +328,10 @@ def scripted_actions(env) -> torch.Tensor:
         d = rel.norm(dim=-1, keepdim=True).clamp(min=1e-6)
         weight = valid * (1.0 - d / cfg.separation_distance).clamp(min=0)
         command = command - SEPARATION_SPEED * (weight * rel / d).sum(dim=2)
-    return arena.track_velocity(env, command)
+    actions = arena.track_velocity(env, command)
+    if cfg.comm_dim:  # it says nothing
+        actions = torch.nn.functional.pad(actions, (0, cfg.comm_dim))
+    return actions
 
 
 register_scenario("flocking", FlockingScenario)

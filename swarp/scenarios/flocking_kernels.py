@@ -66,15 +66,19 @@ def move_target_func(scalar: type):
 
 
 @functools.cache
-def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool):
+def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lists: bool, comm_dim: int):
     """``ObserveArgs``, ``observe_agent`` and its ``rows.observe_kernels`` (``observe``) for one
-    precision, neighbor-list configuration and observed-neighbor count."""
+    precision, neighbor-list configuration, observed-neighbor count and channel width (0: none;
+    else a step's row ends with the heard messages of the observed neighbors)."""
     f = arena_funcs.funcs(scalar, max_neighbors, grid, k_obs, register_lists)
     move_target = move_target_func(scalar)
     n_features = f.n_features
-    row_type = wp.types.vector(8 + n_features, scalar)
+    n_heard = comm_dim * k_obs
+    width = 8 + n_features + n_heard
+    row_type = wp.types.vector(width, scalar)
     vec2 = f.vec2
     Query = f.Query
+    hear_neighbors = arena_funcs.hear_func(scalar, k_obs, comm_dim, Query)
 
     @wp.struct
     class ObserveArgs:
@@ -83,6 +87,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
         target: wp.array(dtype=vec2)
         target_vel: wp.array(dtype=vec2)
         nq: Query
+        comm: wp.array3d(dtype=scalar)
         obs_range: scalar
         reach: scalar
         sep_distance: scalar
@@ -125,6 +130,11 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
         row[7] = tv[1]
         for i in range(wp.static(n_features)):
             row[i + wp.static(8)] = features[i]
+        if wp.static(n_heard > 0):
+            if mode == _OBSERVE_STEP:
+                heard = hear_neighbors(a.nq, a.pos, a.comm, env, agent, a.obs_range)
+                for i in range(wp.static(n_heard)):
+                    row[i + wp.static(8 + n_features)] = heard[i]
         dist = wp.sqrt(wp.dot(rel, rel))
         in_flock = dist < a.target_radius and n_collisions == 0
         if mode == _OBSERVE_STEP:
@@ -144,7 +154,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
     return SimpleNamespace(
         ObserveArgs=ObserveArgs,
         observe_agent=observe_agent,
-        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, 8 + n_features),
+        observe=rows.observe_kernels(ObserveArgs, observe_agent, scalar, width),
     )
 
 

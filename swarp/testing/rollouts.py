@@ -26,9 +26,11 @@ def random_actions(env: Environment, generator: torch.Generator, overshoot: floa
 
 
 def _draw(env: Environment, space, agents: slice, generator: torch.Generator, overshoot: float) -> torch.Tensor:
-    low, high = (b.cpu()[agents, : space.physical_dim] for b in env.action_bounds)
+    n_agents = len(range(env.n_agents)[agents])
     if space.discrete:
-        return space.sample(env.n_envs, low.shape[0], generator).to(env.torch_device)
+        return space.sample(env.n_envs, n_agents, generator).to(env.torch_device)
+    columns = space.box_columns(env.stepper.act_dim)
+    low, high = (b.cpu()[agents][:, columns] for b in env.action_bounds)
     u = torch.rand(env.n_envs, *low.shape, generator=generator, dtype=env.dtype)
     return (low + (high - low) * ((1 + 2 * overshoot) * u - overshoot)).to(env.torch_device)
 

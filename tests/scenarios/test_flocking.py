@@ -24,6 +24,8 @@ PARITY_CASES = {
     "acceleration_control": dict(n_agents=5, ctrl_mode="acceleration", obs_neighbors=2, max_steps=20),
     "fixed_target_float64": dict(n_agents=4, target_speed=0.0, dtype="float64", max_steps=20),
     "no_neighbor_features": dict(n_agents=3, obs_neighbors=0, max_steps=20),
+    # A 4-wide channel: each agent hears its observed neighbors' messages.
+    "talking": dict(n_agents=6, comm_dim=4, max_steps=20),
     # Enough agents for the sort-based grid neighbor search (the others use all pairs).
     "grid_neighbors": dict(n_agents=130, world_size=2.0, obs_range=0.3, max_neighbors=6, max_steps=20, n_envs=2),
 }
@@ -66,6 +68,48 @@ def test_observation_layout_matches_the_docstring():
     valid = slots[..., 4]
     assert bool(((valid == 0) | (valid == 1)).all())
     assert bool((slots[valid == 0] == 0).all())
+
+
+@pytest.mark.parametrize("kind", ["continuous", "discrete"])
+def test_agents_hear_their_observed_neighbors(kind, generator):
+    """With ``comm_dim``, a step's row ends with the messages its k observed neighbors sent with that
+    step's actions (the slots whose valid flag is set; zeros elsewhere and at a fresh start), the
+    same in the Warp twin and the torch reference, with discrete (one-hot) messages too."""
+    k, C = 3, 4
+    make = dict(n_envs=16, n_agents=6, obs_neighbors=k, obs_range=1.0, comm_dim=C, action_space=kind)
+    envs = [swarp.make("flocking", device="cpu", fused=fused, auto_reset=True, max_steps=5, **make)
+            for fused in (True, False)]  # fmt: skip
+    assert envs[0].obs_dim == 8 + (5 + C) * k and envs[0].act_dim == (2 + C if kind == "continuous" else 1)
+    obs, _ = envs[0].reset()
+    envs[1].reset()
+    assert obs[..., 8 + 5 * k :].abs().sum() == 0
+    for t in range(10):
+        actions = random_actions(envs[0], generator)
+        obs, *_ = envs[0].step(actions)
+        reference, *_ = envs[1].step(actions)
+        torch.testing.assert_close(obs, reference)
+        if t == 8:  # mid-episode: check the heard block against the messages sent
+            check_heard(envs[0], obs, k, C)
+    assert (envs[0].step_count == 0).all() and obs[..., 8 + 5 * k :].abs().sum() == 0
+    assert envs[0].final_obs[..., 8 + 5 * k :].abs().sum() > 0
+
+
+def check_heard(env, obs, k: int, C: int) -> None:
+    """Every valid neighbor slot's heard message is the message of the agent at that relative
+    position; an empty slot hears nothing."""
+    state, comm = env.state, env.comm
+    E, A = obs.shape[:2]
+    slots = obs[..., 8 : 8 + 5 * k].reshape(E, A, k, 5)
+    heard = obs[..., 8 + 5 * k :].reshape(E, A, k, C)
+    assert slots[..., 4].sum() > 0
+    for e in range(E):
+        for i in range(A):
+            for w in range(k):
+                if slots[e, i, w, 4] == 0:
+                    assert heard[e, i, w].abs().sum() == 0
+                    continue
+                j = torch.argmin((state.pos[e] - state.pos[e, i] - slots[e, i, w, :2]).norm(dim=-1))
+                torch.testing.assert_close(heard[e, i, w], comm[e, j])
 
 
 def test_target_drifts_and_bounces_inside_its_square(generator):

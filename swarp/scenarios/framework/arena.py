@@ -231,6 +231,31 @@ def pairwise(pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return delta, delta.square().sum(-1)
 
 
+def neighbor_order(d2: torch.Tensor, k: int, obs_range: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(order, valid)``, each [E, A, min(k, A)]: the indices of each agent's k nearest other agents
+    by ``d2`` [E, A, A], nearest first (ties by index), and whether each lies within ``obs_range`` [m]."""
+    A = d2.shape[1]
+    eye = torch.eye(A, dtype=torch.bool, device=d2.device)
+    in_range = (d2 <= obs_range**2) & ~eye
+    key = torch.where(in_range, d2, torch.full_like(d2, math.inf))
+    order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
+    return order, torch.gather(in_range, 2, order)
+
+
+def heard_messages(messages: torch.Tensor, d2: torch.Tensor, k: int, obs_range: float) -> torch.Tensor:
+    """[E, A, C k] the messages ``messages`` [E, A, C] (``Environment.messages``) of each agent's k
+    nearest other agents within ``obs_range`` [m] (``neighbor_order``'s), zeros past the last."""
+    E, A, C = messages.shape
+    if k == 0:
+        return messages.new_zeros(E, A, 0)
+    order, valid = neighbor_order(d2, k, obs_range)
+    index = order.unsqueeze(-1).expand(-1, -1, -1, C)
+    heard = torch.gather(messages.unsqueeze(1).expand(E, A, A, C), 2, index) * valid.unsqueeze(-1)
+    if heard.shape[2] < k:
+        heard = torch.nn.functional.pad(heard, (0, 0, 0, k - heard.shape[2]))
+    return heard.reshape(E, A, C * k)
+
+
 def neighbor_features(
     pos: torch.Tensor, vel: torch.Tensor, d2: torch.Tensor, delta: torch.Tensor, k: int, obs_range: float
 ) -> torch.Tensor:
@@ -239,11 +264,7 @@ def neighbor_features(
     E, A = pos.shape[:2]
     if k == 0:
         return pos.new_zeros(E, A, 0)
-    eye = torch.eye(A, dtype=torch.bool, device=pos.device)
-    in_range = (d2 <= obs_range**2) & ~eye
-    key = torch.where(in_range, d2, torch.full_like(d2, math.inf))
-    order = torch.sort(key, dim=-1, stable=True).indices[..., : min(k, A)]
-    valid = torch.gather(in_range, 2, order)
+    order, valid = neighbor_order(d2, k, obs_range)
     index2 = order.unsqueeze(-1).expand(-1, -1, -1, 2)
     rel_pos = torch.gather(delta, 2, index2)
     rel_vel = torch.gather(vel.unsqueeze(1).expand(E, A, A, 2), 2, index2) - vel.unsqueeze(2)
@@ -294,7 +315,8 @@ TRACKING_STEPS = 1.0
 def track_velocity(env, command: torch.Tensor) -> torch.Tensor:
     """Actions [E, A, 2] that make holonomic agents follow world-frame velocity ``command`` [E, A, 2]
     [m/s]: the command itself under velocity control, the acceleration closing the gap in one step
-    under acceleration control; clipped to ``env.action_bounds``. For scripted controllers.
+    under acceleration control; clipped to the command's columns of ``env.action_bounds``. For
+    scripted controllers.
 
     Raises:
         NotImplementedError: Some agent is not holonomic.
@@ -302,7 +324,7 @@ def track_velocity(env, command: torch.Tensor) -> torch.Tensor:
     agents = env.stepper.model.agents
     if any(a.model != DynamicsModel.HOLONOMIC for a in agents):
         raise NotImplementedError("scripted controllers drive holonomic agents only")
-    low, high = env.action_bounds
+    low, high = (bound[:, :2] for bound in env.action_bounds)
     if all(a.ctrl_mode == ControlMode.VELOCITY for a in agents):
         return torch.clamp(command, low, high)
     accel = (command - env.state.vel) / (TRACKING_STEPS * env.stepper.dt)

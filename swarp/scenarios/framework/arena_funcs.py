@@ -258,3 +258,36 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
         observe_neighbors=observe_neighbors,
         **vars(reset_funcs(scalar)),
     )
+
+
+@functools.cache
+def hear_func(scalar: type, k_obs: int, comm_dim: int, query_type):
+    """``hear_neighbors(nq, pos, comm, env, agent, obs_range) -> vector(C k)``: the messages
+    ``comm[env, j]`` [E, A, C] of ``agent``'s first k listed neighbors within ``obs_range``, zeros
+    past the last (``arena.heard_messages``' twin; call it after the list is built, in a step's
+    observation: a fresh start hears silence). ``query_type``: ``funcs(...).Query``."""
+    vec2 = vec2_type(scalar)
+    heard_type = wp.types.vector(max(comm_dim * k_obs, 1), scalar)
+
+    @wp.func
+    def hear_neighbors(
+        nq: query_type,
+        pos: wp.array2d(dtype=vec2),
+        comm: wp.array3d(dtype=scalar),
+        env: int,
+        agent: int,
+        obs_range: scalar,
+    ) -> heard_type:
+        heard = heard_type()
+        count = nq.count[env, agent]
+        p = pos[env, agent]
+        for w in range(wp.static(k_obs)):
+            if w < count:
+                j = nq.nbr[env, w, agent]
+                delta = pos[env, j] - p
+                if wp.dot(delta, delta) <= obs_range * obs_range:
+                    for c in range(wp.static(comm_dim)):
+                        heard[w * wp.static(comm_dim) + c] = comm[env, j, c]
+        return heard
+
+    return hear_neighbors
