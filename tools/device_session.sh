@@ -6,7 +6,7 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s36, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s37, s36, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
 case "$stage" in
 s32)
@@ -48,6 +48,47 @@ s32)
   (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
   [ -n "${SKIP_AB:-}" ] || [ "${PART:-all}" = a ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
+  ;;
+s37)
+  # Issue 57's channel and departures (carry .ab/base57: git archive 6defeb3 swarp). PART=a: the GPU
+  # suite, 200 steps of every scenario against 6defeb3 on CUDA, the cost at 4,096 x 16 of discrete
+  # actions (now decoded in the first physics launch), of a 4-wide channel (flocking) and of the
+  # alive mask (navigation), 3 interleaved rounds each, then the continuous path against 6defeb3
+  # (2 rounds). PART=b: the new scenarios' throughput and training (seeds 0-2).
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  ab() {  # name, variants, command: 3 interleaved rounds into $out/ab_<name>.log
+    VARIANTS="$2" ROUNDS=${ROUNDS:-3} timeout ${AB_LIMIT:-110} bash tools/device_ab.sh "$3" 2>&1 \
+      | grep -v "^Module\|^Warp" > /dev/null
+    mv "$out/ab.log" "$out/ab_$1.log"; grep "==\|^ *[0-9]" "$out/ab_$1.log"
+  }
+  bench="$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3"
+  if [ "${PART:-a}" = a ]; then
+    timeout ${SUITE_LIMIT:-240} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -8 "$out/tests_gpu.log"
+    timeout ${HASH_LIMIT:-100} $py tools/step_hash.py --trees .ab/base57 . --device cuda:0 2>&1 | tee "$out/hash.log" | tail -2
+    ab discrete "continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" \
+      "$bench --option action_space=\$AS"
+    ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete" \
+      "$bench --scenario flocking --option comm_dim=\$C --option action_space=\${AS:-continuous}"
+    [ -z "${ALIVE_OPTION:-}" ] || ab alive "full:OPT=n_agents=16 mask:OPT=$ALIVE_OPTION" "$bench --option \$OPT"
+    VARIANTS="base57:SRC=.ab/base57 new:SRC=." ROUNDS=2 timeout ${BASE_LIMIT:-120} bash tools/device_ab.sh \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
+      2>&1 | grep -v "^Module\|^Warp" > /dev/null
+    grep "==\|^ *[0-9]" "$out/ab.log"
+  else
+    for run in ${RUNS:-speaker_listener}; do
+      timeout 60 $py -m swarp.benchmark.throughput --scenario "$run" --envs 4096 --iters 200 --repeats 3 2>&1 \
+        | grep -v "^Module\|^Warp" | tail -2
+    done 2>&1 | tee "$out/throughput.log"
+    for run in ${TRAINS:-speaker_listener}; do
+      echo "== $run"
+      start=$(date +%s)
+      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress --run-dir "$out/r/${run%%+*}" 2>&1 \
+        | grep -v "^Module\|^Warp" | tail -12
+      echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
+    done 2>&1 | tee "$out/train.log"
+    (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
+  fi
   ;;
 s36)
   # Issue 57's groups and discrete cost (carry .ab/base57: git archive 6defeb3 swarp, the tree the

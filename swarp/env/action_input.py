@@ -1,16 +1,19 @@
 """The environment's action input: its agent groups' ``ActionSpace`` s, the buffers ``step`` copies
-actions into, their checks, and the decode of discrete indices into the physical command.
+actions into, their checks, and the decode of discrete indices and messages.
 
 Continuous actions go straight into the world's action buffer ``[E, A, D]``, as before. Discrete
-ones go into an int64 index buffer ``[E, A, W]``; the step's first launch (``launch_decode``, inside
-the captured step) or, on the torch reference, ``decode_torch`` writes the physical command from it
+ones go into an int64 index buffer ``[E, A, W]``; the step's first physics launch decodes them
+into the physical command (``decode``: ``swarp.runtime.actions``, folded into the fused substep,
+else a launch of its own before it), the torch reference with ``decode_torch``
 (``swarp.core.spaces`` documents the mapping). CPU shards view the index buffer and decode their
-own rows.
+own rows. Messages (``WorldSpec.comm_dim``) ride along: a continuous group's message columns go
+into a raw buffer that the same decode clamps into ``comm``; a discrete group's message choice is
+its index's last digit, decoded one-hot into ``comm``.
 
 With agent groups (``swarp.core.groups``) each group has its own space over its own agents and
 columns: ``step`` takes a mapping by group, whose tensors are copied into their group's views of
-the two buffers, and one decode launch serves every discrete group (a per-agent table of kinds and
-levels; continuous agents are skipped).
+the buffers, and one decode serves every group (per-agent tables of kinds, levels and channel
+widths; continuous silent agents are skipped).
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ import warp as wp
 from swarp.core import env_arrays
 from swarp.core.groups import AgentGroup, group_ranges, join, per_group
 from swarp.core.spaces import ActionSpace, continuous_message, decode_message_torch, decode_torch
-from swarp.runtime.actions import KIND_CODES, decode_kernel
-from swarp.runtime.launch import Launcher
+from swarp.runtime.actions import KIND_CODES, Decode, decode_args
 
 
 class ActionInput:
@@ -54,8 +56,10 @@ class ActionInput:
             agent's row 0), or ``None`` without a channel.
         silence: Zeros like ``comm``: what an observation of a fresh start hears.
         comm_array: ``comm`` as a Warp array (a scenario kernel's input), or ``None``.
-        raw: The continuous groups' message columns as given ``[E, A, C]`` (``launch_decode`` clamps
+        raw: The continuous groups' message columns as given ``[E, A, C]`` (the decode clamps
             them into ``comm``), or ``None`` without a continuous group that speaks.
+        decode: What the step's physics decodes first (``swarp.runtime.actions.Decode``: the
+            tables and buffers, and whether it writes messages), or ``None`` (continuous, silent).
     """
 
     def __init__(self, core, kind, nvec):
@@ -95,6 +99,8 @@ class ActionInput:
                 self._raw = env_arrays.zeros("world.comm_raw", channel, stepper.scalar, core.device)
                 self.raw = wp.to_torch(self._raw)
         self._views = {name: self._group_views(name) for name in names}
+        #: What the step's physics decodes first (``swarp.runtime.actions.Decode``), or ``None``.
+        self.decode = None
         if discrete or speaking:
             self._build_decode(discrete, speaking)
         all_continuous = not discrete
@@ -142,9 +148,14 @@ class ActionInput:
         }
         self._speaking = (speaks > 0).to(device=device, dtype=core.dtype).view(-1, 1)
         self._low, self._high = wp.from_torch(low.contiguous()), wp.from_torch(high.contiguous())
-        self._kinds = wp.array(kinds.numpy(), dtype=wp.int32, device=core.device)
-        self._levels = wp.array(levels.numpy(), dtype=wp.int32, device=core.device)
-        self._speaks = wp.array(speaks.numpy(), dtype=wp.int32, device=core.device) if speaking else None
+        args = decode_args(stepper.scalar)()
+        args.indices, args.low, args.high = self._indices, self._low, self._high
+        args.kinds = wp.array(kinds.numpy(), dtype=wp.int32, device=core.device)
+        args.levels = wp.array(levels.numpy(), dtype=wp.int32, device=core.device)
+        if speaking:
+            args.speaks = wp.array(speaks.numpy(), dtype=wp.int32, device=core.device)
+            args.raw, args.message = self._raw, self.comm_array
+        self.decode = Decode(args, bool(speaking))
 
     def groups(self, obs_dims: Mapping[str, int]) -> tuple[AgentGroup, ...]:
         """The ``AgentGroup`` records, given each group's observation width."""
@@ -241,25 +252,8 @@ class ActionInput:
             rows[start:stop] = bool(space.comm_dim) and not space.discrete
         return rows
 
-    def launch_decode(self, launcher: Launcher) -> None:
-        """Decode the index buffer into the world's action buffer, and the messages into ``comm``
-        (no-op without discrete groups or a channel)."""
-        if self._indices is None and self.comm_array is None:
-            return
-        core = self.core
-        comm = self.comm_array is not None
-        channel = (self._speaks, self._raw, self.comm_array)
-        launcher.launch(
-            decode_kernel(core.stepper.scalar, comm),
-            dim=(core.n_envs, core.stepper.n_agents),
-            inputs=[self._indices, self._kinds, self._levels, self._low, self._high],
-            # Then the channel's (``None`` without one): who speaks, the raw continuous messages, ``comm``.
-            outputs=[core.world.actions_array, core.world.invalid_action_flag, *channel],
-            device=core.device,
-        )
-
     def decode_torch(self) -> None:
-        """``launch_decode`` in torch (the torch reference's step; capture-safe, no host sync)."""
+        """The decode in torch (the torch reference's step; capture-safe, no host sync)."""
         if self._indices is None and self.comm_array is None:
             return
         world = self.core.world

@@ -55,9 +55,10 @@ class Launches:
     def step(self, launcher: Launcher) -> None:
         """The launches of one fused step, in order."""
         core, stages, end = self.core, self.stages, self.step_end
-        stages.decode_actions(launcher)
         end.begin_step(launcher)
-        core.world.simulate(launcher, rebuild_neighbors=not core.scenario.builds_neighbors)
+        # Discrete actions and messages are decoded by the physics' first launch (or one before it).
+        decode = stages.action_input.decode
+        core.world.simulate(launcher, rebuild_neighbors=not core.scenario.builds_neighbors, decode=decode)
         # The lidar columns go first, so rows are whole when finished envs save them to final_obs.
         stages.lidar(launcher)
         end.observe(launcher)

@@ -22,17 +22,13 @@ class Stages:
     Args:
         core: The environment's core.
         parameters: Its agent parameters (``launch_randomize``).
-        action_input: Its action input (``launch_decode``).
+        action_input: Its action input (its ``decode``, which the step hands the physics).
     """
 
     def __init__(self, core: EnvCore, parameters: AgentParameters, action_input: ActionInput):
         self.core = core
         self.parameters = parameters
         self.action_input = action_input
-
-    def decode_actions(self, launcher: Launcher) -> None:
-        """Discrete actions' indices into the physical command (no-op with continuous actions)."""
-        self.action_input.launch_decode(launcher)
 
     def randomize(self, launcher: Launcher, env_mask: wp.array) -> None:
         """Re-draw the parameters of the envs in ``env_mask`` (no-op without ``randomize_params``)."""

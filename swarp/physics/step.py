@@ -30,6 +30,7 @@ from swarp.core.precision import resolve_device, resolve_dtype, vec2_type
 from swarp.core.types import Model, State
 from swarp.physics import bodies, contacts, drone, dynamics, substep
 from swarp.physics.neighbors import NeighborBuffers, build_neighbors
+from swarp.runtime.actions import Decode, decode_args, decode_kernel
 from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.plan import (
     Capabilities,
@@ -149,6 +150,8 @@ class Stepper:
         #: [1] int32 health flag of steps given no per-env flags (``swarp.runtime.health``): raised
         #: when any env's state went non-finite in such a step.
         self.non_finite_any = wp.zeros(1, dtype=wp.int32, device=self.device)
+        #: The fused substep's ``DecodeArgs`` where it decodes nothing.
+        self.no_decode = decode_args(self.scalar)()
         # (what they were filled from, ContactArgs, IntegrateArgs): the substep's model structs
         # (``model_args``).
         self._model_args: tuple | None = None
@@ -321,6 +324,7 @@ class Stepper:
         body_route: tuple | None = None,
         non_finite_flag: wp.array | None = None,
         taped: bool = False,
+        decode: Decode | None = None,
     ) -> None:
         """Launch one substep: contact forces into ``forces``, then integrate into ``state_out``
         (planar models, then, when the fleet has drones, the 6-DOF kernel). Where
@@ -337,6 +341,9 @@ class Stepper:
 
         A state component integrated to NaN or infinity raises its env's flag in
         ``non_finite_flag`` ([E] int32, or [1] for any env; default ``non_finite_any``).
+
+        ``decode`` (a step's first substep, discrete actions or messages): the fused kernel decodes
+        them into ``actions`` itself; otherwise the decode's own launch runs first.
         """
         flags = non_finite_flag if non_finite_flag is not None else self.non_finite_any
         m = self.model
@@ -349,15 +356,25 @@ class Stepper:
         _, threads = self.plan.split(n_agents)
         obstacles = m.obstacles.shape.shape[1] > 0
         per_agent = not self.plan.one_thread_per_env
-        # Stage 1+2 fused: contact forces and integration in one kernel (no drones, no bodies).
-        if self.plan.fused_substep and not taped:
-            blocks, per_block, threads = substep.layout(n_envs, n_agents, self.plan.one_thread_per_env)
+        fused = self.plan.fused_substep and not taped
+        if decode is not None and not fused:
             launcher.launch(
-                substep.kernel(s, obstacles, *self._fleet_variant, per_agent),
+                decode_kernel(s, decode.comm),
+                dim=(n_envs, n_agents),
+                inputs=[decode.args, actions, invalid_flag],
+                device=self.device,
+            )
+        # Stage 1+2 fused: contact forces and integration in one kernel (no drones, no bodies).
+        if fused:
+            blocks, per_block, threads = substep.layout(n_envs, n_agents, self.plan.one_thread_per_env)
+            variant = substep.NO_DECODE if decode is None else substep.DECODE_COMM if decode.comm else substep.DECODE
+            launcher.launch(
+                substep.kernel(s, obstacles, *self._fleet_variant, per_agent, variant),
                 dim=(blocks, per_block * threads),
                 inputs=[
                     contact,
                     integrate,
+                    self.no_decode if decode is None else decode.args,
                     per_block,
                     threads,
                     actions,
@@ -413,6 +430,7 @@ class Stepper:
         launcher: Launcher = EAGER,
         neighbors_valid: bool = False,
         non_finite_flag: wp.array | None = None,
+        decode: Decode | None = None,
     ) -> None:
         """No-grad step in place: [neighbor build] then ``substeps`` x (forces -> integrate).
 
@@ -426,12 +444,16 @@ class Stepper:
             launcher: Eager, recording, or under the caller's graph capture.
             neighbors_valid: Skip the initial rebuild.
             non_finite_flag: [E] (or [1]) int32 health flags (see ``substep``).
+            decode: Discrete actions or messages to decode into ``actions`` first (``substep``).
         """
         if not neighbors_valid:
             self.build_neighbors(state.pos, neighbors, launcher=launcher)
         for k in range(self.substeps):
             route = self._in_place_route(state, forces, k, self.substeps)
-            self.substep(state, actions, neighbors, forces, state, invalid_flag, launcher, route, non_finite_flag)
+            first = decode if k == 0 else None
+            self.substep(
+                state, actions, neighbors, forces, state, invalid_flag, launcher, route, non_finite_flag, decode=first
+            )
 
     def _in_place_route(self, state: State, forces, substep: int, n_substeps: int) -> tuple | None:
         """Where substep ``substep`` of ``n_substeps`` in place on ``state`` reads and writes bodies."""

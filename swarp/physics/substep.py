@@ -23,7 +23,10 @@ from swarp.core.config import DynamicsModel
 from swarp.core.precision import vec2_type
 from swarp.physics import contacts, dynamics
 from swarp.runtime import health
+from swarp.runtime.actions import decode_args, decode_func
 
+#: ``kernel``'s ``decode``: none; the actions; the actions and the messages.
+NO_DECODE, DECODE, DECODE_COMM = 0, 1, 2
 #: Threads per block of the fused substep (whole envs; an env of more agents, one per thread, is a
 #: block of its own, up to ``FUSED_SUBSTEP_MAX_AGENTS``).
 SUBSTEP_BLOCK = 64
@@ -53,14 +56,26 @@ def layout(n_envs: int, n_agents: int, one_thread_per_env: bool) -> tuple[int, i
 
 @functools.cache
 def kernel(
-    scalar: type, obstacles: bool, models: frozenset, ctrl_modes: frozenset, integrators: frozenset, per_agent: bool
+    scalar: type,
+    obstacles: bool,
+    models: frozenset,
+    ctrl_modes: frozenset,
+    integrators: frozenset,
+    per_agent: bool,
+    decode: int = NO_DECODE,
 ):
     """``fused_substep``: one substep of every env, launched over ``layout``'s ``(blocks, envs per
     block x threads per env)`` threads with ``block_dim`` the second (see the module docstring).
     ``per_agent``: one agent per thread (``plan.one_thread_per_env`` off). The other arguments are
     ``contacts.kernels``' and ``dynamics.integrate_agent_func``'; the model travels in their
-    ``ContactArgs`` and ``IntegrateArgs`` (``Stepper.contact_args``, ``Stepper.integrate_args``)."""
+    ``ContactArgs`` and ``IntegrateArgs`` (``Stepper.contact_args``, ``Stepper.integrate_args``).
+    ``decode``: ``NO_DECODE``, or the step's first substep decodes each agent's discrete actions
+    (and messages: ``DECODE_COMM``) into ``actions`` before integrating it
+    (``swarp.runtime.actions.decode_func``, its ``DecodeArgs`` the kernel's ``d``): the decode's
+    own launch saved."""
     vec2 = vec2_type(scalar)
+    DecodeArgs = decode_args(scalar)
+    decode_agent = decode_func(scalar, decode == DECODE_COMM)
     agent_force = contacts.kernels(scalar, obstacles).agent_force
     integrate_agent = dynamics.integrate_agent_func(scalar, models, ctrl_modes, integrators)
     Contact = contacts.contact_args(scalar)
@@ -70,6 +85,7 @@ def kernel(
     def fused_substep(
         c: Contact,
         m: Integrate,
+        d: DecodeArgs,
         # layout (``m.agents_per_thread`` agents per thread)
         envs_per_block: int,
         threads_per_env: int,
@@ -112,6 +128,8 @@ def kernel(
             for agent in range(first, stop):
                 if wp.static(not per_agent):
                     force = forces_out[env, agent]
+                if wp.static(decode != NO_DECODE):
+                    decode_agent(d, actions, invalid_out, env, agent)
                 agent_finite = integrate_agent(
                     m,
                     actions,

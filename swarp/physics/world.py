@@ -15,6 +15,7 @@ from swarp.core import env_arrays
 from swarp.core.types import State
 from swarp.physics.neighbors import bin_agents
 from swarp.physics.step import Stepper
+from swarp.runtime.actions import Decode
 from swarp.runtime.launch import EAGER, Launcher, Program, Recorder
 from swarp.runtime.sequence import CompiledSequence, TorchStreamScope
 
@@ -67,8 +68,12 @@ class World:
     def n_agents(self) -> int:
         return self.stepper.n_agents
 
-    def simulate(self, launcher: Launcher = EAGER, rebuild_neighbors: bool = True) -> None:
-        """The launches of one step from the action buffer: substeps, then the neighbor rebuild.
+    def simulate(
+        self, launcher: Launcher = EAGER, rebuild_neighbors: bool = True, decode: Decode | None = None
+    ) -> None:
+        """The launches of one step from the action buffer: substeps, then the neighbor rebuild;
+        ``decode``: discrete actions or messages to decode into the action buffer first
+        (``Stepper.simulate``).
 
         With ``rebuild_neighbors=False`` the lists are left for the caller to rebuild: only the
         grid binning runs (``prepare_neighbors``), and a later kernel must build every agent's list
@@ -84,6 +89,7 @@ class World:
             launcher,
             neighbors_valid=True,
             non_finite_flag=self.non_finite_flags,
+            decode=decode,
         )
         if rebuild_neighbors:
             self.build_neighbors(launcher=launcher)
