@@ -150,6 +150,17 @@ def per_group(value, names: Sequence[str], what: str, default) -> dict:
     return dict.fromkeys(names, value)
 
 
+def message_columns(specs: Sequence[GroupSpec], comm_dim: int, kinds) -> int:
+    """The message columns continuous actions carry: ``comm_dim`` where some group that is not
+    silent has continuous actions (``kinds``: the environment's ``action_space``, one kind or a
+    mapping by group; groups it leaves out are continuous), else 0."""
+    names = [spec.name for spec in specs] or [DEFAULT_GROUP]
+    silent = {spec.name: spec.silent for spec in specs}
+    kind = per_group(kinds, names, "action_space", "continuous")
+    speaks = any(kind[name] == "continuous" and not silent.get(name, False) for name in names)
+    return comm_dim if speaks else 0
+
+
 def split(tensor: torch.Tensor, groups: Sequence[AgentGroup], widths: Sequence[int] | None = None) -> dict:
     """``{group: view}`` of ``tensor`` [E, A, ...] by agent range (no copy), each cut to its width
     in ``widths`` along the last dim when given."""
@@ -174,6 +185,7 @@ __all__ = [
     "GroupSpec",
     "group_ranges",
     "join",
+    "message_columns",
     "observation_widths",
     "per_group",
     "split",

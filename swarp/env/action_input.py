@@ -46,9 +46,9 @@ class ActionInput:
         space: The ``ActionSpace`` of the one tensor ``step`` takes: the only group's, the
             continuous command (and message) ``[E, A, D + C]`` where every group is continuous, else
             ``None`` (``step`` takes only a mapping by group).
-        buffer: The tensor such a tensor is copied into as it is: the world's [E, A, D] action
-            buffer (continuous) or the [E, A, width] int64 index buffer; ``None`` where ``space`` is,
-            or where messages go elsewhere (``write`` splits them off).
+        buffer: The tensor such a tensor is copied into as it is: the world's action buffer
+            (continuous: ``World.actions_given``, the command then the messages' columns) or the
+            [E, A, width] int64 index buffer; ``None`` where ``space`` is.
         indices: The int64 index buffer ``[E, A, W]`` (``W``: the widest discrete group's width),
             or ``None`` without discrete groups.
         comm_dim: C, the channel's width (``WorldSpec.comm_dim``; 0: none).
@@ -96,8 +96,9 @@ class ActionInput:
             self.comm = wp.to_torch(self.comm_array)
             self.silence = torch.zeros_like(self.comm)
             if any(not self.spaces[name].discrete for name in speaking):
-                self._raw = env_arrays.zeros("world.comm_raw", channel, stepper.scalar, core.device)
-                self.raw = wp.to_torch(self._raw)
+                # The message columns of the world's one action buffer (``World.actions_given``).
+                self.raw = core.world.actions_given[..., stepper.act_dim :]
+                self._raw = wp.from_torch(self.raw, dtype=stepper.scalar)
         self._views = {name: self._group_views(name) for name in names}
         #: What the step's physics decodes first (``swarp.runtime.actions.Decode``), or ``None``.
         self.decode = None
@@ -111,8 +112,10 @@ class ActionInput:
         else:
             self.space = None
         self.buffer = None
-        if self.space is not None and not (speaking and all_continuous):
-            self.buffer = self._views[names[0]][0] if len(names) == 1 else core.world.actions
+        if self.space is not None and all_continuous:
+            self.buffer = core.world.actions_given  # with messages: command and messages in one copy
+        elif self.space is not None:
+            self.buffer = self._views[names[0]][0]
 
     def _group_views(self, name: str) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Where group ``name``'s actions go: its rows of the index buffer (discrete) or of the
@@ -224,14 +227,8 @@ class ActionInput:
         return joined[..., : self.core.stepper.act_dim] if self._raw is not None else joined
 
     def write_joined(self, joined: torch.Tensor) -> None:
-        """Copy ``join``'s [E, A, D + C] into the command and raw message buffers."""
-        world = self.core.world
-        if self._raw is None:
-            world.actions.copy_(joined)
-            return
-        columns = self.core.stepper.act_dim
-        world.actions.copy_(joined[..., :columns])
-        self.raw.copy_(joined[..., columns:])
+        """Copy ``join``'s [E, A, D + C] into the world's action buffer (one copy)."""
+        self.core.world.actions_given.copy_(joined)
 
     def messages_of(self, joined: torch.Tensor) -> torch.Tensor | None:
         """The [E, A, C] messages of ``join``'s continuous ``joined`` [E, A, D + C] with its autograd

@@ -21,6 +21,7 @@ from typing import Any
 import warp as wp
 
 from swarp.core import params as param_table
+from swarp.core.groups import message_columns
 from swarp.env.options import EnvOptions
 from swarp.physics import substep
 from swarp.physics.step import Stepper
@@ -121,7 +122,7 @@ class EnvCore:
             self.stepper = stepper = Stepper(
                 spec.agents, spec.dt, o.device, spec.world, spec.substeps, spec.integrator, o.dtype, plan=self.plan
             )
-            self.world = world = World(stepper, o.n_envs)
+            self.world = world = World(stepper, o.n_envs, message_columns(spec.groups, spec.comm_dim, o.action_space))
             #: [E] int32 torch view of the world's sticky health flags (``non_finite``).
             self.health_flags = wp.to_torch(world.non_finite_flags)
             if o.per_env_params:

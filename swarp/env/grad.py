@@ -198,10 +198,7 @@ class RecomputedGrad:
         self._grad = torch.zeros_like(self._actions, requires_grad=False)
         self._ring = GradRing(twin.stepper, env.n_envs, env.stepper.act_dim, 1)
         self._twin_inputs = [*self.inputs(twin)[:-1], self._actions.detach()]
-        #: The step's [E, A, D + C] actions as given, where the command buffer holds only D of them.
-        messages = env.action_input.physical(self._actions) is not self._actions
-        self._given = torch.zeros_like(self._grad) if messages else None
-        self._inputs = self.env_inputs()
+        self._inputs = self.inputs(env)
         self._to_twin: CompiledSequence | None = None  # "direct": the step's inputs into the twin's
         self._free: list[_Slot] = []
         self._graph: torch.cuda.CUDAGraph | None = None
@@ -224,23 +221,16 @@ class RecomputedGrad:
         action buffer), in key order."""
         tensors = env.snapshots.tensors()
         keys = [key for key in sorted(tensors) if key not in OUTPUT_KEYS and not key.startswith("info.")]
-        return [*(tensors[key] for key in keys), env.world.actions]
-
-    def env_inputs(self) -> list[torch.Tensor]:
-        """``inputs`` of the environment, the actions as given last."""
-        inputs = self.inputs(self.env)
-        return inputs if self._given is None else [*inputs[:-1], self._given]
+        return [*(tensors[key] for key in keys), env.world.actions_given]
 
     def write_actions(self, actions: torch.Tensor) -> None:
-        """Write a grad step's ``actions`` into the environment's buffers (detached)."""
+        """Write a grad step's ``actions`` into the environment's action buffer (detached)."""
         with torch.no_grad():
             self.env.action_input.write_joined(actions)
-            if self._given is not None:
-                self._given.copy_(actions)
 
     def invalidate(self) -> None:
         """Read the environment's buffers afresh and drop every graph (``Environment.invalidate``)."""
-        self._inputs = self.env_inputs()
+        self._inputs = self.inputs(self.env)
         self._to_twin = None
         self._free = []
         self._graph = None

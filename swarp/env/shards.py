@@ -71,11 +71,10 @@ def _linked_buffers(env: Environment) -> dict[str, torch.Tensor]:
     buffers["env.agent_params"] = wp.to_torch(world.model.params).permute(0, 2, 1)
     buffers["env.done"] = env.done
     buffers["env.reset_mask"] = env.reset_mask
-    buffers["world.actions"] = env.world.actions
+    buffers["world.actions"] = env.world.actions_given
     action_input = env.action_input
-    for name, tensor in (("world.action_indices", action_input.indices), ("world.comm_raw", action_input.raw)):
-        if tensor is not None:
-            buffers[name] = tensor
+    if action_input.indices is not None:
+        buffers["world.action_indices"] = action_input.indices
     buffers["neighbors.nbr"] = wp.to_torch(world.neighbors.nbr)
     buffers["neighbors.count"] = wp.to_torch(world.neighbors.count)
     buffers["flags.non_finite"] = wp.to_torch(world.non_finite_flags)

@@ -30,12 +30,15 @@ class World:
         neighbors: Persistent ``NeighborBuffers``; valid for ``state`` after every ``step`` and
             every ``build_neighbors``.
         actions: ``torch.Tensor`` [E, A, act_dim], the persistent action buffer the launches read.
+        actions_given: ``torch.Tensor`` [E, A, act_dim + message_columns], contiguous: ``actions``
+            followed by the messages' columns (``actions`` itself without them), so that actions
+            and messages given as one tensor are one copy.
         non_finite_flags: ``wp.array(int32)`` [E], sticky health flags: env ``e``'s is set once a
             state (or, in an ``Environment``, an observation or reward) of env ``e`` went non-finite
             (``swarp.runtime.health``).
     """
 
-    def __init__(self, stepper: Stepper, n_envs: int):
+    def __init__(self, stepper: Stepper, n_envs: int, message_columns: int = 0):
         self.stepper = stepper
         self.n_envs = n_envs
         # Named for swarp.core.env_arrays: a CPU shard's world views its environment's.
@@ -44,10 +47,10 @@ class World:
         self.forces = stepper.allocate_forces(n_envs)
         self.invalid_action_flag = wp.zeros(1, dtype=wp.int32, device=stepper.device)
         self.non_finite_flags = env_arrays.zeros("flags.non_finite", (n_envs,), wp.int32, stepper.device)
-        self._actions_wp = env_arrays.zeros(
-            "world.actions", (n_envs, stepper.n_agents, stepper.act_dim), stepper.scalar, stepper.device
-        )
-        self.actions = wp.to_torch(self._actions_wp)
+        shape = (n_envs, stepper.n_agents, stepper.act_dim + message_columns)
+        self.actions_given = wp.to_torch(env_arrays.zeros("world.actions", shape, stepper.scalar, stepper.device))
+        self.actions = self.actions_given[..., : stepper.act_dim] if message_columns else self.actions_given
+        self._actions_wp = wp.from_torch(self.actions, dtype=stepper.scalar)
         self._program: Program | CompiledSequence | None = None
         self.build_neighbors()
         # The zeroed placeholder state stacks every agent on the origin; truncating those lists is
