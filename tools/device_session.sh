@@ -85,7 +85,7 @@ s37)
     for run in ${TRAINS:-speaker_listener}; do
       echo "== $run"
       start=$(date +%s)
-      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress --run-dir "$out/r/${run%%+*}" 2>&1 \
+      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress --run-dir "$out/r/$(echo "$run" | tr -c 'a-zA-Z0-9_\n' _)" 2>&1 \
         | grep -v "^Module\|^Warp" | tail -12
       echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
     done 2>&1 | tee "$out/train.log"

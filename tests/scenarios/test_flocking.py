@@ -197,3 +197,22 @@ def test_track_velocity_rejects_non_holonomic_fleets():
 def test_bad_options_are_rejected_with_a_clear_message(options, match):
     with pytest.raises((ValueError, TypeError), match=match):
         swarp.make("flocking", n_envs=1, device="cpu", **options)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["continuous", "discrete"])
+def test_talking_flock_on_cuda(kind, generator):
+    """With a channel on CUDA: the captured graph and eager launches give the same bits, and the
+    CPU the same values to float rounding (the decode folded into the fused substep, the heard block)."""
+    make = dict(n_envs=64, n_agents=8, comm_dim=4, action_space=kind, auto_reset=True, max_steps=6)
+    cpu = swarp.make("flocking", device="cpu", **make)
+    graph = swarp.make("flocking", device="cuda:0", **make)
+    eager = swarp.make("flocking", device="cuda:0", use_graph=False, **make)
+    assert graph.graph_mode and not eager.graph_mode
+    for _ in range(10):
+        actions = random_actions(cpu, generator)
+        expected, *_ = cpu.step(actions)
+        obs, *_ = graph.step(actions.to("cuda:0"))
+        again, *_ = eager.step(actions.to("cuda:0"))
+        assert torch.equal(obs, again) and torch.equal(graph.comm, eager.comm)
+        torch.testing.assert_close(obs.cpu(), expected, atol=1e-4, rtol=0)
