@@ -138,3 +138,31 @@ def test_two_groups_with_a_silent_one(case, normalized):
         torch.testing.assert_close(
             env.to_physical(-torch.ones(N_ENVS, 3, 4), group="carriers")[0, 0], torch.tensor([-0.5, -3.0, 0.0, 0.0])
         )
+
+
+@pytest.mark.parametrize(("continuous", "categorical"), [(True, True), (False, True), (False, False)])
+def test_specs_match_vmas_env_on_speaker_listener(continuous, categorical):
+    """TorchRL's own ``VmasEnv`` over VMAS's ``simple_speaker_listener`` (a speaker on a 3-wide
+    channel, a silent listener) and ``SwarpEnv`` over a swarp scenario of that layout give each
+    group the same action spec: class, shape, choices, bounds."""
+    pytest.importorskip("vmas")
+    from torchrl.envs.libs.vmas import VmasEnv
+
+    from tests.test_vmas_comm import SpeakerListener
+
+    groups = {"speaker": ["speaker_0"], "listener": ["listener_0"]}
+    theirs = VmasEnv(
+        "simple_speaker_listener", num_envs=N_ENVS, device="cpu", continuous_actions=continuous,
+        categorical_actions=categorical, group_map=groups,
+    )  # fmt: skip
+    kind = "continuous" if continuous else "discrete"
+    sim = swarp.Environment(SpeakerListener(n_agents=2), n_envs=N_ENVS, device="cpu", action_space=kind)
+    ours = SwarpEnv(sim, categorical_actions=categorical)
+    assert ours.group_map == groups
+    for group in groups:
+        mine, their = (env.full_action_spec_unbatched[group, "action"] for env in (ours, theirs))
+        assert type(mine) is type(their) and mine.shape == their.shape and mine.dtype == their.dtype, group
+        if continuous:
+            assert torch.equal(mine.space.low, their.space.low) and torch.equal(mine.space.high, their.space.high)
+        else:
+            assert mine.space.n == their.space.n, group
