@@ -58,6 +58,12 @@ with ``action_space="discrete"`` and the action is one int64 index per agent, ``
 (``swarp.core.spaces``); the task config's ``action_nvec`` sets the levels per action column (VMAS's
 3 by default: 9 choices for a 2-D command, 81 for the drones' 4 columns) and is ignored by continuous
 runs. ``action_space`` itself is BenchMARL's choice, never a config key.
+Communication (a scenario with a channel, ``WorldSpec.comm_dim`` C, e.g. a speaker and a listener):
+each speaking agent's action carries VMAS's message, as ``SwarpEnv`` shows it. Continuous: C more
+columns after the command, inside the same [-1, 1] box, mapped onto the message's [0, 1] (so the
+Gaussian head's ``act_dim`` is D + C). Discrete: the ``Categorical`` has ``prod(nvec) * C`` choices,
+the message's choice the least significant digit of the index (QMIX, VDN, IQL learn the joint
+choice of command and message). A ``silent`` group's agents have no message in their action.
 Per-agent info entries are ``("agents", "info", key)`` (BenchMARL logs them under
 ``collection/agents/info/``), per-env ones ``("info", key)`` (logged under ``collection/info/``);
 neither is an observation. There is no global state and no action mask.
@@ -264,8 +270,9 @@ def make_env(
             False: ``action_space="discrete"`` with the config's ``action_nvec`` levels (VMAS's 3
             per column by default; a mapping by group with groups), int64 indices [num_envs,
             n_agents] in ``[0, prod(nvec))`` (a ``Categorical`` spec, as BenchMARL's VMAS tasks
-            build). With groups these hold per group: [num_envs, A_g, ...]. ``action_nvec`` in the config
-            is ignored with continuous actions, as VMAS ignores an agent's ``discrete_action_nvec``.
+            build; ``prod(nvec) * C`` choices where the agents speak on a C-wide channel). With
+            groups these hold per group: [num_envs, A_g, ...]. ``action_nvec`` in the config is
+            ignored with continuous actions, as VMAS ignores an agent's ``discrete_action_nvec``.
 
     Raises:
         ValueError: as ``check_config``; ``num_envs`` is not an int >= 1; ``seed`` is not an int.

@@ -142,6 +142,27 @@ def env_mask(
     return tensor.reshape(n_envs).to(device)
 
 
+def group_columns(group, low: torch.Tensor, high: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(low, high)`` of agent group ``group``'s actions (a ``swarp.core.groups.AgentGroup``), each
+    [A_g, columns], cut from an env's action box ``low`` / ``high`` (``Environment.action_bounds``:
+    [A, D], or [A, D + C] where continuous actions carry messages, ``D`` the widest physical
+    command, ``C`` the channel): a continuous group's box over the ``D_g + C_g`` columns its
+    actions have, its first ``D_g`` physical columns then the message columns after ``D``
+    (``[0, 1]``; none for a silent group, or without a channel); a discrete group's physical box
+    [A_g, D_g] (what its indices decode onto)."""
+    space, rows = group.action_space, slice(group.start, group.stop)
+    if space.discrete or not space.comm_dim:
+        return low[rows, : space.physical_dim], high[rows, : space.physical_dim]
+    columns = space.box_columns(low.shape[-1] - space.comm_dim)  # the channel's columns close the box
+    return low[rows][:, columns], high[rows][:, columns]
+
+
+def group_action_bounds(env, group) -> tuple[torch.Tensor, torch.Tensor]:
+    """``group_columns`` of ``env.action_bounds`` (``env`` a ``swarp.Environment``): the box of
+    ``group``'s actions, of the bounds' dtype and device."""
+    return group_columns(group, *env.action_bounds)
+
+
 def rescale_actions(
     action: torch.Tensor, box_low: float, box_high: float, low: torch.Tensor, high: torch.Tensor
 ) -> torch.Tensor:

@@ -27,6 +27,16 @@ int of shape ()) or ``MultiDiscrete(nvec)`` (one index per physical action colum
 (len(nvec),)); the simulator decodes them with VMAS 1.5.2's levels, and an index out of range acts
 as a zero command and raises ``sim.invalid_actions()``.
 
+Communication (a scenario with a channel, ``WorldSpec.comm_dim`` C; VMAS 1.5.2's ``dim_c``
+layout): an agent that speaks has its message in its action space, as VMAS's
+``get_agent_action_space`` gives it. A continuous agent's ``Box`` has ``act_dim + C`` columns,
+its physical command then its message, whose bounds are [0, 1] (the simulator clamps into them);
+a discrete agent's ``Discrete(prod(nvec) * C)`` counts the message's choice as the least
+significant digit of the index (``index = physical_index * C + choice``) and its
+``MultiDiscrete([*nvec, C])`` has one more column, the choice; the choice is sent as a one-hot
+message. An agent of a ``silent`` group has no message columns or head. What was sent is
+``sim.comm`` [E, A, C].
+
 An episode ends for every agent at once (swarp's done flags are per env): ``agents`` becomes empty
 after the step that terminated or truncated it, and ``reset`` starts the next. ``max_cycles``
 (steps, PettingZoo's name for an episode length) truncates every agent after that many steps since
@@ -76,7 +86,7 @@ from pettingzoo.utils.conversions import parallel_to_aec
 from swarp.core.groups import AgentGroup
 from swarp.env.environment import Environment
 from swarp.env.make import make
-from swarp.interop.checks import index_tensor, real_tensor
+from swarp.interop.checks import group_action_bounds, index_tensor, real_tensor
 from swarp.interop.spaces import index_space
 
 
@@ -157,12 +167,15 @@ class SwarpParallelEnv(ParallelEnv):
 
     def _agent_action_space(self, group: AgentGroup, index: int) -> gymnasium.spaces.Space:
         """The action space of agent ``index`` (of the env) in ``group``: a ``Box`` of its row of
-        ``sim.action_bounds`` over the group's action width, or an int64 ``Discrete(prod(nvec))`` /
-        ``MultiDiscrete(nvec)`` for the group's discrete kinds."""
+        the group's bounds (``swarp.interop.checks.group_action_bounds``: physical columns, then
+        message columns in [0, 1]), or an int64 ``Discrete(prod(choices))`` /
+        ``MultiDiscrete(choices)`` for the group's discrete kinds (``choices``: ``nvec``, then the
+        channel's width where the group speaks)."""
         space = group.action_space
         if space.discrete:
             return index_space(space)
-        low, high = (b[index, : space.width].cpu().numpy().astype(self._np_dtype) for b in self.sim.action_bounds)
+        row = index - group.start
+        low, high = (b[row].cpu().numpy().astype(self._np_dtype) for b in group_action_bounds(self.sim, group))
         return gymnasium.spaces.Box(low, high, dtype=self._np_dtype)
 
     @property
@@ -191,7 +204,8 @@ class SwarpParallelEnv(ParallelEnv):
         """The space of ``agent``'s actions: a ``Box`` of shape (act_dim,), its row of
         ``sim.action_bounds`` [physical units]; ``Discrete(prod(nvec))`` (one int) or
         ``MultiDiscrete(nvec)`` (shape (len(nvec),)), int64, for the discrete kinds. In a grouped
-        env, its group's: kind, ``nvec`` and width (``act_dim``: the group's ``D_g``)."""
+        env, its group's: kind, ``nvec`` and width (``act_dim``: the group's ``D_g``). With a
+        channel, a speaking agent's message columns ([0, 1]) or head follow (module docstring)."""
         return self.action_spaces[agent]
 
     def _row(self, tensor: torch.Tensor) -> np.ndarray:

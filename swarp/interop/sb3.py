@@ -34,6 +34,13 @@ levels (an index out of range acts as a zero command and raises ``sim.invalid_ac
 raise ``TypeError`` and ``normalize_actions=True`` a ``ValueError``. Every agent of a one-group
 env shares one ``ActionSpace``, so both layouts always have these spaces.
 
+Communication (``WorldSpec.comm_dim`` C, VMAS 1.5.2's ``dim_c`` layout): a continuous agent's
+``act_dim`` is ``D + C``, its physical command then its message, bounded [0, 1] in
+``sim.action_bounds`` and so in the ``Box`` (``normalize_actions`` maps [-1, 1] onto [0, 1] there);
+discrete agents act in ``Discrete(prod(nvec) * C)`` (the message's choice the flat index's least
+significant digit) or ``MultiDiscrete([*nvec, C])``; ``sim.comm`` [E, A, C] holds what was sent
+(a choice one-hot). A ``silent`` group gives agents different spaces: refused as below.
+
 Agent groups (a scenario declaring several, ``sim.grouped``): both layouts give every agent one
 observation width and one action space, so an env whose groups differ in either is refused at
 construction (``ValueError`` naming the alternatives: ``swarp.interop.pettingzoo`` gives each agent

@@ -21,9 +21,10 @@ GROUPED_ALTERNATIVES = (
 
 def index_space(space: ActionSpace, n_agents: int | None = None, flatten: bool = True) -> gymnasium.spaces.Space:
     """The int64 Gymnasium space of a discrete ``space``'s indices: one agent's (``n_agents=None``),
-    ``Discrete(prod(nvec))`` or ``MultiDiscrete(nvec)``; ``n_agents`` agents', a ``MultiDiscrete`` of
-    every agent's ``space.heads``, shape (A, width), or (A * width,) with ``flatten`` (a ``Discrete``
-    for one agent's one flat index)."""
+    ``Discrete(prod(choices))`` or ``MultiDiscrete(choices)`` (``choices``: ``nvec``, then the
+    channel's width C where the agent speaks: VMAS's ``Discrete(prod(nvec) * C)``); ``n_agents``
+    agents', a ``MultiDiscrete`` of every agent's ``space.heads``, shape (A, width), or (A * width,)
+    with ``flatten`` (a ``Discrete`` for one agent's one flat index)."""
     heads = np.asarray(space.heads, dtype=np.int64)
     if n_agents is None or (flatten and n_agents == 1 and space.kind == "discrete"):
         if space.kind == "discrete":
@@ -52,9 +53,12 @@ def check_one_space(env: Environment, adapter: str) -> None:
     widths = {g.obs_dim for g in groups}
     if len(widths) == 1 and len(spaces) == 1 and not groups[0].action_space.discrete:
         return
+    channel = any(g.action_space.comm_dim for g in groups)  # a silent group: "comm_dim 0"
     described = ", ".join(
         f"{g.name!r}: {g.n_agents} agents, obs_dim {g.obs_dim}, {g.action_space.kind} actions of width "
-        f"{g.action_space.width}" + (f" (nvec {list(g.action_space.nvec)})" if g.action_space.discrete else "")
+        f"{g.action_space.width}"
+        + (f" (nvec {list(g.action_space.nvec)})" if g.action_space.discrete else "")
+        + (f", comm_dim {g.action_space.comm_dim}" if channel else "")
         for g in groups
     )
     raise ValueError(

@@ -66,6 +66,9 @@ turned into indices on the device before the step (``to_indices``). The index of
 action is that of the multi-discrete columns, the first most significant, and index -> command is
 VMAS 1.5.2's (``swarp.core.spaces``). ``action_low`` / ``action_high`` are for continuous actions
 only (a ValueError otherwise). ``swarp.interop.torchrl_actions`` has the table and the rules.
+A communication channel (``WorldSpec.comm_dim`` C) adds VMAS's message to each speaking group's
+action: C columns in [0, 1] after the physical ones (the normalized box maps onto them too), or one
+more head of C choices (``Categorical(prod(nvec) * C)``...); a ``silent`` group has none.
 
 Inputs are checked here, once, from metadata alone (no host sync): a continuous action must be a
 tensor of real numbers of shape [n_envs, n_agents, act_dim] exactly (never broadcast); another float
@@ -103,7 +106,7 @@ from torchrl.envs import EnvBase
 
 from swarp.core.groups import DEFAULT_GROUP
 from swarp.env.environment import Environment
-from swarp.interop.checks import env_mask
+from swarp.interop.checks import env_mask, group_action_bounds
 from swarp.interop.torchrl_actions import GroupActions
 from swarp.scenarios.framework.base import scenario_names
 
@@ -221,8 +224,7 @@ class SwarpEnv(EnvBase):
         self._env_info = [k for k in self.info_keys if k not in self._agent_info]
 
         # Physical bounds, cached on the device (Environment.action_bounds builds them on the host).
-        low, high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)
-        self.physical_low, self.physical_high = low, high
+        self.physical_low, self.physical_high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)
         self.normalized = action_low is not None
         self.action_low = self.action_high = None
         if self.normalized:
@@ -230,10 +232,10 @@ class SwarpEnv(EnvBase):
         box = (self.action_low, self.action_high) if self.normalized else None
         self.group_actions = {}
         for g in env.groups:
-            columns = g.action_space.physical_dim
-            bounds = low[g.start : g.stop, :columns], high[g.start : g.stop, :columns]
-            space = g.action_space
-            self.group_actions[g.name] = GroupActions(g.name, g.n_agents, space, categorical_actions, *bounds, box)
+            bounds = (b.to(env.torch_device, env.dtype) for b in group_action_bounds(env, g))
+            self.group_actions[g.name] = GroupActions(
+                g.name, g.n_agents, g.action_space, categorical_actions, *bounds, box
+            )
         self._pending = torch.zeros(env.n_envs, dtype=torch.bool, device=env.torch_device)
         self._make_specs()
 

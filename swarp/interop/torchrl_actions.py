@@ -15,6 +15,12 @@ action space       ``categorical_actions=True``        ``categorical_actions=Fal
                    per agent ``[D]``                   ``[sum(nvec)]``
 =================  ==================================  ==========================================
 
+With a communication channel (``WorldSpec.comm_dim`` C, a group that is not ``silent``), the
+message's choice is one more head of C choices, as in VMAS 1.5.2 (``swarp.core.spaces``): in the
+table read ``choices`` (``nvec`` then C) for ``nvec``: ``Categorical(prod(nvec) * C)`` (the choice
+the least significant digit of the flat index), ``MultiCategorical([*nvec, C])`` per agent
+``[D + 1]``, ``OneHot(prod(nvec) * C)``, ``MultiOneHot([*nvec, C])`` per agent ``[sum(nvec) + C]``.
+
 Every spec has dtype int64, as VmasEnv's. A categorical action must have an integer dtype
 (``swarp.core.spaces.INDEX_DTYPES``; a float or bool one is a TypeError); a one-hot action may be
 bool, integer or floating (a sampled one-hot distribution is float), holding exactly one 1 per head
@@ -25,8 +31,11 @@ a zero command and reports through ``Environment.invalid_actions()``.
 ``GroupActions`` holds one agent group's side of this (``Environment.groups``; an ``Environment``
 without groups has one, ``"agents"``): its spec, continuous or discrete, and the conversion of its
 action entry into the tensor ``Environment.step`` takes for the group. A continuous group's spec is
-a ``Bounded`` box [n_envs, A_g, D_g] of the simulator's dtype: the group's physical bounds, or a
-normalized box mapped affinely onto them (``swarp.interop.checks.rescale_actions``).
+a ``Bounded`` box [n_envs, A_g, D_g + C_g] of the simulator's dtype: the group's physical bounds
+then, with a channel, ``[0, 1]`` on its ``C_g`` message columns (VMAS's continuous layout; a silent
+group has none), or a normalized box mapped affinely onto them, message columns included
+(``swarp.interop.checks.rescale_actions``: ``action_low`` maps to a message of 0, ``action_high``
+to 1).
 """
 
 from __future__ import annotations
@@ -45,18 +54,19 @@ CONTINUOUS_DIMS = "[n_envs, n_agents, act_dim]"
 
 def per_agent_shape(space: ActionSpace, categorical: bool) -> tuple[int, ...]:
     """The trailing shape of one agent's action in the chosen encoding (module docstring table):
-    ``()`` or ``(D,)`` when categorical, ``(prod(nvec),)`` or ``(sum(nvec),)`` when one-hot."""
+    ``()`` or ``(len(choices),)`` when categorical, ``(prod(choices),)`` or ``(sum(choices),)``
+    when one-hot (``choices``: ``nvec``, and ``comm_dim`` with a channel)."""
     if categorical:
-        return () if space.kind == "discrete" else (space.physical_dim,)
+        return () if space.kind == "discrete" else (space.width,)
     return (sum(space.heads),)
 
 
 def shape_text(space: ActionSpace, categorical: bool) -> str:
-    """The action's shape in words, for error messages (``"[n_envs, n_agents, prod(nvec)]"``)."""
+    """The action's shape in words, for error messages (``"[n_envs, n_agents, prod(choices)]"``)."""
     if categorical:
-        last = "" if space.kind == "discrete" else ", len(nvec)"
+        last = "" if space.kind == "discrete" else ", len(choices)"
     else:
-        last = ", prod(nvec)" if space.kind == "discrete" else ", sum(nvec)"
+        last = ", prod(choices)" if space.kind == "discrete" else ", sum(choices)"
     return f"[n_envs, n_agents{last}]"
 
 
@@ -77,7 +87,7 @@ def discrete_action_spec(
         cls = Categorical if categorical else OneHot
         return cls(n=n, shape=shape, dtype=torch.int64, device=device)
     cls = MultiCategorical if categorical else MultiOneHot
-    return cls(nvec=list(space.nvec), shape=shape, dtype=torch.int64, device=device)
+    return cls(nvec=list(space.heads), shape=shape, dtype=torch.int64, device=device)
 
 
 def one_hot_index(one_hot: torch.Tensor) -> torch.Tensor:
@@ -140,7 +150,7 @@ def to_indices(
     action = action.to(device)
     if space.kind == "discrete":
         return one_hot_index(action).unsqueeze(-1)
-    rows = torch.split(action, list(space.nvec), dim=-1)
+    rows = torch.split(action, list(space.heads), dim=-1)
     return torch.stack([one_hot_index(row) for row in rows], dim=-1)
 
 
@@ -152,8 +162,10 @@ class GroupActions:
         n_agents: Agents in the group, A_g.
         space: The group's ``ActionSpace`` (``AgentGroup.action_space``).
         categorical: The encoding of discrete actions: indices (True) or one-hot (False).
-        low, high: [A_g, D_g] the group's physical action bounds, of the simulator's dtype and device
-            (``D_g``: ``space.physical_dim``).
+        low, high: The group's action bounds, of the simulator's dtype and device: [A_g, D_g + C_g]
+            for a continuous group (its physical columns, then its message columns' ``[0, 1]``:
+            ``swarp.interop.checks.group_action_bounds``), [A_g, D_g] for a discrete one (``D_g``:
+            ``space.physical_dim``, ``C_g``: ``space.comm_dim``, 0 for a silent group).
         box: ``(box_low, box_high)``: a continuous group's normalized box, mapped onto ``low`` /
             ``high``; ``None``: physical actions. Ignored by a discrete group.
 
@@ -182,12 +194,13 @@ class GroupActions:
         return shape_text(self.space, self.categorical) if self.space.discrete else CONTINUOUS_DIMS
 
     def spec(self, n_envs: int) -> TensorSpec:
-        """The batched action spec: ``discrete_action_spec``, or a ``Bounded`` [n_envs, A_g, D_g] of
-        the bounds' dtype (the normalized box, or the physical bounds)."""
+        """The batched action spec: ``discrete_action_spec``, or a ``Bounded`` [n_envs, A_g, D_g + C_g]
+        of the bounds' dtype (the normalized box, or the bounds: physical, then ``[0, 1]`` on the
+        message columns)."""
         space, low, device = self.space, self.low, self.low.device
         if space.discrete:
             return discrete_action_spec(space, self.categorical, n_envs, self.n_agents, device)
-        shape = (n_envs, self.n_agents, space.physical_dim)
+        shape = (n_envs, self.n_agents, space.width)
         if self.box is not None:
             spec_low = torch.full(shape, self.box[0], dtype=low.dtype, device=device)
             spec_high = torch.full_like(spec_low, self.box[1])
@@ -198,11 +211,12 @@ class GroupActions:
     def step_input(self, action, name: str, n_envs: int) -> torch.Tensor:
         """``action`` (the tensordict's entry, ``name`` in the messages) as the group's input to
         ``Environment.step``: [n_envs, A_g, width] indices (``to_indices``), or the physical command
-        [n_envs, A_g, D_g] (``real_tensor``, then ``rescale`` with a normalized box)."""
+        and message [n_envs, A_g, D_g + C_g] (``real_tensor``, then ``rescale`` with a normalized
+        box)."""
         space, device = self.space, self.low.device
         if space.discrete:
             return to_indices(space, self.categorical, action, name, (n_envs,), self.n_agents, device)
-        shape = (n_envs, self.n_agents, space.physical_dim)
+        shape = (n_envs, self.n_agents, space.width)
         return self.rescale(real_tensor(action, name, shape, self.low.dtype, device, CONTINUOUS_DIMS))
 
     def rescale(self, action: torch.Tensor) -> torch.Tensor:
@@ -230,14 +244,16 @@ class GroupActions:
         return to_indices(space, self.categorical, action, "action", leading, self.n_agents, self.low.device)
 
     def physical(self, action: torch.Tensor) -> torch.Tensor:
-        """An action [..., A_g, *per_agent] of any leading dimensions as the physical command
-        [..., A_g, D_g] the step acts on (``SwarpEnv.to_physical``)."""
+        """An action [..., A_g, *per_agent] of any leading dimensions as what the step acts on
+        (``SwarpEnv.to_physical``): a continuous group's physical command and message
+        [..., A_g, D_g + C_g] (the normalized box mapped onto ``low`` / ``high``), a discrete
+        group's physical command [..., A_g, D_g] (its message: ``swarp.core.spaces.decode_message_torch``)."""
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}")
         space = self.space
         if space.discrete:
             return decode_torch(space, self.indices(action), self.low, self.high)[0]
-        shape = (*action.shape[:-2], self.n_agents, space.physical_dim)
+        shape = (*action.shape[:-2], self.n_agents, space.width)
         low = self.low
         return self.rescale(real_tensor(action, "action", shape, low.dtype, low.device, "[..., n_agents, act_dim]"))
 
@@ -245,9 +261,10 @@ class GroupActions:
         """The actions in words (``SwarpEnv``'s repr): ``"physical"``, ``"normalized"`` or
         ``"discrete[3, 3], categorical"``."""
         space = self.space
+        channel = f", comm_dim {space.comm_dim}" if space.comm_dim else ""
         if space.discrete:
-            return f"{space.kind}{list(space.nvec)}, {'categorical' if self.categorical else 'one-hot'}"
-        return "physical" if self.box is None else "normalized"
+            return f"{space.kind}{list(space.nvec)}{channel}, {'categorical' if self.categorical else 'one-hot'}"
+        return ("physical" if self.box is None else "normalized") + channel
 
 
 __all__ = [

@@ -11,6 +11,17 @@ are sums over columns. Sampling is the Gumbel-max trick on uniform draws from ea
 generator (``argmax(logits + Gumbel noise)``), so it stays on the device with no host sync and goes
 into a captured CUDA graph as the Gaussian's noise does; the greedy action is the argmax.
 
+A communication channel (``WorldSpec.comm_dim`` C; ``swarp.core.spaces``) needs nothing more: a
+speaking discrete agent's message choice is one more head (``heads`` counts it: one head of
+``prod(nvec) * C`` choices, or ``[*nvec, C]``), sampled and scored as the others; a continuous
+agent's C message columns follow its command in ``Environment.action_bounds`` with the bounds
+[0, 1], so the Gaussian's tanh squash maps them onto [0, 1] as it maps the command onto its box.
+A scripted controller (``Scenario.scripted_actions``) emits the command [E, A, D] and, where the
+scenario has something to say, its message after it ([E, A, D + C], the continuous layout):
+``scripted_actions_of`` hands that to the env's space, a missing message as 0 (silence, on a
+continuous channel) or choice 0 (a discrete one: VMAS's first word), a given one as it is
+(continuous) or its largest column's choice (discrete).
+
 With agent groups (``env.groups``, ``swarp.core.groups``) each group has its own space: a
 ``TrainConfig`` gives one kind for every group or a mapping by group (``group_space``), ``step``
 takes a mapping ``{group: actions}`` (``step_actions``), and the evaluation's baselines act by group
@@ -25,6 +36,7 @@ import torch
 
 from swarp.core.groups import DEFAULT_GROUP, AgentGroup
 from swarp.core.spaces import ActionSpace, encode_torch
+from swarp.interop.checks import group_columns
 
 
 def check_space_fits(trained: ActionSpace, env_space: ActionSpace) -> str | None:
@@ -33,19 +45,22 @@ def check_space_fits(trained: ActionSpace, env_space: ActionSpace) -> str | None
         return f"{env_space.kind} actions, not the {trained.kind} actions it was trained for"
     if trained.nvec != env_space.nvec:
         return f"action levels nvec {env_space.nvec}, not the trained {trained.nvec}"
+    if trained.discrete and trained.comm_dim != env_space.comm_dim:  # continuous: the width says it
+        return f"a message head of {env_space.comm_dim} choices, not the trained {trained.comm_dim}"
     return None
 
 
-def space_of(config, physical_dim: int, group: str = DEFAULT_GROUP) -> ActionSpace:
+def space_of(config, physical_dim: int, group: str = DEFAULT_GROUP, comm_dim: int = 0) -> ActionSpace:
     """The ``ActionSpace`` a ``TrainConfig`` (``action_space``, ``action_nvec``, each one for every
-    group or a mapping by group) gives agent group ``group`` over commands of ``physical_dim`` columns.
+    group or a mapping by group) gives agent group ``group`` over commands of ``physical_dim`` columns
+    and messages of ``comm_dim`` (the scenario's channel; 0 for a silent group).
 
     Raises:
         ValueError: ``action_nvec`` does not give one level count per column (``ActionSpace.build``).
     """
     nvec = config.action_nvec.get(group) if isinstance(config.action_nvec, dict) else config.action_nvec
     try:
-        return ActionSpace.build(config.kind_of(group), nvec, physical_dim)
+        return ActionSpace.build(config.kind_of(group), nvec, physical_dim, comm_dim)
     except (ValueError, TypeError) as error:
         where = "" if group == DEFAULT_GROUP else f" (group {group!r})"
         raise ValueError(f"TrainConfig.action_nvec (--action-nvec){where}: {error}") from None
@@ -97,10 +112,37 @@ def flat_reward(reward) -> torch.Tensor:
 
 
 def group_box(group: AgentGroup, low: torch.Tensor, high: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(low, high)`` [A_g, D_g] of ``group``'s agents: its rows and its space's physical columns of
-    the env's action box [A, D] (physical units)."""
-    columns = group.action_space.physical_dim
-    return low[group.agents, :columns], high[group.agents, :columns]
+    """``(low, high)`` of ``group``'s agents: its rows of the env's action box [A, D] (physical units;
+    [A, D + C] where continuous actions carry messages), its space's physical columns [A_g, D_g],
+    then a continuous group's message columns ([0, 1]) where it speaks
+    (``swarp.interop.checks.group_columns``)."""
+    return group_columns(group, low, high)
+
+
+def physical_width(env) -> int:
+    """D, the columns of the physical command of ``env`` (its widest group's)."""
+    return max(group.action_space.physical_dim for group in env.groups)
+
+
+def message_choice(space: ActionSpace, message: torch.Tensor | None) -> torch.Tensor | None:
+    """The choice [E, A_g] int64 of a discrete ``space``'s message head for scripted messages
+    ``message`` [E, A_g, C] (the largest column's; the first of ties), ``None`` where there is no
+    message (``encode_torch`` then chooses 0)."""
+    if message is None or not space.comm_dim:
+        return None
+    return message.argmax(-1)
+
+
+def scripted_actions_of(env, command: torch.Tensor) -> torch.Tensor:
+    """A scripted controller's output ``command`` ([E, A, D] the physical command, or [E, A, D + C]
+    with the messages after it) as the actions of ``env`` (without groups) of a continuous space:
+    with a channel and no messages given, zero message columns appended (silence); otherwise as it
+    is. The controller of a discrete env goes through ``encode_torch`` (``scripted_group_actions``
+    does both, by group)."""
+    space = env.action_space
+    if space.discrete or not space.comm_dim or command.shape[-1] != space.physical_dim:
+        return command
+    return torch.cat([command, command.new_zeros((*command.shape[:-1], space.comm_dim))], dim=-1)
 
 
 def random_group_actions_fn(env, seed: int):
@@ -126,13 +168,26 @@ def random_group_actions_fn(env, seed: int):
 
 
 def scripted_group_actions(env, command: torch.Tensor) -> dict[str, torch.Tensor]:
-    """A scripted controller's physical command ``command`` [E, A, D] as ``{group: actions}`` of a
-    grouped ``env``: a continuous group's rows and columns as they are, a discrete group's encoded
-    into the indices of its levels nearest the command (``swarp.core.spaces.encode_torch``)."""
+    """A scripted controller's output ``command`` ([E, A, D] the physical command, or [E, A, D + C]
+    with every agent's message after it) as ``{group: actions}`` of a grouped ``env``: a continuous
+    group's rows and columns as they are, its message columns after them where it speaks (zeros
+    where no message is given); a discrete group's encoded into the indices of its levels nearest
+    the command (``swarp.core.spaces.encode_torch``), its message's choice the given message's
+    largest column (choice 0 where none is given)."""
     low, high = env.action_bounds
+    width = physical_width(env)
+    given = command.shape[-1] > width  # the controller gave messages after the commands
     actions = {}
     for group in env.groups:
-        space = group.action_space
-        part = command[:, group.agents, : space.physical_dim]
-        actions[group.name] = encode_torch(space, part, *group_box(group, low, high)) if space.discrete else part
+        space, rows = group.action_space, command[:, group.agents]
+        part = rows[..., : space.physical_dim]
+        message = rows[..., width:] if given and space.comm_dim else None
+        if space.discrete:
+            box = group_box(group, low, high)
+            actions[group.name] = encode_torch(space, part, *box, message_choice(space, message))
+        elif space.comm_dim:
+            message = part.new_zeros((*part.shape[:-1], space.comm_dim)) if message is None else message
+            actions[group.name] = torch.cat([part, message], dim=-1)
+        else:
+            actions[group.name] = part
     return actions

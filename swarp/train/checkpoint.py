@@ -18,6 +18,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from swarp.core.groups import DEFAULT_GROUP
+from swarp.core.spaces import ActionSpace
 from swarp.train.action_spaces import space_of
 from swarp.train.config import TrainConfig
 from swarp.train.groups import GroupedPolicy, TrainedPolicy, group_critic, group_records, groups_from_records
@@ -40,14 +42,16 @@ def save_checkpoint(path: str | Path, trainer, k: int, scenario: str, extra: dic
     """
     env = trainer.envs[k]
     low, high = env.action_bounds
-    act_dim = low.shape[-1] if trainer.grouped else env.act_dim  # groups: the physical command's columns
+    act_dim = low.shape[-1] if trainer.grouped else env.act_dim  # groups: the action box's columns
+    comm_dim = 0 if trainer.grouped else env.action_space.comm_dim  # groups: in each group record
+    channel = {"comm_dim": comm_dim} if comm_dim else {}
     data = {
         "format": FORMAT,
         "scenario": scenario,
         "seed": trainer.seeds[k],
         "config": dataclasses.asdict(trainer.config),
         "task": dataclasses.asdict(trainer.task),
-        "dims": {"n_agents": env.n_agents, "obs_dim": env.obs_dim, "act_dim": act_dim},
+        "dims": {"n_agents": env.n_agents, "obs_dim": env.obs_dim, "act_dim": act_dim, **channel},
         "action_low": low.detach().float().cpu(),
         "action_high": high.detach().float().cpu(),
         **(networks or trainer.run_networks(k)),
@@ -147,8 +151,9 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
     if "groups" in data:
         policy, critic = _grouped_networks(data, config, dims, low, high)
     else:
-        space = space_of(config, low.shape[-1])  # act_dim is the width step takes: D, or 1 (discrete)
-        if not (low.shape == high.shape == (dims["n_agents"], space.physical_dim) and space.width == dims["act_dim"]):
+        space = _space(config, dims, low)
+        columns = space.physical_dim + (0 if space.discrete else space.comm_dim)
+        if not (low.shape == high.shape == (dims["n_agents"], columns) and space.width == dims["act_dim"]):
             raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}] for "
                              f"{space.kind} actions of width {dims['act_dim']}")  # fmt: skip
         policy = Policy.from_networks(data, dims["obs_dim"], low, high, config.hidden, config.depth, config.norm_obs,
@@ -168,6 +173,17 @@ def _read(data: dict, path: Path, device) -> Checkpoint:
                       dict(dims), resume)  # fmt: skip
 
 
+def _space(config: TrainConfig, dims: dict, low: torch.Tensor) -> ActionSpace:
+    """The action space of a checkpoint without groups: the config's kind over the box's physical
+    columns (``low`` [A, D], or [A, D + C] for continuous actions with messages) and the channel
+    of ``dims["comm_dim"]`` (0 where absent: no channel, or a checkpoint written before it)."""
+    comm_dim = dims.get("comm_dim", 0)
+    if isinstance(comm_dim, bool) or not isinstance(comm_dim, int) or comm_dim < 0:
+        raise ValueError(f"dims['comm_dim'] must be an int >= 0, got {comm_dim!r}")
+    discrete = config.kind_of(DEFAULT_GROUP) != "continuous"
+    return space_of(config, low.shape[-1] - (0 if discrete else comm_dim), DEFAULT_GROUP, comm_dim)
+
+
 def _grouped_networks(data: dict, config: TrainConfig, dims: dict, low: torch.Tensor, high: torch.Tensor):
     """``(GroupedPolicy, ModuleDict of critics)`` of a checkpoint of a run on agent groups."""
     groups = groups_from_records(data["groups"])
@@ -179,7 +195,8 @@ def _grouped_networks(data: dict, config: TrainConfig, dims: dict, low: torch.Te
         raise ValueError(f"action bounds must be tensors [{dims['n_agents']}, {dims['act_dim']}] covering every "
                          "group's action columns")  # fmt: skip
     for group in groups:
-        if space_of(config, group.action_space.physical_dim, group.name) != group.action_space:
+        space = group.action_space
+        if space_of(config, space.physical_dim, group.name, space.comm_dim) != space:
             raise ValueError(f"group {group.name!r} acts in {group.action_space}, not in what the config gives it "
                              f"(action_space {config.action_space}, action_nvec {config.action_nvec})")  # fmt: skip
     policy = GroupedPolicy.from_networks(data, groups, low, high, config.hidden, config.depth, config.norm_obs)

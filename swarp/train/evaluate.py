@@ -33,6 +33,7 @@ from swarp.train.action_spaces import (
     flat_reward,
     random_group_actions_fn,
     random_indices_fn,
+    scripted_actions_of,
     scripted_group_actions,
     step_actions,
 )
@@ -145,7 +146,7 @@ class Evaluator:
             return None
         if self.env.grouped:
             return lambda obs: scripted_group_actions(self.env, scenario.scripted_actions())
-        return lambda obs: scenario.scripted_actions()
+        return lambda obs: scripted_actions_of(self.env, scenario.scripted_actions())
 
 
 def check_evaluation(episodes, seed) -> None:

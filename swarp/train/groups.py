@@ -129,9 +129,12 @@ def values(nets: Sequence[GroupNets], xs: Sequence[torch.Tensor]) -> torch.Tenso
 
 def group_records(groups: Sequence[AgentGroup]) -> list[dict]:
     """Plain values of ``groups`` (a checkpoint's ``groups`` entry): name, agent range, observation
-    width and action space (kind, physical columns, levels)."""
+    width and action space (kind, physical columns, levels, and the message's width ``comm_dim``
+    where the groups have a channel)."""
+    channel = any(g.action_space.comm_dim for g in groups)
     return [{"name": g.name, "start": g.start, "stop": g.stop, "obs_dim": g.obs_dim, "kind": g.action_space.kind,
-             "physical_dim": g.action_space.physical_dim, "nvec": list(g.action_space.nvec)}
+             "physical_dim": g.action_space.physical_dim, "nvec": list(g.action_space.nvec),
+             **({"comm_dim": g.action_space.comm_dim} if channel else {})}
             for g in groups]  # fmt: skip
 
 
@@ -146,15 +149,16 @@ def groups_from_records(records) -> tuple[AgentGroup, ...]:
     groups, start = [], 0
     for record in records:
         fields = ("name", "start", "stop", "obs_dim", "kind", "physical_dim", "nvec")
-        if not isinstance(record, dict) or set(record) != set(fields):
-            raise ValueError(f"a group record holds {list(fields)}, got {record!r}")
-        ints = [record[f] for f in ("start", "stop", "obs_dim", "physical_dim")]
+        if not isinstance(record, dict) or set(record) - {"comm_dim"} != set(fields):
+            raise ValueError(f"a group record holds {list(fields)} (and comm_dim), got {record!r}")
+        comm_dim = record.get("comm_dim", 0)  # records written before the channel have none
+        ints = [record[f] for f in ("start", "stop", "obs_dim", "physical_dim")] + [comm_dim]
         if any(isinstance(v, bool) or not isinstance(v, int) for v in ints) or not isinstance(record["name"], str):
             raise ValueError(f"a group record's name is a string and its sizes ints, got {record!r}")
-        if record["start"] != start or record["stop"] <= start or min(ints[2:]) < 1:
+        if record["start"] != start or record["stop"] <= start or min(ints[2:4]) < 1 or comm_dim < 0:
             raise ValueError(f"group {record['name']!r}: agents {record['start']}:{record['stop']} after {start}")
         nvec = record["nvec"] or None
-        space = ActionSpace.build(record["kind"], nvec, record["physical_dim"])
+        space = ActionSpace.build(record["kind"], nvec, record["physical_dim"], comm_dim)
         groups.append(AgentGroup(record["name"], record["start"], record["stop"], record["obs_dim"], space))
         start = record["stop"]
     return tuple(groups)

@@ -104,7 +104,7 @@ class Trainer:
                                  "spaces) and device")  # fmt: skip
         for group in env.groups:
             space = group.action_space
-            if space != space_of(config, space.physical_dim, group.name):
+            if space != space_of(config, space.physical_dim, group.name, space.comm_dim):
                 where = f"group {group.name!r} of the envs takes" if env.grouped else "the envs take"
                 raise ValueError(f"{where} {space.kind} actions (nvec {space.nvec}), the config asks for "
                                  f"{config.action_space} (action_nvec {config.action_nvec}): make the envs with "
@@ -442,12 +442,14 @@ class Trainer:
         }
 
     def action_record(self) -> dict:
-        """The action space as plain values (a run state's ``action_space``): ``{"kind", "nvec"}``, or
-        with groups ``{"groups": group_records(...)}`` (each group's range, width and space)."""
+        """The action space as plain values (a run state's ``action_space``): ``{"kind", "nvec"}``
+        (and ``"comm_dim"`` with a channel), or with groups ``{"groups": group_records(...)}`` (each
+        group's range, width and space)."""
         if self.grouped:
             return {"groups": group_records(self.envs[0].groups)}
         space = self.envs[0].action_space
-        return {"kind": space.kind, "nvec": list(space.nvec)}
+        channel = {"comm_dim": space.comm_dim} if space.comm_dim else {}
+        return {"kind": space.kind, "nvec": list(space.nvec), **channel}
 
     def load_run_states(self, states: list[dict]) -> None:
         """Put back ``run_state(k)`` of every run (``states[k]`` for run k), before the first iteration.

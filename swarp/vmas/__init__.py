@@ -44,6 +44,15 @@ What follows VMAS 1.5.2 (``vmas/simulator/environment/environment.py``) exactly:
   swarp option ``action_nvec`` may give levels by group); ``observation_space`` / ``action_space``
   hold each agent's own. ``continuous_actions`` / ``multidiscrete_actions`` are one for the env, as
   in VMAS.
+* Communication (a swarp scenario with a channel, ``WorldSpec.comm_dim``; VMAS's ``dim_c``):
+  ``env.world.dim_c`` is its width, ``agent.silent`` is True for a ``silent`` group's agents (and
+  every agent without a channel), and a speaking agent's actions carry its message as VMAS's:
+  ``action_size + dim_c`` columns, the message's in [0, 1] (checked, or clamped with
+  ``clamp_actions``), ``Discrete(prod(nvec) * dim_c)`` (the choice the least significant digit) or
+  ``MultiDiscrete([*nvec, dim_c])``, sent one-hot; ``get_agent_action_size`` and
+  ``get_random_action`` count it. After a step ``agent.action.u`` / ``agent.action.c`` are the
+  command and message sent and ``agent.state.c`` the message the agent's state holds (zeros in an
+  env reset since); ``c`` is ``None`` for a silent agent (``swarp.vmas.agent``).
 * ``max_steps=None`` is an infinite horizon (no truncation); with ``max_steps`` an env is done from
   the step where its step count reaches it until it is reset.
 * ``env.agents`` (objects with ``.name`` ``"agent_0"``..., ``.action_size``, ``.batch_dim``,

@@ -12,8 +12,11 @@ import torch
 
 from swarp.core.groups import AgentGroup
 from swarp.env.environment import Environment, check_seed
+from swarp.interop.checks import group_action_bounds
 from swarp.vmas.agent import (
+    Channel,
     VmasAgent,
+    VmasWorld,
     agent_action_space,
     agent_observation_space,
     build_agents,
@@ -86,10 +89,10 @@ class VmasEnvironment:
         (kind,) = kinds
         self.continuous_actions = kind == "continuous"
         self.multidiscrete_actions = kind == "multidiscrete"
-        low, high = sim.action_bounds
-        self._low = low.to(torch.float32)
-        self._high = high.to(torch.float32)
-        self.agents = build_agents(sim, self._low, self._high)
+        # Each group's action box, float32: physical columns, then a speaking group's message columns.
+        self._boxes = {g.name: tuple(b.to(torch.float32) for b in group_action_bounds(sim, g)) for g in sim.groups}
+        self.channel = Channel(sim)
+        self.agents = build_agents(sim, self._boxes, self.channel)
         self._by_name = {agent.name: agent for agent in self.agents}
         # Done flags as VMAS reports them: a reset_at clears its env's (the swarp buffers keep them
         # until the next step).
@@ -116,6 +119,12 @@ class VmasEnvironment:
     def max_steps(self) -> int | None:
         """Episode length [steps] after which envs are done (truncated); ``None``: no limit."""
         return self.sim.max_steps
+
+    @property
+    def world(self) -> VmasWorld:
+        """What VMAS users read of ``env.world``: ``dim_c`` (the channel's width,
+        ``WorldSpec.comm_dim``; 0 without one), ``dim_p`` (2), ``agents``, ``batch_dim``, ``device``."""
+        return VmasWorld(self.sim.action_input.comm_dim, 2, self.agents, self.num_envs, self.device)
 
     @property
     def steps(self) -> torch.Tensor:
@@ -164,14 +173,17 @@ class VmasEnvironment:
 
     def get_agent_action_size(self, agent: VmasAgent | str) -> int:
         """The width of ``agent``'s actions in ``step`` (an element of ``agents`` or its name), as
-        VMAS: ``action_size`` (continuous), 1 (discrete: one flat index), ``len(nvec)`` (multi-discrete)."""
+        VMAS: ``action_size`` (continuous), 1 (discrete: one flat index), ``len(nvec)``
+        (multi-discrete), plus ``dim_c`` (continuous) or 1 (multi-discrete) for an agent that speaks."""
         return self._agent(agent).action_width
 
     def get_agent_action_space(self, agent: VmasAgent | str):
         """The agent's action space, as VMAS 1.5.2 builds it (with ``gymnasium.spaces``): a float32
         ``Box`` [action_size] of its action box (physical units) for continuous actions,
         ``Discrete(prod(nvec))`` for discrete ones, ``MultiDiscrete(nvec)`` for multi-discrete ones
-        (``action_size`` and ``nvec``: its group's, in a grouped env)."""
+        (``action_size`` and ``nvec``: its group's, in a grouped env); an agent that speaks adds
+        its message: ``dim_c`` columns in [0, 1], ``Discrete(prod(nvec) * dim_c)`` or
+        ``MultiDiscrete([*nvec, dim_c])`` (``swarp.vmas.agent.agent_action_space``)."""
         return agent_action_space(self._agent(agent))
 
     def get_agent_observation_space(self, agent: VmasAgent | str, obs: Any = None):
@@ -190,10 +202,9 @@ class VmasEnvironment:
         if not self.continuous_actions:
             indices = agent.group.action_space.sample(self.num_envs, 1, self._generator)[:, 0]  # [E, width]
             return indices if self.multidiscrete_actions else indices[:, 0]
-        u = torch.rand(
-            (self.num_envs, agent.action_size), generator=self._generator, device=self.device, dtype=torch.float32
-        )
-        return agent.action_low + u * (agent.action_high - agent.action_low)
+        width = agent.action_width  # the command, then the message of an agent that speaks
+        u = torch.rand((self.num_envs, width), generator=self._generator, device=self.device, dtype=torch.float32)
+        return agent.space_low + u * (agent.space_high - agent.space_low)
 
     def get_random_actions(self) -> list[torch.Tensor]:
         """``get_random_action`` of every agent (``n_agents`` tensors shaped as it says), a list to
@@ -237,6 +248,7 @@ class VmasEnvironment:
         if seed is not None:
             self._generator.manual_seed(seed)
         self.sim.reset(seed=seed)
+        self.channel.on_reset()
         self._terminated.zero_()
         self._truncated.zero_()
         return self._result(return_observations, False, return_info, return_dones)
@@ -275,6 +287,7 @@ class VmasEnvironment:
         self._mask.zero_()
         self._mask[index] = True
         self.sim.reset_at(self._mask)
+        self.channel.on_reset(self._mask)
         self._terminated[index] = False
         self._truncated[index] = False
         return self._result(return_observations, False, return_info, return_dones)
@@ -332,10 +345,10 @@ class VmasEnvironment:
         return self._indices(agent, action.to(self.device))
 
     def _in_box(self, stacked: torch.Tensor, group: AgentGroup) -> torch.Tensor:
-        """``group``'s continuous actions [E, A_g, D_g] float32 checked against (or, with
-        ``clamp_actions``, clamped into) its agents' boxes, as the simulator's dtype."""
-        width = group.action_space.physical_dim
-        low, high = self._low[group.agents, :width], self._high[group.agents, :width]
+        """``group``'s continuous actions [E, A_g, D_g + C_g] float32 checked against (or, with
+        ``clamp_actions``, clamped into) its agents' boxes (messages: [0, 1], as VMAS's clamp and
+        assert), as the simulator's dtype."""
+        low, high = self._boxes[group.name]
         if self.clamp_action:
             if bool(torch.isnan(stacked).any()):
                 raise ValueError(f"actions contain NaN: {self._first_bad(torch.isnan(stacked), group)}")
@@ -372,14 +385,15 @@ class VmasEnvironment:
         return action.to(torch.int64)
 
     def _first_bad(self, bad: torch.Tensor, group: AgentGroup, values: torch.Tensor | None = None) -> str:
-        """Where ``bad`` [E, A_g, D_g] (``group``'s agents) is first set, and the value there."""
+        """Where ``bad`` [E, A_g, columns] (``group``'s agents) is first set, and the value there."""
         env, member, column = (int(i) for i in bad.nonzero()[0])
         agent = group.start + member
         text = f"agent {self.agents[agent].name}, env {env}, component {column}"
         if values is not None:
+            low, high = self._boxes[group.name]
             text += (
-                f": {values[env, member, column].item()!r} not in [{self._low[agent, column].item()!r}, "
-                f"{self._high[agent, column].item()!r}]"
+                f": {values[env, member, column].item()!r} not in [{low[member, column].item()!r}, "
+                f"{high[member, column].item()!r}]"
             )
         return text
 
@@ -409,6 +423,7 @@ class VmasEnvironment:
         """
         stacked = self._actions(actions)
         obs, reward, terminated, truncated, info = self.sim.step(stacked)
+        self.channel.on_step()
         self._terminated.copy_(terminated)
         self._truncated.copy_(truncated)
         return self._compose(obs, reward, info, True, True, True, True, None)

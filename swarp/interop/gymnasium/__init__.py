@@ -20,6 +20,13 @@ Every agent of a one-group env shares one ``ActionSpace``, so these spaces alway
 integer indices of that shape (floats are refused); the simulator decodes them into the physical
 command with VMAS 1.5.2's levels, and an index out of range acts as a zero command and raises
 ``sim.invalid_actions()``.
+Communication (a scenario's channel, ``WorldSpec.comm_dim`` C; VMAS 1.5.2's ``dim_c`` layout): a
+continuous agent's ``act_dim`` is ``D + C``, its physical command then its message, whose bounds in
+``sim.action_bounds`` (and so in the ``Box``) are [0, 1]; a discrete agent's head has C times the
+choices (``Discrete(prod(nvec) * C)``: the message's choice is the flat index's least significant
+digit) and a multi-discrete one one more column of C choices (``MultiDiscrete([*nvec, C])``). The
+choice is sent as a one-hot message; ``sim.comm`` [E, A, C] holds what was sent. A scenario with a
+``silent`` group has agents of different spaces: refused as below.
 Agent groups (a scenario declaring several, ``sim.grouped``): these spaces hold one observation
 width and one action space for every agent, so an env whose groups differ in either (a discrete
 group, another width) is refused at construction (``ValueError`` naming the alternatives: the

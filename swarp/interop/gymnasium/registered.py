@@ -119,7 +119,8 @@ class SwarpGymnasiumEnv(gymnasium.Env):
     ``i``'s block at ``[i * dim, (i + 1) * dim)``; dtype the simulator's (float32 by default).
     With ``action_space="discrete"`` or ``"multidiscrete"`` (a ``swarp.make`` keyword) the action
     space is an int64 ``MultiDiscrete`` of every agent's ``sim.action_space.heads``, shape
-    (A * width,), or ``Discrete(prod(nvec))`` for one agent's one flat index.
+    (A * width,), or ``Discrete(prod(nvec))`` for one agent's one flat index (``prod(nvec) * C``
+    with a channel of width C, whose message columns a continuous ``Box`` bounds to [0, 1]).
 
     Attributes:
         sim: The wrapped ``Environment``.
