@@ -26,7 +26,9 @@ def random_actions(env: Environment, generator: torch.Generator, overshoot: floa
 
 
 def _draw(env: Environment, space, agents: slice, generator: torch.Generator, overshoot: float) -> torch.Tensor:
-    low, high = (b.cpu()[agents, : space.physical_dim] for b in env.action_bounds)
+    # Continuous actions with messages: the command's and the message's columns (their joined box).
+    columns = space.physical_dim if space.discrete else space.width
+    low, high = (b.cpu()[agents, :columns] for b in env.action_bounds)
     if space.discrete:
         return space.sample(env.n_envs, low.shape[0], generator).to(env.torch_device)
     u = torch.rand(env.n_envs, *low.shape, generator=generator, dtype=env.dtype)
