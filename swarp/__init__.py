@@ -42,6 +42,7 @@ from swarp.scenarios import give_way as _give_way  # noqa: E402,F401  (registers
 from swarp.scenarios import navigation as _navigation  # noqa: E402,F401  (registers "navigation")
 from swarp.scenarios import push_t as _push_t  # noqa: E402,F401  (registers "push_t")
 from swarp.scenarios import sampling as _sampling  # noqa: E402,F401  (registers "sampling")
+from swarp.scenarios import speaker_listener as _speaker_listener  # noqa: E402,F401  (registers it)
 from swarp.scenarios import spread as _spread  # noqa: E402,F401  (registers "spread")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
 from swarp.scenarios.framework.base import (  # noqa: E402

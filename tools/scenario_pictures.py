@@ -18,10 +18,10 @@ import torch
 import swarp
 
 #: Steps of the scripted controller before the picture: agents underway, not yet arrived.
-STEPS = {"flocking": 25, "discovery": 30, "fleet": 14}
+STEPS = {"flocking": 25, "discovery": 30, "fleet": 14, "speaker_listener": 3}
 DEFAULT_STEPS = 8
 #: The scenarios pictured in docs/scenarios.md.
-DOCUMENTED = ("navigation", "flocking", "formation", "discovery", "fleet")
+DOCUMENTED = ("navigation", "flocking", "formation", "discovery", "fleet", "speaker_listener")
 #: Options of the pictured envs beyond the defaults (navigation shows its obstacles).
 OPTIONS = {"navigation": {"n_obstacles": 3}}
 

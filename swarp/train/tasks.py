@@ -196,6 +196,14 @@ TASKS: dict[str, Task] = {
     # 100 steps leave a policy room to turn and queue. The budget is about 3x what seeds 0-2 needed on
     # an H100 (s36: 1.31 M env-steps each, to 0.996-1.000 greedy success).
     "fleet": Task(max_steps=100, total_steps=4_000_000, target_success=SOLVED),
+    # A speaker that cannot move (it sees the goal) and a listener that hears it (it sees the
+    # landmarks): success is the listener within goal_radius of the goal landmark at the episode's
+    # end (MPE's 25 steps); no termination. The scripted pair succeeds in every episode (256 envs,
+    # seeds 0-2). The budget is not yet measured on a GPU: the trainer has no message columns yet.
+    # With them patched in (CPU, 1,024 envs, 1.57 M env-steps, seed 0, continuous or discrete) MAPPO
+    # learned the no-channel optimum only: return -16.5 and greedy success 0.01-0.04, as a listener
+    # driving to the landmarks' centroid (-16.0, 0.02), against the scripted pair's -6.7 and 1.00.
+    "speaker_listener": Task(success="info:success", total_steps=20_000_000, target_success=SOLVED),
 }
 
 

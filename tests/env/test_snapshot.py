@@ -36,8 +36,9 @@ FEATURES = {
 
 
 def scenario_options(name: str) -> dict:
-    """Few agents (give_way is a two-agent task); navigation with obstacles in per-env slots."""
-    options = {"n_agents": 2 if name == "give_way" else 3}
+    """Few agents (give_way and speaker_listener are two-agent tasks); navigation with obstacles in
+    per-env slots."""
+    options = {"n_agents": 2 if name in ("give_way", "speaker_listener") else 3}
     if name == "navigation":
         options["n_obstacles"] = 2
     return options

@@ -40,7 +40,7 @@ OPTIONS = {name: dict(max_steps=15) for name in FUSED}
 N_STEPS = 40
 N_ENVS = 6
 #: Scenarios whose fleet size is part of the task (n_agents is fixed).
-FIXED_FLEETS = {"give_way"}
+FIXED_FLEETS = {"give_way", "speaker_listener"}
 
 SCENARIOS = pytest.mark.parametrize("name", FUSED)
 
