@@ -44,6 +44,9 @@ class WorldSpec:
             world's shared static obstacles).
         groups: Named groups of consecutive agents (``swarp.core.groups.GroupSpec``, in agent
             order), each with its observation width; empty: one group ``"agents"`` of them all.
+        alive_mask: Whether the world keeps a per-agent alive mask (``swarp.runtime.alive``): the
+            scenario's resets and steps write ``env.alive`` (agents absent from an episode, agents
+            that left); without it nothing of the mask is allocated or launched.
     """
 
     agents: tuple[AgentConfig, ...]
@@ -54,6 +57,7 @@ class WorldSpec:
     max_steps: int | None = 200
     n_obstacle_slots: int = 0
     groups: tuple[GroupSpec, ...] = ()
+    alive_mask: bool = False
 
 
 class Scenario:
