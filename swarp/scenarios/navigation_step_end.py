@@ -29,6 +29,7 @@ from swarp.runtime.step_end import (
     step_rows_kernel,
 )
 from swarp.scenarios import navigation_kernels as nk
+from swarp.scenarios import navigation_reset
 
 
 @functools.cache
@@ -38,7 +39,7 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
     vec2 = vec2_type(scalar)
     zero = scalar(0.0)
     Query = neighbors.query_struct(scalar)
-    NavReset = nk.reset_kernels(scalar, obstacle_mode, False).NavReset
+    NavReset = navigation_reset.reset_kernels(scalar, obstacle_mode, False).NavReset
     obs_vec = wp.types.vector(obs_dim, scalar)
     list_k = wp.types.vector(max_neighbors, wp.int32)
 
@@ -141,12 +142,14 @@ def end_kernels(
     fleet_size: int,
     obstacle_mode: int,
     tiled: bool = True,
+    masked: bool = False,
+    leave: bool = False,
 ):
     """The fused step end's kernels around ``nk.observe_kernels``, ``nk.finish_kernels`` and
     ``swap_kernels`` (same keys): ``step_rows`` and, swapping prepared starts in,
-    ``step_rows_ahead`` (with its ``NavEnd`` struct)."""
-    observe = nk.observe_kernels(scalar, obs_neighbors, max_neighbors, grid, register_lists)
-    finish = nk.finish_kernels(scalar, fleet_size)
+    ``step_rows_ahead`` (with its ``NavEnd`` struct; not with the alive mask, ``masked``)."""
+    observe = nk.observe_kernels(scalar, obs_neighbors, max_neighbors, grid, register_lists, masked)
+    finish = nk.finish_kernels(scalar, fleet_size, masked, leave)
     swap = swap_kernels(scalar, observe.obs_dim, max_neighbors, obstacle_mode)
     NavFinish, end_env, end_agent, end_values = finish.NavFinish, finish.end_env, finish.end_agent, finish.end_values
     NavSwap = swap.NavSwap
@@ -203,7 +206,7 @@ def end_kernels(
         NavEnd=NavEnd,
         swap=swap,
         step_rows=kernel(NavEnd, end_env_split, end_agent_of, None),
-        step_rows_ahead=kernel(NavEnd, end_env_ahead, end_agent_of, start_env_agent),
+        step_rows_ahead=None if masked else kernel(NavEnd, end_env_ahead, end_agent_of, start_env_agent),
     )
 
 
@@ -260,8 +263,9 @@ class NavigationStepEnd(StepEndHooks):
             stepper.neighbor_method == "grid",
             sc.plan.register_lists,
             sc.n_agents,
-            nk.OBSTACLE_MODES[sc.cfg.obstacle_shape],
+            navigation_reset.OBSTACLE_MODES[sc.cfg.obstacle_shape],
             sc.plan.tiled_rows,
+            *nk.mask_keys(sc),
         )
         return nk.kernels_for(sc), end_kernels(*key)
 
@@ -276,7 +280,7 @@ class NavigationStepEnd(StepEndHooks):
     def launch_prepare(self, launcher: Launcher, env_mask: wp.array, streams) -> None:
         sc, ahead = self.sc, self.ahead
         k = nk.kernels_for(sc)
-        nk.launch_reset(sc, launcher, env_mask, streams, ahead.agent_arrays, ahead.goals)
+        navigation_reset.launch_reset(sc, launcher, env_mask, streams, ahead.agent_arrays, ahead.goals)
         args = nk.observe_args(sc, k, ahead.pos, ahead.vel, ahead.theta, ahead.goals, ahead.query, ahead.prev_dist)
         rows.launch_observe_rows(
             sc.buffers, launcher, k.observe.observe, args, env_mask, rows.OBSERVE_ONLY, rows_out=ahead.rows
@@ -296,7 +300,7 @@ class NavigationStepEnd(StepEndHooks):
         src.rows = rows.row_vectors(ahead.rows, sc.obs_dim)
         sw = swap.NavSwap()
         sw.marks, sw.ahead = self.marks, src
-        sw.live = nk.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), self.goals)
+        sw.live = navigation_reset.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), self.goals)
         sw.nq, sw.prev_dist = world.neighbor_query(), self.prev_dist
         sw.final_obs = rows.row_vectors(b.final_obs_saved, sc.obs_dim)
         return sw
