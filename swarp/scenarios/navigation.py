@@ -388,8 +388,8 @@ class NavigationScenario(FusedScenario):
             d2 = self._pairs_of(d2, self.alive if self.masked else None)
             parts.append(arena.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
         obs = torch.cat(parts, dim=-1)
-        if self.masked:
-            return torch.where(self.alive.unsqueeze(-1), obs, torch.zeros_like(obs))
+        if self.masked:  # a copy of the mask: autograd keeps it, and rewards() writes the mask
+            return torch.where(self.alive.clone().unsqueeze(-1), obs, torch.zeros_like(obs))
         return obs
 
     @staticmethod
@@ -435,15 +435,16 @@ class NavigationScenario(FusedScenario):
         bonus is theirs where every one of them is on goal, and with ``leave_on_goal`` those on
         goal leave (``alive``)."""
         c = self.cfg
-        self.acting.copy_(self.alive)
+        acting = self.alive.clone()  # autograd keeps it: the mask buffers change below
+        self.acting.copy_(acting)
         progress = self._step_progress()
-        on_goal = (self._distances() < self.goal_radius) & self.acting
+        on_goal = (self._distances() < self.goal_radius) & acting
         reward = c.shaping_factor * progress - c.collision_penalty * self._collisions_torch().to(self.dtype)
-        finished = (on_goal | ~self.acting).all(dim=1, keepdim=True)
+        finished = (on_goal | ~acting).all(dim=1, keepdim=True)
         reward = reward + c.final_reward * finished.to(self.dtype)
         if c.leave_on_goal:
-            self.alive.copy_(self.acting & ~on_goal)
-        return torch.where(self.acting, reward, torch.zeros_like(reward))
+            self.alive.copy_(acting & ~on_goal.detach())
+        return torch.where(acting, reward, torch.zeros_like(reward))
 
     def done(self) -> torch.Tensor:
         on_goal = self._distances() < self.goal_radius

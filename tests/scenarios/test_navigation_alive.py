@@ -223,3 +223,22 @@ def test_cpu_matches_cuda(generator):
 def test_pair_helper_builds_both_twins_with_the_mask():
     fused, reference = make_pair("navigation", n_agents=(2, 3))
     assert fused.alive is not None and reference.alive is not None
+
+
+def test_grad_mode_steps_give_the_no_grad_values_and_no_gradient_to_dead_agents():
+    """A grad-mode step (the torch reference on the taped physics) hands out the no-grad step's
+    values; a dead agent's action reaches nothing (its state is frozen, its reward zero)."""
+    options = dict(n_envs=4, device="cpu", seed=0, auto_reset=True, n_agents=(2, 4), leave_on_goal=True)
+    options.update(goal_radius=0.3, world_size=0.5, max_steps=10)
+    env, plain = swarp.make("navigation", **options), swarp.make("navigation", **options)
+    env.reset()
+    plain.reset()
+    for _ in range(12):
+        dead = ~env.alive.clone()
+        actions = env.scenario.scripted_actions().clone().requires_grad_(True)
+        obs, reward, *_ = env.step(actions)
+        expected_obs, expected_reward, *_ = plain.step(actions.detach())
+        assert torch.equal(obs.detach(), expected_obs) and torch.equal(reward.detach(), expected_reward)
+        (reward.sum() + obs.sum()).backward()
+        assert torch.isfinite(actions.grad).all()
+        assert bool((actions.grad[dead] == 0).all())
