@@ -76,7 +76,7 @@ def check_scenario(
     * ``final_obs`` is the observation the auto-reset overwrote;
     * the alive mask, where the scenario keeps one (``env.alive``, ``swarp.runtime.alive``): an
       agent dead when a step begins observes a zero row, earns 0 and does not move, and an agent
-      dead at the step's end stays dead until its env restarts (skipped without a mask);
+      dead at the step's end stays dead until its env restarts (only where there is a mask);
     * no host transfers inside ``step`` or ``reset_at``;
     * on CUDA, the step captured in a CUDA graph gives the bits of the step without one (a torch
       step that is not capture-safe is reported ``"skipped: why"``, not failed: it runs eagerly);
@@ -116,6 +116,7 @@ def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_
     except ValueError as error:
         raise ScenarioContractError(f"{name}: declared shapes: {error}") from None
     actions = [random_actions(probe, generator) for _ in range(n_steps)]
+    masked = probe.alive is not None
     probe.close()
     report: dict[str, str] = {}
     checks: list[tuple[str, Callable[[bool], str | None]]] = [
@@ -126,9 +127,10 @@ def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_
         ("reset_at masks", lambda fused: _check_reset_at(build, fused, actions)),
         ("reset writes every state field", lambda fused: _check_reset_writes(build, fused, actions)),
         ("final_obs", lambda fused: _check_final_obs(build, fused, actions)),
-        ("alive mask", lambda fused: _check_alive(build(fused), actions)),
         ("no host transfers", lambda fused: _check_host_transfers(build(fused), actions)),
     ]
+    if masked:
+        checks.insert(-1, ("alive mask", lambda fused: _check_alive(build(fused), actions)))
     if str(device).startswith("cuda"):
         checks.append(("CUDA graph", lambda fused: _check_graph(build, fused, actions)))
     for check, run in checks:
@@ -407,11 +409,9 @@ def _check_final_obs(build, fused: bool, actions: list[torch.Tensor]) -> str | N
     return None
 
 
-def _check_alive(env: Environment, actions: list[torch.Tensor]) -> str | None:
+def _check_alive(env: Environment, actions: list[torch.Tensor]) -> None:
     """A dead agent (``~env.alive`` when the step begins) observes zeros, earns 0, keeps its state,
     and no agent comes back to life within an episode."""
-    if env.alive is None:
-        return "skipped: no alive mask"
     env.reset()
     if env.alive.dtype != torch.bool or tuple(env.alive.shape) != (env.n_envs, env.n_agents):
         _fail("alive mask", f"env.alive is {tuple(env.alive.shape)} {env.alive.dtype}, expected [E, A] bool")
@@ -428,7 +428,6 @@ def _check_alive(env: Environment, actions: list[torch.Tensor]) -> str | None:
             _fail("alive mask", f"{where}: an agent dead when the step began moved")
         if bool((env.alive & dead & ongoing).any()):
             _fail("alive mask", f"{where}: an agent came back to life within its episode")
-    return None
 
 
 def _check_host_transfers(env: Environment, actions: list[torch.Tensor]) -> None:
