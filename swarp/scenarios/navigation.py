@@ -488,8 +488,7 @@ class NavigationScenario(FusedScenario):
         fuses = self.observes_like_navigation()
         own_reset = cls.launch_reset is NavigationScenario.launch_reset
         planar = all(a.model != DynamicsModel.DRONE for a in spec.agents)
-        # Prepared starts carry no alive mask of their own (yet): a masked navigation restarts directly.
-        prepares = fuses and own_reset and planar and self.cfg.n_obstacles == 0 and not self.masked
+        prepares = fuses and own_reset and planar and self.cfg.n_obstacles == 0
         self.step_end = NavigationStepEnd(self, fuses, prepares)
         return self.step_end
 

@@ -406,9 +406,9 @@ def finish_args(sc, k):
     return f
 
 
-def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
-    """``ObserveArgs`` of the scenario ``sc`` over these agent arrays ([E, A]), neighbor query and
-    reward memory (the live ones, or a prepared start's)."""
+def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist, alive=None):
+    """``ObserveArgs`` of the scenario ``sc`` over these agent arrays ([E, A]), neighbor query,
+    reward memory and, with the alive mask, ``alive`` (the live ones, or a prepared start's)."""
     world, c, b = sc.world, sc.cfg, sc.buffers
     s = b.scalar
     args = k.observe.ObserveArgs()
@@ -424,5 +424,5 @@ def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
     args.goal_tally, args.overflow_tally = sc.arrays.goal_tally, sc.arrays.overflow_tally
     args.non_finite_out = b.non_finite
     if sc.world.alive is not None:
-        args.alive = sc.world.alive
+        args.alive = sc.world.alive if alive is None else alive
     return args

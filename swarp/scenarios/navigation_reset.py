@@ -239,9 +239,10 @@ def reset_kernels_of(sc) -> SimpleNamespace:
     return reset_kernels(stepper.scalar, mode, stepper.model.has_drones, sc.world.alive is not None)
 
 
-def reset_args(sc, k, streams, agent_arrays, goals):
+def reset_args(sc, k, streams, agent_arrays, goals, alive=None):
     """``NavReset`` of the scenario ``sc`` keyed by ``streams``, writing ``agent_arrays`` (the
-    nine arrays of ``WorldState.agent_arrays()``: the live state, or a prepared start's) and ``goals``."""
+    nine arrays of ``WorldState.agent_arrays()``: the live state, or a prepared start's), ``goals``
+    and, with the alive mask, ``alive`` (default: the world's)."""
     world, c, b = sc.world, sc.cfg, sc.buffers
     s = b.scalar
     ob = world.model.obstacles
@@ -262,17 +263,24 @@ def reset_args(sc, k, streams, agent_arrays, goals):
     args.obstacle_angle_out, args.obstacle_size_out = ob.angle, ob.size
     if world.alive is not None:
         args.min_agents = sc.min_agents
-        args.alive_out = world.alive
+        args.alive_out = world.alive if alive is None else alive
     return args
 
 
 def launch_reset(
-    sc, launcher: Launcher, env_mask, streams: "ResetStreams | None" = None, agent_arrays=None, goals=None
+    sc,
+    launcher: Launcher,
+    env_mask,
+    streams: "ResetStreams | None" = None,
+    agent_arrays=None,
+    goals=None,
+    alive=None,
 ) -> None:
     """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool for the scenario ``sc`` (its
     listed twin where the auto-reset lists its envs, ``EnvBuffers.list_envs``; drones: their 6-DOF
     fields too, in the same launch). By default the draws of the current episodes into the live
-    state and goals; ``streams``, ``agent_arrays`` and ``goals`` redirect it (a start prepared ahead)."""
+    state and goals; ``streams``, ``agent_arrays``, ``goals`` and ``alive`` redirect it (a start
+    prepared ahead)."""
     k = SimpleNamespace(reset=reset_kernels_of(sc))
     b = sc.buffers
     live = streams is None
@@ -282,6 +290,7 @@ def launch_reset(
         b.reset_streams if live else streams,
         sc.world.state.agent_arrays() if live else agent_arrays,
         sc.arrays.goals if live else goals,
+        None if live else alive,
     )
     _, threads = sc.plan.split(sc.side * sc.side)
     listed = b.list_envs(env_mask, threads) if live else None

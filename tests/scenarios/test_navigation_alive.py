@@ -46,10 +46,13 @@ def test_fused_matches_torch_reference(case, generator):
 
 #: The fused end runs on the CPU under Warp's CPU blocks, against the split end of the same rows.
 SPLIT_TILED = {"tiled_rows": True, "fused_step_end": False}
+FUSED_END = {"tiled_rows": True, "fused_step_end": True}
 PLANS = {
-    "fused_end": ({"tiled_rows": True, "fused_step_end": True}, SPLIT_TILED),
+    "fused_end": (FUSED_END, SPLIT_TILED),
     "fused_end_direct_store": ({"tiled_rows": False, "fused_step_end": True}, SPLIT_TILED),
     "listed": ({"list_resets": True}, {"list_resets": False}),
+    "ahead": ({"reset_ahead": True}, {"reset_ahead": False}),
+    "ahead_fused_end": ({"reset_ahead": True, **FUSED_END}, {"reset_ahead": False, **SPLIT_TILED}),
     "eager": ({"launch": "eager"}, None),
     "replay": ({"launch": "replay"}, None),
     "graph": ({"launch": "graph"}, None),
@@ -59,8 +62,9 @@ PLANS = {
 
 @pytest.mark.parametrize("case", list(PLANS))
 def test_every_step_end_and_launch_mode_gives_the_same_bits(case, generator, monkeypatch):
-    """The plan's variants of the fused step (the fused end, listed resets, launch modes, CPU
-    shards) hand out the very bits of the plan they vary."""
+    """The plan's variants of the fused step (the fused end, listed resets, starts prepared ahead,
+    launch modes, CPU shards) hand out the very bits of the plan they vary, over auto-resets,
+    explicit resets and a snapshot restored."""
     plan, base_plan = PLANS[case]
     if "fused_step_end" in plan:
         monkeypatch.setattr(wp.config, "enable_cpu_blocks", True)
@@ -72,8 +76,16 @@ def test_every_step_end_and_launch_mode_gives_the_same_bits(case, generator, mon
         assert getattr(other.plan, key) == value
     base.reset()
     other.reset()
-    for _ in range(40):
+    for t in range(40):
         actions = mixed_actions(base, generator)
+        if t == 17:
+            for env in (base, other):
+                env.reset_at(torch.arange(6) % 3 == 0)
+        if t == 25:
+            snapshots = [env.get_state() for env in (base, other)]
+        if t == 31:
+            for env, snapshot in zip((base, other), snapshots, strict=True):
+                env.set_state(snapshot)
         outputs = [env.step(actions) for env in (base, other)]
         for a, b in zip(outputs[0][:4], outputs[1][:4], strict=True):
             assert torch.equal(a, b)
@@ -196,11 +208,6 @@ def test_bad_options_get_clear_errors(options, message):
 def test_scenarios_without_the_mask_refuse_an_agent_range(scenario):
     with pytest.raises(ValueError, match=r"n_agents=\(lo, hi\)"):
         swarp.make(scenario, n_envs=2, device="cpu", n_agents=(2, 4))
-
-
-def test_starts_prepared_ahead_are_refused_with_the_mask():
-    with pytest.raises(ValueError, match="reset_ahead"):
-        swarp.make("navigation", n_envs=2, device="cpu", auto_reset=True, n_agents=(2, 4), plan={"reset_ahead": True})
 
 
 @pytest.mark.gpu
