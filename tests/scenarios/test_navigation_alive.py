@@ -249,3 +249,11 @@ def test_grad_mode_steps_give_the_no_grad_values_and_no_gradient_to_dead_agents(
         (reward.sum() + obs.sum()).backward()
         assert torch.isfinite(actions.grad).all()
         assert bool((actions.grad[dead] == 0).all())
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_pool_of_groups_draws_and_steps_as_the_unsplit_batch(fused, generator):
+    """``EnvPool`` groups (``env_offset``) with the mask: each group's rows are the unsplit batch's."""
+    from tests.env.test_pool import N_AGENTS, run_pool_against_batch
+
+    run_pool_against_batch("cpu", generator, fused=fused, n_agents=(1, N_AGENTS), leave_on_goal=True, goal_radius=0.1)
