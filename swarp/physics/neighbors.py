@@ -184,9 +184,10 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
 
     @wp.func
     def candidate(q: Query, env: int, agent: int, j: int) -> bool:
-        """Whether ``j`` may be in ``agent``'s list: another agent, and with the mask both alive."""
+        """Whether ``j`` may be in ``agent``'s list: another agent, and with the mask alive (a dead
+        owner finds no one in range: ``build_list``)."""
         if wp.static(masked):
-            return j != agent and q.alive[env, agent] and q.alive[env, j]
+            return j != agent and q.alive[env, j]
         return j != agent
 
     @wp.func
@@ -198,6 +199,9 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
         list from these instead of loading it back (index them by compile-time constants to
         keep them in registers)."""
         r2 = q.radius * q.radius
+        if wp.static(masked):
+            if not q.alive[env, agent]:
+                r2 = scalar(-1.0)  # no squared distance is in range: an empty list
         p = q.pos[env, agent]
         best_d2 = dist_k(far)
         best_j = index_k(no_agent)
