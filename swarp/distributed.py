@@ -346,7 +346,7 @@ def reduce_metrics(metrics: Mapping[str, float | torch.Tensor], op: str = "mean"
 
 
 def global_mean_std(
-    tensor: torch.Tensor, dim: int | tuple[int, ...] | None = None
+    tensor: torch.Tensor, dim: int | tuple[int, ...] | None = None, weight: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and unbiased standard deviation of ``tensor`` over every rank's shard.
 
@@ -355,8 +355,11 @@ def global_mean_std(
     without it, over every element (0-d results). One collective of float64 moments; the results
     are of ``tensor``'s dtype on its device, identical on every rank (what ``torch.cat`` of all
     shards' ``.mean()`` and ``.std()`` would give, up to rounding). Without a process group:
-    ``tensor.mean(dim)``, ``tensor.std(dim)``.
+    ``tensor.mean(dim)``, ``tensor.std(dim)``. ``weight`` (1/0, ``tensor``'s shape): the statistics of
+    the entries it keeps only (the agents that acted, under an alive mask), from the same moments.
     """
+    if weight is not None:
+        return _weighted_mean_std(tensor, dim, weight)
     if not is_distributed():
         if dim is None:
             return tensor.mean(), tensor.std()
@@ -371,6 +374,23 @@ def global_mean_std(
     total, squares, count = moments.to(tensor.device).unbind(0)
     mean = total / count
     variance = (squares - count * mean * mean).clamp_min(0.0) / (count - 1.0)
+    if dim is None:
+        mean, variance = mean.reshape(()), variance.reshape(())
+    return mean.to(tensor.dtype), variance.sqrt().to(tensor.dtype)
+
+
+def _weighted_mean_std(tensor: torch.Tensor, dim, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``global_mean_std`` over the entries ``weight`` keeps: float64 moments summed over ranks."""
+    values, kept = tensor.detach().to(torch.float64), weight.detach().to(torch.float64)
+    dims = tuple(range(values.dim())) if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    moments = torch.stack([(values * kept).sum(dims, keepdim=True), (values.square() * kept).sum(dims, keepdim=True),
+                           kept.sum(dims, keepdim=True)])  # fmt: skip
+    if is_distributed():
+        moments = moments.to(_collective_device())
+        dist.all_reduce(moments)
+    total, squares, count = moments.to(tensor.device).unbind(0)
+    mean = total / count.clamp_min(1.0)
+    variance = (squares - count * mean * mean).clamp_min(0.0) / (count - 1.0).clamp_min(1.0)
     if dim is None:
         mean, variance = mean.reshape(()), variance.reshape(())
     return mean.to(tensor.dtype), variance.sqrt().to(tensor.dtype)

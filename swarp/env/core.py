@@ -40,7 +40,7 @@ PUBLIC = (
     "randomization", "stepper", "world", "health_flags", "device", "torch_device", "dtype", "buffers",
     "seed_tensor", "episode", "step_count", "terminated", "truncated", "done", "reset_mask", "reward",
     "scenario_obs_dim", "lidar", "obs_dim", "obs", "final_obs", "info", "scenario_info_keys", "streams",
-    "seed_value",
+    "seed_value", "alive",
 )  # fmt: skip
 
 
@@ -122,7 +122,10 @@ class EnvCore:
             self.stepper = stepper = Stepper(
                 spec.agents, spec.dt, o.device, spec.world, spec.substeps, spec.integrator, o.dtype, plan=self.plan
             )
-            self.world = world = World(stepper, o.n_envs, message_columns(spec.groups, spec.comm_dim, o.action_space))
+            columns = message_columns(spec.groups, spec.comm_dim, o.action_space)
+            self.world = world = World(stepper, o.n_envs, message_columns=columns, alive_mask=spec.alive_mask)
+            #: [E, A] bool torch view of the world's alive mask, or ``None`` (``WorldSpec.alive_mask``).
+            self.alive = None if world.alive is None else wp.to_torch(world.alive)
             #: [E] int32 torch view of the world's sticky health flags (``non_finite``).
             self.health_flags = wp.to_torch(world.non_finite_flags)
             if o.per_env_params:

@@ -100,6 +100,10 @@ class Environment(ParameterMethods, Snapshotting):
         buffers: The ``EnvBuffers``: the device arrays behind ``obs``, ``reward``, ``terminated``...
         obs_dim, act_dim, n_agents, n_envs, device, graph_mode, action_bounds, state: see properties.
         env_offset: As given.
+        alive: [E, A] bool device tensor, the agents that act in the next step, where the scenario
+            lets agents leave or draws a per-env agent count (``WorldSpec.alive_mask``); else
+            ``None``. A dead agent is frozen, unlisted, observes zeros and earns 0
+            (``swarp.runtime.alive``); its per-agent done flag is ``~alive``.
 
     Agent parameters: ``swarp.env.parameters.ParameterMethods``. Snapshots (``get_state``,
     ``set_state``), pickling and copying: ``swarp.env.snapshots.Snapshotting``.

@@ -38,7 +38,10 @@ message. An agent of a ``silent`` group has no message columns or head. What was
 ``sim.comm`` [E, A, C].
 
 An episode ends for every agent at once (swarp's done flags are per env): ``agents`` becomes empty
-after the step that terminated or truncated it, and ``reset`` starts the next. ``max_cycles``
+after the step that terminated or truncated it, and ``reset`` starts the next. Where the scenario
+keeps an alive mask (``sim.alive``: navigation's ``n_agents=(lo, hi)``, ``leave_on_goal``) agents
+come and go as PettingZoo's do: ``reset`` lists only the agents present in the episode, and an
+agent that leaves is terminated at the step it leaves and drops out of ``agents`` after it. ``max_cycles``
 (steps, PettingZoo's name for an episode length) truncates every agent after that many steps since
 ``reset``; ``parallel_env(max_cycles=N)`` also sets the wrapped env's own time limit
 (``max_steps``) to N unless ``max_steps`` is given (then the earlier of the two ends an episode).
@@ -238,7 +241,7 @@ class SwarpParallelEnv(ParallelEnv):
         if isinstance(seed, np.integer):
             seed = int(seed)
         obs, info = self.sim.reset(seed=seed)
-        self.agents = list(self.possible_agents)
+        self.agents = self._present(list(self.possible_agents))
         self._cycles = 0
         self._obs = self._per_agent(obs)
         if self.render_mode == "human":
@@ -313,9 +316,19 @@ class SwarpParallelEnv(ParallelEnv):
         infos = {agent: all_infos[agent] for agent in live}
         if term or trunc:
             self.agents = []
+        else:  # agents that left this step are terminated; the others stay
+            self.agents = self._present(live)
+            terminations.update(dict.fromkeys(set(live) - set(self.agents), True))
         if self.render_mode == "human":
             self._show()
         return observations, rewards, terminations, truncations, infos
+
+    def _present(self, agents: list[str]) -> list[str]:
+        """Those of ``agents`` that act in the next step (``sim.alive``; all of them without a mask)."""
+        if self.sim.alive is None:
+            return agents
+        alive = self._row(self.sim.alive)
+        return [agent for agent in agents if alive[self._index[agent]]]
 
     def state(self) -> np.ndarray:
         """The global state: every agent's latest observation, concatenated in agent order

@@ -20,6 +20,8 @@ per-agent info ``("info", key)`` [E, A, ...] native dtype  ``("agents", "info", 
                                                            when the scenario's tensor is [E, A]
 per-env info   ``("info", key)`` [E, ...] native dtype     ``("info", key)`` float32, [E, 1] when [E]
 =============  =========================================  ==============================================
+Agents that leave and arrive (``sim.alive``): the mask is the per-agent info entry ``alive`` (the
+agents that act next); TorchRL's per-agent done keys are not declared (yet).
 
 The ``"agents"`` layout is the one ``torchrl.envs.libs.vmas.VmasEnv`` produces with its default
 group map (every agent in one group named ``"agents"``, info cast to float32 and scalar entries

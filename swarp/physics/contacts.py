@@ -16,6 +16,7 @@ import warp as wp
 from swarp.core.config import ObstacleShape
 from swarp.core.precision import vec2_type
 from swarp.core.types import PARAM_RADIUS
+from swarp.runtime.alive import with_alive
 
 _CIRCLE = wp.constant(int(ObstacleShape.CIRCLE))
 _BOX = wp.constant(int(ObstacleShape.BOX))
@@ -132,8 +133,7 @@ def funcs(scalar: type) -> SimpleNamespace:
     )
 
 
-@functools.cache
-def contact_args(scalar: type):
+def contact_args(scalar: type, masked: bool = False):
     """``ContactArgs``, the model inputs of the contact force of one precision (one struct in place
     of fourteen arguments; ``Stepper.contact_args`` fills it once and again only when the model's
     parameter or obstacle arrays are replaced).
@@ -143,8 +143,17 @@ def contact_args(scalar: type):
     (0: empty slot), ``obstacle_center`` [E_o, O] vec2 [m], ``obstacle_angle`` [E_o, O] [rad],
     ``obstacle_size`` [E_o, O] vec2 [m], ``per_env_obstacles`` 1 when E_o = E; ``stiffness`` [N/m]
     and ``damping`` [N s/m] of every contact; ``agent_collisions`` and ``soft_walls`` 0/1 switches;
-    ``lower`` and ``upper`` the world's corners [m]; ``agents_per_thread`` of the launch layout.
+    ``lower`` and ``upper`` the world's corners [m]; ``agents_per_thread`` of the launch layout;
+    ``masked``: and ``alive``, the world's alive mask (``swarp.runtime.alive``).
     """
+    return contact_args_of(scalar, bool(masked))
+
+
+@functools.cache
+def contact_args_of(scalar: type, masked: bool):
+    """``contact_args``, cached by its whole key: a call with ``masked`` left out gets the same struct."""
+    if masked:
+        return with_alive(contact_args_of(scalar, False))
     vec2 = vec2_type(scalar)
 
     @wp.struct
@@ -168,15 +177,16 @@ def contact_args(scalar: type):
 
 
 @functools.cache
-def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
+def kernels(scalar: type, obstacles: bool = True, masked: bool = False) -> SimpleNamespace:
     """The contact-force kernel for one precision and ``agent_force``, the Warp function it runs
     for one agent (the fused substep calls it too: ``swarp.physics.substep``); without
     ``obstacles`` (a world with no obstacle slots) the obstacle loop and its shape code are not
-    compiled (fewer registers). Both read the model through ``contact_args(scalar)``."""
+    compiled (fewer registers). Both read the model through ``contact_args(scalar, masked)``; with
+    ``masked`` a dead neighbor pushes no one (its own force is never integrated: ``dynamics``)."""
     vec2 = vec2_type(scalar)
     f = funcs(scalar)
     zero = scalar(0.0)
-    Args = contact_args(scalar)
+    Args = contact_args(scalar, masked)
 
     @wp.func
     def agent_force(
@@ -200,6 +210,9 @@ def kernels(scalar: type, obstacles: bool = True) -> SimpleNamespace:
         if c.agent_collisions != 0:
             for k in range(nbr_near[env, agent]):
                 j = nbr[env, k, agent]
+                if wp.static(masked):
+                    if not c.alive[env, j]:
+                        continue  # left this step: still in the list built before it left
                 force += f.pair_force(
                     p, v, r, pos[env, j], vel[env, j], params[pe, j, _RADIUS], agent < j, stiffness, damping
                 )

@@ -49,6 +49,7 @@ from swarp.core.types import (
 )
 from swarp.physics import bounds
 from swarp.runtime import health
+from swarp.runtime.alive import with_alive
 
 _HOLONOMIC = wp.constant(int(DynamicsModel.HOLONOMIC))
 _DIFF_DRIVE = wp.constant(int(DynamicsModel.DIFF_DRIVE))
@@ -138,8 +139,7 @@ ALL_CTRL_MODES = frozenset(ControlMode)
 ALL_INTEGRATORS = frozenset(Integrator)
 
 
-@functools.cache
-def integrate_args(scalar: type):
+def integrate_args(scalar: type, masked: bool = False):
     """``IntegrateArgs``, the model inputs of one integration substep of one precision (one struct in
     place of ten arguments, shared by the planar, drone and fused kernels; ``Stepper.integrate_args``
     fills it once and again only when the model's parameter table is replaced).
@@ -148,8 +148,17 @@ def integrate_args(scalar: type):
     when E_p = E (else row 0 is shared); ``kinds`` and ``ctrl_modes`` [A] int32 ``DynamicsModel``
     and ``ControlMode`` codes; ``h`` the substep [s]; ``integrator`` the ``Integrator`` code;
     ``agents_per_thread`` of the launch layout; ``clamp_bounds`` 0/1 and the world's corners
-    ``lower``, ``upper`` [m]; ``gravity`` [m/s^2] (drones only).
+    ``lower``, ``upper`` [m]; ``gravity`` [m/s^2] (drones only); ``masked``: and ``alive``, the
+    world's alive mask (``swarp.runtime.alive``).
     """
+    return integrate_args_of(scalar, bool(masked))
+
+
+@functools.cache
+def integrate_args_of(scalar: type, masked: bool):
+    """``integrate_args``, cached by its whole key: a call with ``masked`` left out gets the same struct."""
+    if masked:
+        return with_alive(integrate_args_of(scalar, False))
     vec2 = vec2_type(scalar)
 
     @wp.struct
@@ -280,13 +289,16 @@ def integrate_agent_func(
     models: frozenset = ALL_MODELS,
     ctrl_modes: frozenset = ALL_CTRL_MODES,
     integrators: frozenset = ALL_INTEGRATORS,
+    masked: bool = False,
 ):
     """``integrate_agent``, the Warp function integrating one planar agent over one substep, for one
     precision, compiled for the planar ``models``, ``ctrl_modes`` and ``integrators`` a fleet uses
     (``Stepper`` passes its own; the defaults handle anything). Agents still pick their branch at
     run time from ``kinds`` / ``ctrl_modes``; the sets only drop the branches no agent can take
     (fewer registers: see docs/benchmarks.md). The integration kernel and the fused substep
-    (``swarp.physics.substep``) both run it, so they compute the same bits."""
+    (``swarp.physics.substep``) both run it, so they compute the same bits. ``masked``: an
+    ``integrate_args(scalar, True)``, whose dead agents keep their state (copied to the outputs) and
+    whose actions are ignored."""
     holonomic = DynamicsModel.HOLONOMIC in models
     wheeled = DynamicsModel.DIFF_DRIVE in models or DynamicsModel.KINEMATIC_BICYCLE in models
     velocity = ControlMode.VELOCITY in ctrl_modes
@@ -294,7 +306,7 @@ def integrate_agent_func(
     euler = Integrator.EULER in integrators
     rk4_any = Integrator.RK4 in integrators
     vec2 = vec2_type(scalar)
-    Args = integrate_args(scalar)
+    Args = integrate_args(scalar, masked)
     wheeled_step = wheeled_func(scalar, models, ctrl_modes, integrators)
     f = funcs(scalar)
     b = bounds.funcs(scalar)
@@ -344,6 +356,15 @@ def integrate_agent_func(
         om = ang_vel[env, agent]
         if kind == _DRONE:
             return True  # 6-DOF: physics/drone.py integrates it
+        if wp.static(masked):
+            if not m.alive[env, agent]:
+                # Frozen: the same state out (a no-op in place, a copy on the taped path).
+                pos_out[env, agent] = p
+                theta_out[env, agent] = th
+                vel_out[env, agent] = v
+                speed_out[env, agent] = s
+                ang_vel_out[env, agent] = om
+                return True
         # Non-finite commands act as 0 and raise the invalid-action flag.
         finite0 = health.finite(raw0)
         finite1 = health.finite(raw1)
@@ -404,6 +425,7 @@ def integrate_kernel(
     ctrl_modes: frozenset = ALL_CTRL_MODES,
     integrators: frozenset = ALL_INTEGRATORS,
     per_agent: bool = False,
+    masked: bool = False,
 ):
     """``integrate``, the planar integration kernel (``integrate_agent_func``'s arguments), launched
     over (E, threads per env) with the model in an ``integrate_args(scalar)``.
@@ -411,11 +433,11 @@ def integrate_kernel(
     With ``per_agent`` the kernel is launched with one agent per thread (``agents_per_thread`` 1,
     ``plan.one_thread_per_env`` off) and the loop over a thread's agents compiles away: a run-time
     trip count kept every value of the loop body live across it (more registers; see
-    docs/benchmarks.md).
+    docs/benchmarks.md). ``masked``: for a world with an alive mask (``integrate_agent_func``).
     """
     vec2 = vec2_type(scalar)
-    Args = integrate_args(scalar)
-    integrate_agent = integrate_agent_func(scalar, models, ctrl_modes, integrators)
+    Args = integrate_args(scalar, masked)
+    integrate_agent = integrate_agent_func(scalar, models, ctrl_modes, integrators, masked)
 
     @wp.kernel(module="unique", grid_stride=False)
     def integrate(

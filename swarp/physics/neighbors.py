@@ -24,6 +24,7 @@ import warp as wp
 from swarp.core import env_arrays
 from swarp.core.precision import vec2_type
 from swarp.runtime import health
+from swarp.runtime.alive import with_alive
 from swarp.runtime.launch import EAGER, Launcher
 from swarp.runtime.plan import ExecutionPlan, choose_plan
 
@@ -44,13 +45,22 @@ def bucket_count(n_agents: int) -> int:
     return n
 
 
-@functools.cache
-def query_struct(scalar: type):
+def query_struct(scalar: type, masked: bool = False):
     """The Warp struct bundling everything one neighbor-list query reads and writes.
 
     Passing it whole lets other kernels (a scenario's observation kernel, say) build an agent's
     list in the same thread that then reads it, saving a launch and a round trip through memory.
+    ``masked``: with the world's alive mask (``swarp.runtime.alive``), whose dead agents are in no
+    list and have an empty one.
     """
+    return query_struct_of(scalar, bool(masked))
+
+
+@functools.cache
+def query_struct_of(scalar: type, masked: bool):
+    """``query_struct``, cached by its whole key: a call with ``masked`` left out gets the same struct."""
+    if masked:
+        return with_alive(query_struct_of(scalar, False))
     vec2 = vec2_type(scalar)
 
     @wp.struct
@@ -144,7 +154,7 @@ def insert_funcs(scalar: type, max_neighbors: int, grid: bool) -> SimpleNamespac
 
 
 @functools.cache
-def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: bool):
+def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: bool, masked: bool = False):
     """``build_list(q, env, agent)``, the Warp function building one agent's sorted list from a
     ``query_struct(scalar)`` for one float precision, list width K, how a thread keeps its list
     (``ExecutionPlan.register_lists``) and backend (``grid``, else brute force).
@@ -155,7 +165,8 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
     scan inserts a candidate whenever any thread of the warp keeps it, so with ~12 of 63 candidates
     in range every thread paid nearly every insertion; with the mask a warp pays for its longest
     list only. Without (the CPU: no warps, one thread walks an env), one pass with shifting
-    insertion. Every layout gives the same lists."""
+    insertion. Every layout gives the same lists. ``masked``: a ``query_struct(scalar, True)``, whose
+    dead agents (``swarp.runtime.alive``) are never candidates and keep an empty list."""
     max_k = max_neighbors
     # The top-K list lives in registers while candidates stream past; only kept entries are written.
     dist_k = wp.types.vector(max_k, scalar)
@@ -167,9 +178,17 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
     one_bit = wp.uint64(1)
     no_bits = wp.uint64(0)
     cells = cell_funcs(scalar)
-    Query = query_struct(scalar)
+    Query = query_struct(scalar, masked)
     insert = insert_funcs(scalar, max_neighbors, grid)
     before, keep = insert.before, insert.keep
+
+    @wp.func
+    def candidate(q: Query, env: int, agent: int, j: int) -> bool:
+        """Whether ``j`` may be in ``agent``'s list: another agent, and with the mask alive (a dead
+        owner finds no one in range: ``build_list``)."""
+        if wp.static(masked):
+            return j != agent and q.alive[env, j]
+        return j != agent
 
     @wp.func
     def build_list(q: Query, env: int, agent: int):
@@ -180,6 +199,9 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
         list from these instead of loading it back (index them by compile-time constants to
         keep them in registers)."""
         r2 = q.radius * q.radius
+        if wp.static(masked):
+            if not q.alive[env, agent]:
+                r2 = scalar(-1.0)  # no squared distance is in range: an empty list
         p = q.pos[env, agent]
         best_d2 = dist_k(far)
         best_j = index_k(no_agent)
@@ -194,7 +216,7 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
                 for j in range(first, wp.min(first + mask_bits, n_agents)):
                     delta = q.pos[env, j] - p
                     d2 = wp.dot(delta, delta)
-                    if d2 <= r2 and j != agent:
+                    if d2 <= r2 and candidate(q, env, agent, j):
                         found = found | (one_bit << wp.uint64(j - first))
                 # Pass 2: insert the marked candidates, lowest index first.
                 while found != no_bits:
@@ -228,7 +250,7 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
                         cj = q.agent_cell[env, j]
                         if cj[0] != cell[0] or cj[1] != cell[1]:
                             continue
-                    if j == agent:
+                    if not candidate(q, env, agent, j):
                         continue
                     delta = q.pos[env, j] - p
                     d2 = wp.dot(delta, delta)
@@ -277,11 +299,11 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
 
 
 @functools.cache
-def query_kernel(scalar: type, max_neighbors: int, register_lists: bool, grid: bool):
+def query_kernel(scalar: type, max_neighbors: int, register_lists: bool, grid: bool, masked: bool = False):
     """The list-building kernel (``build_func``'s arguments), launched over (E, threads per env)
-    with a ``query_struct(scalar)`` and the agents per thread."""
-    Query = query_struct(scalar)
-    build_list = build_func(scalar, max_neighbors, register_lists, grid)
+    with a ``query_struct(scalar, masked)`` and the agents per thread."""
+    Query = query_struct(scalar, masked)
+    build_list = build_func(scalar, max_neighbors, register_lists, grid, masked)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def query(q: Query, agents_per_thread: int):
@@ -339,15 +361,16 @@ def grid_scatter_kernel(scalar: type):
     return grid_scatter
 
 
-def kernels(scalar: type, max_neighbors: int, register_lists: bool = False) -> SimpleNamespace:
+def kernels(scalar: type, max_neighbors: int, register_lists: bool = False, masked: bool = False) -> SimpleNamespace:
     """The neighbor kernels and list functions of one configuration, by name: ``build_brute`` and
     ``build_grid`` (``build_func``), ``brute_neighbors`` and ``grid_neighbors`` (``query_kernel``),
-    ``grid_count`` and ``grid_scatter`` (each from its cached factory)."""
+    ``grid_count`` and ``grid_scatter`` (each from its cached factory); ``masked``: the variants
+    for a world with an alive mask."""
     return SimpleNamespace(
-        build_brute=build_func(scalar, max_neighbors, register_lists, False),
-        build_grid=build_func(scalar, max_neighbors, register_lists, True),
-        brute_neighbors=query_kernel(scalar, max_neighbors, register_lists, False),
-        grid_neighbors=query_kernel(scalar, max_neighbors, register_lists, True),
+        build_brute=build_func(scalar, max_neighbors, register_lists, False, masked),
+        build_grid=build_func(scalar, max_neighbors, register_lists, True, masked),
+        brute_neighbors=query_kernel(scalar, max_neighbors, register_lists, False, masked),
+        grid_neighbors=query_kernel(scalar, max_neighbors, register_lists, True, masked),
         grid_count=grid_count_kernel(scalar),
         grid_scatter=grid_scatter_kernel(scalar),
     )
@@ -388,6 +411,8 @@ class NeighborBuffers:
         near: ``wp.array2d(int32)`` [E, A] length of the list prefix within the near (contact) radius.
         total: ``wp.array2d(int32)`` [E, A] agents actually in range (> count means truncated).
         overflow: ``wp.array(int32)`` [1] sticky flag, 1 once any list was truncated.
+        alive: The world's alive mask [E, A] bool (``swarp.runtime.alive``) the lists honour, or
+            ``None`` (set by ``World``; queries are then of ``query_struct(scalar, True)``).
 
     ``name`` names ``nbr`` and ``count`` ``"{name}.nbr"`` / ``"{name}.count"`` for
     ``swarp.core.env_arrays`` (a world's lists: a CPU shard's then view its environment's).
@@ -429,14 +454,18 @@ class NeighborBuffers:
         # A one-element placeholder for kernels launched without an env mask.
         self.no_mask = wp.zeros(1, dtype=wp.bool, device=device)
         self.scalar = scalar
+        self.alive: wp.array | None = None
         self._queries: dict = {}
 
     def query(self, pos: wp.array, radius: float, near_radius: float, env_mask: Optional[wp.array] = None):
         """The ``NeighborQuery`` struct over these buffers (cached: one instance per set of inputs)."""
-        key = (pos.ptr, radius, near_radius, None if env_mask is None else env_mask.ptr)
+        alive = self.alive
+        key = (pos.ptr, radius, near_radius, None if env_mask is None else env_mask.ptr, alive)
         q = self._queries.get(key)
         if q is None:
-            q = query_struct(self.scalar)()
+            q = query_struct(self.scalar, alive is not None)()
+            if alive is not None:
+                q.alive = alive
             q.pos = pos
             q.radius = self.scalar(radius)
             q.near_radius = self.scalar(near_radius)
@@ -487,7 +516,8 @@ def build_neighbors(
         bin_agents(pos, radius, out, launcher)
     if plan is None:
         plan = choose_plan(pos.device, max_neighbors=out.max_neighbors)
-    kernel = query_kernel(pos.dtype._wp_scalar_type_, out.max_neighbors, plan.register_lists, method == "grid")
+    scalar, grid = pos.dtype._wp_scalar_type_, method == "grid"
+    kernel = query_kernel(scalar, out.max_neighbors, plan.register_lists, grid, out.alive is not None)
     per_thread, threads = plan.split(pos.shape[1])
     launcher.launch(
         kernel,

@@ -155,6 +155,20 @@ class Stepper:
         # (what they were filled from, ContactArgs, IntegrateArgs): the substep's model structs
         # (``model_args``).
         self._model_args: tuple | None = None
+        #: The alive mask [E, A] bool of the one batch this stepper runs (``World``'s, set by
+        #: ``set_alive``), or ``None``: no kernel reads one (``swarp.runtime.alive``).
+        self.alive: wp.array | None = None
+
+    def set_alive(self, alive: wp.array) -> None:
+        """Run the masked variants of the substep's kernels over ``alive`` [E, A] bool from now on
+        (dead agents frozen, pushing no one): then every batch this stepper runs has its shape.
+
+        Raises:
+            ValueError: The fleet has drones or the world has bodies (their kernels have no mask).
+        """
+        if self.model.has_drones or self.bodies is not None:
+            raise ValueError("an alive mask (agents that leave or arrive) needs planar agents and no bodies")
+        self.alive = alive
 
     @property
     def _fleet_variant(self) -> tuple[frozenset, frozenset, frozenset]:
@@ -202,8 +216,9 @@ class Stepper:
         )
 
     def allocate_neighbors(self, n_envs: int, name: str | None = None) -> NeighborBuffers:
-        """Neighbor-list buffers for ``n_envs`` envs (``name``: as ``NeighborBuffers``')."""
-        return NeighborBuffers(
+        """Neighbor-list buffers for ``n_envs`` envs (``name``: as ``NeighborBuffers``'), honouring
+        the alive mask where the stepper has one of that batch (``set_alive``)."""
+        lists = NeighborBuffers(
             n_envs,
             self.n_agents,
             self.world.max_neighbors,
@@ -212,6 +227,9 @@ class Stepper:
             grid=self.neighbor_method == "grid",
             name=name,
         )
+        if self.alive is not None and self.alive.shape[0] == n_envs:
+            lists.alive = self.alive
+        return lists
 
     def allocate_forces(self, n_envs: int, requires_grad: bool = False) -> wp.array | bodies.BodyForces:
         """Contact-force scratch [E, A] vec2 [N]; with bodies, a ``bodies.BodyForces``."""
@@ -263,7 +281,7 @@ class Stepper:
         m = self.model
         # What the structs are filled from: arrays and configs by identity, numbers by value.
         key = (m.params, m.obstacles, m.kinds, m.ctrl_modes, m.world, self.world, self.plan)
-        key += (self.dt, self.substeps, self.integrator)
+        key += (self.dt, self.substeps, self.integrator, self.alive)
         cached = self._model_args
         if cached is not None and cached[0] == key:
             return cached[1], cached[2]
@@ -273,7 +291,8 @@ class Stepper:
         has_bounds = self.world.bounds is not None
         per_thread, _ = self.plan.split(self.n_agents)
         ob = m.obstacles
-        c = contacts.contact_args(s)()
+        masked = self.alive is not None
+        c = contacts.contact_args(s, masked)()
         c.params = m.params
         c.per_env_params = int(m.params.shape[0] > 1)
         c.obstacle_shape, c.obstacle_center, c.obstacle_angle, c.obstacle_size = ob.shape, ob.center, ob.angle, ob.size
@@ -284,7 +303,9 @@ class Stepper:
         c.soft_walls = int(has_bounds and self.world.bounds_mode == "soft")
         c.lower, c.upper = lower, upper
         c.agents_per_thread = per_thread
-        i = dynamics.integrate_args(s)()
+        i = dynamics.integrate_args(s, masked)()
+        if masked:
+            c.alive = i.alive = self.alive
         i.params = m.params
         i.per_env_params = c.per_env_params
         i.kinds, i.ctrl_modes = m.kinds, m.ctrl_modes
@@ -356,6 +377,7 @@ class Stepper:
         _, threads = self.plan.split(n_agents)
         obstacles = m.obstacles.shape.shape[1] > 0
         per_agent = not self.plan.one_thread_per_env
+        masked = self.alive is not None
         fused = self.plan.fused_substep and not taped
         if decode is not None and not fused:
             launcher.launch(
@@ -369,7 +391,7 @@ class Stepper:
             blocks, per_block, threads = substep.layout(n_envs, n_agents, self.plan.one_thread_per_env)
             variant = substep.NO_DECODE if decode is None else substep.DECODE_COMM if decode.comm else substep.DECODE
             launcher.launch(
-                substep.kernel(s, obstacles, *self._fleet_variant, per_agent, variant),
+                substep.kernel(s, obstacles, *self._fleet_variant, per_agent, variant, masked),
                 dim=(blocks, per_block * threads),
                 inputs=[
                     contact,
@@ -392,7 +414,7 @@ class Stepper:
         if body_forces is not None:
             forces = body_forces.contact
         launcher.launch(
-            contacts.kernels(s, obstacles).contact_forces,
+            contacts.kernels(s, obstacles, masked).contact_forces,
             dim=(n_envs, threads),
             inputs=[contact, state_in.pos, state_in.vel, neighbors.nbr, neighbors.near],
             outputs=[forces],
@@ -405,7 +427,7 @@ class Stepper:
             forces = body_forces.total
         # Stage 2: integration. The planar kernel skips drones; the 6-DOF kernel integrates them.
         launcher.launch(
-            dynamics.integrate_kernel(s, *self._fleet_variant, per_agent=per_agent),
+            dynamics.integrate_kernel(s, *self._fleet_variant, per_agent=per_agent, masked=masked),
             dim=(n_envs, threads),
             inputs=[integrate, actions, forces, *state_in.planar_arrays()],
             outputs=[*state_out.planar_arrays(), invalid_flag, flags],

@@ -63,12 +63,14 @@ def kernel(
     integrators: frozenset,
     per_agent: bool,
     decode: int = NO_DECODE,
+    masked: bool = False,
 ):
     """``fused_substep``: one substep of every env, launched over ``layout``'s ``(blocks, envs per
     block x threads per env)`` threads with ``block_dim`` the second (see the module docstring).
     ``per_agent``: one agent per thread (``plan.one_thread_per_env`` off). The other arguments are
     ``contacts.kernels``' and ``dynamics.integrate_agent_func``'; the model travels in their
-    ``ContactArgs`` and ``IntegrateArgs`` (``Stepper.contact_args``, ``Stepper.integrate_args``).
+    ``ContactArgs`` and ``IntegrateArgs`` (``Stepper.contact_args``, ``Stepper.integrate_args``);
+    ``masked``: their variants for a world with an alive mask (``swarp.runtime.alive``).
     ``decode``: ``NO_DECODE``, or the step's first substep decodes each agent's discrete actions
     (and messages: ``DECODE_COMM``) into ``actions`` before integrating it
     (``swarp.runtime.actions.decode_func``, its ``DecodeArgs`` the kernel's ``d``): the decode's
@@ -76,10 +78,10 @@ def kernel(
     vec2 = vec2_type(scalar)
     DecodeArgs = decode_args(scalar)
     decode_agent = decode_func(scalar, decode == DECODE_COMM)
-    agent_force = contacts.kernels(scalar, obstacles).agent_force
-    integrate_agent = dynamics.integrate_agent_func(scalar, models, ctrl_modes, integrators)
-    Contact = contacts.contact_args(scalar)
-    Integrate = dynamics.integrate_args(scalar)
+    agent_force = contacts.kernels(scalar, obstacles, masked).agent_force
+    integrate_agent = dynamics.integrate_agent_func(scalar, models, ctrl_modes, integrators, masked)
+    Contact = contacts.contact_args(scalar, masked)
+    Integrate = dynamics.integrate_args(scalar, masked)
 
     @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
     def fused_substep(

@@ -36,9 +36,12 @@ class World:
         non_finite_flags: ``wp.array(int32)`` [E], sticky health flags: env ``e``'s is set once a
             state (or, in an ``Environment``, an observation or reward) of env ``e`` went non-finite
             (``swarp.runtime.health``).
+        alive: ``wp.array2d(bool)`` [E, A], which agents act, collide and are listed
+            (``swarp.runtime.alive``; all true until a scenario's reset writes it), or ``None``
+            where the world was built without one (``alive_mask``).
     """
 
-    def __init__(self, stepper: Stepper, n_envs: int, message_columns: int = 0):
+    def __init__(self, stepper: Stepper, n_envs: int, message_columns: int = 0, alive_mask: bool = False):
         self.stepper = stepper
         self.n_envs = n_envs
         # Named for swarp.core.env_arrays: a CPU shard's world views its environment's.
@@ -51,6 +54,11 @@ class World:
         self.actions_given = wp.to_torch(env_arrays.zeros("world.actions", shape, stepper.scalar, stepper.device))
         self.actions = self.actions_given[..., : stepper.act_dim] if message_columns else self.actions_given
         self._actions_wp = wp.from_torch(self.actions, dtype=stepper.scalar)
+        self.alive: wp.array | None = None
+        if alive_mask:
+            self.alive = env_arrays.full("world.alive", (n_envs, stepper.n_agents), True, wp.bool, stepper.device)
+            stepper.set_alive(self.alive)
+            self.neighbors.alive = self.alive
         self._program: Program | CompiledSequence | None = None
         self.build_neighbors()
         # The zeroed placeholder state stacks every agent on the origin; truncating those lists is

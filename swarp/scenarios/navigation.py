@@ -21,6 +21,14 @@ Terminated when every agent is within ``goal_radius`` of its goal. Info: ``dist_
 ``on_goal`` [E, A] bool, ``collisions`` [E, A] int32, ``neighbor_overflow`` [E] bool (some agent's
 list is full of agents within contact reach and dropped others: a contact may have been missed).
 
+Agents that leave and arrive (``swarp.runtime.alive``): with ``n_agents=(lo, hi)`` every env
+draws its agent count k in [lo, hi] at each reset (agents k.. are absent that episode), and with
+``leave_on_goal`` an agent leaves at the end of the step it reaches its goal. A dead agent
+(absent, or left) is frozen, in no neighbor list, observes a zero row, earns 0 and counts as on
+goal for termination; the bonus goes to the agents that acted. Info ``alive`` [E, A] bool (also
+``env.alive``): the agents that act in the next step; ``on_goal``, ``dist_to_goal`` and
+``collisions`` are zero for an agent that did not act. Not with ``shared_reward``.
+
 The neighbor list keeps the K = ``max_neighbors`` nearest agents within ``obs_range``: the observed
 k are its first entries and the contacts its near prefix, so K = max(8, k) loses neither (8 discs
 of one radius cannot all touch a ninth), and a list of 8 is a shorter step than one of 16, the more
@@ -34,7 +42,7 @@ The Warp twin is ``navigation_kernels.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -42,9 +50,11 @@ import warp as wp
 
 from swarp.core.config import DynamicsModel, ObstacleShape, coerce_enum
 from swarp.core.precision import vec2_type
+from swarp.core.rng import uniform_u24_torch
 from swarp.core.types import PARAM_RADIUS
 from swarp.runtime.launch import Launcher
 from swarp.scenarios import navigation_kernels as nk
+from swarp.scenarios import navigation_reset
 from swarp.scenarios.framework import arena
 from swarp.scenarios.framework.base import OBSERVE_STEP, FusedScenario, WorldSpec, register_scenario
 from swarp.scenarios.framework.drawables import Circles, Crosses
@@ -56,13 +66,14 @@ from swarp.scenarios.framework.spawn import (
 )
 from swarp.scenarios.navigation_step_end import NavigationStepEnd
 
-DRAW_SPAWN_CELLS = int(nk.DRAW_SPAWN_CELLS)
-DRAW_GOAL_CELLS = int(nk.DRAW_GOAL_CELLS)
-DRAW_SPAWN_JITTER = int(nk.DRAW_SPAWN_JITTER)
-DRAW_GOAL_JITTER = int(nk.DRAW_GOAL_JITTER)
-DRAW_HEADING = int(nk.DRAW_HEADING)
-DRAW_OBSTACLE = int(nk.DRAW_OBSTACLE)
-DRAW_OBSTACLE_CELLS = int(nk.DRAW_OBSTACLE_CELLS)
+DRAW_SPAWN_CELLS = int(navigation_reset.DRAW_SPAWN_CELLS)
+DRAW_GOAL_CELLS = int(navigation_reset.DRAW_GOAL_CELLS)
+DRAW_SPAWN_JITTER = int(navigation_reset.DRAW_SPAWN_JITTER)
+DRAW_GOAL_JITTER = int(navigation_reset.DRAW_GOAL_JITTER)
+DRAW_HEADING = int(navigation_reset.DRAW_HEADING)
+DRAW_OBSTACLE = int(navigation_reset.DRAW_OBSTACLE)
+DRAW_OBSTACLE_CELLS = int(navigation_reset.DRAW_OBSTACLE_CELLS)
+DRAW_AGENT_COUNT = int(navigation_reset.DRAW_AGENT_COUNT)
 #: Width of the goal ring drawn by the renderer [px].
 GOAL_RING_PX = 2.0
 #: Default neighbor-list width: enough for every possible contact partner of a disc (at most 6
@@ -91,6 +102,13 @@ class NavigationConfig(arena.ArenaConfig):
         shaping_factor: Weight of the progress term [1/m].
         final_reward: Bonus for every agent on the step all agents are on goal.
         goal_radius: On-goal distance [m] (default: the agent radius).
+        n_agents: Agents per env, or ``(lo, hi)``: each env draws its count in [lo, hi] at every
+            reset (buffers hold hi; the others are absent). Stored as ``n_agents = hi``,
+            ``min_agents = lo``.
+        min_agents: The fewest agents an env draws (``n_agents=(lo, hi)`` sets it; ``None``: a
+            fixed count).
+        leave_on_goal: An agent that reaches its goal leaves (stops acting, observing and
+            colliding); the env ends when every present agent has left.
     """
 
     scenario_name: ClassVar[str] = "navigation"
@@ -104,13 +122,25 @@ class NavigationConfig(arena.ArenaConfig):
     shaping_factor: float = 1.0
     final_reward: float = 1.0
     goal_radius: float | None = None
+    min_agents: int | None = None
+    leave_on_goal: bool = False
     #: Whether the scenario flies drones (``drone_navigation`` sets it).
     _drones: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.n_agents, (tuple, list)):
+            agent_range(self)
         super().__post_init__()
         check = self.checker()
         check.int("n_obstacles", 0, 2000)
+        check.bool("leave_on_goal")
+        if self.min_agents is not None:
+            check.int("min_agents", 1, self.n_agents)
+        if self.alive_mask:
+            if self._drones:
+                check.fail("n_agents=(lo, hi) and leave_on_goal are not supported with drones (navigation only)")
+            if self.shared_reward:
+                check.fail("shared_reward cannot be combined with n_agents=(lo, hi) or leave_on_goal")
         for name in ("shaping_factor", "final_reward"):
             check.number(name, allow_zero=True)
         check.number("goal_radius", optional=True)
@@ -128,9 +158,32 @@ class NavigationConfig(arena.ArenaConfig):
             )
 
     @property
+    def alive_mask(self) -> bool:
+        """Whether the world keeps an alive mask (a variable agent count, or agents that leave)."""
+        return self.min_agents is not None or self.leave_on_goal
+
+    @property
     def list_width(self) -> int:
         """K, the neighbor-list width: ``max_neighbors``, or max(8, obs_neighbors) by default."""
         return self.max_neighbors if self.max_neighbors is not None else max(DEFAULT_LIST_WIDTH, self.obs_neighbors)
+
+
+def agent_range(cfg) -> None:
+    """Check ``cfg.n_agents == (lo, hi)`` and store it as ``n_agents = hi``, ``min_agents = lo``."""
+    value = cfg.n_agents
+    ints = len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    if not ints or not 1 <= value[0] <= value[1]:
+        cfg.checker().fail(f"n_agents must be an int or a pair (lo, hi) of ints with 1 <= lo <= hi, got {value!r}")
+    if cfg.min_agents is not None:
+        cfg.checker().fail("give n_agents=(lo, hi) or min_agents, not both")
+    object.__setattr__(cfg, "n_agents", value[1])
+    object.__setattr__(cfg, "min_agents", value[0])
+
+
+def agent_counts_torch(key: torch.Tensor, low: int, high: int) -> torch.Tensor:
+    """[E] int64 agents present in the episodes of ``key`` [E] (torch twin of ``navigation_reset.agent_count``)."""
+    u = uniform_u24_torch(key, DRAW_AGENT_COUNT) >> navigation_reset.COUNT_BITS
+    return low + ((u * (high - low + 1)) >> navigation_reset.COUNT_BITS)
 
 
 @dataclass
@@ -200,7 +253,18 @@ class NavigationScenario(FusedScenario):
         )
         # An obstacle fills its cell but a clearance of one agent radius less than a spawn keeps.
         self.obstacle_extent = c.world_size / self.side - (self.clearance - c.agent_radius)
-        return spec
+        return replace(spec, alive_mask=self.masked)
+
+    @property
+    def masked(self) -> bool:
+        """Whether this navigation keeps an alive mask (``NavigationConfig.alive_mask``)."""
+        return bool(getattr(self.cfg, "alive_mask", False))
+
+    @property
+    def min_agents(self) -> int:
+        """The fewest agents an env draws at reset (all of them without ``n_agents=(lo, hi)``)."""
+        low = getattr(self.cfg, "min_agents", None)
+        return self.cfg.n_agents if low is None else low
 
     @property
     def obs_dim(self) -> int:
@@ -219,18 +283,29 @@ class NavigationScenario(FusedScenario):
         self.prev_dist = wp.to_torch(self.arrays.prev_dist)
         # The reset's lookup tables, made here, outside any capture (variants with their own reset
         # and no spawn grid, like give_way, need none).
-        self.arrays.cell_hashes = nk.cell_hashes(self) if hasattr(self, "side") else None
+        self.arrays.cell_hashes = navigation_reset.cell_hashes(self) if hasattr(self, "side") else None
+        if self.masked:
+            #: [E, A] bool, the world's alive mask (``env.alive``), and which agents acted in the
+            #: last step (the torch reference's memory between its methods).
+            self.alive = env.alive
+            self.acting = torch.ones_like(self.alive)
 
     def info_buffers(self) -> dict[str, torch.Tensor]:
-        return {
+        buffers = {
             "dist_to_goal": wp.to_torch(self.arrays.dist),
             "on_goal": wp.to_torch(self.arrays.on_goal),
             "collisions": wp.to_torch(self.arrays.collisions),
             "neighbor_overflow": wp.to_torch(self.arrays.overflow),
         }
+        if self.masked:
+            buffers["alive"] = self.alive
+        return buffers
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        return {"goals": self.goals, "prev_dist": self.prev_dist}
+        tensors = {"goals": self.goals, "prev_dist": self.prev_dist}
+        if self.masked:
+            tensors["alive"] = self.alive
+        return tensors
 
     def drawables(self, env_index: torch.Tensor) -> list:
         """Each agent's goal: a ring of radius ``goal_radius`` and a cross, in the agent's color."""
@@ -268,6 +343,10 @@ class NavigationScenario(FusedScenario):
         self.goals.copy_(torch.where(m3, goals, self.goals))
         dist = (goals - spawn).square().sum(-1).sqrt()
         self.prev_dist.copy_(torch.where(m2, dist, self.prev_dist))
+        if self.masked:
+            present = agents < agent_counts_torch(key.view(E), self.min_agents, A).view(E, 1)
+            self.alive.copy_(torch.where(m2, present, self.alive))
+            self.acting.copy_(torch.where(m2, present, self.acting))
 
     def _reset_obstacles_torch(self, env_mask: torch.Tensor, cells: torch.Tensor, key: torch.Tensor) -> None:
         c, dtype = self.cfg, self.dtype
@@ -306,14 +385,27 @@ class NavigationScenario(FusedScenario):
         parts = [state.pos, state.vel, *heading, self.goals - state.pos]
         if c.obs_neighbors:
             delta, d2 = arena.pairwise(state.pos)
+            d2 = self._pairs_of(d2, self.alive if self.masked else None)
             parts.append(arena.neighbor_features(state.pos, state.vel, d2, delta, c.obs_neighbors, c.obs_range))
-        return torch.cat(parts, dim=-1)
+        obs = torch.cat(parts, dim=-1)
+        if self.masked:  # a copy of the mask: autograd keeps it, and rewards() writes the mask
+            return torch.where(self.alive.clone().unsqueeze(-1), obs, torch.zeros_like(obs))
+        return obs
+
+    @staticmethod
+    def _pairs_of(d2: torch.Tensor, alive: torch.Tensor | None) -> torch.Tensor:
+        """``d2`` [E, A, A] with the pairs of a dead agent (``alive`` [E, A]) out of every range."""
+        if alive is None:
+            return d2
+        both = alive.unsqueeze(-1) & alive.unsqueeze(-2)
+        return torch.where(both, d2, torch.full_like(d2, math.inf))
 
     def _distances(self) -> torch.Tensor:
         return (self.goals - self.env.state.pos).square().sum(-1).sqrt()
 
     def _collisions_torch(self) -> torch.Tensor:
         _, d2 = arena.pairwise(self.env.state.pos)
+        d2 = self._pairs_of(d2, self.acting if self.masked else None)
         radius = self.env.agent_params[..., PARAM_RADIUS]  # [E_p, A]: per-env radii when randomized
         eye = torch.eye(self.n_agents, dtype=torch.bool, device=d2.device)
         reach = radius.unsqueeze(-1) + radius.unsqueeze(-2)
@@ -321,6 +413,8 @@ class NavigationScenario(FusedScenario):
 
     def rewards(self) -> torch.Tensor:
         c = self.cfg
+        if self.masked:
+            return self._masked_rewards()
         progress = self._step_progress()
         if c.shared_reward:
             progress = progress.mean(dim=1, keepdim=True).expand_as(progress)
@@ -336,17 +430,43 @@ class NavigationScenario(FusedScenario):
         self.prev_dist.copy_(dist.detach())
         return progress
 
+    def _masked_rewards(self) -> torch.Tensor:
+        """``rewards`` with the alive mask: the agents that act this step (``acting``) earn, the
+        bonus is theirs where every one of them is on goal, and with ``leave_on_goal`` those on
+        goal leave (``alive``)."""
+        c = self.cfg
+        acting = self.alive.clone()  # autograd keeps it: the mask buffers change below
+        self.acting.copy_(acting)
+        progress = self._step_progress()
+        on_goal = (self._distances() < self.goal_radius) & acting
+        reward = c.shaping_factor * progress - c.collision_penalty * self._collisions_torch().to(self.dtype)
+        finished = (on_goal | ~acting).all(dim=1, keepdim=True)
+        reward = reward + c.final_reward * finished.to(self.dtype)
+        if c.leave_on_goal:
+            self.alive.copy_(acting & ~on_goal.detach())
+        return torch.where(acting, reward, torch.zeros_like(reward))
+
     def done(self) -> torch.Tensor:
-        return (self._distances() < self.goal_radius).all(dim=1)
+        on_goal = self._distances() < self.goal_radius
+        if self.masked:  # absent and departed agents count as arrived
+            on_goal = on_goal | ~self.alive
+        return on_goal.all(dim=1)
 
     def info(self) -> dict[str, torch.Tensor]:
         dist = self._distances()
-        return {
+        info = {
             "dist_to_goal": dist,
             "on_goal": dist < self.goal_radius,
             "collisions": self._collisions_torch(),
             "neighbor_overflow": arena.contact_overflow(self.world),
         }
+        if self.masked:
+            acting = self.acting
+            info["dist_to_goal"] = torch.where(acting, dist, torch.zeros_like(dist))
+            info["on_goal"] = info["on_goal"] & acting
+            info["collisions"] = torch.where(acting, info["collisions"], torch.zeros_like(info["collisions"]))
+            info["alive"] = self.alive
+        return info
 
     # --- fused twin -----------------------------------------------------------------------
 
@@ -354,7 +474,7 @@ class NavigationScenario(FusedScenario):
         nk.launch_observe(self, launcher, env_mask, mode)
 
     def launch_reset(self, launcher: Launcher, env_mask) -> None:
-        nk.launch_reset(self, launcher, env_mask)
+        navigation_reset.launch_reset(self, launcher, env_mask)
 
     def observes_like_navigation(self) -> bool:
         """Whether this scenario's fused observation is navigation's alone (a variant that adds
@@ -386,5 +506,5 @@ def scripted_actions(env, gain: float = 2.0) -> torch.Tensor:
     Returns:
         [E, A, 2] velocity commands [m/s] of the env's dtype and device.
     """
-    low, high = env.action_bounds
+    low, high = (bound[:, :2] for bound in env.action_bounds)  # the command's columns (messages follow)
     return torch.clamp(gain * env.obs[..., 6:8], low, high)

@@ -1,6 +1,6 @@
 """Navigation, fused: the Warp twin of ``navigation.py`` (observations, rewards, termination, reset).
 
-Three small kernel factories, each keyed by what it compiles for:
+Two small kernel factories, each keyed by what it compiles for:
 
 * ``observe_kernels``: ``observe_agent`` (one thread per agent, in ``rows.observe_kernels``: tiled
   row store on CUDA) builds the agent's neighbor list and writes its observation row, the distance
@@ -10,58 +10,48 @@ Three small kernel factories, each keyed by what it compiles for:
   reward terms, ``episode.end_step``) and ``end_agent`` (each agent's share), composed by
   ``finish_env`` in ``nav_finish`` (one thread per env) and by the fused step end
   (``navigation_step_end``) on the agents' own lanes.
-* ``reset_kernels``: ``nav_reset`` (one thread per env and spawn cell, masked, or its listed twin):
-  spawns, goals, headings and obstacles from the counter-based RNG, exactly the draws of the torch
-  reference.
+* the reset's (``navigation_reset.reset_kernels``, beside its launch).
+
+Each factory's ``masked`` key compiles its variant for the world's alive mask
+(``swarp.runtime.alive``: an absent or departed agent observes zeros, earns nothing and counts as
+done; with ``leave`` an agent on its goal leaves at the end of the step; the reset draws each
+env's agent count); without it the kernels are those of a navigation without the mask.
 """
 
 import functools
-import math
 from types import SimpleNamespace
 
 import warp as wp
 
 from swarp.core import trig
-from swarp.core.config import ObstacleShape
 from swarp.core.precision import vec2_type
-from swarp.core.rng import ResetStreams, episode_key, index_hashes, uniform_u24_hashed
 from swarp.core.types import PARAM_RADIUS
 from swarp.physics import neighbors
 from swarp.runtime import episode, health, rows
-from swarp.runtime.env_list import EnvListArgs
+from swarp.runtime.alive import ALIVE_ARRAY, extend_struct, with_alive
 from swarp.runtime.launch import Launcher
-from swarp.scenarios.framework import spawn
+from swarp.scenarios import navigation_reset
 
 _RADIUS = wp.constant(PARAM_RADIUS)
-
-# Draw-index blocks of one episode's random stream (see swarp.core.rng), shared with the torch
-# reference in navigation.py so both consume identical random bits.
-DRAW_BLOCK = 1 << 12
-DRAW_SPAWN_CELLS = wp.constant(0)
-DRAW_GOAL_CELLS = wp.constant(1 * DRAW_BLOCK)
-DRAW_SPAWN_JITTER = wp.constant(2 * DRAW_BLOCK)
-DRAW_GOAL_JITTER = wp.constant(4 * DRAW_BLOCK)
-DRAW_HEADING = wp.constant(6 * DRAW_BLOCK)
-DRAW_OBSTACLE = wp.constant(7 * DRAW_BLOCK)
-DRAW_OBSTACLE_CELLS = wp.constant(8 * DRAW_BLOCK)
 
 _OBSERVE_ONLY = wp.constant(rows.OBSERVE_ONLY)
 _OBSERVE_STEP = wp.constant(rows.OBSERVE_STEP)
 #: Progress values ``end_env`` loads at once when it averages an env's (shared reward).
 MEAN_CHUNK = 4
-OBSTACLE_MODES = {"circle": 0, "box": 1, "mixed": 2}
 
 
 @functools.cache
-def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: bool, register_lists: bool):
+def observe_kernels(
+    scalar: type, obs_neighbors: int, max_neighbors: int, grid: bool, register_lists: bool, masked: bool = False
+):
     """``ObserveArgs``, ``observe_agent`` and its ``rows.observe_kernels`` (``observe``) for one
     precision, neighbor count k and the world's neighbor lists (width, backend and layout: the
-    observation builds each agent's list)."""
+    observation builds each agent's list), and with the alive mask or not (``masked``)."""
     vec2 = vec2_type(scalar)
     cos_sin = trig.cos_sin(scalar)
-    nbk = neighbors.kernels(scalar, max_neighbors, register_lists)
+    nbk = neighbors.kernels(scalar, max_neighbors, register_lists, masked)
     build_list = nbk.build_grid if grid else nbk.build_brute
-    Query = neighbors.query_struct(scalar)
+    Query = neighbors.query_struct(scalar, masked)
     zero = scalar(0.0)
     one = scalar(1.0)
     k_obs = obs_neighbors
@@ -91,6 +81,23 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
         goal_tally: wp.array(dtype=wp.int32)
         overflow_tally: wp.array(dtype=wp.int32)
         non_finite_out: wp.array(dtype=wp.int32)
+
+    if masked:
+        ObserveArgs = with_alive(ObserveArgs)  # noqa: N806 (a struct type)
+
+    @wp.func
+    def absent_agent(a: ObserveArgs, mode: int, env: int, agent: int, dist: scalar) -> obs_vec:
+        """``observe_agent`` of a dead agent (absent, or left): zero outputs, counted as done."""
+        if mode == _OBSERVE_STEP:
+            a.progress_out[env, agent] = zero
+            a.reward_out[env, agent] = zero
+        if mode != _OBSERVE_ONLY:
+            a.dist_out[env, agent] = zero
+            a.on_goal_out[env, agent] = False
+            a.collisions_out[env, agent] = 0
+            wp.atomic_add(a.goal_tally, env, 1)
+        a.prev_dist[env, agent] = dist
+        return obs_vec()
 
     @wp.func
     def observe_agent(a: ObserveArgs, mode: int, env: int, agent: int) -> obs_vec:
@@ -138,6 +145,9 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
         row[7] = rel_goal[1]
         # Slots of neighbors not in range keep the zeros (valid flag 0) the row started with.
         dist = wp.sqrt(wp.dot(rel_goal, rel_goal))
+        if wp.static(masked):
+            if not a.alive[env, agent]:
+                return absent_agent(a, mode, env, agent, dist)
         if mode == _OBSERVE_STEP:
             progress = a.prev_dist[env, agent] - dist
             collision = -(a.collision_penalty * scalar(n_collisions))
@@ -175,9 +185,10 @@ def observe_kernels(scalar: type, obs_neighbors: int, max_neighbors: int, grid: 
 
 
 @functools.cache
-def finish_kernels(scalar: type, fleet_size: int):
+def finish_kernels(scalar: type, fleet_size: int, masked: bool = False, leave: bool = False):
     """How an env's step ends (``NavFinish``, ``end_env``, ``end_agent``, ``finish_env``) and the
-    ``nav_finish`` kernel, for one precision and fleet size."""
+    ``nav_finish`` kernel, for one precision and fleet size; ``masked``: with the alive mask (the
+    bonus only for the agents that acted; no shared reward), ``leave``: and agents on goal leave."""
     Episode = episode.episode_struct(scalar)
     end_step = episode.funcs(scalar).end_step
     zero = scalar(0.0)
@@ -201,6 +212,10 @@ def finish_kernels(scalar: type, fleet_size: int):
         overflow_tally: wp.array(dtype=wp.int32)
         reward_out: wp.array2d(dtype=scalar)
         overflow_out: wp.array(dtype=wp.bool)
+
+    if masked:
+        fields = {"alive": ALIVE_ARRAY, "on_goal": wp.array2d(dtype=wp.bool)}
+        NavFinish = extend_struct(NavFinish, "NavFinishAlive", fields)  # noqa: N806 (a struct type)
 
     @wp.func
     def clear_tallies(f: NavFinish, env: int, overflow: bool):
@@ -250,10 +265,25 @@ def finish_kernels(scalar: type, fleet_size: int):
         return end_values(started, mean, bonus, on_goal)
 
     @wp.func
+    def end_acting_agent(f: NavFinish, env: int, agent: int, values: end_values):
+        """``end_agent`` with the alive mask: the bonus for an agent that acted this step; with
+        ``leave``, an agent on its goal leaves (the mask is read by nothing else of this step)."""
+        if f.alive[env, agent]:
+            if values[3] != zero:
+                reward = f.reward_out[env, agent] + values[2]
+                f.reward_out[env, agent] = reward
+                health.flag_env(f.ep.non_finite, env, health.finite(reward))
+            if wp.static(leave):
+                if f.on_goal[env, agent]:
+                    f.alive[env, agent] = False
+
+    @wp.func
     def end_agent(f: NavFinish, env: int, agent: int, values: end_values):
         """Agent ``agent``'s part of ending env ``env``'s step (``end_env``'s ``values``): its share
         of the shared reward, or the bonus (rare: every agent on goal)."""
-        if f.shared_reward != 0:
+        if wp.static(masked):
+            end_acting_agent(f, env, agent, values)
+        elif f.shared_reward != 0:
             reward = f.shaping_factor * values[1] + f.reward_out[env, agent] + values[2]
             f.reward_out[env, agent] = reward
             health.flag_env(f.ep.non_finite, env, health.finite(reward))
@@ -266,7 +296,10 @@ def finish_kernels(scalar: type, fleet_size: int):
     def finish_env(f: NavFinish, env: int):
         """``end_env`` and every agent's ``end_agent``, on one thread."""
         values = end_env(f, env)
-        if f.shared_reward != 0:
+        if wp.static(masked):
+            for a in range(fleet_size):
+                end_agent(f, env, a, values)
+        elif f.shared_reward != 0:
             # A compile-time agent count, and every load before the stores: the per-agent loads of
             # this one thread are all in flight at once instead of one latency after another (the
             # compiler cannot tell the stores from the loads apart; a rolled loop is much slower on
@@ -301,171 +334,26 @@ def finish_kernels(scalar: type, fleet_size: int):
     )
 
 
-@functools.cache
-def reset_kernels(scalar: type, obstacle_mode: int, drones: bool):
-    """``NavReset``, ``reset_env`` and the ``nav_reset`` kernel (and its listed twin) for one
-    precision and obstacle shape mode (0 circle, 1 box, 2 mixed). With ``drones``
-    (``drone_navigation``) the reset also puts each agent level at the altitude, at rest, yawed to
-    its heading (the 6-DOF fields); without, it leaves them alone."""
-    vec2 = vec2_type(scalar)
-    vec3 = wp.types.vector(3, scalar)
-    quat = wp.types.quaternion(scalar)
-    half = scalar(0.5)
-    zero = scalar(0.0)
-    one = scalar(1.0)
-    two = scalar(2.0)
-    pi = scalar(math.pi)
-    sp = spawn.funcs(scalar)
-    circle = wp.constant(int(ObstacleShape.CIRCLE))
-    box = wp.constant(int(ObstacleShape.BOX))
-
-    @wp.struct
-    class NavReset:
-        """What ``nav_reset`` reads and writes besides its envs (``launch_reset`` fills it)."""
-
-        streams: ResetStreams
-        side: int
-        world_size: scalar
-        jitter: scalar
-        obstacle_extent: scalar
-        box_extent: scalar
-        first_obstacle: int
-        n_obstacles: int
-        cells_per_thread: int
-        altitude: scalar
-        obstacle_hashes: wp.array(dtype=wp.uint32)
-        spawn_hashes: wp.array(dtype=wp.uint32)
-        goal_hashes: wp.array(dtype=wp.uint32)
-        pos_out: wp.array2d(dtype=vec2)
-        theta_out: wp.array2d(dtype=scalar)
-        vel_out: wp.array2d(dtype=vec2)
-        speed_out: wp.array2d(dtype=scalar)
-        ang_vel_out: wp.array2d(dtype=scalar)
-        pos_z_out: wp.array2d(dtype=scalar)
-        vel_z_out: wp.array2d(dtype=scalar)
-        quat_out: wp.array2d(dtype=quat)
-        omega_out: wp.array2d(dtype=vec3)
-        goals_out: wp.array2d(dtype=vec2)
-        obstacle_shape_out: wp.array2d(dtype=wp.int32)
-        obstacle_center_out: wp.array2d(dtype=vec2)
-        obstacle_angle_out: wp.array2d(dtype=scalar)
-        obstacle_size_out: wp.array2d(dtype=vec2)
-
-    @wp.func
-    def reset_env(rs: NavReset, env: int, slot: int):
-        """Reset env ``env``'s cells of launch slot ``slot`` (``nav_reset``'s work for one env)."""
-        # Obstacles take the n_obstacles cells of smallest obstacle key; among the other cells,
-        # agent i spawns in the cell of i-th smallest spawn key and has its goal in the cell of
-        # i-th smallest goal key (prev_dist is set by the observe pass). One thread per (env, cell)
-        # on the GPU; on the CPU, where each thread costs a call, one env per thread.
-        n_agents = rs.pos_out.shape[1]
-        n_cells = rs.side * rs.side
-        first = slot * rs.cells_per_thread
-        key = episode_key(rs.streams, env)
-        threshold = sp.nth_key(key, DRAW_OBSTACLE_CELLS, n_cells, rs.n_obstacles - 1)
-        for cell in range(first, wp.min(first + rs.cells_per_thread, n_cells)):
-            my_obstacle_key = int(0)
-            if rs.n_obstacles > 0:
-                my_obstacle_key = uniform_u24_hashed(key, rs.obstacle_hashes[cell])
-            if rs.n_obstacles > 0 and not sp.before(threshold[0], threshold[1], my_obstacle_key, cell):
-                # An obstacle cell: its slot is its rank among all obstacle keys.
-                o = int(0)
-                for c in range(n_cells):
-                    if sp.before(uniform_u24_hashed(key, rs.obstacle_hashes[c]), c, my_obstacle_key, cell):
-                        o += 1
-                draw = DRAW_OBSTACLE + 4 * o
-                u_shape = sp.uniform(key, draw)
-                u_a = sp.uniform(key, draw + 1)
-                u_b = sp.uniform(key, draw + 2)
-                u_angle = sp.uniform(key, draw + 3)
-                is_circle = bool(False)
-                if wp.static(obstacle_mode == 0):
-                    is_circle = True
-                elif wp.static(obstacle_mode == 2):
-                    is_circle = u_shape < scalar(0.5)
-                o_slot = rs.first_obstacle + o
-                rs.obstacle_center_out[env, o_slot] = sp.cell_point(cell, rs.side, rs.world_size, zero, key, draw)
-                if is_circle:
-                    rs.obstacle_shape_out[env, o_slot] = circle
-                    rs.obstacle_size_out[env, o_slot] = vec2(
-                        rs.obstacle_extent * (scalar(0.5) + scalar(0.5) * u_a), zero
-                    )
-                    rs.obstacle_angle_out[env, o_slot] = zero
-                else:
-                    rs.obstacle_shape_out[env, o_slot] = box
-                    rs.obstacle_size_out[env, o_slot] = vec2(
-                        rs.box_extent * (scalar(0.5) + scalar(0.5) * u_a),
-                        rs.box_extent * (scalar(0.5) + scalar(0.5) * u_b),
-                    )
-                    rs.obstacle_angle_out[env, o_slot] = (u_angle * two - one) * pi
-                continue
-            my_spawn_key = uniform_u24_hashed(key, rs.spawn_hashes[cell])
-            my_goal_key = uniform_u24_hashed(key, rs.goal_hashes[cell])
-            spawn_rank = int(0)
-            goal_rank = int(0)
-            for c in range(n_cells):
-                # Without obstacles every cell is free: skip hashing the obstacle keys.
-                free = rs.n_obstacles == 0
-                if not free:
-                    free = sp.before(threshold[0], threshold[1], uniform_u24_hashed(key, rs.obstacle_hashes[c]), c)
-                if free:
-                    if sp.before(uniform_u24_hashed(key, rs.spawn_hashes[c]), c, my_spawn_key, cell):
-                        spawn_rank += 1
-                    if sp.before(uniform_u24_hashed(key, rs.goal_hashes[c]), c, my_goal_key, cell):
-                        goal_rank += 1
-            if spawn_rank < n_agents:
-                a = spawn_rank
-                rs.pos_out[env, a] = sp.cell_point(
-                    cell, rs.side, rs.world_size, rs.jitter, key, DRAW_SPAWN_JITTER + 2 * a
-                )
-                heading = (sp.uniform(key, DRAW_HEADING + a) * two - one) * pi
-                rs.theta_out[env, a] = heading
-                rs.vel_out[env, a] = vec2(zero, zero)
-                rs.speed_out[env, a] = zero
-                rs.ang_vel_out[env, a] = zero
-                if wp.static(drones):
-                    yaw = heading * half
-                    rs.pos_z_out[env, a] = rs.altitude
-                    rs.vel_z_out[env, a] = zero
-                    rs.quat_out[env, a] = quat(zero, zero, wp.sin(yaw), wp.cos(yaw))
-                    rs.omega_out[env, a] = vec3(zero, zero, zero)
-            if goal_rank < n_agents:
-                a = goal_rank
-                rs.goals_out[env, a] = sp.cell_point(
-                    cell, rs.side, rs.world_size, rs.jitter, key, DRAW_GOAL_JITTER + 2 * a
-                )
-
-    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
-    def nav_reset(env_mask: wp.array(dtype=wp.bool), args: NavReset):
-        env, slot = wp.tid()
-        if not env_mask[env]:
-            return
-        reset_env(args, env, slot)
-
-    @wp.kernel(enable_backward=False, module="unique", grid_stride=False)
-    def nav_reset_listed(envs: EnvListArgs, args: NavReset):
-        """``nav_reset`` over the entries of an env list (``swarp.runtime.env_list``)."""
-        row, slot = wp.tid()
-        for i in range(row, envs.count[0], envs.stride):
-            reset_env(args, envs.envs[i], slot)
-
-    return SimpleNamespace(
-        NavReset=NavReset, reset_env=reset_env, nav_reset=nav_reset, nav_reset_listed=nav_reset_listed
-    )
-
-
 def kernels_for(sc) -> SimpleNamespace:
     """The three factories' kernels for the bound navigation scenario ``sc``: ``.observe``,
     ``.finish``, ``.reset``."""
     stepper, plan = sc.env.stepper, sc.plan
     k = stepper.world.max_neighbors
+    masked, leave = mask_keys(sc)
     return SimpleNamespace(
         observe=observe_kernels(
-            stepper.scalar, sc.cfg.obs_neighbors, k, stepper.neighbor_method == "grid", plan.register_lists
+            stepper.scalar, sc.cfg.obs_neighbors, k, stepper.neighbor_method == "grid", plan.register_lists, masked
         ),
-        finish=finish_kernels(stepper.scalar, sc.n_agents),
-        reset=reset_kernels(stepper.scalar, OBSTACLE_MODES[sc.cfg.obstacle_shape], stepper.model.has_drones),
+        finish=finish_kernels(stepper.scalar, sc.n_agents, masked, leave),
+        reset=navigation_reset.reset_kernels_of(sc),
     )
+
+
+def mask_keys(sc) -> tuple[bool, bool]:
+    """``(masked, leave)`` of the bound scenario ``sc``: whether its world keeps an alive mask, and
+    whether its agents leave on their goals (``leave_on_goal``)."""
+    masked = sc.world.alive is not None
+    return masked, masked and bool(getattr(sc.cfg, "leave_on_goal", False))
 
 
 def launch_observe(sc, launcher: Launcher, env_mask, mode: int, before_finish=None) -> None:
@@ -513,12 +401,14 @@ def finish_args(sc, k):
     f.ep = b.episode_args
     f.goal_tally, f.overflow_tally = sc.arrays.goal_tally, sc.arrays.overflow_tally
     f.reward_out, f.overflow_out = b.reward, sc.arrays.overflow
+    if sc.world.alive is not None:
+        f.alive, f.on_goal = sc.world.alive, sc.arrays.on_goal
     return f
 
 
-def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
-    """``ObserveArgs`` of the scenario ``sc`` over these agent arrays ([E, A]), neighbor query and
-    reward memory (the live ones, or a prepared start's)."""
+def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist, alive=None):
+    """``ObserveArgs`` of the scenario ``sc`` over these agent arrays ([E, A]), neighbor query,
+    reward memory and, with the alive mask, ``alive`` (the live ones, or a prepared start's)."""
     world, c, b = sc.world, sc.cfg, sc.buffers
     s = b.scalar
     args = k.observe.ObserveArgs()
@@ -533,63 +423,6 @@ def observe_args(sc, k, pos, vel, theta, goals, nq, prev_dist):
     args.dist_out, args.on_goal_out, args.collisions_out = sc.arrays.dist, sc.arrays.on_goal, sc.arrays.collisions
     args.goal_tally, args.overflow_tally = sc.arrays.goal_tally, sc.arrays.overflow_tally
     args.non_finite_out = b.non_finite
+    if sc.world.alive is not None:
+        args.alive = sc.world.alive if alive is None else alive
     return args
-
-
-def cell_hashes(sc) -> tuple[wp.array, wp.array, wp.array]:
-    """The index halves of the obstacle, spawn and goal cell-key draws (``rng.index_hashes``) of
-    the scenario ``sc``'s grid: every thread of ``nav_reset`` ranks its cell against all cells, so
-    it would hash each of those indices again (half the reset's arithmetic). Launches a kernel:
-    call it when binding, never under a graph capture."""
-    n_cells, device = sc.side * sc.side, sc.env.device
-    blocks = (DRAW_OBSTACLE_CELLS, DRAW_SPAWN_CELLS, DRAW_GOAL_CELLS)
-    return tuple(index_hashes(int(first), n_cells, device) for first in blocks)
-
-
-def reset_args(sc, k, streams, agent_arrays, goals):
-    """``NavReset`` of the scenario ``sc`` keyed by ``streams``, writing ``agent_arrays`` (the
-    nine arrays of ``WorldState.agent_arrays()``: the live state, or a prepared start's) and ``goals``."""
-    world, c, b = sc.world, sc.cfg, sc.buffers
-    s = b.scalar
-    ob = world.model.obstacles
-    per_thread, _ = sc.plan.split(sc.side * sc.side)
-    args = k.reset.NavReset()
-    args.streams, args.side, args.cells_per_thread = streams, sc.side, per_thread
-    args.world_size, args.jitter, args.obstacle_extent = s(c.world_size), s(sc.jitter), s(sc.obstacle_extent)
-    args.box_extent = s(sc.obstacle_extent / math.sqrt(2.0))  # as the reference rounds it: once, from double
-    args.first_obstacle, args.n_obstacles = world.model.first_free_obstacle, c.n_obstacles
-    args.altitude = s(c.altitude if sc.env.stepper.model.has_drones else 0.0)  # drones fly drone_navigation only
-    args.obstacle_hashes, args.spawn_hashes, args.goal_hashes = sc.arrays.cell_hashes
-    (
-        args.pos_out, args.theta_out, args.vel_out, args.speed_out, args.ang_vel_out,
-        args.pos_z_out, args.vel_z_out, args.quat_out, args.omega_out,
-    ) = agent_arrays  # fmt: skip
-    args.goals_out = goals
-    args.obstacle_shape_out, args.obstacle_center_out = ob.shape, ob.center
-    args.obstacle_angle_out, args.obstacle_size_out = ob.angle, ob.size
-    return args
-
-
-def launch_reset(
-    sc, launcher: Launcher, env_mask, streams: "ResetStreams | None" = None, agent_arrays=None, goals=None
-) -> None:
-    """Launch ``nav_reset`` over the envs of ``env_mask`` [E] bool for the scenario ``sc`` (its
-    listed twin where the auto-reset lists its envs, ``EnvBuffers.list_envs``; drones: their 6-DOF
-    fields too, in the same launch). By default the draws of the current episodes into the live
-    state and goals; ``streams``, ``agent_arrays`` and ``goals`` redirect it (a start prepared ahead)."""
-    k = kernels_for(sc)
-    b = sc.buffers
-    live = streams is None
-    args = reset_args(
-        sc,
-        k,
-        b.reset_streams if live else streams,
-        sc.world.state.agent_arrays() if live else agent_arrays,
-        sc.arrays.goals if live else goals,
-    )
-    _, threads = sc.plan.split(sc.side * sc.side)
-    listed = b.list_envs(env_mask, threads) if live else None
-    if listed is None:
-        launcher.launch(k.reset.nav_reset, dim=(sc.n_envs, threads), inputs=[env_mask, args], device=b.device)
-    else:
-        launcher.launch(k.reset.nav_reset_listed, dim=(listed[1], threads), inputs=[listed[0], args], device=b.device)

@@ -19,6 +19,7 @@ import warp as wp
 from swarp.core.precision import vec2_type
 from swarp.physics import neighbors
 from swarp.runtime import rows
+from swarp.runtime.alive import with_alive
 from swarp.runtime.launch import Launcher
 from swarp.runtime.step_end import (
     AheadMarks,
@@ -29,16 +30,17 @@ from swarp.runtime.step_end import (
     step_rows_kernel,
 )
 from swarp.scenarios import navigation_kernels as nk
+from swarp.scenarios import navigation_reset
 
 
 @functools.cache
-def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: int):
+def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: int, masked: bool = False):
     """``NavAhead``, ``NavSwap``, ``start_agent`` and the ``nav_swap`` kernel for one precision, row
-    width and neighbor-list width."""
+    width and neighbor-list width; ``masked``: the prepared starts carry their alive mask too."""
     vec2 = vec2_type(scalar)
     zero = scalar(0.0)
-    Query = neighbors.query_struct(scalar)
-    NavReset = nk.reset_kernels(scalar, obstacle_mode, False).NavReset
+    Query = neighbors.query_struct(scalar, masked)
+    NavReset = navigation_reset.reset_kernels(scalar, obstacle_mode, False, masked).NavReset
     obs_vec = wp.types.vector(obs_dim, scalar)
     list_k = wp.types.vector(max_neighbors, wp.int32)
 
@@ -55,6 +57,9 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
         near: wp.array2d(dtype=wp.int32)
         total: wp.array2d(dtype=wp.int32)
         rows: wp.array2d(dtype=obs_vec)
+
+    if masked:
+        NavAhead = with_alive(NavAhead)  # noqa: N806 (a struct type)
 
     @wp.struct
     class NavSwap:
@@ -100,6 +105,8 @@ def swap_kernels(scalar: type, obs_dim: int, max_neighbors: int, obstacle_mode: 
         sw.nq.count[env, agent] = n_kept
         sw.nq.near[env, agent] = n_near
         sw.nq.total[env, agent] = n_total
+        if wp.static(masked):
+            sw.live.alive_out[env, agent] = sw.ahead.alive[env, agent]
         if n_total > n_kept:
             sw.nq.overflow[0] = 1
         # Whole rows as vectors: one address each, the columns at constant offsets from it.
@@ -141,13 +148,15 @@ def end_kernels(
     fleet_size: int,
     obstacle_mode: int,
     tiled: bool = True,
+    masked: bool = False,
+    leave: bool = False,
 ):
     """The fused step end's kernels around ``nk.observe_kernels``, ``nk.finish_kernels`` and
     ``swap_kernels`` (same keys): ``step_rows`` and, swapping prepared starts in,
-    ``step_rows_ahead`` (with its ``NavEnd`` struct)."""
-    observe = nk.observe_kernels(scalar, obs_neighbors, max_neighbors, grid, register_lists)
-    finish = nk.finish_kernels(scalar, fleet_size)
-    swap = swap_kernels(scalar, observe.obs_dim, max_neighbors, obstacle_mode)
+    ``step_rows_ahead`` (with its ``NavEnd`` struct); ``masked``, ``leave``: with the alive mask."""
+    observe = nk.observe_kernels(scalar, obs_neighbors, max_neighbors, grid, register_lists, masked)
+    finish = nk.finish_kernels(scalar, fleet_size, masked, leave)
+    swap = swap_kernels(scalar, observe.obs_dim, max_neighbors, obstacle_mode, masked)
     NavFinish, end_env, end_agent, end_values = finish.NavFinish, finish.end_env, finish.end_agent, finish.end_values
     NavSwap = swap.NavSwap
     obs_vec = wp.types.vector(observe.obs_dim, scalar)
@@ -226,6 +235,9 @@ class AheadStarts:
         self.prev_dist = wp.zeros((E, A), dtype=scalar, device=dev)
         self.rows = wp.zeros((E, A, sc.obs_dim), dtype=scalar, device=dev)
         self.lists = neighbors.NeighborBuffers(E, A, stepper.world.max_neighbors, scalar, dev, grid=False)
+        #: With the alive mask, the starts' own (their agent counts); their lists honour it.
+        self.alive = None if sc.world.alive is None else wp.zeros((E, A), dtype=wp.bool, device=dev)
+        self.lists.alive = self.alive
         # Planar starts: the 6-DOF fields of ``agent_arrays`` are never written (drones opt out).
         self.agent_arrays = (self.pos, self.theta, self.vel, self._zeros, self._zeros, *live[5:])
         model = sc.world.model
@@ -260,8 +272,9 @@ class NavigationStepEnd(StepEndHooks):
             stepper.neighbor_method == "grid",
             sc.plan.register_lists,
             sc.n_agents,
-            nk.OBSTACLE_MODES[sc.cfg.obstacle_shape],
+            navigation_reset.OBSTACLE_MODES[sc.cfg.obstacle_shape],
             sc.plan.tiled_rows,
+            *nk.mask_keys(sc),
         )
         return nk.kernels_for(sc), end_kernels(*key)
 
@@ -276,8 +289,10 @@ class NavigationStepEnd(StepEndHooks):
     def launch_prepare(self, launcher: Launcher, env_mask: wp.array, streams) -> None:
         sc, ahead = self.sc, self.ahead
         k = nk.kernels_for(sc)
-        nk.launch_reset(sc, launcher, env_mask, streams, ahead.agent_arrays, ahead.goals)
-        args = nk.observe_args(sc, k, ahead.pos, ahead.vel, ahead.theta, ahead.goals, ahead.query, ahead.prev_dist)
+        navigation_reset.launch_reset(sc, launcher, env_mask, streams, ahead.agent_arrays, ahead.goals, ahead.alive)
+        args = nk.observe_args(
+            sc, k, ahead.pos, ahead.vel, ahead.theta, ahead.goals, ahead.query, ahead.prev_dist, ahead.alive
+        )
         rows.launch_observe_rows(
             sc.buffers, launcher, k.observe.observe, args, env_mask, rows.OBSERVE_ONLY, rows_out=ahead.rows
         )
@@ -294,9 +309,11 @@ class NavigationStepEnd(StepEndHooks):
         lists = ahead.lists
         src.nbr, src.count, src.near, src.total = lists.nbr, lists.count, lists.near, lists.total
         src.rows = rows.row_vectors(ahead.rows, sc.obs_dim)
+        if ahead.alive is not None:
+            src.alive = ahead.alive
         sw = swap.NavSwap()
         sw.marks, sw.ahead = self.marks, src
-        sw.live = nk.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), self.goals)
+        sw.live = navigation_reset.reset_args(sc, k, b.reset_streams, world.state.agent_arrays(), self.goals)
         sw.nq, sw.prev_dist = world.neighbor_query(), self.prev_dist
         sw.final_obs = rows.row_vectors(b.final_obs_saved, sc.obs_dim)
         return sw

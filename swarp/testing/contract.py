@@ -1,6 +1,6 @@
 """``check_scenario``: the contract checks a scenario must pass (declared shapes, finite values,
-snapshots, determinism, ``reset_at``, the reset's writes, ``final_obs``, no host transfer, the
-CUDA graph, fused-torch parity), each raising ``ScenarioContractError`` naming the check and the
+snapshots, determinism, ``reset_at``, the reset's writes, ``final_obs``, the alive mask, no host
+transfer, the CUDA graph, fused-torch parity), each raising ``ScenarioContractError`` naming the check and the
 scenario method at fault."""
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ def check_scenario(
     * a reset writes every state field (positions, velocities, headings, ``state_tensors``) of
       the envs it resets;
     * ``final_obs`` is the observation the auto-reset overwrote;
+    * the alive mask, where the scenario keeps one (``env.alive``, ``swarp.runtime.alive``): an
+      agent dead when a step begins observes a zero row, earns 0 and does not move, and an agent
+      dead at the step's end stays dead until its env restarts (only where there is a mask);
     * no host transfers inside ``step`` or ``reset_at``;
     * on CUDA, the step captured in a CUDA graph gives the bits of the step without one (a torch
       step that is not capture-safe is reported ``"skipped: why"``, not failed: it runs eagerly);
@@ -113,6 +116,7 @@ def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_
     except ValueError as error:
         raise ScenarioContractError(f"{name}: declared shapes: {error}") from None
     actions = [random_actions(probe, generator) for _ in range(n_steps)]
+    masked = probe.alive is not None
     probe.close()
     report: dict[str, str] = {}
     checks: list[tuple[str, Callable[[bool], str | None]]] = [
@@ -125,6 +129,8 @@ def _check(name: str, n_envs: int, n_steps: int, seed: int, device: str, parity_
         ("final_obs", lambda fused: _check_final_obs(build, fused, actions)),
         ("no host transfers", lambda fused: _check_host_transfers(build(fused), actions)),
     ]
+    if masked:
+        checks.insert(-1, ("alive mask", lambda fused: _check_alive(build(fused), actions)))
     if str(device).startswith("cuda"):
         checks.append(("CUDA graph", lambda fused: _check_graph(build, fused, actions)))
     for check, run in checks:
@@ -401,6 +407,27 @@ def _check_final_obs(build, fused: bool, actions: list[torch.Tensor]) -> str | N
     if finished == 0:
         return "skipped: no episode ended (pass max_steps=... below n_steps)"
     return None
+
+
+def _check_alive(env: Environment, actions: list[torch.Tensor]) -> None:
+    """A dead agent (``~env.alive`` when the step begins) observes zeros, earns 0, keeps its state,
+    and no agent comes back to life within an episode."""
+    env.reset()
+    if env.alive.dtype != torch.bool or tuple(env.alive.shape) != (env.n_envs, env.n_agents):
+        _fail("alive mask", f"env.alive is {tuple(env.alive.shape)} {env.alive.dtype}, expected [E, A] bool")
+    for t, step_actions in enumerate(actions):
+        dead, pos = ~env.alive.clone(), env.state.pos.clone()
+        obs, reward, terminated, truncated, _ = env.step(step_actions)
+        ongoing = ~(terminated | truncated).view(-1, 1)  # auto-reset: a restarted env draws anew
+        where = f"step {t}"
+        if bool((obs[dead & ongoing] != 0).any()):
+            _fail("observations", f"{where}: an agent dead when the step began observes a nonzero row")
+        if bool((reward[dead] != 0).any()):
+            _fail("rewards", f"{where}: an agent dead when the step began earns a nonzero reward")
+        if not torch.equal(env.state.pos[dead & ongoing], pos[dead & ongoing]):
+            _fail("alive mask", f"{where}: an agent dead when the step began moved")
+        if bool((env.alive & dead & ongoing).any()):
+            _fail("alive mask", f"{where}: an agent came back to life within its episode")
 
 
 def _check_host_transfers(env: Environment, actions: list[torch.Tensor]) -> None:

@@ -24,12 +24,16 @@ class Buffers:
     final_obs: torch.Tensor  # [K, T, E, A, O] last observation of the episodes that ended at t (else stale)
     advantage: torch.Tensor  # [K, T, E, A]
     returns: torch.Tensor  # [K, T, E, A] value targets
+    # With the env's alive mask (``env.alive``, swarp.runtime.alive), else None:
+    acting: torch.Tensor | None = None  # [K, T, E, A] bool, the agent acted at t (alive when t began)
+    left: torch.Tensor | None = None  # [K, T, E, A] bool, the agent left at t in an episode going on
 
     @classmethod
     def allocate(cls, K: int, T: int, E: int, A: int, obs_dim: int, actions: list[tuple[int, int, torch.dtype]],
-                 device: torch.device) -> Buffers:  # fmt: skip
+                 device: torch.device, masked: bool = False) -> Buffers:  # fmt: skip
         """Zeroed buffers; ``actions`` gives each group's ``(A_g, U_g, dtype)`` of its ``raw_actions``
-        (float32 pre-squash samples, or int64 for the indices of discrete actions)."""
+        (float32 pre-squash samples, or int64 for the indices of discrete actions); ``masked``: with
+        ``acting`` and ``left`` (envs with an alive mask)."""
 
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros(shape, dtype=dtype, device=device)
@@ -45,6 +49,8 @@ class Buffers:
             final_obs=zeros(K, T, E, A, obs_dim),
             advantage=zeros(K, T, E, A),
             returns=zeros(K, T, E, A),
+            acting=zeros(K, T, E, A, dtype=torch.bool) if masked else None,
+            left=zeros(K, T, E, A, dtype=torch.bool) if masked else None,
         )
 
     @property

@@ -165,6 +165,12 @@ class Actor(nn.Module):
         log_jacobian = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))  # log(1 - tanh(u)^2), stable
         return self.entropy() + log_jacobian.sum(-1).flatten(1).mean(1)
 
+    def agent_entropy(self, mean: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """``squashed_entropy`` of each agent [K, ..., A], not averaged (a masked mean weighs them)."""
+        u = mean + self.std(mean) * noise
+        log_jacobian = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
+        return self.entropy().view(-1, *([1] * (u.dim() - 2))) + log_jacobian.sum(-1)
+
 
 class CategoricalActor(nn.Module):
     """Shared categorical policy: each agent's normalized observation [K, ..., A, O] -> the logits
@@ -220,8 +226,12 @@ class CategoricalActor(nn.Module):
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         """[K] float32: each run's policy entropy [nats], summed over columns and averaged over the
         other dims of ``logits`` [K, ..., A, sum(heads)] (the exact entropy of the categoricals)."""
+        return self.agent_entropy(logits).flatten(1).mean(1)
+
+    def agent_entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        """``entropy`` of each agent [K, ..., A], not averaged (a masked mean weighs them)."""
         per_column = [-(lp.exp() * lp).sum(-1) for lp in self.split(logits)]
-        return torch.stack(per_column, dim=-1).sum(-1).flatten(1).mean(1)
+        return torch.stack(per_column, dim=-1).sum(-1)
 
 
 class Critic(nn.Module):

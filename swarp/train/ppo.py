@@ -121,6 +121,7 @@ class Trainer:
         params = [*actor.parameters(), *critic.parameters()]
         optimizer = torch.optim.Adam(params, lr=config.lr, eps=1e-5, capturable=cuda, fused=cuda or None)
         T, E = config.rollout_steps, env.n_envs
+        masked = env.alive is not None  # the agents' alive mask: losses over the agents that acted
         trainer = cls(
             envs=envs,
             task=task,
@@ -132,7 +133,7 @@ class Trainer:
             nets=nets,
             optimizer=optimizer,
             generators=[torch.Generator(device=dev).manual_seed(_noise_seed(int(s))) for s in seeds],
-            buffers=Buffers.allocate(K, T, E, A, obs_dim, [action_shape(net) for net in nets], dev),
+            buffers=Buffers.allocate(K, T, E, A, obs_dim, [action_shape(net) for net in nets], dev, masked),
             episode_return=torch.zeros(K, E, device=dev),
             episode_stats=torch.zeros(K, 3, dtype=torch.float64, device=dev),
             update_stats=torch.zeros(K, len(LOSS_NAMES), dtype=torch.float64, device=dev),
@@ -232,6 +233,8 @@ class Trainer:
         [E, A, width] int64 indices; a grouped env: ``{group: actions}``) and store step ``t`` of its
         transition (a grouped env's rewards and final observations joined into the flat buffers)."""
         b = self.buffers
+        if b.acting is not None:
+            b.acting[k, t].copy_(env.alive)  # the agents this step acts for (swarp.runtime.alive)
         _, reward, terminated, truncated, info = env.step(actions)
         reward = flat_reward(reward)
         b.reward[k, t].copy_(reward)
@@ -243,6 +246,8 @@ class Trainer:
         else:
             b.final_obs[k, t].copy_(info["final_obs"])
         done = terminated | truncated
+        if b.left is not None:  # left within an episode that goes on (an ended one restarted every agent)
+            b.left[k, t].copy_(b.acting[k, t] & ~env.alive & ~done.unsqueeze(-1))
         success = episode_success(self.task, terminated, info) & done
         self.episode_return[k].add_(reward.mean(-1))
         ended = torch.stack([done.sum(), success.sum(), (self.episode_return[k] * done).sum()])
@@ -270,8 +275,10 @@ class Trainer:
         following = torch.cat([b.value[:, 1:], last_value.unsqueeze(1)], dim=1)
         final_value = values(self.nets, self.normalized(b.final_obs))
         next_value = torch.where(done, final_value, following) * (~b.terminated).unsqueeze(-1)
-        delta = reward + cfg.gamma * next_value - b.value
         carry = (~done) * (cfg.gamma * cfg.gae_lambda)
+        if b.left is not None:  # an agent that left ends its own episode: no value after, nothing carried back
+            next_value, carry = next_value * ~b.left, carry * ~b.left
+        delta = reward + cfg.gamma * next_value - b.value
         advantage = torch.zeros_like(last_value)
         for t in reversed(range(cfg.rollout_steps)):
             advantage = delta[:, t] + carry[:, t] * advantage
@@ -287,7 +294,10 @@ class Trainer:
         raws = [raw.view(K, n, raw.shape[3], -1) for raw in b.raw_actions]
         old_log_prob, returns = b.log_prob.view(K, n, A), b.returns.view(K, n, A)
         advantage = b.advantage.view(K, n, A)
-        mean, std = sd.global_mean_std(advantage, dim=(1, 2))  # [K, 1, 1]
+        # With the alive mask every mean is over the agents that acted (``agent_mean``): the others' zero
+        # rows and rewards are no samples of the policy.
+        weight = None if b.acting is None else b.acting.view(K, n, A).to(advantage.dtype)
+        mean, std = sd.global_mean_std(advantage, dim=(1, 2), weight=weight)  # [K, 1, 1]
         advantage = (advantage - mean) / (std + 1e-8)  # per run, over every rank's batch
         self.update_stats.zero_()
         size = n // cfg.minibatches
@@ -298,16 +308,17 @@ class Trainer:
             for i in range(cfg.minibatches):
                 index = (runs, order[:, i * size : (i + 1) * size])
                 self.minibatch_step(obs[index], [raw[index] for raw in raws], old_log_prob[index], advantage[index],
-                                    returns[index])  # fmt: skip
+                                    returns[index], None if weight is None else weight[index])  # fmt: skip
         self.update_normalizers(b.obs)  # after the update: it used the statistics the rollout used
         with torch.no_grad():  # one reduction per parameter tensor an iteration
             largest = torch.stack([p.detach().abs().flatten(1).amax(1) for p in self.parameters()]).amax(0)
             self.health[:, 2] |= ~torch.isfinite(largest)
 
-    def minibatch_step(self, obs, raws, old_log_prob, advantage, returns) -> None:
+    def minibatch_step(self, obs, raws, old_log_prob, advantage, returns, weight=None) -> None:
         """One gradient step of every run on its minibatch ([K, M, A, ...] each; ``raws``: each group's
         [K, M, A_g, U_g]). The losses are means over every agent of every group: a group weighs by
-        its agent count (docs/training.md)."""
+        its agent count (docs/training.md); with ``weight`` ([K, M, A] 1/0: the agents that acted, the
+        alive mask) over the agents that acted only."""
         cfg = self.config
         xs = self.normalized(obs)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
@@ -318,11 +329,11 @@ class Trainer:
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
         clipped = ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
-        policy_loss = -torch.minimum(ratio * advantage, clipped * advantage).mean((1, 2))  # [K]
-        value_loss = 0.5 * (value.float() - returns).square().mean((1, 2))  # [K]
+        policy_loss = -agent_mean(torch.minimum(ratio * advantage, clipped * advantage), weight)  # [K]
+        value_loss = 0.5 * agent_mean((value.float() - returns).square(), weight)  # [K]
         loss = policy_loss + cfg.vf_coef * value_loss
         if cfg.ent_coef:
-            loss = loss - cfg.ent_coef * self.entropy(means)
+            loss = loss - cfg.ent_coef * self.entropy(means, weight)
         self.health[:, 0] |= ~torch.isfinite(loss.detach())
         self.optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()  # runs share no parameter: each run's gradient is its own loss's
@@ -330,15 +341,23 @@ class Trainer:
         self.clip_gradients()
         self.optimizer.step()
         with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - log_ratio).mean((1, 2))
-            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean((1, 2))
+            approx_kl = agent_mean((ratio - 1.0) - log_ratio, weight)
+            clip_fraction = agent_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), weight)
             stats = torch.stack([policy_loss, value_loss, approx_kl, clip_fraction], dim=1)
             self.update_stats.add_(stats.detach().double())
 
-    def entropy(self, means: list[torch.Tensor]) -> torch.Tensor:
+    def entropy(self, means: list[torch.Tensor], weight: torch.Tensor | None = None) -> torch.Tensor:
         """[K] the policies' entropy bonus of each group's actor outputs ``means`` ([K, M, A_g, ...]):
         the categoricals' exact entropy, or the squashed Gaussian's at reparameterized samples (run
-        k's noise); with groups, their mean weighted by agent count (the mean over every agent)."""
+        k's noise); with groups, their mean weighted by agent count (the mean over every agent);
+        with ``weight`` ([K, M, A]: the agents that acted), the mean over those agents."""
+        if weight is not None:
+            per_agent = [
+                net.actor.agent_entropy(mean.float()) if net.discrete
+                else net.actor.agent_entropy(mean.float(), self.noise(mean))
+                for net, mean in zip(self.nets, means, strict=True)
+            ]  # fmt: skip
+            return agent_mean(torch.cat(per_agent, dim=-1), weight)
         parts = []
         for net, mean in zip(self.nets, means, strict=True):
             if net.discrete:
@@ -489,6 +508,14 @@ class Trainer:
             self.episode_stats[k].copy_(state["episode_stats"])
             self.return_state[k].copy_(state["return_state"])
             self.health[k].copy_(state["health"])
+
+
+def agent_mean(values: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """[K] the mean of ``values`` [K, M, A] over its last two dims, or with ``weight`` (1/0 of the
+    same shape) over the entries it keeps (none kept: 0)."""
+    if weight is None:
+        return values.mean((1, 2))
+    return (values * weight).sum((1, 2)) / weight.sum((1, 2)).clamp_min(1.0)
 
 
 def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -47,6 +47,9 @@ class WorldSpec:
         comm_dim: C, the width of the communication channel (VMAS's ``dim_c``): every agent of a
             group that is not ``silent`` sends a C-wide message with its action (``env.comm``),
             which observations may hear (``Environment.messages``); 0: no channel.
+        alive_mask: Whether the world keeps a per-agent alive mask (``swarp.runtime.alive``): the
+            scenario's resets and steps write ``env.alive`` (agents absent from an episode, agents
+            that left); without it nothing of the mask is allocated or launched.
     """
 
     agents: tuple[AgentConfig, ...]
@@ -58,6 +61,7 @@ class WorldSpec:
     n_obstacle_slots: int = 0
     groups: tuple[GroupSpec, ...] = ()
     comm_dim: int = 0
+    alive_mask: bool = False
 
     def __post_init__(self):
         if not isinstance(self.comm_dim, int) or isinstance(self.comm_dim, bool) or self.comm_dim < 0:

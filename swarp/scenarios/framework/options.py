@@ -28,6 +28,9 @@ class OptionChecker:
     def int(self, name: str, low: int, high: int | None = None) -> None:
         """An int in ``[low, high]`` (bools are rejected)."""
         value = getattr(self.cfg, name)
+        if name == "n_agents" and isinstance(value, (tuple, list)):
+            self.fail(f"n_agents=(lo, hi) (a per-env agent count drawn at reset) is navigation's; this scenario "
+                      f"takes an int, got {value!r}")  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
             bound = f">= {low}" + (f" and <= {high}" if high is not None else "")
             self.fail(f"{name} must be an int {bound}, got {value!r}")
