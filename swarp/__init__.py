@@ -45,6 +45,7 @@ from swarp.scenarios import sampling as _sampling  # noqa: E402,F401  (registers
 from swarp.scenarios import speaker_listener as _speaker_listener  # noqa: E402,F401  (registers it)
 from swarp.scenarios import spread as _spread  # noqa: E402,F401  (registers "spread")
 from swarp.scenarios import transport as _transport  # noqa: E402,F401  (registers "transport")
+from swarp.scenarios import variable_navigation as _variable_navigation  # noqa: E402,F401  (registers it)
 from swarp.scenarios.framework.base import (  # noqa: E402
     FusedScenario,
     Scenario,

@@ -51,42 +51,42 @@ s32)
   ;;
 s37)
   # Issue 57's channel and departures (carry .ab/base57: git archive 6defeb3 swarp). PART=a: the GPU
-  # suite, 200 steps of every scenario against 6defeb3 on CUDA, the cost at 4,096 x 16 of discrete
-  # actions (now decoded in the first physics launch), of a 4-wide channel (flocking) and of the
-  # alive mask (navigation), 3 interleaved rounds each, then the continuous path against 6defeb3
-  # (2 rounds). PART=b: the new scenarios' throughput and training (seeds 0-2).
+  # suite, 200 steps of every scenario against 6defeb3 on CUDA, the continuous path against 6defeb3
+  # (2 rounds). PART=b: the cost at 4,096 x 16 of discrete actions (decoded in the first physics
+  # launch), of a 4-wide channel (flocking) and of the alive mask (navigation), 3 interleaved
+  # rounds each; the new scenarios' throughput. PART=c: training (seeds 0-2) of TRAINS.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  ab() {  # name, variants, command: 3 interleaved rounds into $out/ab_<name>.log
+  ab() {  # name, variants, command: interleaved rounds into $out/ab_<name>.log
     VARIANTS="$2" ROUNDS=${ROUNDS:-3} timeout ${AB_LIMIT:-110} bash tools/device_ab.sh "$3" 2>&1 \
       | grep -v "^Module\|^Warp" > /dev/null
-    mv "$out/ab.log" "$out/ab_$1.log"; grep "==\|^ *[0-9]" "$out/ab_$1.log"
+    mv "$out/ab.log" "$out/ab_$1.log"; grep "==\|^ *[0-9]" "$out/ab_$1.log" | sed 's/python3.*//'
   }
   bench="$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3"
-  if [ "${PART:-a}" = a ]; then
+  part=${PART:-a}
+  if [ "$part" = a ]; then
     if [ -z "${SKIP_SUITE:-}" ]; then
-      timeout ${SUITE_LIMIT:-240} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+      timeout ${SUITE_LIMIT:-300} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
       echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -8 "$out/tests_gpu.log"
     fi
     timeout ${HASH_LIMIT:-100} $py tools/step_hash.py --trees .ab/base57 . --device cuda:0 2>&1 | tee "$out/hash.log" | tail -2
+    ROUNDS=2 ab base57 "base57:SRC=.ab/base57 new:SRC=." \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3"
+  elif [ "$part" = b ]; then
     ab discrete "continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" \
       "$bench --option action_space=\$AS"
     ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete" \
       "$bench --scenario flocking --option comm_dim=\$C --option action_space=\${AS:-continuous}"
-    [ -z "${ALIVE_OPTION:-}" ] || ab alive "full:OPT=n_agents=16 mask:OPT=$ALIVE_OPTION" "$bench --option \$OPT"
-    VARIANTS="base57:SRC=.ab/base57 new:SRC=." ROUNDS=2 timeout ${BASE_LIMIT:-120} bash tools/device_ab.sh \
-      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3" \
-      2>&1 | grep -v "^Module\|^Warp" > /dev/null
-    grep "==\|^ *[0-9]" "$out/ab.log"
-  else
-    for run in ${RUNS:-speaker_listener}; do
-      timeout 60 $py -m swarp.benchmark.throughput --scenario "$run" --envs 4096 --iters 200 --repeats 3 2>&1 \
+    ab alive "full:OPT=leave_on_goal=False mask:OPT=min_agents=16" "$bench --option \$OPT"
+    for run in ${RUNS:-speaker_listener+--agents+2 variable_navigation+--agents+8+--option+min_agents=2}; do
+      timeout 60 $py -m swarp.benchmark.throughput --scenario ${run//+/ } --envs 4096 --iters 200 --repeats 3 2>&1 \
         | grep -v "^Module\|^Warp" | tail -2
     done 2>&1 | tee "$out/throughput.log"
+  else
     for run in ${TRAINS:-speaker_listener}; do
       echo "== $run"
       start=$(date +%s)
-      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress --run-dir "$out/r/$(echo "$run" | tr -c 'a-zA-Z0-9_\n' _)" 2>&1 \
-        | grep -v "^Module\|^Warp" | tail -12
+      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress \
+        --run-dir "$out/r/$(echo "$run" | tr -c 'a-zA-Z0-9_\n' _)" 2>&1 | grep -v "^Module\|^Warp" | tail -12
       echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
     done 2>&1 | tee "$out/train.log"
     (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)

@@ -21,7 +21,7 @@ import swarp
 STEPS = {"flocking": 25, "discovery": 30, "fleet": 14, "speaker_listener": 3}
 DEFAULT_STEPS = 8
 #: The scenarios pictured in docs/scenarios.md.
-DOCUMENTED = ("navigation", "flocking", "formation", "discovery", "fleet", "speaker_listener")
+DOCUMENTED = ("navigation", "flocking", "formation", "discovery", "fleet", "speaker_listener", "variable_navigation")
 #: Options of the pictured envs beyond the defaults (navigation shows its obstacles).
 OPTIONS = {"navigation": {"n_obstacles": 3}}
 

@@ -194,10 +194,18 @@ class _WarpStep(torch.autograd.Function):
         inputs = tuple(t.detach().contiguous() for t in (*state, actions))
         slot = ring._acquire(inputs[0].shape[0]) if ring is not None else None
         ctx.guards = ring._guards(slot, inputs) if ring is not None else []
-        with stepper_cache(stepper).streams.scope():
-            step = record_step(
-                stepper, inputs, invalid_flag, slot.scratch if slot is not None else None, non_finite_flag
-            )
+        # The tape's adjoints read the alive mask when they run: they get this step's, a copy kept
+        # with the node (the world's mask changes as agents leave and episodes restart).
+        alive = stepper.alive
+        ctx.alive = None if alive is None else wp.clone(alive)
+        stepper.alive = ctx.alive
+        try:
+            with stepper_cache(stepper).streams.scope():
+                step = record_step(
+                    stepper, inputs, invalid_flag, slot.scratch if slot is not None else None, non_finite_flag
+                )
+        finally:
+            stepper.alive = alive
         ctx.stepper = stepper
         ctx.save_for_backward(*inputs)
         ctx.step = step

@@ -209,6 +209,8 @@ class Renderer:
         # Radii [N, A] from the parameter table: per env when the environment randomizes them.
         radius = env.agent_params[..., PARAM_RADIUS]
         tensors["radius"] = radius.index_select(0, index if radius.shape[0] > 1 else torch.zeros_like(index))
+        if env.alive is not None:  # agents absent or gone are not drawn
+            tensors["alive"] = env.alive.index_select(0, index)
         if overlays.velocity:
             tensors["vel"] = state.vel.index_select(0, index)
         if overlays.obstacles:
@@ -442,14 +444,16 @@ class Renderer:
 
     def _draw_agents(self, canvas: Canvas, layout: Layout, host, headings: bool) -> None:
         n_tiles, n_agents = host["pos"].shape[:2]
-        centers = self._pixels(layout, host["pos"]).reshape(-1, 2)
-        radius = self._agent_radius_px(layout, host).reshape(-1)
-        clip = self._per_item(layout, n_agents)
-        canvas.capsules(centers, centers, radius, self._colors(AGENT_COLOR, n_tiles, n_agents), clip=clip)
+        keep = host["alive"].reshape(-1).astype(bool) if "alive" in host else slice(None)
+        centers = self._pixels(layout, host["pos"]).reshape(-1, 2)[keep]
+        radius = self._agent_radius_px(layout, host).reshape(-1)[keep]
+        clip = self._per_item(layout, n_agents)[keep]
+        colors = self._colors(AGENT_COLOR, n_tiles, n_agents)[keep]
+        canvas.capsules(centers, centers, radius, colors, clip=clip)
         if not headings:
             return
         big = radius >= self.style.heading_min_radius_px
-        theta = host["theta"].reshape(-1)[big]
+        theta = host["theta"].reshape(-1)[keep][big]
         direction = np.stack([np.cos(theta), -np.sin(theta)], axis=1) * radius[big, None]
         # The tick starts far enough out that the pixel holding the centre (whose own centre is at
         # most 0.71 px away) gets none of its anti-aliased edge: that pixel shows the agent's color.

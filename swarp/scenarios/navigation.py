@@ -310,7 +310,11 @@ class NavigationScenario(FusedScenario):
     def drawables(self, env_index: torch.Tensor) -> list:
         """Each agent's goal: a ring of radius ``goal_radius`` and a cross, in the agent's color."""
         goals = self.goals.index_select(0, env_index)
-        return [Circles(goals, self.goal_radius, width_px=GOAL_RING_PX), Crosses(goals, 0.5 * self.goal_radius)]
+        alive = None if self.env.alive is None else self.env.alive.index_select(0, env_index)  # gone: no goal
+        return [
+            Circles(goals, self.goal_radius, width_px=GOAL_RING_PX, mask=alive),
+            Crosses(goals, 0.5 * self.goal_radius, mask=alive),
+        ]
 
     def scripted_actions(self) -> torch.Tensor:
         """Go to goal: velocity ``SEEK_GAIN * (goal - position)`` (holonomic agents only)."""

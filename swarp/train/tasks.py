@@ -203,6 +203,14 @@ TASKS: dict[str, Task] = {
     # With them patched in (CPU, 1,024 envs, 1.57 M env-steps, seed 0, continuous or discrete) MAPPO
     # learned the no-channel optimum only: return -16.5 and greedy success 0.01-0.04, as a listener
     # driving to the landmarks' centroid (-16.0, 0.02), against the scripted pair's -6.7 and 1.00.
+    # Navigation with 2-8 agents an env, each leaving on its goal; success: every present agent left.
+    "variable_navigation": Task(
+        max_steps=100,
+        options={"substeps": 1},
+        total_steps=20_000_000,
+        target_success=SOLVED,
+        discrete_options={"ctrl_mode": "acceleration"},
+    ),
     "speaker_listener": Task(success="info:success", total_steps=20_000_000, target_success=SOLVED),
 }
 
