@@ -234,10 +234,8 @@ class SwarpEnv(EnvBase):
         box = (self.action_low, self.action_high) if self.normalized else None
         self.group_actions = {}
         for g in env.groups:
-            bounds = (b.to(env.torch_device, env.dtype) for b in group_action_bounds(env, g))
-            self.group_actions[g.name] = GroupActions(
-                g.name, g.n_agents, g.action_space, categorical_actions, *bounds, box
-            )
+            box_g = (*(b.to(env.torch_device, env.dtype) for b in group_action_bounds(env, g)), box)
+            self.group_actions[g.name] = GroupActions(g.name, g.n_agents, g.action_space, categorical_actions, *box_g)
         self._pending = torch.zeros(env.n_envs, dtype=torch.bool, device=env.torch_device)
         self._make_specs()
 
