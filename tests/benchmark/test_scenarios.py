@@ -20,8 +20,10 @@ def test_default_sweep_covers_every_registered_scenario_mode_model_and_lidar():
     assert {c.mode for c in cases} == {"eager", "fused", "graph"}
     assert {c.lidar_rays for c in cases} == {0, 32}
     models = {(c.scenario, c.model) for c in cases}
-    assert {m for name, m in models if name == "navigation"} == {"default", "diff_drive", "kinematic_bicycle"}
-    assert {m for name, m in models if name != "navigation"} == {"default"}  # fixed dynamics, or only drones
+    planar = ("navigation", "variable_navigation")  # navigation's model option
+    for name in planar:
+        assert {m for n, m in models if n == name} == {"default", "diff_drive", "kinematic_bicycle"}
+    assert {m for name, m in models if name not in planar} == {"default"}  # fixed dynamics, or only drones
     per_cell = len(cases) // len(set(models)) // 2  # cells per (scenario, model, rays)
     assert per_cell == len(sweep.DEFAULT_SHAPES["cpu"]) * (len(sweep.MODES) - 1)  # the CPU compiles only if asked
     args.devices = ["cuda:0"]
