@@ -407,5 +407,5 @@ def scripted_actions(env) -> torch.Tensor:
     forward = c.carrier_speed * strength * torch.cos(error).clamp(min=0.0)
     turn = torch.where(strength > 0, error / dt, torch.zeros_like(error))
     carriers = torch.stack([forward, turn], -1)
-    low, high = (bound[:, :2] for bound in env.action_bounds)  # the command's columns (messages follow)
+    low, high = (bound[:, : env.stepper.act_dim] for bound in env.action_bounds)  # messages follow
     return torch.clamp(torch.cat([carriers, scouts], dim=1), low, high)

@@ -510,5 +510,5 @@ def scripted_actions(env, gain: float = 2.0) -> torch.Tensor:
     Returns:
         [E, A, 2] velocity commands [m/s] of the env's dtype and device.
     """
-    low, high = (bound[:, :2] for bound in env.action_bounds)  # the command's columns (messages follow)
+    low, high = (bound[:, : env.stepper.act_dim] for bound in env.action_bounds)  # messages follow
     return torch.clamp(gain * env.obs[..., 6:8], low, high)

@@ -324,7 +324,7 @@ def track_velocity(env, command: torch.Tensor) -> torch.Tensor:
     agents = env.stepper.model.agents
     if any(a.model != DynamicsModel.HOLONOMIC for a in agents):
         raise NotImplementedError("scripted controllers drive holonomic agents only")
-    low, high = (bound[:, :2] for bound in env.action_bounds)
+    low, high = (bound[:, : env.stepper.act_dim] for bound in env.action_bounds)
     if all(a.ctrl_mode == ControlMode.VELOCITY for a in agents):
         return torch.clamp(command, low, high)
     accel = (command - env.state.vel) / (TRACKING_STEPS * env.stepper.dt)
