@@ -50,7 +50,8 @@ s32)
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
   ;;
 s37)
-  # Issue 57's channel and departures (carry .ab/base57: git archive 6defeb3 swarp). PART=a: the GPU
+  # Issue 57's channel and departures (carry .ab: base57 = git archive 6defeb3 swarp, the tree the
+  # issue started from; s37 = e1fade1, before hearing was folded into the neighbor loop). PART=a: the GPU
   # suite, 200 steps of every scenario against 6defeb3 on CUDA, the continuous path against 6defeb3
   # (2 rounds). PART=b: the cost at 4,096 x 16 of discrete actions (decoded in the first physics
   # launch), of a 4-wide channel (flocking) and of the alive mask (navigation), 3 interleaved
@@ -74,7 +75,7 @@ s37)
   elif [ "$part" = b ]; then
     ab discrete "continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" \
       "$bench --option action_space=\$AS"
-    ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete" \
+    ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete talking_e1fade1:C=4,SRC=.ab/s37" \
       "$bench --scenario flocking --option comm_dim=\$C --option action_space=\${AS:-continuous}"
     ab alive "full:OPT=leave_on_goal=False mask:OPT=min_agents=16" "$bench --option \$OPT"
     for run in ${RUNS:-speaker_listener+--agents+2 variable_navigation+--agents+8+--option+min_agents=2}; do
@@ -82,13 +83,26 @@ s37)
         | grep -v "^Module\|^Warp" | tail -2
     done 2>&1 | tee "$out/throughput.log"
   else
-    for run in ${TRAINS:-speaker_listener}; do
-      echo "== $run"
-      start=$(date +%s)
-      timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress \
-        --run-dir "$out/r/$(echo "$run" | tr -c 'a-zA-Z0-9_\n' _)" 2>&1 | grep -v "^Module\|^Warp" | tail -12
-      echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
-    done 2>&1 | tee "$out/train.log"
+    # TRAINS and TRAINS2 run as two streams side by side, beside the GPU suite with SUITE=1 (the
+    # wall-clocks are then upper bounds).
+    if [ -n "${SUITE:-}" ]; then
+      (timeout ${SUITE_LIMIT:-400} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+       echo "pytest exit $?" >> "$out/tests_gpu.log") &
+    fi
+    train_runs() {
+      for run in "$@"; do
+        echo "== $run"
+        start=$(date +%s)
+        timeout ${TRAIN_LIMIT:-200} $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress \
+          --run-dir "$out/r/$(echo "$run" | tr -c 'a-zA-Z0-9_\n' _)" 2>&1 | grep -v "^Module\|^Warp" | tail -12
+        echo "   ($(( $(date +%s) - start )) s with start-up and scoring)"
+      done
+    }
+    [ -z "${TRAINS2:-}" ] || train_runs $TRAINS2 > "$out/train2.log" 2>&1 &
+    train_runs ${TRAINS:-speaker_listener} > "$out/train.log" 2>&1
+    wait
+    cat "$out"/train*.log
+    [ ! -f "$out/tests_gpu.log" ] || tail -8 "$out/tests_gpu.log"
     (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
   fi
   ;;

@@ -77,7 +77,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
                 row[wp.static(4) + 3 * t + 2] = one
                 if wp.dot(rel, rel) <= cover2:
                     bits = bits | (1 << t)
-        features, n_collisions, _separation = f.observe_neighbors(
+        features, n_collisions, _separation, _seen = f.observe_neighbors(
             a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, zero
         )
         for i in range(wp.static(n_features)):

@@ -78,7 +78,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
     row_type = wp.types.vector(width, scalar)
     vec2 = f.vec2
     Query = f.Query
-    hear_neighbors = arena_funcs.hear_func(scalar, k_obs, comm_dim, Query)
+    hear_neighbors = arena_funcs.hear_func(scalar, k_obs, comm_dim)
 
     @wp.struct
     class ObserveArgs:
@@ -116,7 +116,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
         p = a.pos[env, agent]
         v = a.vel[env, agent]
         rel = t - p
-        features, n_collisions, separation = f.observe_neighbors(
+        features, n_collisions, separation, seen = f.observe_neighbors(
             a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, a.sep_distance
         )
         row = row_type()
@@ -132,7 +132,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
             row[i + wp.static(8)] = features[i]
         if wp.static(n_heard > 0):
             if mode == _OBSERVE_STEP:
-                heard = hear_neighbors(a.nq, a.pos, a.comm, env, agent, a.obs_range)
+                heard = hear_neighbors(a.comm, env, seen)
                 for i in range(wp.static(n_heard)):
                     row[i + wp.static(8 + n_features)] = heard[i]
         dist = wp.sqrt(wp.dot(rel, rel))

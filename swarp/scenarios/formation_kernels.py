@@ -61,7 +61,7 @@ def observe_kernels(scalar: type, max_neighbors: int, grid: bool, k_obs: int, re
         v = a.vel[env, agent]
         rel_slot = a.slots[env, agent] - p
         rel_center = a.center[env] - p
-        features, n_collisions, _separation = f.observe_neighbors(
+        features, n_collisions, _separation, _seen = f.observe_neighbors(
             a.nq, a.pos, a.vel, env, agent, a.obs_range, a.reach, zero
         )
         row = row_type()

@@ -190,6 +190,7 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
     one = scalar(1.0)
     n_features = 5 * k_obs
     features_type = wp.types.vector(max(n_features, 1), scalar)
+    seen_type = wp.types.vector(max(k_obs, 1), wp.int32)
 
     @wp.func
     def observe_neighbors(
@@ -201,9 +202,10 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
         obs_range: scalar,
         reach: scalar,
         sep_distance: scalar,
-    ) -> tuple[features_type, int, scalar]:
-        """Build ``agent``'s neighbor list; return its k neighbor features, its collisions and its
-        separation penalty (``sep_distance`` 0: none).
+    ) -> tuple[features_type, int, scalar, seen_type]:
+        """Build ``agent``'s neighbor list; return its k neighbor features, its collisions, its
+        separation penalty (``sep_distance`` 0: none) and the index of each observed neighbor (-1
+        past the last: what ``hear_func`` reads messages from).
 
         The list is sorted nearest first, so the observed neighbors are its first k entries that
         lie within ``obs_range``, and contacts (the near prefix) and separation pairs are prefixes
@@ -219,6 +221,7 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
         reach2 = reach * reach
         sep2 = sep_distance * sep_distance
         features = features_type()
+        seen = seen_type()
         n_collisions = int(0)
         penalty = zero
         for w in range(wp.static(k_obs)):
@@ -226,8 +229,10 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
             j = wp.where(w < count, nq.nbr[env, w, agent], agent)
             delta = pos[env, j] - p
             d2 = wp.dot(delta, delta)
+            seen[w] = -1
             if w < count:
                 if d2 <= range2:
+                    seen[w] = j
                     dv = vel[env, j] - v
                     features[5 * w + 0] = delta[0]
                     features[5 * w + 1] = delta[1]
@@ -248,46 +253,36 @@ def funcs(scalar: type, max_neighbors: int, grid: bool, k_obs: int, register_lis
                 n_collisions += 1
             if d2 < sep2:
                 penalty += one - wp.sqrt(d2) / sep_distance
-        return features, n_collisions, penalty
+        return features, n_collisions, penalty, seen
 
     return SimpleNamespace(
         vec2=vec2,
         Query=Query,
         n_features=n_features,
         features_type=features_type,
+        seen_type=seen_type,
         observe_neighbors=observe_neighbors,
         **vars(reset_funcs(scalar)),
     )
 
 
 @functools.cache
-def hear_func(scalar: type, k_obs: int, comm_dim: int, query_type):
-    """``hear_neighbors(nq, pos, comm, env, agent, obs_range) -> vector(C k)``: the messages
-    ``comm[env, j]`` [E, A, C] of ``agent``'s first k listed neighbors within ``obs_range``, zeros
-    past the last (``arena.heard_messages``' twin; call it after the list is built, in a step's
-    observation: a fresh start hears silence). ``query_type``: ``funcs(...).Query``."""
-    vec2 = vec2_type(scalar)
+def hear_func(scalar: type, k_obs: int, comm_dim: int):
+    """``hear_neighbors(comm, env, seen) -> vector(C k)``: the messages ``comm[env, j]`` [E, A, C]
+    of the observed neighbors ``seen`` (``funcs(...).observe_neighbors``' last output: k indices,
+    -1 past the last), zeros past the last (``arena.heard_messages``' twin; in a step's
+    observation: a fresh start hears silence)."""
     heard_type = wp.types.vector(max(comm_dim * k_obs, 1), scalar)
+    seen_type = wp.types.vector(max(k_obs, 1), wp.int32)
 
     @wp.func
-    def hear_neighbors(
-        nq: query_type,
-        pos: wp.array2d(dtype=vec2),
-        comm: wp.array3d(dtype=scalar),
-        env: int,
-        agent: int,
-        obs_range: scalar,
-    ) -> heard_type:
+    def hear_neighbors(comm: wp.array3d(dtype=scalar), env: int, seen: seen_type) -> heard_type:
         heard = heard_type()
-        count = nq.count[env, agent]
-        p = pos[env, agent]
         for w in range(wp.static(k_obs)):
-            if w < count:
-                j = nq.nbr[env, w, agent]
-                delta = pos[env, j] - p
-                if wp.dot(delta, delta) <= obs_range * obs_range:
-                    for c in range(wp.static(comm_dim)):
-                        heard[w * wp.static(comm_dim) + c] = comm[env, j, c]
+            j = seen[w]
+            if j >= 0:
+                for c in range(wp.static(comm_dim)):
+                    heard[w * wp.static(comm_dim) + c] = comm[env, j, c]
         return heard
 
     return hear_neighbors
