@@ -88,22 +88,27 @@ class Normalizer(nn.Module):
         return ((x - mean) * scale).clamp(-self.clip, self.clip)
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
+    def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """Fold the rows of ``x`` [K, ..., O] into run k's statistics (Chan's parallel update; no host
-        sync). Under ``torch.distributed`` the rows of every rank's ``x`` count (one all-reduce), so the
-        ranks' statistics stay identical."""
+        sync), only those where ``mask`` [K, ...] bool is True when given (the agents that acted:
+        a departed agent's zeros are not observations). Under ``torch.distributed`` the rows of every
+        rank's ``x`` count (one all-reduce), so the ranks' statistics stay identical."""
         if not self.enabled:
             return
         rows = x.reshape(x.shape[0], -1, x.shape[-1]).double()
-        count = torch.full((rows.shape[0], 1), float(rows.shape[1]), dtype=torch.float64, device=rows.device)
+        if mask is None:
+            count = torch.full((rows.shape[0], 1), float(rows.shape[1]), dtype=torch.float64, device=rows.device)
+        else:
+            weight = mask.reshape(rows.shape[0], -1, 1).double()
+            rows, count = rows * weight, weight.sum(1)
         moments = sd.all_reduce(torch.cat([rows.sum(1), rows.square().sum(1), count], dim=1))  # [K, 2 O + 1]
         n_cols = rows.shape[-1]
-        n = moments[:, -1:]
-        batch_mean = moments[:, :n_cols] / n
-        batch_var = ((moments[:, n_cols:-1] / n) - batch_mean.square()).clamp_min(0.0)
+        n = moments[:, -1:]  # 0 only where the mask hid every row: the statistics stay as they were
+        batch_mean = moments[:, :n_cols] / n.clamp_min(1.0)
+        batch_var = ((moments[:, n_cols:-1] / n.clamp_min(1.0)) - batch_mean.square()).clamp_min(0.0)
         batch_mean, batch_var = batch_mean.float(), batch_var.float()
         total = self.count + n
-        weight = (n / total).float()
+        weight = (n / total.clamp_min(1.0)).float()
         delta = batch_mean - self.mean
         self.mean.add_(delta * weight)
         self.var.copy_(self.var * (1 - weight) + batch_var * weight + delta.square() * (weight * (1 - weight)))

@@ -143,7 +143,8 @@ class Trainer:
         )
         for run_env, seed in zip(envs, seeds, strict=True):
             run_env.reset(seed=int(seed))
-        trainer.update_normalizers(trainer.observations())  # the first rollout sees standardised observations too
+        alive = None if envs[0].alive is None else torch.stack([env.alive for env in envs])
+        trainer.update_normalizers(trainer.observations(), alive)  # the first rollout sees standardised observations too
         if cuda and K > 1:
             trainer.run_streams = [torch.cuda.Stream(dev) for _ in range(K)]
         pool = torch.cuda.graph_pool_handle() if cuda else None
@@ -170,10 +171,11 @@ class Trainer:
         """Each group's normalized observations [K, ..., A_g, obs_dim_g] of ``obs`` [K, ..., A, O]."""
         return [net.normalizer(net.view(obs)) for net in self.nets]
 
-    def update_normalizers(self, obs: torch.Tensor) -> None:
-        """Fold ``obs`` [K, ..., A, O] into each group's observation statistics (its rows and columns)."""
+    def update_normalizers(self, obs: torch.Tensor, acting: torch.Tensor | None = None) -> None:
+        """Fold ``obs`` [K, ..., A, O] into each group's observation statistics (its rows and columns),
+        with ``acting`` [K, ..., A] bool (the alive mask) only the rows of agents that acted."""
         for net in self.nets:
-            net.normalizer.update(net.view(obs))
+            net.normalizer.update(net.view(obs), None if acting is None else net.rows(acting))
 
     def observations(self) -> torch.Tensor:
         """[K, E, A, O] float32: every run's current observations (a copy)."""
@@ -309,7 +311,7 @@ class Trainer:
                 index = (runs, order[:, i * size : (i + 1) * size])
                 self.minibatch_step(obs[index], [raw[index] for raw in raws], old_log_prob[index], advantage[index],
                                     returns[index], None if weight is None else weight[index])  # fmt: skip
-        self.update_normalizers(b.obs)  # after the update: it used the statistics the rollout used
+        self.update_normalizers(b.obs, b.acting)  # after the update: it used the statistics the rollout used
         with torch.no_grad():  # one reduction per parameter tensor an iteration
             largest = torch.stack([p.detach().abs().flatten(1).amax(1) for p in self.parameters()]).amax(0)
             self.health[:, 2] |= ~torch.isfinite(largest)

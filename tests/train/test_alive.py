@@ -85,3 +85,30 @@ def test_a_masked_run_trains():
     metrics = trainer.read_metrics()[0]
     assert all(math.isfinite(value) for value in metrics.values() if isinstance(value, float))
     assert not bool(trainer.health_flags().any())
+
+def test_the_observation_statistics_count_only_the_agents_that_acted():
+    from swarp.train.networks import Normalizer
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 4, 3, generator=gen, dtype=torch.float64).float()  # [K, T, A, O]
+    mask = torch.rand(2, 5, 4, generator=gen) < 0.6
+    mask[1] = False  # run 1 saw no agent act: its statistics stay as they were
+    norm = Normalizer(2, 3)
+    norm.update(x, mask)
+    kept = x[0][mask[0]].double()
+    assert torch.allclose(norm.mean[0].double(), kept.mean(0), atol=1e-6)
+    assert torch.allclose(norm.var[0].double(), kept.var(0, unbiased=False), atol=1e-5)
+    assert torch.equal(norm.mean[1], torch.zeros(3)) and torch.equal(norm.var[1], torch.ones(3))
+    assert norm.count[0].item() == mask[0].sum().item() and norm.count[1].item() == 0.0
+    poisoned = x.clone()
+    poisoned[~mask] = 1e6  # a dead agent's row never reaches the statistics
+    other = Normalizer(2, 3)
+    other.update(poisoned, mask)
+    assert torch.equal(other.mean, norm.mean) and torch.equal(other.var, norm.var)
+    # The trainer folds in its rollout's rows with the buffers' record of who acted.
+    trainer = masked_trainer()
+    trainer.collect()
+    b = trainer.buffers
+    before = trainer.nets[0].normalizer.count.clone()
+    trainer.update_normalizers(b.obs, b.acting)
+    assert trainer.nets[0].normalizer.count.item() - before.item() == b.acting.sum().item()
