@@ -144,7 +144,7 @@ class Trainer:
         for run_env, seed in zip(envs, seeds, strict=True):
             run_env.reset(seed=int(seed))
         alive = None if envs[0].alive is None else torch.stack([env.alive for env in envs])
-        trainer.update_normalizers(trainer.observations(), alive)  # the first rollout sees standardised observations too
+        trainer.update_normalizers(trainer.observations(), alive)  # the first rollout: standardised too
         if cuda and K > 1:
             trainer.run_streams = [torch.cuda.Stream(dev) for _ in range(K)]
         pool = torch.cuda.graph_pool_handle() if cuda else None
