@@ -86,6 +86,7 @@ def test_a_masked_run_trains():
     assert all(math.isfinite(value) for value in metrics.values() if isinstance(value, float))
     assert not bool(trainer.health_flags().any())
 
+
 def test_the_observation_statistics_count_only_the_agents_that_acted():
     from swarp.train.networks import Normalizer
 
