@@ -333,7 +333,8 @@ def make_loss(actor: ProbabilisticActor, critic: TensorDictModule, args: Args) -
         action=ACTION_KEY,
         value=(GROUP, "state_value"),
         sample_log_prob=(GROUP, "action_log_prob"),
-        # The done flags are shared; GAE reads them per agent (expanded in compute_advantages).
+        # GAE reads the done flags per agent: the env's (an alive mask's), or the shared ones
+        # expanded in compute_advantages.
         done=(GROUP, "done"),
         terminated=(GROUP, "terminated"),
     )
@@ -348,7 +349,8 @@ def compute_advantages(loss_module: ClipPPOLoss, batch: TensorDict) -> None:
     next_td = batch["next"]
     agent_shape = batch.get_item_shape(("next", *REWARD_KEY))
     for name in ("done", "terminated"):
-        next_td.set((GROUP, name), next_td[name].unsqueeze(-1).expand(agent_shape))
+        if (GROUP, name) not in next_td.keys(True):  # an env with an alive mask has them per agent
+            next_td.set((GROUP, name), next_td[name].unsqueeze(-1).expand(agent_shape))
     loss_module.value_estimator(
         batch, params=loss_module.critic_network_params, target_params=loss_module.target_critic_network_params
     )

@@ -67,6 +67,12 @@ choice of command and message). A ``silent`` group's agents have no message in t
 Per-agent info entries are ``("agents", "info", key)`` (BenchMARL logs them under
 ``collection/agents/info/``), per-env ones ``("info", key)`` (logged under ``collection/info/``);
 neither is an observation. There is no global state and no action mask.
+Agents that leave and arrive (``variable_navigation``, or a config with ``n_agents: [lo, hi]`` or
+``leave_on_goal: true``): ``SwarpEnv`` adds each group's ``(group, "mask")`` and per-agent done
+entries (``swarp.interop.torchrl``); ``observation_spec`` and ``info_spec`` leave the mask out (no
+model reads it), and BenchMARL's losses read the group's done keys (it expands the root ones only
+where a group has none), so MAPPO's and IPPO's GAE stops a departed agent's return where it left.
+BenchMARL cannot leave dead agents' rows out of its loss means; swarp's own trainer does.
 
 Agent groups. A scenario that declares groups (``WorldSpec.groups``, e.g. ``GroupSpec("a", 2, ...)``
 and ``GroupSpec("b", 2, ...)``) is a task of several BenchMARL groups: ``SwarpEnv`` puts each group
@@ -400,12 +406,14 @@ class SwarpClass(TaskClass):
         return None
 
     def observation_spec(self, env: EnvBase) -> Composite:
-        """The unbatched observation spec without info: ``(group, "observation")`` [A_g, obs_dim_g]
-        float32 of each group (``("agents", "observation")`` [n_agents, obs_dim] without groups)."""
+        """The unbatched observation spec without info or alive mask: ``(group, "observation")``
+        [A_g, obs_dim_g] float32 of each group (``("agents", "observation")`` [n_agents, obs_dim]
+        without groups); BenchMARL's models read every entry of it."""
         spec = env.full_observation_spec_unbatched.clone()
         for group in self.group_map(env):
-            if "info" in spec[group]:
-                del spec[(group, "info")]
+            for key in ("info", "mask"):
+                if key in spec[group]:
+                    del spec[(group, key)]
         if "info" in spec:
             del spec["info"]
         return spec
@@ -417,7 +425,9 @@ class SwarpClass(TaskClass):
         if "info" in spec:
             del spec["info"]  # per-env entries: not per group
         for group in self.group_map(env):
-            del spec[(group, "observation")]
+            for key in ("observation", "mask"):
+                if key in spec[group]:
+                    del spec[(group, key)]
             if "info" not in spec[group]:
                 del spec[group]
         return spec if len(spec.keys()) else None

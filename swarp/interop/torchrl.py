@@ -11,7 +11,7 @@ Both layouts have ``batch_size=[n_envs]``, live on the simulator's device and sh
 at the root: ``done``, ``terminated``, ``truncated``, each [n_envs, 1] bool.
 
 =============  =========================================  ==============================================
-layout         ``"flat"`` (the default without groups)     ``"agents"`` (TorchRL's multi-agent convention)
+layout         ``"flat"`` (default without groups, mask)   ``"agents"`` (TorchRL's multi-agent convention)
 =============  =========================================  ==============================================
 observation    ``"observation"`` [E, A, obs_dim]           ``("agents", "observation")``
 action         ``"action"`` [E, A, act_dim] (continuous)   ``("agents", "action")``
@@ -19,9 +19,35 @@ reward         ``"reward"`` [E, A, 1]                      ``("agents", "reward"
 per-agent info ``("info", key)`` [E, A, ...] native dtype  ``("agents", "info", key)`` float32, [E, A, 1]
                                                            when the scenario's tensor is [E, A]
 per-env info   ``("info", key)`` [E, ...] native dtype     ``("info", key)`` float32, [E, 1] when [E]
+alive mask     refused (a ValueError)                      ``("agents", "mask")`` [E, A] bool and
+                                                           ``("agents", "done")``... [E, A, 1] (below)
 =============  =========================================  ==============================================
-Agents that leave and arrive (``sim.alive``): the mask is the per-agent info entry ``alive`` (the
-agents that act next); TorchRL's per-agent done keys are not declared (yet).
+
+Agents that leave and arrive (an ``Environment`` with an alive mask, ``sim.alive``: navigation's
+``n_agents=(lo, hi)``, ``leave_on_goal``, ``variable_navigation``) follow TorchRL's convention for
+them, ``PettingZooWrapper(use_mask=True)``'s. Such an env has the ``"agents"`` layout only (its
+default; ``"flat"``, one done per env, is a ValueError), and each group g gains:
+
+* ``(g, "mask")`` [E, A_g] bool, an observation entry: the agents that act in the next step
+  (``sim.alive``; in the step that ends an episode, the simulator's rows as they are then);
+* ``(g, "done")``, ``(g, "terminated")``, ``(g, "truncated")`` [E, A_g, 1] bool: within an episode an
+  agent is done and terminated once it has left, or from the reset on when it is absent from the
+  episode; at the step that ends the episode every agent is done, terminated where the env
+  terminated or the agent was out before that step, truncated where the env was truncated (an
+  agent leaving on that last step gets the env's flags, as in swarp's PettingZoo adapter).
+
+The root ``done``, ``terminated``, ``truncated`` stay per env and alone end episodes: TorchRL resets
+an env when its root ``done`` is set. The ``(g, "_reset")`` entries TorchRL derives from a group's
+done entries (True for agents that left, in envs that go on) are ignored beside the root
+``"_reset"``, and a reset with a group's ``"_reset"`` but no root one is a ValueError: an agent is
+never reset alone. Absent agents are done right after a reset, so a masked env always has
+``allow_done_after_reset=True``. A value estimator given the group's done keys (GAE, BenchMARL's
+PPO losses) stops a departed agent's return at its departure. TorchRL's collectors start a new
+``("collector", "traj_ids")`` at each step where any done entry is set: with a mask they count steps
+where an agent is out, not episodes (read episodes from the root ``done``). The scenario's own
+per-agent info entry ``alive`` stays, float32 as every info entry (BenchMARL logs its mean, the
+share of agents present); the mask is the same bits as bool. Without a mask none of this is
+declared: the specs are VmasEnv's.
 
 The ``"agents"`` layout is the one ``torchrl.envs.libs.vmas.VmasEnv`` produces with its default
 group map (every agent in one group named ``"agents"``, info cast to float32 and scalar entries
@@ -36,7 +62,8 @@ TorchRL group per agent group in place of ``"agents"``: ``group_map`` ``{"a": ["
 ``(g, "observation")`` [E, A_g, obs_dim_g] of the group's own width, ``(g, "action")`` of the group's
 own action space ([E, A_g, D_g] continuous in the group's bounds or the normalized box, or the
 discrete specs below), ``(g, "reward")`` [E, A_g, 1] and ``(g, "info", key)`` [E, A_g, ...]. The done
-entries stay at the root (one per env, as VmasEnv's). The step reads each group's action, converts
+entries stay at the root (one per env, as VmasEnv's; with an alive mask each group also has its
+per-agent ones, above). The step reads each group's action, converts
 it and hands ``Environment.step`` a mapping by group; the outputs are copies of each group's views,
 so a grouped step copies what the same env without groups would. ``het_specs`` stays False: VmasEnv
 sets it for a group whose own agents' specs differ, and a swarp group's agents share one spec.
@@ -102,14 +129,14 @@ from __future__ import annotations
 import math
 
 import torch
-from tensordict import NestedKey, TensorDict, TensorDictBase
-from torchrl.data import Categorical, Composite, Unbounded
+from tensordict import NestedKey, TensorDictBase
 from torchrl.envs import EnvBase
 
 from swarp.core.groups import DEFAULT_GROUP
 from swarp.env.environment import Environment
 from swarp.interop.checks import env_mask, group_action_bounds
 from swarp.interop.torchrl_actions import GroupActions
+from swarp.interop.torchrl_specs import TensorDictLayout
 from swarp.scenarios.framework.base import scenario_names
 
 LAYOUTS = ("flat", "agents")
@@ -133,21 +160,6 @@ class _ClassProperty:
         return self.getter(owner)
 
 
-def _vmas_info(value: torch.Tensor, per_agent: bool) -> torch.Tensor:
-    """An info entry as VmasEnv gives it (a copy): float32, with a trailing 1 on [E] entries and on
-    per-agent [E, A] ones."""
-    value = value.to(torch.float32, copy=True)
-    if value.dim() == 1 or (per_agent and value.dim() == 2):
-        value = value.unsqueeze(-1)
-    return value
-
-
-def _leaf_spec(shape: torch.Size, dtype: torch.dtype, device: torch.device):
-    if dtype == torch.bool:
-        return Categorical(n=2, shape=shape, dtype=torch.bool, device=device)
-    return Unbounded(shape=shape, dtype=dtype, device=device)
-
-
 class SwarpEnv(EnvBase):
     """A swarp ``Environment`` as a batched TorchRL env (see the module docstring for the layout).
 
@@ -156,12 +168,13 @@ class SwarpEnv(EnvBase):
         layout: ``"flat"`` (``"observation"``, ``"action"``, ``"reward"`` at the root) or
             ``"agents"`` (VmasEnv's multi-agent layout: ``("agents", ...)``, or one group per
             agent group of a grouped ``env``). ``None`` (default): ``"flat"``, or ``"agents"`` for a
-            grouped ``env``, which has no flat layout.
+            grouped ``env`` or one with an alive mask, which have no flat layout.
         action_low: With ``action_high``, a scalar normalized action box ``[action_low, action_high]``
             mapped onto ``env.action_bounds``; ``None`` (default) for physical actions. With groups,
             the box of every continuous group.
         action_high: Upper end of the normalized box.
-        allow_done_after_reset: Passed to ``EnvBase``.
+        allow_done_after_reset: Passed to ``EnvBase``; always True with an alive mask (absent
+            agents are done from the reset on).
         categorical_actions: For a discrete or multidiscrete ``env`` (or group): the action is the
             indices (True, VmasEnv's default: ``Categorical`` / ``MultiCategorical``) or their one-hot
             encoding (False: ``OneHot`` / ``MultiOneHot``); ``swarp.interop.torchrl_actions`` gives
@@ -181,6 +194,9 @@ class SwarpEnv(EnvBase):
             which marks a group whose agents' specs differ; groups may differ from one another).
         het_specs_map: ``{group: False}`` in the ``"agents"`` layout, else ``{}``.
         group_actions: ``{group: GroupActions}``: each group's action spec and conversion.
+        entries: The ``swarp.interop.torchrl_specs.TensorDictLayout``: what the tensordicts hold
+            where (observation and action keys, info entries, the alive mask's entries).
+        info_keys: The scenario's info entries handed out (``entries.info_keys``).
 
     The other VmasEnv attributes are the properties ``n_agents``, ``num_envs``, ``max_steps``,
     ``scenario_name``, ``continuous_actions``, ``categorical_actions``, ``available_envs`` and the
@@ -201,6 +217,8 @@ class SwarpEnv(EnvBase):
         categorical_actions: bool = True,
     ):
         layout = self._check_args(env, layout, action_low, action_high, categorical_actions)
+        # Absent agents are done from the reset on (their per-agent done entries).
+        allow_done_after_reset = bool(allow_done_after_reset) or env.alive is not None
         super().__init__(
             device=env.torch_device, batch_size=torch.Size([env.n_envs]), allow_done_after_reset=allow_done_after_reset
         )
@@ -217,13 +235,8 @@ class SwarpEnv(EnvBase):
         self.agent_names_to_indices_map = {name: i for i, name in enumerate(self.agent_names)}
         self.het_specs = False
         self.het_specs_map = dict.fromkeys(names, False) if layout == "agents" else {}
-        flat = layout == "flat"
-        self._observation_entries = ["observation"] if flat else [(name, "observation") for name in names]
-        self._action_entries = {name: "action" if flat else (name, "action") for name in names}
-        self.info_keys = [key for key in env.info if key != "final_obs"]
-        A = env.n_agents
-        self._agent_info = [k for k in self.info_keys if env.info[k].dim() >= 2 and env.info[k].shape[1] == A]
-        self._env_info = [k for k in self.info_keys if k not in self._agent_info]
+        self.entries = TensorDictLayout(env, layout)
+        self.info_keys = self.entries.info_keys
 
         # Physical bounds, cached on the device (Environment.action_bounds builds them on the host).
         self.physical_low, self.physical_high = (b.to(env.torch_device, env.dtype) for b in env.action_bounds)
@@ -237,6 +250,8 @@ class SwarpEnv(EnvBase):
             box_g = (*(b.to(env.torch_device, env.dtype) for b in group_action_bounds(env, g)), box)
             self.group_actions[g.name] = GroupActions(g.name, g.n_agents, g.action_space, categorical_actions, *box_g)
         self._pending = torch.zeros(env.n_envs, dtype=torch.bool, device=env.torch_device)
+        # With an alive mask: the agents that acted in the last step (sim.alive as the step began).
+        self._acting = None if env.alive is None else torch.empty_like(env.alive)
         self._make_specs()
 
     @staticmethod
@@ -245,7 +260,7 @@ class SwarpEnv(EnvBase):
         if not isinstance(env, Environment):
             raise TypeError(f"SwarpEnv wraps a swarp.Environment, got {type(env).__name__}")
         if layout is None:
-            layout = "agents" if env.grouped else "flat"
+            layout = "agents" if env.grouped or env.alive is not None else "flat"
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if layout == "flat" and env.grouped:
@@ -253,6 +268,12 @@ class SwarpEnv(EnvBase):
                 f"layout='flat' puts every agent in one tensor, but this Environment has agent groups "
                 f"{[g.name for g in env.groups]}, each with its own observation width and action space: use "
                 f"layout='agents' (one TorchRL group per agent group, as VmasEnv's group_map; the default here)"
+            )
+        if layout == "flat" and env.alive is not None:
+            raise ValueError(
+                "layout='flat' has one done entry per env, but this Environment keeps an alive mask (agents that "
+                "leave, or a per-env agent count): use layout='agents' (the default here), whose group holds the "
+                "mask and TorchRL's per-agent done entries"
             )
         if not isinstance(categorical_actions, bool):
             raise TypeError(f"categorical_actions must be a bool, got {categorical_actions!r}")
@@ -301,7 +322,7 @@ class SwarpEnv(EnvBase):
         Raises:
             KeyError: the env has several groups (each group's is ``(group, "observation")``).
         """
-        entries = self._observation_entries
+        entries = self.entries.observation_keys
         if len(entries) > 1:
             raise KeyError(f"observation_key: this env has one observation per group, at {entries}")
         return entries[0]
@@ -368,60 +389,13 @@ class SwarpEnv(EnvBase):
 
     # --- specs ------------------------------------------------------------------------------
 
-    def _info_spec(self, key: str, agents: int) -> tuple[torch.Size, torch.dtype]:
-        value = self.sim.info[key]
-        if self.layout == "flat":
-            return value.shape, value.dtype
-        shape = value.shape
-        if key in self._agent_info:
-            shape = torch.Size([shape[0], agents, *shape[2:]])
-        if (key in self._agent_info and value.dim() == 2) or value.dim() == 1:
-            shape = torch.Size([*shape, 1])
-        return shape, torch.float32
-
     def _make_specs(self) -> None:
-        sim, dev = self.sim, self.device
-        E = sim.n_envs
-        batch = torch.Size([E])
-        done = Composite(
-            {
-                name: Categorical(n=2, shape=(E, 1), dtype=torch.bool, device=dev)
-                for name in ("done", "terminated", "truncated")
-            },
-            shape=batch,
-            device=dev,
-        )
-        self.full_done_spec = done
-        if self.layout == "flat":
-            observation = Unbounded(shape=(E, sim.n_agents, sim.obs_dim), dtype=sim.dtype, device=dev)
-            obs = Composite(observation=observation, shape=batch, device=dev)
-            if self.info_keys:
-                info = {key: _leaf_spec(*self._info_spec(key, sim.n_agents), dev) for key in self.info_keys}
-                obs["info"] = Composite(info, shape=batch, device=dev)
-            self.full_observation_spec = obs
-            (actions,) = self.group_actions.values()
-            self.full_action_spec = Composite(action=actions.spec(E), shape=batch, device=dev)
-            reward = Unbounded(shape=(E, sim.n_agents, 1), dtype=sim.dtype, device=dev)
-            self.full_reward_spec = Composite(reward=reward, shape=batch, device=dev)
-            return
-        obs, action, reward = (Composite(shape=batch, device=dev) for _ in range(3))
-        for g in self._groups:
-            shape = (E, g.n_agents)
-            observation = Unbounded(shape=(*shape, g.obs_dim), dtype=sim.dtype, device=dev)
-            group = Composite(observation=observation, shape=shape, device=dev)
-            if self._agent_info:
-                info = {k: _leaf_spec(*self._info_spec(k, g.n_agents), dev) for k in self._agent_info}
-                group["info"] = Composite(info, shape=shape, device=dev)
-            obs[g.name] = group
-            action[g.name] = Composite(action=self.group_actions[g.name].spec(E), shape=shape, device=dev)
-            rewards = Unbounded(shape=(*shape, 1), dtype=sim.dtype, device=dev)
-            reward[g.name] = Composite(reward=rewards, shape=shape, device=dev)
-        if self._env_info:
-            info = {k: _leaf_spec(*self._info_spec(k, sim.n_agents), dev) for k in self._env_info}
-            obs["info"] = Composite(info, shape=batch, device=dev)
-        self.full_observation_spec = obs
-        self.full_action_spec = action
-        self.full_reward_spec = reward
+        action_specs = {name: actions.spec(self.num_envs) for name, actions in self.group_actions.items()}
+        specs = self.entries.specs(action_specs, self.device)
+        self.full_done_spec = specs["done"]
+        self.full_observation_spec = specs["observation"]
+        self.full_action_spec = specs["action"]
+        self.full_reward_spec = specs["reward"]
 
     # --- actions ----------------------------------------------------------------------------
 
@@ -482,45 +456,6 @@ class SwarpEnv(EnvBase):
         mapping by group."""
         return value if self.sim.grouped else {self._groups[0].name: value}
 
-    def _output(
-        self,
-        obs: dict[str, torch.Tensor],
-        reward: dict[str, torch.Tensor] | None,
-        info: dict[str, torch.Tensor],
-        terminated: torch.Tensor,
-        truncated: torch.Tensor,
-    ) -> TensorDict:
-        """An output tensordict. ``obs`` (by group) must already be copies; every other entry is
-        copied here."""
-        E = self.sim.n_envs
-        done = (terminated | truncated).unsqueeze(-1)
-        flags = {
-            "done": done,
-            "terminated": terminated.unsqueeze(-1).clone(),
-            "truncated": truncated.unsqueeze(-1).clone(),
-        }
-        if self.layout == "flat":
-            (name,) = obs
-            out: dict = {"observation": obs[name], **flags}
-            if reward is not None:
-                out["reward"] = reward[name].unsqueeze(-1).clone()
-            if self.info_keys:
-                out["info"] = TensorDict({key: info[key].clone() for key in self.info_keys}, batch_size=(E,))
-            return TensorDict(out, batch_size=self.batch_size, device=self.device)
-        out, grouped = flags, self.sim.grouped
-        for g in self._groups:
-            group: dict = {"observation": obs[g.name]}
-            if reward is not None:
-                group["reward"] = reward[g.name].unsqueeze(-1).clone()
-            if self._agent_info:
-                rows = {key: info[key][:, g.start : g.stop] if grouped else info[key] for key in self._agent_info}
-                values = {key: _vmas_info(value, True) for key, value in rows.items()}
-                group["info"] = TensorDict(values, batch_size=(E, g.n_agents))
-            out[g.name] = TensorDict(group, batch_size=(E, g.n_agents))
-        if self._env_info:
-            out["info"] = TensorDict({key: _vmas_info(info[key], False) for key in self._env_info}, batch_size=(E,))
-        return TensorDict(out, batch_size=self.batch_size, device=self.device)
-
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         sim = self.sim
         partial = tensordict.get("_step", None)  # EnvBase.step passes it on only when some is True
@@ -531,12 +466,14 @@ class SwarpEnv(EnvBase):
             )
         inputs = {}
         for name, actions in self.group_actions.items():
-            key = self._action_entries[name]
+            key = self.entries.action_keys[name]
             action = tensordict.get(key, None)
             if action is None:
                 keys = sorted(str(k) for k in tensordict.keys(include_nested=True, leaves_only=True))
                 raise KeyError(f"step() needs the action at {key!r} ({actions.dims}); the tensordict has {keys}")
             inputs[name] = actions.step_input(action, f"tensordict[{key!r}]", sim.n_envs)
+        if self._acting is not None:
+            self._acting.copy_(sim.alive)  # the step rewrites sim.alive in place
         obs, reward, terminated, truncated, info = sim.step(inputs if sim.grouped else next(iter(inputs.values())))
         obs, reward = self._by_group(obs), self._by_group(reward)
         if sim.auto_reset:
@@ -548,11 +485,18 @@ class SwarpEnv(EnvBase):
             self._pending.copy_(done)
         else:
             obs = {name: value.clone() for name, value in obs.items()}
-        return self._output(obs, reward, info, terminated, truncated)
+        present = None
+        if self._acting is not None:
+            # An episode that ends ends for every agent that acted in it (an agent leaving on its
+            # last step gets the env's flags); an ongoing one loses the agents that left.
+            present = torch.where((terminated | truncated).unsqueeze(-1), self._acting, sim.alive)
+        return self.entries.output(obs, reward, info, terminated, truncated, present)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         sim = self.sim
         mask = tensordict.get("_reset", None) if tensordict is not None else None
+        if mask is None and tensordict is not None:
+            self._check_group_resets(tensordict)
         if mask is None:
             obs, info = sim.reset()
             self._pending.zero_()
@@ -567,7 +511,18 @@ class SwarpEnv(EnvBase):
             terminated = sim.terminated & ~mask
             truncated = sim.truncated & ~mask
         obs = {name: value.clone() for name, value in self._by_group(obs).items()}
-        return self._output(obs, None, info, terminated, truncated)
+        return self.entries.output(obs, None, info, terminated, truncated)
+
+    def _check_group_resets(self, tensordict: TensorDictBase) -> None:
+        """Refuse a group's ``"_reset"`` without the root one: an agent is never reset alone. With the
+        root's (TorchRL writes both where a group has done entries), the groups' are ignored: they
+        are True for agents that left, whose envs go on."""
+        groups = [key for key in self.reset_keys if key != "_reset" and tensordict.get(key, None) is not None]
+        if groups:
+            raise ValueError(
+                f"SwarpEnv resets whole envs: {groups} (per agent) need the root '_reset' [n_envs, 1] beside "
+                "them, which alone says which envs reset; an agent that left stays out until its env resets"
+            )
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
