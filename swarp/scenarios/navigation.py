@@ -25,7 +25,9 @@ Agents that leave and arrive (``swarp.runtime.alive``): with ``n_agents=(lo, hi)
 draws its agent count k in [lo, hi] at each reset (agents k.. are absent that episode), and with
 ``leave_on_goal`` an agent leaves at the end of the step it reaches its goal. A dead agent
 (absent, or left) is frozen, in no neighbor list, observes a zero row, earns 0 and counts as on
-goal for termination; the bonus goes to the agents that acted. Info ``alive`` [E, A] bool (also
+goal for termination; the bonus goes to the agents that acted, and with ``leave_on_goal`` to each
+agent on its own arrival (paid at the env's finish, it would reward waiting outside the goal
+for the others: session 37's greedy policies never arrived). Info ``alive`` [E, A] bool (also
 ``env.alive``): the agents that act in the next step; ``on_goal``, ``dist_to_goal`` and
 ``collisions`` are zero for an agent that did not act. Not with ``shared_reward``.
 
@@ -436,18 +438,20 @@ class NavigationScenario(FusedScenario):
 
     def _masked_rewards(self) -> torch.Tensor:
         """``rewards`` with the alive mask: the agents that act this step (``acting``) earn, the
-        bonus is theirs where every one of them is on goal, and with ``leave_on_goal`` those on
-        goal leave (``alive``)."""
+        bonus is theirs where every one of them is on goal; with ``leave_on_goal`` it is each one's
+        on its own arrival, and those on goal leave (``alive``)."""
         c = self.cfg
         acting = self.alive.clone()  # autograd keeps it: the mask buffers change below
         self.acting.copy_(acting)
         progress = self._step_progress()
         on_goal = (self._distances() < self.goal_radius) & acting
         reward = c.shaping_factor * progress - c.collision_penalty * self._collisions_torch().to(self.dtype)
-        finished = (on_goal | ~acting).all(dim=1, keepdim=True)
-        reward = reward + c.final_reward * finished.to(self.dtype)
-        if c.leave_on_goal:
+        if c.leave_on_goal:  # an agent's own arrival: a bonus at the env's finish would pay waiting
+            bonus = on_goal
             self.alive.copy_(acting & ~on_goal.detach())
+        else:
+            bonus = (on_goal | ~acting).all(dim=1, keepdim=True)
+        reward = reward + c.final_reward * bonus.to(self.dtype)
         return torch.where(acting, reward, torch.zeros_like(reward))
 
     def done(self) -> torch.Tensor:

@@ -266,15 +266,18 @@ def finish_kernels(scalar: type, fleet_size: int, masked: bool = False, leave: b
 
     @wp.func
     def end_acting_agent(f: NavFinish, env: int, agent: int, values: end_values):
-        """``end_agent`` with the alive mask: the bonus for an agent that acted this step; with
-        ``leave``, an agent on its goal leaves (the mask is read by nothing else of this step)."""
+        """``end_agent`` with the alive mask, for an agent that acted this step: the bonus where
+        every agent is on goal; with ``leave``, where the agent itself is (its arrival), and it
+        leaves (the mask is read by nothing else of this step)."""
         if f.alive[env, agent]:
-            if values[3] != zero:
-                reward = f.reward_out[env, agent] + values[2]
+            arrived = values[3] != zero
+            if wp.static(leave):
+                arrived = f.on_goal[env, agent]
+            if arrived:
+                reward = f.reward_out[env, agent] + f.final_reward
                 f.reward_out[env, agent] = reward
                 health.flag_env(f.ep.non_finite, env, health.finite(reward))
-            if wp.static(leave):
-                if f.on_goal[env, agent]:
+                if wp.static(leave):
                     f.alive[env, agent] = False
 
     @wp.func

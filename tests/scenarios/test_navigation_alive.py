@@ -169,6 +169,31 @@ def test_agents_leave_on_goal_and_the_env_ends_when_all_have(fused):
     assert torch.equal(left_at >= 0, present)
 
 
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("leave", [True, False])
+def test_the_bonus_is_paid_on_each_arrival_when_agents_leave_else_at_the_finish(fused, leave):
+    """With ``leave_on_goal`` each agent earns ``final_reward`` on the step it reaches its goal (a
+    bonus at the env's finish would pay agents to wait outside their goals for the others); without,
+    the agents that acted earn it on the step every one of them is on goal."""
+    only_bonus = dict(shaping_factor=0.0, collision_penalty=0.0, final_reward=2.5)
+    env = swarp.make("navigation", n_envs=6, device="cpu", seed=2, n_agents=(2, 4), leave_on_goal=leave,
+                     fused=fused, **only_bonus)  # fmt: skip
+    env.reset()
+    paid = torch.zeros(env.n_envs, env.n_agents)
+    for _ in range(60):
+        before = env.alive.clone()
+        _, reward, terminated, _, info = env.step(env.scenario.scripted_actions())
+        if leave:
+            expected = (before & info["on_goal"]).float()
+        else:
+            expected = (before & terminated.view(-1, 1)).float()
+        assert torch.equal(reward, 2.5 * expected)
+        paid += expected
+        if bool(terminated.any()):
+            break
+    assert bool((paid > 0).any())
+
+
 def test_info_alive_is_the_env_mask():
     env = swarp.make("navigation", n_envs=2, device="cpu", n_agents=(2, 3))
     _, info = env.reset()
