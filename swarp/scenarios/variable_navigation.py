@@ -6,7 +6,8 @@ other defaults: ``n_agents=(2, 8)`` (each env draws its count in [2, 8] at every
 hold 8, the others absent: zero rows, zero reward, ``info["alive"]`` False) and
 ``leave_on_goal=True`` (an agent on its goal keeps that step's row and reward, then leaves: it stops
 acting, observing and colliding while its env runs on). The episode ends when every present agent
-has left, its success; an agent's ``final_reward`` is paid on its own arrival. Every navigation option applies (``n_agents`` as an int or a pair).
+has left, its success; an agent's ``final_reward`` is paid on its own arrival. Every navigation
+option applies (``n_agents`` as an int or a pair).
 """
 
 from __future__ import annotations

@@ -183,10 +183,7 @@ def test_the_bonus_is_paid_on_each_arrival_when_agents_leave_else_at_the_finish(
     for _ in range(60):
         before = env.alive.clone()
         _, reward, terminated, _, info = env.step(env.scenario.scripted_actions())
-        if leave:
-            expected = (before & info["on_goal"]).float()
-        else:
-            expected = (before & terminated.view(-1, 1)).float()
+        expected = (before & (info["on_goal"] if leave else terminated.view(-1, 1))).float()
         assert torch.equal(reward, 2.5 * expected)
         paid += expected
         if bool(terminated.any()):
