@@ -72,6 +72,23 @@ s37)
     timeout ${HASH_LIMIT:-100} $py tools/step_hash.py --trees .ab/base57 . --device cuda:0 2>&1 | tee "$out/hash.log" | tail -2
     ROUNDS=2 ab base57 "base57:SRC=.ab/base57 new:SRC=." \
       "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3"
+  elif [ "$part" = d ]; then
+    # A short lease's essentials: the channel's and the mask's cost, the new scenarios' throughput,
+    # then the two new scenarios trained side by side.
+    ROUNDS=2 ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete talking_e1fade1:C=4,SRC=.ab/s37" \
+      "$bench --scenario flocking --option comm_dim=\$C --option action_space=\${AS:-continuous}"
+    ab alive "full:OPT=leave_on_goal=False mask:OPT=min_agents=16" "$bench --option \$OPT"
+    for run in speaker_listener+--agents+2 variable_navigation+--agents+8+--option+min_agents=2; do
+      timeout 60 $py -m swarp.benchmark.throughput --scenario ${run//+/ } --envs 4096 --iters 200 --repeats 3 2>&1 \
+        | grep -v "^Module\|^Warp" | tail -2
+    done 2>&1 | tee "$out/throughput.log"
+    for run in ${TRAINS:-speaker_listener variable_navigation}; do
+      (timeout ${TRAIN_LIMIT:-150} $py -m swarp.train $run --seeds 0 1 2 --no-progress --run-dir "$out/r/$run" 2>&1 \
+        | grep -v "^Module\|^Warp" | tail -8 > "$out/train_$run.log") &
+    done
+    wait
+    tail -n 8 "$out"/train_*.log
+    (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
   elif [ "$part" = b ]; then
     ab discrete "continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" \
       "$bench --option action_space=\$AS"
