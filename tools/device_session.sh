@@ -55,7 +55,8 @@ s37)
   # suite, 200 steps of every scenario against 6defeb3 on CUDA, the continuous path against 6defeb3
   # (2 rounds). PART=b: the cost at 4,096 x 16 of discrete actions (decoded in the first physics
   # launch), of a 4-wide channel (flocking) and of the alive mask (navigation), 3 interleaved
-  # rounds each; the new scenarios' throughput. PART=c: training (seeds 0-2) of TRAINS.
+  # rounds each; the new scenarios' throughput. PART=c: training (seeds 0-2) of TRAINS. PART=d: a
+  # short lease's essentials. PART=e: ncu's per-kernel split of the mask's and the channel's cost.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
   ab() {  # name, variants, command: interleaved rounds into $out/ab_<name>.log
     VARIANTS="$2" ROUNDS=${ROUNDS:-3} timeout ${AB_LIMIT:-110} bash tools/device_ab.sh "$3" 2>&1 \
@@ -89,6 +90,15 @@ s37)
     wait
     tail -n 8 "$out"/train_*.log
     (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
+  elif [ "$part" = e ]; then
+    # Where the mask's and the channel's microseconds go: ncu's kernel durations of one eager step,
+    # each variant beside its unmasked / silent twin (4,096 x 16).
+    for variant in "navigation" "navigation --option min_agents=16" "flocking" "flocking --option comm_dim=4"; do
+      echo "== $variant"
+      /usr/local/cuda/bin/ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
+        $py tools/ncu_step.py --envs 4096 --agents 16 --scenario $variant 2>&1 \
+        | grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy"
+    done 2>&1 | tee "$out/ncu.log"
   elif [ "$part" = b ]; then
     ab discrete "continuous:AS=continuous discrete:AS=discrete multidiscrete:AS=multidiscrete" \
       "$bench --option action_space=\$AS"
