@@ -14,11 +14,16 @@ except ImportError as error:
 
 import torch  # noqa: E402
 from benchmarl.algorithms import IppoConfig, MappoConfig  # noqa: E402
-from benchmarl.experiment import Callback, Experiment  # noqa: E402
-from benchmarl.models.mlp import MlpConfig  # noqa: E402
+from benchmarl.experiment import Callback  # noqa: E402
 
 from swarp.interop.benchmarl import SwarpTask  # noqa: E402
-from tests.interop.test_benchmarl_discrete import MAX_STEPS, N_ENVS, experiment_config, logged  # noqa: E402
+from tests.interop.test_benchmarl_discrete import (  # noqa: E402
+    MAX_STEPS,
+    N_ENVS,
+    experiment_config,
+    logged,
+    small_experiment,
+)
 
 ITERATIONS = 2
 #: Up to 4 agents an env, in a world small enough for random actions to reach the goals.
@@ -66,20 +71,11 @@ class Departures(Callback):
 
 @pytest.mark.parametrize("algorithm", [MappoConfig, IppoConfig], ids=["mappo", "ippo"])
 def test_ppo_trains_on_the_per_agent_done_entries(task, tmp_path, algorithm):
-    model = MlpConfig(num_cells=[16], activation_class=torch.nn.Tanh, layer_class=torch.nn.Linear)
     config = experiment_config(tmp_path)
     config.max_n_iters = ITERATIONS
     config.on_policy_minibatch_size = N_ENVS * MAX_STEPS  # every sample once per iteration
     callback = Departures()
-    experiment = Experiment(
-        task=task,
-        algorithm_config=algorithm.get_from_yaml(),
-        model_config=model,
-        critic_model_config=model,
-        seed=0,
-        config=config,
-        callbacks=[callback],
-    )
+    experiment = small_experiment(task, algorithm.get_from_yaml(), config, [callback])
     loss = experiment.losses["agents"]
     assert loss.tensor_keys.done == ("agents", "done") and loss.tensor_keys.terminated == ("agents", "terminated")
     assert loss.value_estimator.tensor_keys.done == ("agents", "done")

@@ -13,13 +13,12 @@ except ImportError as error:
 
 import torch  # noqa: E402
 from benchmarl.algorithms import IqlConfig, MappoConfig, QmixConfig  # noqa: E402
-from benchmarl.experiment import Callback, Experiment  # noqa: E402
-from benchmarl.models.mlp import MlpConfig  # noqa: E402
+from benchmarl.experiment import Callback  # noqa: E402
 
 import swarp  # noqa: E402
 from swarp.interop.benchmarl import SwarpClass, default_config  # noqa: E402
 from tests.env.test_comm import C, QuietScouts, Talk  # noqa: E402
-from tests.interop.test_benchmarl_discrete import MAX_STEPS, experiment_config, logged  # noqa: E402
+from tests.interop.test_benchmarl_discrete import MAX_STEPS, experiment_config, logged, small_experiment  # noqa: E402
 
 ITERATIONS = 2
 
@@ -69,19 +68,10 @@ class Sent(Callback):
 
 
 def run(task, tmp_path, algorithm):
-    model = MlpConfig(num_cells=[16], activation_class=torch.nn.Tanh, layer_class=torch.nn.Linear)
     config = experiment_config(tmp_path)
     config.max_n_iters = ITERATIONS
     sent = Sent()
-    experiment = Experiment(
-        task=task,
-        algorithm_config=algorithm.get_from_yaml(),
-        model_config=model,
-        critic_model_config=model,
-        seed=0,
-        config=config,
-        callbacks=[sent],
-    )
+    experiment = small_experiment(task, algorithm.get_from_yaml(), config, [sent])
     experiment.run()
     assert experiment.n_iters_performed == ITERATIONS
     return experiment, sent

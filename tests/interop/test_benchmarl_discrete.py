@@ -94,22 +94,27 @@ def experiment_config(tmp_path) -> ExperimentConfig:
     return config
 
 
-def run(tmp_path, algorithm_config, prefer_continuous: bool = True) -> tuple[Experiment, ActionRecorder]:
-    task = SwarpTask.NAVIGATION.get_from_yaml()
-    task.config.update(n_agents=N_AGENTS, max_steps=MAX_STEPS)
-    config = experiment_config(tmp_path)
-    config.prefer_continuous_actions = prefer_continuous
+def small_experiment(task, algorithm_config, config: ExperimentConfig, callbacks=()) -> Experiment:
+    """A BenchMARL ``Experiment`` of ``task`` with 16-cell MLP actor and critic, seed 0 (not run)."""
     model = MlpConfig(num_cells=[16], activation_class=torch.nn.Tanh, layer_class=torch.nn.Linear)
-    recorder = ActionRecorder()
-    experiment = Experiment(
+    return Experiment(
         task=task,
         algorithm_config=algorithm_config,
         model_config=model,
         critic_model_config=model,
         seed=0,
         config=config,
-        callbacks=[recorder],
+        callbacks=list(callbacks),
     )
+
+
+def run(tmp_path, algorithm_config, prefer_continuous: bool = True) -> tuple[Experiment, ActionRecorder]:
+    task = SwarpTask.NAVIGATION.get_from_yaml()
+    task.config.update(n_agents=N_AGENTS, max_steps=MAX_STEPS)
+    config = experiment_config(tmp_path)
+    config.prefer_continuous_actions = prefer_continuous
+    recorder = ActionRecorder()
+    experiment = small_experiment(task, algorithm_config, config, [recorder])
     experiment.run()
     return experiment, recorder
 

@@ -13,15 +13,20 @@ except ImportError as error:
 
 import torch  # noqa: E402
 from benchmarl.algorithms import IppoConfig, MappoConfig, QmixConfig  # noqa: E402
-from benchmarl.experiment import Callback, Experiment  # noqa: E402
-from benchmarl.models.mlp import MlpConfig  # noqa: E402
+from benchmarl.experiment import Callback  # noqa: E402
 from torchrl.data import Bounded, Categorical  # noqa: E402
 
 import swarp  # noqa: E402
 from swarp.interop.benchmarl import SwarpClass, default_config  # noqa: E402
 from swarp.interop.torchrl import SwarpEnv  # noqa: E402
 from tests.groups_support import NARROW, NarrowNavigation  # noqa: E402
-from tests.interop.test_benchmarl_discrete import MAX_STEPS, N_ENVS, experiment_config, logged  # noqa: E402
+from tests.interop.test_benchmarl_discrete import (  # noqa: E402
+    MAX_STEPS,
+    N_ENVS,
+    experiment_config,
+    logged,
+    small_experiment,
+)
 
 #: The test scenario's name while registered (group "b" observes NARROW columns, group "a" all).
 SCENARIO = "narrow_navigation_groups_test"
@@ -92,19 +97,10 @@ class Batches(Callback):
     ids=["mappo", "ippo", "qmix"],
 )
 def test_algorithms_train_one_policy_per_group(task, tmp_path, algorithm, loss):
-    model = MlpConfig(num_cells=[16], activation_class=torch.nn.Tanh, layer_class=torch.nn.Linear)
     batches = Batches()
     config = experiment_config(tmp_path)  # one episode of each env per iteration, as the discrete tests
     config.max_n_iters = ITERATIONS
-    experiment = Experiment(
-        task=task,
-        algorithm_config=algorithm.get_from_yaml(),
-        model_config=model,
-        critic_model_config=model,
-        seed=0,
-        config=config,
-        callbacks=[batches],
-    )
+    experiment = small_experiment(task, algorithm.get_from_yaml(), config, [batches])
     experiment.run()
     assert experiment.n_iters_performed == ITERATIONS
     assert experiment.continuous_actions is (algorithm is not QmixConfig)  # QMIX is discrete-only

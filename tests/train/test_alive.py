@@ -8,6 +8,7 @@ import torch
 
 import swarp
 from swarp.train import Trainer, get_task, make_config
+from swarp.train.networks import Normalizer
 from swarp.train.ppo import agent_mean
 
 OPTIONS = dict(n_agents=(1, 4), leave_on_goal=True, goal_radius=0.3, world_size=0.5, max_steps=8)
@@ -88,8 +89,6 @@ def test_a_masked_run_trains():
 
 
 def test_the_observation_statistics_count_only_the_agents_that_acted():
-    from swarp.train.networks import Normalizer
-
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(2, 5, 4, 3, generator=gen, dtype=torch.float64).float()  # [K, T, A, O]
     mask = torch.rand(2, 5, 4, generator=gen) < 0.6
