@@ -6,8 +6,13 @@
 # Logs go to ${OUT:-.}/<stage>_*.log. Run from the repo root with swarp importable.
 set -uo pipefail
 out=${OUT:-.}
-stage=${1:?stage: s37, s36, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
+stage=${1:?stage: s38, s37, s36, s33, s32, scaling_a, scaling_b, s29c, authoring, tests, perf, scenarios, train, final, measure, profile, async, peers, verify, reliability or trainer}
 py=python3
+ab() {  # name, variants, command: interleaved rounds into $out/ab_<name>.log (AB_LIMIT seconds, ROUNDS rounds)
+  VARIANTS="$2" ROUNDS=${ROUNDS:-3} timeout ${AB_LIMIT:-150} bash tools/device_ab.sh "$3" 2>&1 \
+    | grep -v "^Module\|^Warp" > /dev/null
+  mv "$out/ab.log" "$out/ab_$1.log"; grep "==\|^ *[0-9]" "$out/ab_$1.log" | sed 's/python3.*//'
+}
 case "$stage" in
 s32)
   # Issue 55 in one call: the whole GPU suite in one run (a process history must not break the
@@ -49,6 +54,55 @@ s32)
   [ -n "${SKIP_AB:-}" ] || [ "${PART:-all}" = a ] || VARIANTS="base:SRC=.ab/base new:SRC=." ROUNDS=${ROUNDS:-2} timeout ${AB_LIMIT:-150} \
     bash tools/device_ab.sh "$py -m swarp.benchmark.train --envs 4096 16384 --iterations 20" 2>&1 | grep -v "^Module\|^Warp"
   ;;
+s38)
+  # Issue 57's last numbers. PART=a: ncu's per-kernel split of the mask's and the channel's cost (4,096
+  # x 16, each beside its full / silent twin), then speaker_listener trained (seeds 0-2) under each
+  # of TRAINS ("+" for spaces), one after another and alone on the GPU, within DEADLINE seconds of
+  # the call. PART=b: the mask's and the channel's cost against .ab/s38 (the tree before this
+  # session's changes), 3 interleaved rounds each, the issue-57 variants' hashes against it on CUDA
+  # and the GPU tests of the kernels changed. PART=c: the GPU suite, 200 steps of every
+  # scenario against 6defeb3 on CUDA, the continuous path against 6defeb3 (2 rounds).
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
+  start_call=$(date +%s)
+  bench="$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3"
+  part=${PART:-a}
+  if [ "$part" = a ]; then
+    for variant in ${NCU:-navigation navigation+--option+min_agents=16 flocking flocking+--option+comm_dim=4 \
+        flocking+--option+comm_dim=4+--option+action_space=discrete}; do
+      echo "== ${variant//+/ }"
+      timeout 90 /usr/local/cuda/bin/ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
+        $py tools/ncu_step.py --envs 4096 --agents 16 --scenario ${variant//+/ } 2>&1 \
+        | grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy"
+    done 2>&1 | tee "$out/ncu.log"
+    for run in ${TRAINS:-speaker_listener+--n-envs+1024 speaker_listener+--n-envs+1024+--action-space+discrete}; do
+      left=$(( ${DEADLINE:-570} - ($(date +%s) - start_call) ))
+      [ "$left" -gt 30 ] || break
+      echo "== ${run//+/ } (limit $left s)"
+      begin=$(date +%s)
+      timeout $left $py -m swarp.train ${run//+/ } --seeds 0 1 2 --no-progress \
+        --run-dir "$out/r/$(echo "$run" | tr -c 'a-zA-Z0-9_\n' _)" 2>&1 | grep -v "^Module\|^Warp" | tail -12
+      echo "   ($(( $(date +%s) - begin )) s with start-up and scoring)"
+    done 2>&1 | tee "$out/train.log"
+    (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
+  elif [ "$part" = b ]; then
+    ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete silent_s38:C=0,SRC=.ab/s38 talking_s38:C=4,SRC=.ab/s38" \
+      "$bench --scenario flocking --option comm_dim=\$C --option action_space=\${AS:-continuous}"
+    ab alive "full:OPT=leave_on_goal=False mask:OPT=min_agents=16 mask_s38:OPT=min_agents=16,SRC=.ab/s38" \
+      "$bench --option \$OPT"
+    timeout ${HASH_LIMIT:-120} $py tools/step_hash.py --variants --trees .ab/s38 . --device cuda:0 2>&1 \
+      | tee "$out/hash_variants.log" | tail -2
+    timeout ${SUITE_LIMIT:-200} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/physics/test_neighbors.py \
+      tests/scenarios/test_navigation_alive.py tests/scenarios/test_variable_navigation.py tests/env/test_comm.py \
+      tests/scenarios/test_speaker_listener.py tests/scenarios/test_flocking.py > "$out/tests_gpu_b.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu_b.log"; tail -4 "$out/tests_gpu_b.log"
+  else
+    timeout ${SUITE_LIMIT:-300} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests > "$out/tests_gpu.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu.log"; tail -8 "$out/tests_gpu.log"
+    timeout ${HASH_LIMIT:-100} $py tools/step_hash.py --trees .ab/base57 . --device cuda:0 2>&1 | tee "$out/hash.log" | tail -2
+    ROUNDS=2 ab base57 "base57:SRC=.ab/base57 new:SRC=." \
+      "$py -m swarp.benchmark.throughput --envs 4096 16384 --agents 3 16 --iters 200 --repeats 3"
+  fi
+  ;;
 s37)
   # Issue 57's channel and departures (carry .ab: base57 = git archive 6defeb3 swarp, the tree the
   # issue started from; s37 = e1fade1, before hearing was folded into the neighbor loop). PART=a: the GPU
@@ -58,11 +112,6 @@ s37)
   # rounds each; the new scenarios' throughput. PART=c: training (seeds 0-2) of TRAINS. PART=d: a
   # short lease's essentials. PART=e: ncu's per-kernel split of the mask's and the channel's cost.
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
-  ab() {  # name, variants, command: interleaved rounds into $out/ab_<name>.log
-    VARIANTS="$2" ROUNDS=${ROUNDS:-3} timeout ${AB_LIMIT:-110} bash tools/device_ab.sh "$3" 2>&1 \
-      | grep -v "^Module\|^Warp" > /dev/null
-    mv "$out/ab.log" "$out/ab_$1.log"; grep "==\|^ *[0-9]" "$out/ab_$1.log" | sed 's/python3.*//'
-  }
   bench="$py -m swarp.benchmark.throughput --envs 4096 --agents 16 --iters 300 --repeats 3"
   part=${PART:-a}
   if [ "$part" = a ]; then

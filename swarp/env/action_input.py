@@ -158,7 +158,7 @@ class ActionInput:
         if speaking:
             args.speaks = wp.array(speaks.numpy(), dtype=wp.int32, device=core.device)
             args.raw, args.message = self._raw, self.comm_array
-        self.decode = Decode(args, bool(speaking))
+        self.decode = Decode(args, self.comm_dim if speaking else 0)
 
     def groups(self, obs_dims: Mapping[str, int]) -> tuple[AgentGroup, ...]:
         """The ``AgentGroup`` records, given each group's observation width."""

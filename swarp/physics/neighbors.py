@@ -216,13 +216,17 @@ def build_func(scalar: type, max_neighbors: int, register_lists: bool, grid: boo
                 for j in range(first, wp.min(first + mask_bits, n_agents)):
                     delta = q.pos[env, j] - p
                     d2 = wp.dot(delta, delta)
-                    if d2 <= r2 and candidate(q, env, agent, j):
+                    if d2 <= r2 and j != agent:
                         found = found | (one_bit << wp.uint64(j - first))
-                # Pass 2: insert the marked candidates, lowest index first.
+                # Pass 2: insert the marked candidates, lowest index first. The alive mask is read
+                # here, for the few in range, not in pass 1 for every agent of the env.
                 while found != no_bits:
                     lowest = found & (~found + one_bit)
                     found = found ^ lowest
                     j = first + wp.bit_count(lowest - one_bit)
+                    if wp.static(masked):
+                        if not q.alive[env, j]:
+                            continue
                     delta = q.pos[env, j] - p
                     n_total += 1
                     best_d2, best_j = keep(best_d2, best_j, n_total, wp.dot(delta, delta), j)

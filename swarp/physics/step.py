@@ -390,8 +390,9 @@ class Stepper:
         if fused:
             blocks, per_block, threads = substep.layout(n_envs, n_agents, self.plan.one_thread_per_env)
             variant = substep.NO_DECODE if decode is None else substep.DECODE_COMM if decode.comm else substep.DECODE
+            comm = decode.comm if decode is not None else 0
             launcher.launch(
-                substep.kernel(s, obstacles, *self._fleet_variant, per_agent, variant, masked),
+                substep.kernel(s, obstacles, *self._fleet_variant, per_agent, variant, masked, comm),
                 dim=(blocks, per_block * threads),
                 inputs=[
                     contact,

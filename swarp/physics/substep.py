@@ -64,6 +64,7 @@ def kernel(
     per_agent: bool,
     decode: int = NO_DECODE,
     masked: bool = False,
+    comm: int = 0,
 ):
     """``fused_substep``: one substep of every env, launched over ``layout``'s ``(blocks, envs per
     block x threads per env)`` threads with ``block_dim`` the second (see the module docstring).
@@ -72,12 +73,12 @@ def kernel(
     ``ContactArgs`` and ``IntegrateArgs`` (``Stepper.contact_args``, ``Stepper.integrate_args``);
     ``masked``: their variants for a world with an alive mask (``swarp.runtime.alive``).
     ``decode``: ``NO_DECODE``, or the step's first substep decodes each agent's discrete actions
-    (and messages: ``DECODE_COMM``) into ``actions`` before integrating it
+    (and messages ``comm`` wide: ``DECODE_COMM``) into ``actions`` before integrating it
     (``swarp.runtime.actions.decode_func``, its ``DecodeArgs`` the kernel's ``d``): the decode's
     own launch saved."""
     vec2 = vec2_type(scalar)
     DecodeArgs = decode_args(scalar)
-    decode_agent = decode_func(scalar, decode == DECODE_COMM)
+    decode_agent = decode_func(scalar, comm if decode == DECODE_COMM else 0)
     agent_force = contacts.kernels(scalar, obstacles, masked).agent_force
     integrate_agent = dynamics.integrate_agent_func(scalar, models, ctrl_modes, integrators, masked)
     Contact = contacts.contact_args(scalar, masked)

@@ -13,10 +13,10 @@ KIND_CODES = {"continuous": 0, "discrete": 1, "multidiscrete": 2}
 
 class Decode(NamedTuple):
     """A step's decode, handed to the physics (``Stepper.simulate``): its ``DecodeArgs`` instance
-    and whether it writes messages (``comm``)."""
+    and the width of the messages it writes (``comm``: the channel's C, 0 without one)."""
 
     args: object
-    comm: bool
+    comm: int
 
 
 @functools.cache
@@ -43,9 +43,10 @@ def decode_args(scalar: type):
 
 
 @functools.cache
-def decode_func(scalar: type, comm: bool):
+def decode_func(scalar: type, comm: int):
     """``decode_agent(d: DecodeArgs, command [E, A, D], invalid [1] int32, env, agent)``: one
-    agent's decode into its row of ``command`` (and with ``comm``, of ``d.message``).
+    agent's decode into its row of ``command`` (and with a channel of width ``comm`` > 0, of
+    ``d.message`` [E, A, comm]).
 
     ``d.kinds`` (``KIND_CODES``): 1 reads one flat index per agent (``discrete``), 2 one index per
     column (``multidiscrete``), 0 leaves the agent's command (a continuous group's: its command is
@@ -59,6 +60,7 @@ def decode_func(scalar: type, comm: bool):
     digit (the flat index's least significant, or the column after its physical ones), 0 where
     its index is out of range."""
     DecodeArgs = decode_args(scalar)
+    message_vec = wp.types.vector(max(comm, 1), scalar)
 
     @wp.func
     def decode_agent(
@@ -70,15 +72,23 @@ def decode_func(scalar: type, comm: bool):
     ):
         kind = d.kinds[agent]
         speak = int(0)
-        if wp.static(comm):
+        if wp.static(comm > 0):
             speak = d.speaks[agent]
             if kind == 0 and speak > 0:
-                for c in range(speak):
-                    value = d.raw[env, agent, c]
-                    if not wp.isfinite(value):
-                        invalid[0] = 1
-                        value = scalar(0.0)
-                    d.message[env, agent, c] = wp.clamp(value, scalar(0.0), scalar(1.0))
+                # The whole row loaded before any store: the compiler cannot tell the stores from
+                # the loads apart, so loads between stores would wait for them, one round trip each.
+                raw = message_vec()
+                for c in range(wp.static(comm)):
+                    raw[c] = d.raw[env, agent, c]
+                finite = bool(True)
+                for c in range(wp.static(comm)):
+                    if c < speak:
+                        value = raw[c]
+                        finite = finite and wp.isfinite(value)
+                        said = wp.where(wp.isfinite(value), wp.clamp(value, scalar(0.0), scalar(1.0)), scalar(0.0))
+                        d.message[env, agent, c] = said
+                if not finite:
+                    invalid[0] = 1
         if kind == 0:
             return
         n_columns = d.levels.shape[1]
@@ -133,7 +143,7 @@ def decode_func(scalar: type, comm: bool):
                 if bad != 0:
                     value = scalar(0.0)
             command[env, agent, col] = value
-        if wp.static(comm):
+        if wp.static(comm > 0):
             # What is left of a flat index, or the message's own column: the message's choice.
             for c in range(speak):
                 hot = scalar(0.0)
@@ -145,7 +155,7 @@ def decode_func(scalar: type, comm: bool):
 
 
 @functools.cache
-def decode_kernel(scalar: type, comm: bool = False):
+def decode_kernel(scalar: type, comm: int = 0):
     """``decode(d: DecodeArgs, command [E, A, D], invalid [1] int32)``: ``decode_func``'s decode of
     every agent, one thread each (launch ``dim=(E, A)``): where the physics cannot fold it into its
     first launch."""

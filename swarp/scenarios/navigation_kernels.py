@@ -268,17 +268,19 @@ def finish_kernels(scalar: type, fleet_size: int, masked: bool = False, leave: b
     def end_acting_agent(f: NavFinish, env: int, agent: int, values: end_values):
         """``end_agent`` with the alive mask, for an agent that acted this step: the bonus where
         every agent is on goal; with ``leave``, where the agent itself is (its arrival), and it
-        leaves (the mask is read by nothing else of this step)."""
-        if f.alive[env, agent]:
-            arrived = values[3] != zero
+        leaves (the mask is read by nothing else of this step). The mask is read only where there
+        is a bonus to pay: with ``leave``, not at all (a dead agent's ``on_goal`` is false)."""
+        arrived = bool(False)
+        if wp.static(leave):
+            arrived = f.on_goal[env, agent]
+        elif values[3] != zero:
+            arrived = f.alive[env, agent]
+        if arrived:
+            reward = f.reward_out[env, agent] + f.final_reward
+            f.reward_out[env, agent] = reward
+            health.flag_env(f.ep.non_finite, env, health.finite(reward))
             if wp.static(leave):
-                arrived = f.on_goal[env, agent]
-            if arrived:
-                reward = f.reward_out[env, agent] + f.final_reward
-                f.reward_out[env, agent] = reward
-                health.flag_env(f.ep.non_finite, env, health.finite(reward))
-                if wp.static(leave):
-                    f.alive[env, agent] = False
+                f.alive[env, agent] = False
 
     @wp.func
     def end_agent(f: NavFinish, env: int, agent: int, values: end_values):
