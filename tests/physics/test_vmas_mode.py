@@ -66,8 +66,8 @@ RESYNC_ATOL = 1e-5
 #: grow through the stiff contacts (give_way's boxes: collision_force 10^4 N).
 FREE_ATOL = 1e-3
 #: Scenario worlds: (label, VMAS scenario name, options, steps). give_way with boxes runs 16 substeps a
-#: step (VMAS and the reference each take ~0.1 s a step here): 50 steps, 800 substeps, keep the file
-#: within a minute.
+#: step, of box-line and box-box contacts, the slowest to step in VMAS and in the reference alike: 50 of
+#: them (800 substeps) keep the file within a minute on two cores.
 WORLDS = (
     ("navigation", "navigation", {}, N_STEPS),
     ("dispersion", "dispersion", {}, N_STEPS),
