@@ -9,7 +9,9 @@ scenario method at fault (and, for a non-finite value, the step, env and agent).
     swarp.testing.check_scenario("my_scenario", n_agents=4)   # {"declared shapes": "ok", ...}
 
 The parts: ``contract.py`` (``check_scenario`` and its checks), ``host_transfers.py``
-(``forbid_host_transfers``) and ``rollouts.py`` (recorded rollouts and their comparison).
+(``forbid_host_transfers``) and ``rollouts.py`` (recorded rollouts and their comparison);
+``vmas_parity.py`` (imported on its own) reads a live VMAS world into the VMAS physics mode's table,
+state and forces.
 """
 
 from swarp.testing.contract import ScenarioContractError, check_scenario
