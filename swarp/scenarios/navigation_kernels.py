@@ -266,10 +266,8 @@ def finish_kernels(scalar: type, fleet_size: int, masked: bool = False, leave: b
 
     @wp.func
     def end_acting_agent(f: NavFinish, env: int, agent: int, values: end_values):
-        """``end_agent`` with the alive mask, for an agent that acted this step: the bonus where
-        every agent is on goal; with ``leave``, where the agent itself is (its arrival), and it
-        leaves (the mask is read by nothing else of this step). The mask is read only where there
-        is a bonus to pay: with ``leave``, not at all (a dead agent's ``on_goal`` is false)."""
+        """``end_agent`` with the alive mask: the bonus where every agent is on goal and this one acted;
+        with ``leave``, where it is on goal (its arrival; a dead agent's is false), and it leaves."""
         arrived = bool(False)
         if wp.static(leave):
             arrived = f.on_goal[env, agent]
