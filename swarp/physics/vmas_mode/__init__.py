@@ -6,10 +6,12 @@ floating-point operations. This package models that world as data: ``VmasWorldCo
 constants), ``EntityTable`` (one row per entity, in VMAS's ``world.entities`` order) and
 ``EntityState`` (per-env positions and velocities), and steps it with ``step_torch``, a torch
 reference that follows docs/vmas_reference.md and reproduces VMAS's states to the float32 bit in
-the cases tests/physics/test_vmas_mode.py checks. Joints are not modelled yet.
+the cases tests/physics/test_vmas_mode.py checks, or with ``VmasStep``, its Warp twin (one thread per
+env, the same float32 operations in the same order). Joints are not modelled yet.
 
 The stages: ``entities.py`` (config, table, state), ``geometry.py`` (closest points between shapes),
-``contacts.py`` (the pair list and the contact law), ``reference.py`` (the step).
+``contacts.py`` (the pair list and the contact law), ``reference.py`` (the step); their Warp twins
+``warp_geometry.py``, ``warp_contacts.py`` and ``kernels.py`` (the step kernel and ``VmasStep``).
 """
 
 from swarp.physics.vmas_mode.entities import (
@@ -21,6 +23,7 @@ from swarp.physics.vmas_mode.entities import (
     EntityTable,
     VmasWorldConfig,
 )
+from swarp.physics.vmas_mode.kernels import VmasStep
 from swarp.physics.vmas_mode.reference import step_torch
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "EntitySpec",
     "EntityState",
     "EntityTable",
+    "VmasStep",
     "VmasWorldConfig",
     "step_torch",
 ]
