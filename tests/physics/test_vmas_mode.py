@@ -81,6 +81,9 @@ WORLDS = (
 )
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
 @functools.cache
 def vmas_run(label: str, seed: int):
     """``(table, config, records)`` of the VMAS steps of world ``label`` (cached: the contact test reuses

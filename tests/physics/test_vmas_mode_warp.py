@@ -64,14 +64,7 @@ HAND_BUILT_STEPS = 20
 COS, SIN = torch.cos, torch.sin
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """The reference's tensors are small: torch's intra-op threads gain nothing there, and where
-    another process holds a core their parallel regions wait for it (measured 10-30x slower steps)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def rounded_cos(x: torch.Tensor) -> torch.Tensor:
