@@ -12,6 +12,10 @@ and ended in, so a test can step ``swarp.physics.vmas_mode.step_torch`` from the
     step = steps[0]
     ours = step_torch(table, config, step.before, step.force, step.torque)   # == step.after
 
+``agent_action`` / ``vmas_actions`` read the policy agents' action settings (ranges, multipliers,
+noise, dynamics, discrete levels, messages) into the mode's ``VmasActions``, whose forces a test
+compares with a recorded step's ``force`` / ``torque`` and whose messages with ``agent_messages``.
+
 VMAS is imported inside the functions (``pip install vmas==1.5.2``); the rest of swarp never needs it.
 """
 
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from swarp.physics.vmas_mode import BOX, LINE, SPHERE, EntitySpec, EntityState, EntityTable, VmasWorldConfig
+from swarp.physics.vmas_mode.actions import DYNAMICS, AgentAction, VmasActions
 
 #: The VMAS release the VMAS mode follows (docs/vmas_reference.md).
 VMAS_REQUIREMENT = "vmas==1.5.2"
@@ -166,6 +171,53 @@ def agent_forces(world) -> tuple[torch.Tensor, torch.Tensor]:
     return force, torque
 
 
+def agent_action(agent) -> AgentAction:
+    """The ``AgentAction`` of one VMAS policy ``Agent``.
+
+    Raises:
+        ValueError: The agent is scripted (``action_script``), or its dynamics is not modelled (the
+            message lists those that are).
+    """
+    if agent.action_script is not None:
+        raise ValueError(f"agent {agent.name!r} is scripted (action_script): the VMAS mode has policy agents only")
+    by_class = {cls: name for name, (cls, _) in DYNAMICS.items()}
+    kind = type(agent.dynamics).__name__
+    if kind not in by_class:
+        modelled = ", ".join(f"{cls} ({name!r})" for cls, name in by_class.items())
+        raise ValueError(f"agent {agent.name!r} has VMAS dynamics {kind}: the VMAS mode models {modelled}")
+    u_noise = agent.action.u_noise
+    return AgentAction(
+        dynamics=by_class[kind],
+        action_size=int(agent.action_size),
+        u_range=agent.action.u_range,  # VMAS's Python numbers, rounded to float32 once, where VMAS rounds them
+        u_multiplier=agent.action.u_multiplier,
+        u_noise=0.0 if u_noise is None else float(u_noise),
+        nvec=tuple(int(n) for n in agent.discrete_action_nvec),
+        silent=bool(agent.silent),
+        c_noise=0.0 if agent.c_noise is None else float(agent.c_noise),
+    )
+
+
+def vmas_actions(env, table: EntityTable) -> VmasActions:
+    """The mode's ``VmasActions`` of a VMAS ``Environment`` (its policy agents, its action kind and
+    ``dim_c``) over ``table`` (``entity_table(env.world)``)."""
+    if len(env.agents) != len(env.world.agents):
+        raise ValueError("the world has scripted agents: the VMAS mode has policy agents only")
+    kind = "continuous" if env.continuous_actions else "multidiscrete" if env.multidiscrete_actions else "discrete"
+    return VmasActions([agent_action(agent) for agent in env.agents], table, kind, int(env.world.dim_c))
+
+
+def agent_messages(env) -> torch.Tensor:
+    """[E, A, C] float32 the policy agents' ``action.c`` (the message of their last ``_set_action``),
+    zeros for a silent agent."""
+    dim_c = int(env.world.dim_c)
+    messages = torch.zeros(env.num_envs, len(env.agents), dim_c, dtype=torch.float32, device=env.device)
+    for index, agent in enumerate(env.agents):
+        if dim_c and not agent.silent:
+            messages[:, index] = agent.action.c
+    return messages
+
+
 @dataclass(frozen=True)
 class WorldStep:
     """One recorded ``World.step``: the state it started from (``before``), the agents' action
@@ -211,14 +263,14 @@ def step_physics(env, actions: Sequence[torch.Tensor]) -> None:
     Args:
         env: A VMAS ``Environment``.
         actions: One [E, action size] tensor per policy agent (``env.agents`` order), as ``env.step``
-            takes them.
+            takes them ([E] is read as [E, 1], as ``env.step`` reads a flat discrete index).
     """
     vmas_core()  # a clear ImportError without VMAS
     from vmas.simulator.environment.environment import local_seed
 
     with local_seed(env.vmas_random_state):
         for action, agent in zip(actions, env.agents, strict=True):
-            env._set_action(action, agent)
+            env._set_action(action.unsqueeze(-1) if action.dim() == 1 else action, agent)  # as env.step
         for agent in env.world.agents:
             env.scenario.env_process_action(agent)
         env.scenario.pre_step()

@@ -37,11 +37,13 @@ from swarp.physics.vmas_mode import (
     EntitySpec,
     EntityState,
     EntityTable,
+    VmasTorchStep,
     VmasWorldConfig,
     step_torch,
 )
 from swarp.physics.vmas_mode.contacts import contact_pairs, pair_forces
 from swarp.physics.vmas_mode.geometry import keep_closest, norm
+from swarp.testing import forbid_host_transfers
 from swarp.testing.vmas_parity import (
     agent_forces,
     entity_state,
@@ -65,6 +67,8 @@ RESYNC_ATOL = 1e-5
 #: Largest difference of the free-running trajectory (100 steps): 0.0 here; ulp-level differences could
 #: grow through the stiff contacts (give_way's boxes: collision_force 10^4 N).
 FREE_ATOL = 1e-3
+#: Steps of each world that the capture test takes with one held ``VmasTorchStep``.
+CAPTURE_STEPS = 10
 #: Scenario worlds: (label, VMAS scenario name, options, steps). give_way with boxes runs 16 substeps a
 #: step, of box-line and box-box contacts, the slowest to step in VMAS and in the reference alike: 50 of
 #: them (800 substeps) keep the file within a minute on two cores.
@@ -159,6 +163,52 @@ def test_steps_like_vmas(label, seed):
         f"{label} seed {seed}: re-synced {worst_resync:.1e}, free {worst_free:.1e}, "
         f"band-contact envs {int(touched.sum())} (re-synced {worst_band:.1e} there, any_env {worst_coupled:.1e})"
     )
+
+
+def same_bits(ours: EntityState, theirs: EntityState) -> bool:
+    """Every field of two float32 states holds the same bit patterns (the sign of a zero counts)."""
+    return all(torch.equal(a.view(torch.int32), b.view(torch.int32)) for a, b in zip(ours, theirs, strict=True))
+
+
+@pytest.mark.parametrize("label", [world[0] for world in WORLDS])
+def test_held_step_is_capture_safe(label):
+    """One ``VmasTorchStep``, built once, steps every world as ``step_torch`` does, to the bit, and with
+    VMAS's broad phase as VMAS does, while nothing in its call reads a tensor on the host or uploads a
+    Python value (what a CUDA graph capture cannot hold)."""
+    table, config, records = vmas_run(label, SEEDS[0])
+    step = VmasTorchStep(table, config, broad_phase="any_env")
+    for record in records[:CAPTURE_STEPS]:
+        with forbid_host_transfers():
+            ours = step(record.before, record.force, record.torque)
+        functional = step_torch(table, config, record.before, record.force, record.torque, broad_phase="any_env")
+        assert same_bits(ours, functional)
+        assert max_difference(ours, record.after) <= RESYNC_ATOL
+
+
+@pytest.mark.gpu
+def test_held_step_replays_in_a_cuda_graph():
+    """Captured in a torch CUDA graph, the step replays the bits of the eager step on new inputs (give_way:
+    lines, friction, force clamps, 5 substeps)."""
+    table, config, records = vmas_run("give_way", SEEDS[0])
+    table = EntityTable(**{item.name: getattr(table, item.name).cuda() for item in dataclasses.fields(table)})
+    step = VmasTorchStep(table, config)
+    state = EntityState(*(field.cuda() for field in records[0].before))
+    force, torque = records[0].force.cuda(), records[0].torque.cuda()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture, as torch.cuda.graph asks
+        step(state, force, torque)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step(state, force, torque)
+    for record in records[1:CAPTURE_STEPS]:
+        for held, value in zip((*state, force, torque), (*record.before, record.force, record.torque), strict=True):
+            held.copy_(value)
+        graph.replay()
+        eager = step(state, force, torque)
+        assert same_bits(captured, eager)
+        assert max_difference(EntityState(*(f.cpu() for f in captured)), record.after) <= RESYNC_ATOL
 
 
 def test_balance_meets_the_band():

@@ -142,7 +142,7 @@ def contact_law(
     [m]), ``scale`` [N] and ``margin`` [m]; the force on the other body is its negation."""
     delta = point_a - point_b
     distance = geometry.norm(delta)
-    zero = torch.tensor(0.0, dtype=torch.float32, device=delta.device)
+    zero = delta.new_zeros(())  # made on the device: no host-to-device copy (capture-safe)
     penetration = torch.logaddexp(zero, (threshold - distance) / margin) * margin
     divisor = torch.where(distance > 0, distance, ZERO_DIST_DIVISOR).unsqueeze(-1)
     force = scale * delta / divisor * penetration.unsqueeze(-1)
@@ -240,6 +240,7 @@ def add_contact_forces(
     scale: float,
     margin: float,
     broad_phase: str = "per_env",
+    groups: tuple[PairGroup, ...] | None = None,
 ) -> None:
     """Add every pair's contact force and torque to ``force`` [E, N, 2] [N] and ``torque`` [E, N]
     [N m] in place, in VMAS's order (group by group, pair by pair), only to movable (for forces) and
@@ -251,10 +252,12 @@ def add_contact_forces(
         force, torque: The sums so far (float32), updated in place.
         scale: The world's ``collision_force`` [N]; margin: its ``contact_margin`` [m].
         broad_phase: One of ``BROAD_PHASES``.
+        groups: ``contact_pairs(table)``, held by a caller that steps many times (``None``: looked up
+            in the cache, which rebuilds an evicted table's groups on the host).
     """
     if broad_phase not in BROAD_PHASES:
         raise ValueError(f"broad_phase must be one of {BROAD_PHASES}, got {broad_phase!r}")
-    for group in contact_pairs(table):
+    for group in contact_pairs(table) if groups is None else groups:
         forces = pair_forces(group, table, pos, rot, scale, margin)
         near = geometry.norm(pos[:, group.first] - pos[:, group.second]) <= group.reach.to(pos.device)
         if broad_phase == "any_env":

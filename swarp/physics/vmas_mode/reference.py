@@ -18,6 +18,12 @@ Every entity's force is summed in VMAS's order (action, friction, gravity, conta
 with the same float32 operations, so a step matches VMAS's to the bit except where VMAS's
 any-env broad phase acts in an env this one leaves out (``contacts.py``). Joints are not modelled:
 the table has none yet.
+
+**Capture.** ``VmasTorchStep`` builds on the host, once, everything a step needs that does not
+change between steps: the float32 rows, the pair groups, and which terms apply at all (friction,
+gravity). Its call then reads no tensor value on the host and uploads nothing, so a CUDA graph can
+capture it (torch's ``torch.cuda.graph``, or the engine's ``CapturedTorchStep``). ``step_torch`` is
+the functional form: it builds one and calls it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import NamedTuple
 
 import torch
 
-from swarp.physics.vmas_mode.contacts import add_contact_forces
+from swarp.physics.vmas_mode.contacts import BROAD_PHASES, add_contact_forces, contact_pairs
 from swarp.physics.vmas_mode.entities import EntityState, EntityTable, VmasWorldConfig
 
 #: Stand-in divisor for a zero speed in friction [m/s] (VMAS's).
@@ -101,26 +107,61 @@ def friction(velocity: torch.Tensor, coefficient: torch.Tensor, mass: torch.Tens
     return torch.where(resting.unsqueeze(-1), 0.0, force)
 
 
+class ForceTerms(NamedTuple):
+    """Which of stage 2's terms a table has at all, decided on the host once (so a step need not
+    read the table's values to skip a term, a host sync on CUDA).
+
+    Attributes:
+        linear_friction: Some entity has a linear friction (a non-``NaN`` coefficient).
+        angular_friction: Some entity has an angular friction.
+        world_gravity: [2] float32 world gravity [m/s^2] on the table's device, ``None`` where it is 0.
+        own_gravity: Some entity has its own gravity.
+    """
+
+    linear_friction: bool
+    angular_friction: bool
+    world_gravity: torch.Tensor | None
+    own_gravity: bool
+
+
+def force_terms(table: EntityTable, config: VmasWorldConfig) -> ForceTerms:
+    """The ``ForceTerms`` of ``table`` in ``config``'s world (reads the table on the host)."""
+    world = None
+    if any(g != 0 for g in config.gravity):
+        world = torch.tensor(config.gravity, dtype=torch.float32, device=table.device)
+    return ForceTerms(
+        linear_friction=bool((~torch.isnan(table.linear_friction)).any()),
+        angular_friction=bool((~torch.isnan(table.angular_friction)).any()),
+        world_gravity=world,
+        own_gravity=bool((table.gravity != 0).any()),
+    )
+
+
 def body_forces(
-    rows: StepRows, config: VmasWorldConfig, state: EntityState, force: torch.Tensor, torque: torch.Tensor
+    rows: StepRows,
+    terms: ForceTerms,
+    sub_dt: float,
+    state: EntityState,
+    force: torch.Tensor,
+    torque: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stage 2 and the action's part of stage 1: the sums ``(F [E, N, 2] [N], T [E, N] [N m])`` of the
-    (already clamped) action, friction and gravity, in VMAS's order."""
+    (already clamped) action, friction and gravity, in VMAS's order; ``terms`` says which apply,
+    ``sub_dt`` [s] is the substep."""
     total_force = torch.zeros_like(state.pos) + torch.where(rows.pushed.unsqueeze(-1), force, 0.0)
     total_torque = torch.zeros_like(state.rot) + torch.where(rows.turned, torque, 0.0)
-    has_linear = ~torch.isnan(rows.linear_friction)
-    if bool(has_linear.any()):
-        linear = friction(state.vel, rows.linear_friction, rows.mass, config.sub_dt)
+    if terms.linear_friction:
+        linear = friction(state.vel, rows.linear_friction, rows.mass, sub_dt)
+        has_linear = ~torch.isnan(rows.linear_friction)
         total_force = total_force + torch.where(has_linear.unsqueeze(-1), linear, 0.0)
-    has_angular = ~torch.isnan(rows.angular_friction)
-    if bool(has_angular.any()):
-        angular = friction(state.ang_vel.unsqueeze(-1), rows.angular_friction, rows.inertia, config.sub_dt)
+    if terms.angular_friction:
+        angular = friction(state.ang_vel.unsqueeze(-1), rows.angular_friction, rows.inertia, sub_dt)
+        has_angular = ~torch.isnan(rows.angular_friction)
         total_torque = total_torque + torch.where(has_angular, angular.squeeze(-1), 0.0)
     movable = rows.movable.unsqueeze(-1)
-    if any(g != 0 for g in config.gravity):
-        world = torch.tensor(config.gravity, dtype=torch.float32, device=state.pos.device)
-        total_force = total_force + torch.where(movable, rows.mass.unsqueeze(-1) * world, 0.0)
-    if bool((rows.gravity != 0).any()):
+    if terms.world_gravity is not None:
+        total_force = total_force + torch.where(movable, rows.mass.unsqueeze(-1) * terms.world_gravity, 0.0)
+    if terms.own_gravity:
         total_force = total_force + torch.where(movable, rows.mass.unsqueeze(-1) * rows.gravity, 0.0)
     return total_force, total_torque
 
@@ -183,6 +224,76 @@ def check_inputs(table: EntityTable, state: EntityState, force: torch.Tensor, to
             raise ValueError(f"{name} is on {value.device}, the table on {table.device}: use one device")
 
 
+class VmasTorchStep:
+    """One VMAS env step (all substeps) of E envs, VMAS 1.5.2's ``World.step``, ready to be captured.
+
+    Construction reads the table on the host once: its float32 rows (``step_rows``), its pair groups
+    in VMAS's order (``contacts.contact_pairs``) and which force terms apply (``force_terms``). A call
+    then only launches torch operations on the state's device: no host read of a tensor value, no
+    host-to-device copy, no Python branch on a tensor's value, so it runs inside a CUDA graph capture
+    (its temporaries and outputs come from the capture's memory pool; a caller that keeps its state in
+    fixed tensors copies the returned state into them). The step is differentiable in torch.
+
+        step = VmasTorchStep(table, config)
+        state = step(state, force, torque)     # == step_torch(table, config, state, force, torque)
+
+    Args:
+        table: The entities (N rows, VMAS's ``world.entities`` order), on the device the states will be.
+        config: The world's constants.
+        broad_phase: ``"per_env"`` (a pair is evaluated in an env where its centres are within the
+            sum of circumscribed radii there) or ``"any_env"`` (VMAS's: in every env once that holds
+            in any env, which couples the envs; for parity checks). ``contacts.py`` explains.
+    """
+
+    def __init__(self, table: EntityTable, config: VmasWorldConfig, broad_phase: str = "per_env") -> None:
+        if broad_phase not in BROAD_PHASES:
+            raise ValueError(f"broad_phase must be one of {BROAD_PHASES}, got {broad_phase!r}")
+        self.table = table
+        self.config = config
+        self.broad_phase = broad_phase
+        self.rows = step_rows(table, table.device)
+        self.pairs = contact_pairs(table)
+        self.terms = force_terms(table, config)
+
+    def __call__(self, state: EntityState, force: torch.Tensor, torque: torch.Tensor) -> EntityState:
+        """The state after one env step.
+
+        Args:
+            state: The state before the step: float32 ``pos`` [E, N, 2] [m], ``vel`` [E, N, 2] [m/s],
+                ``rot`` [E, N] [rad], ``ang_vel`` [E, N] [rad/s], on the table's device.
+            force: [E, N, 2] float32 action force [N] of each agent, VMAS's ``agent.state.force`` after
+                the action processing (``actions.VmasActions``), before the world's clamps. Rows of
+                landmarks, and of agents that are not movable, are ignored.
+            torque: [E, N] float32 action torque [N m] (``agent.state.torque``); used for rotatable
+                agents.
+
+        Returns:
+            The state after the step (new tensors; the inputs are not modified). VMAS also leaves the
+            clamped action force in ``agent.state.force``; that is not returned.
+        """
+        check_inputs(self.table, state, force, torque)
+        rows, config = self.rows, self.config
+        for substep in range(config.substeps):
+            force = clamp_norm(force, rows.max_f)
+            force = torch.clamp(force, -rows.f_range.unsqueeze(-1), rows.f_range.unsqueeze(-1))
+            torque = clamp_norm(torque.unsqueeze(-1), rows.max_t).squeeze(-1)
+            torque = torch.clamp(torque, -rows.t_range, rows.t_range)
+            total_force, total_torque = body_forces(rows, self.terms, config.sub_dt, state, force, torque)
+            add_contact_forces(
+                self.table,
+                state.pos,
+                state.rot,
+                total_force,
+                total_torque,
+                config.collision_force,
+                config.contact_margin,
+                self.broad_phase,
+                groups=self.pairs,
+            )
+            state = integrate(rows, config, state, total_force, total_torque, substep)
+        return state
+
+
 def step_torch(
     table: EntityTable,
     config: VmasWorldConfig,
@@ -191,7 +302,9 @@ def step_torch(
     torque: torch.Tensor,
     broad_phase: str = "per_env",
 ) -> EntityState:
-    """One VMAS env step (all substeps) of E envs, VMAS 1.5.2's ``World.step``.
+    """One VMAS env step (all substeps) of E envs, VMAS 1.5.2's ``World.step``: ``VmasTorchStep(table,
+    config, broad_phase)(state, force, torque)``, built for this one call (it reads the table on the
+    host: a caller that steps every step, or captures the step, builds a ``VmasTorchStep`` once).
 
     Args:
         table: The entities (N rows, VMAS's ``world.entities`` order).
@@ -202,31 +315,10 @@ def step_torch(
             action processing (the dynamics' ``process_action``), before the world's clamps. Rows of
             landmarks, and of agents that are not movable, are ignored.
         torque: [E, N] float32 action torque [N m] (``agent.state.torque``); used for rotatable agents.
-        broad_phase: ``"per_env"`` (a pair is evaluated in an env where its centres are within the
-            sum of circumscribed radii there) or ``"any_env"`` (VMAS's: in every env once that holds
-            in any env, which couples the envs; for parity checks). ``contacts.py`` explains.
+        broad_phase: ``"per_env"`` or ``"any_env"`` (``VmasTorchStep``).
 
     Returns:
         The state after the step (new tensors; the inputs are not modified). VMAS also leaves the
         clamped action force in ``agent.state.force``; that is not returned.
     """
-    check_inputs(table, state, force, torque)
-    rows = step_rows(table, state.pos.device)
-    for substep in range(config.substeps):
-        force = clamp_norm(force, rows.max_f)
-        force = torch.clamp(force, -rows.f_range.unsqueeze(-1), rows.f_range.unsqueeze(-1))
-        torque = clamp_norm(torque.unsqueeze(-1), rows.max_t).squeeze(-1)
-        torque = torch.clamp(torque, -rows.t_range, rows.t_range)
-        total_force, total_torque = body_forces(rows, config, state, force, torque)
-        add_contact_forces(
-            table,
-            state.pos,
-            state.rot,
-            total_force,
-            total_torque,
-            config.collision_force,
-            config.contact_margin,
-            broad_phase,
-        )
-        state = integrate(rows, config, state, total_force, total_torque, substep)
-    return state
+    return VmasTorchStep(table, config, broad_phase)(state, force, torque)
