@@ -60,7 +60,7 @@ s38)
   # of TRAINS ("+" for spaces), one after another and alone on the GPU, within DEADLINE seconds of
   # the call. PART=b: the mask's and the channel's cost against .ab/s38 (the tree before this
   # session's changes), 3 interleaved rounds each, the issue-57 variants' hashes against it on CUDA
-  # and the GPU tests of the kernels changed. PART=c: the GPU suite, 200 steps of every
+  # and the GPU tests of the kernels changed. PART=v: the VMAS mode on CUDA. PART=c: the GPU suite, 200 steps of every
   # scenario against 6defeb3 on CUDA, the continuous path against 6defeb3 (2 rounds).
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.log"
   start_call=$(date +%s)
@@ -84,6 +84,17 @@ s38)
       echo "   ($(( $(date +%s) - begin )) s with start-up and scoring)"
     done 2>&1 | tee "$out/train.log"
     (cd "$out" && find r -name "*.pt" -delete && find r -name "events.out*" -delete && tar czf runs.tgz r && rm -rf r)
+  elif [ "$part" = v ]; then
+    # Issue 58's VMAS mode (carry .whl with vmas 1.5.2, gym 0.26.2, gym-notices, pyglet 1.5.27): its
+    # GPU tests (CUDA graph replays, CUDA == CPU), then the Warp step against VMAS's world.step() on
+    # CUDA at 4,096 envs, world by world.
+    timeout ${SUITE_LIMIT:-200} $py -m pytest -q -m gpu -p no:cacheprovider -rfE tests/physics/test_vmas_mode.py \
+      tests/physics/test_vmas_mode_warp.py tests/physics/test_vmas_actions.py > "$out/tests_gpu_v.log" 2>&1
+    echo "pytest exit $?" >> "$out/tests_gpu_v.log"; tail -4 "$out/tests_gpu_v.log"
+    for world in ${WORLDS:-navigation dispersion balance transport give_way passage wheel sampling}; do
+      timeout 90 $py -m swarp.benchmark.vmas_mode --device cuda:0 --envs ${ENVS:-4096} --scenario $world 2>&1 \
+        | grep -v "^Module\|^Warp"
+    done 2>&1 | tee "$out/vmas_mode.log"
   elif [ "$part" = b ]; then
     ab comm "silent:C=0 talking:C=4 talking_discrete:C=4,AS=discrete talking_s38:C=4,SRC=.ab/s38 ${COMM_EXTRA:-}" \
       "$bench --scenario flocking --option comm_dim=\$C --option action_space=\${AS:-continuous}"
