@@ -22,7 +22,6 @@ VMAS is not a swarp dependency: ``pip install vmas==1.5.2``.
 from __future__ import annotations
 
 import argparse
-import ast
 import functools
 import time
 import warnings
@@ -31,6 +30,7 @@ from collections.abc import Callable
 import torch
 import warp as wp
 
+from swarp.benchmark.common import parse_option
 from swarp.physics.vmas_mode.kernels import VmasStep
 from swarp.testing.vmas_parity import (
     VMAS_REQUIREMENT,
@@ -40,17 +40,6 @@ from swarp.testing.vmas_parity import (
     max_difference,
     record_world_steps,
 )
-
-
-def parse_option(text: str) -> tuple[str, object]:
-    """``key=value`` with ``value`` a Python literal (else the string itself)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"options are key=value, got {text!r}")
-    try:
-        return key, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return key, value
 
 
 def seconds_per_step(step: Callable[[], None], steps: int, synchronize: Callable[[], None]) -> float:

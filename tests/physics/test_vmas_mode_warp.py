@@ -11,7 +11,7 @@ CPU, the C library's in a vector loop's tail), which round an ulp the other way 
 the Warp step equals the rounded reference, this difference is the reference's own sensitivity to
 its math library: a contact point an ulp off moves a force or torque by a few ulps, and a substep
 multiplies that by ``sub_dt / m`` or ``sub_dt / I``. In the VMAS worlds it measures at most 5e-7
-re-synced and 4e-5 free-running over ``N_STEPS`` (balance: its line turns under the agents; most
+re-synced and 4e-5 free-running over ``test_vmas_mode.N_STEPS`` (balance: its line turns under the agents; most
 worlds: 0.0, their headings stay 0); ``RESYNC_ATOL`` and ``FREE_ATOL`` leave a wide margin. The
 hand-built world is checked exactly only: crowded, at random headings, an ulp there now and then
 flips a discrete decision (a contact's onset, two segments crossing, the closer of two tied
@@ -19,7 +19,7 @@ candidates), which moves a velocity by up to ``F k softplus(LINE_MIN_DIST / k) s
 2e-2 m/s there), so no tight bound holds.
 
 The worlds are the reference tests' (``test_vmas_mode.py``): VMAS 1.5.2 scenario worlds of 16 envs,
-seed 0, ``N_STEPS`` steps of VMAS's random actions, recorded with ``swarp.testing.vmas_parity``; each
+seed 0, the worlds' steps of VMAS's random actions, recorded with ``swarp.testing.vmas_parity``; each
 step is stepped from VMAS's state (re-synced) and from the previous step's result (free-running) with
 VMAS's agent forces.
 """
@@ -40,25 +40,13 @@ from swarp.physics.vmas_mode.contacts import BOX_BOX, SPHERE_SPHERE, contact_pai
 from swarp.physics.vmas_mode.geometry import norm
 from swarp.physics.vmas_mode.kernels import VmasStep
 from swarp.testing.vmas_parity import entity_table, max_difference, record_world_steps, step_physics
+from tests.physics.test_vmas_mode import WORLDS
 
 N_ENVS = 16
-N_STEPS = 100
 #: Largest difference from the reference with torch's own transcendentals in a VMAS world, re-synced
 #: and free-running [m, m/s, rad, rad/s] (the module doc explains them); with correctly rounded ones, 0.0.
 RESYNC_ATOL = 1e-5
 FREE_ATOL = 1e-3
-#: (label, VMAS scenario, options, steps), as test_vmas_mode.py's.
-WORLDS = (
-    ("navigation", "navigation", {}, N_STEPS),
-    ("dispersion", "dispersion", {}, N_STEPS),
-    ("balance", "balance", {}, N_STEPS),
-    ("transport", "transport", {}, N_STEPS),
-    ("give_way", "give_way", {}, N_STEPS),
-    ("give_way-boxes", "give_way", {"box_agents": True}, N_STEPS // 2),
-    ("passage", "passage", {}, N_STEPS),
-    ("wheel", "wheel", {}, N_STEPS),
-    ("sampling", "sampling", {}, N_STEPS),
-)
 HAND_BUILT_STEPS = 20
 
 COS, SIN = torch.cos, torch.sin
